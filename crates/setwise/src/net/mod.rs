@@ -1,0 +1,139 @@
+//! Transport: framed, metered, bounded message channels.
+//!
+//! A [`Channel`] moves whole frames (byte strings) between the two parties. Protocols
+//! only ever see this trait; the CLI gives them a [`TcpChannel`], tests a
+//! [`MemoryChannel`] pair, and benchmarks either of them wrapped in [`Shaped`] to
+//! model a LAN or WAN link.
+
+mod frame;
+mod memory;
+mod shaping;
+mod tcp;
+
+pub use frame::{read_frame, write_frame};
+pub use memory::MemoryChannel;
+pub use shaping::{NetProfile, Shaped};
+pub use tcp::{TcpChannel, TcpConfig};
+
+use std::time::Duration;
+
+/// Default largest frame accepted from a peer: 64 MiB.
+///
+/// Big messages are chunked well below this (2^14 group elements = 512 KiB a frame), so
+/// the bound only limits what a hostile peer can make us buffer.
+pub const DEFAULT_MAX_FRAME: usize = 64 << 20;
+
+/// A transport failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The peer closed the connection between frames.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// The peer closed the connection in the middle of a frame.
+    #[error("truncated frame: the peer closed the connection after {got} of {expected} bytes")]
+    Truncated {
+        /// Payload bytes received.
+        got: usize,
+        /// Payload bytes announced by the length prefix.
+        expected: usize,
+    },
+    /// A length prefix (or a frame to send) above the configured maximum.
+    #[error("frame of {len} bytes exceeds the maximum frame size of {max} bytes")]
+    FrameTooLarge {
+        /// Announced or attempted length.
+        len: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// No frame arrived (or could be written) within the I/O timeout.
+    #[error("timed out after {0:?} waiting for the peer")]
+    Timeout(Duration),
+    /// Connecting failed until the connect timeout ran out.
+    #[error("could not connect to {addr} within {waited:?}: {source}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// How long we retried.
+        waited: Duration,
+        /// The last error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another I/O error.
+    #[error("network I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Traffic counters of one channel. Bytes include the 4-byte frame prefixes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Bytes written to the peer.
+    pub bytes_sent: u64,
+    /// Bytes read from the peer.
+    pub bytes_received: u64,
+    /// Frames written.
+    pub messages_sent: u64,
+    /// Frames read.
+    pub messages_received: u64,
+}
+
+impl Stats {
+    /// Counters accumulated since `earlier` was taken.
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        Stats {
+            bytes_sent: self.bytes_sent - earlier.bytes_sent,
+            bytes_received: self.bytes_received - earlier.bytes_received,
+            messages_sent: self.messages_sent - earlier.messages_sent,
+            messages_received: self.messages_received - earlier.messages_received,
+        }
+    }
+
+    pub(crate) fn count_sent(&mut self, payload: usize) {
+        self.bytes_sent += payload as u64 + 4;
+        self.messages_sent += 1;
+    }
+
+    pub(crate) fn count_received(&mut self, payload: usize) {
+        self.bytes_received += payload as u64 + 4;
+        self.messages_received += 1;
+    }
+}
+
+/// A bidirectional, reliable, ordered channel of frames to one peer.
+///
+/// `send` may block while the peer is not reading (bounded buffers); protocols are
+/// written so that at any time only one side streams large data, which rules out
+/// deadlock whatever the buffer sizes.
+pub trait Channel: Send {
+    /// Sends one frame.
+    fn send(&mut self, frame: &[u8]) -> Result<(), NetError>;
+    /// Receives the next frame, at most the configured maximum frame size.
+    fn recv(&mut self) -> Result<Vec<u8>, NetError>;
+    /// Counters since the channel was opened.
+    fn stats(&self) -> Stats;
+}
+
+impl<C: Channel + ?Sized> Channel for &mut C {
+    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+        (**self).send(frame)
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
+        (**self).recv()
+    }
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
+}
+
+impl<C: Channel + ?Sized> Channel for Box<C> {
+    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+        (**self).send(frame)
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
+        (**self).recv()
+    }
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
+}

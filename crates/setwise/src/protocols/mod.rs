@@ -1,0 +1,94 @@
+//! The protocol families. Each role is a function over a [`Channel`](crate::net::Channel);
+//! no protocol reads files or sockets itself.
+
+pub mod chunks;
+pub mod ecdh;
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A protocol family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Protocol {
+    /// Diffie–Hellman PSI over ristretto255.
+    Ecdh,
+}
+
+impl Protocol {
+    /// Every protocol, in the order the CLI lists them.
+    pub const ALL: &'static [Protocol] = &[Protocol::Ecdh];
+
+    /// The CLI and wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Ecdh => "ecdh",
+        }
+    }
+
+    /// The operations this protocol implements.
+    pub fn operations(self) -> &'static [Operation] {
+        match self {
+            Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
+        }
+    }
+}
+
+/// A set operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Operation {
+    /// The receiver learns X ∩ Y.
+    Intersection,
+    /// The receiver learns |X ∩ Y|.
+    Cardinality,
+}
+
+impl Operation {
+    /// The CLI and wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Intersection => "intersection",
+            Operation::Cardinality => "cardinality",
+        }
+    }
+}
+
+macro_rules! named_enum {
+    ($t:ty, $what:literal, [$($v:expr),+]) => {
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                [$($v),+].into_iter().find(|v| v.name() == s).ok_or_else(|| {
+                    let names: Vec<&str> = [$($v),+].iter().map(|v| v.name()).collect();
+                    format!("unknown {} '{s}' (expected one of: {})", $what, names.join(", "))
+                })
+            }
+        }
+    };
+}
+named_enum!(Protocol, "protocol", [Protocol::Ecdh]);
+named_enum!(
+    Operation,
+    "operation",
+    [Operation::Intersection, Operation::Cardinality]
+);
+
+/// What a role learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The role learns nothing (the sender in most operations).
+    Nothing,
+    /// Indices, into the role's own item list, of the items in the intersection (sorted).
+    Intersection(Vec<usize>),
+    /// The size of the intersection.
+    Cardinality(u64),
+}

@@ -1,0 +1,58 @@
+//! Helpers to run both roles in one process, for tests, benchmarks and the demo.
+
+use crate::error::Result;
+use crate::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel, NetProfile, Shaped};
+use crate::protocols::Outcome;
+use crate::session::{self, Job, Report, Role};
+
+/// Both roles' results.
+pub struct PairRun {
+    /// The sender's outcome and report.
+    pub sender: Result<(Outcome, Report)>,
+    /// The receiver's outcome and report.
+    pub receiver: Result<(Outcome, Report)>,
+}
+
+/// Runs `job` with the sender on `sender_items` and the receiver on `receiver_items`,
+/// over an in-memory channel pair, optionally shaped.
+pub fn run_pair<I: AsRef<[u8]> + Sync>(
+    job: &Job,
+    sender_items: &[I],
+    receiver_items: &[I],
+    profile: Option<NetProfile>,
+) -> PairRun {
+    let (a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+    match profile {
+        Some(p) => run_over(
+            job,
+            Shaped::new(a, p),
+            Shaped::new(b, p),
+            sender_items,
+            receiver_items,
+        ),
+        None => run_over(job, a, b, sender_items, receiver_items),
+    }
+}
+
+/// Runs both roles over two given channel ends (sender's first).
+pub fn run_over<C: Channel, I: AsRef<[u8]> + Sync>(
+    job: &Job,
+    mut sender_ch: C,
+    mut receiver_ch: C,
+    sender_items: &[I],
+    receiver_items: &[I],
+) -> PairRun {
+    std::thread::scope(|s| {
+        let sender = s.spawn(move || {
+            let r = session::run(&mut sender_ch, job, Role::Sender, sender_items, None);
+            drop(sender_ch); // a failed side hangs up so the other cannot wait forever
+            r
+        });
+        let receiver = session::run(&mut receiver_ch, job, Role::Receiver, receiver_items, None);
+        drop(receiver_ch);
+        PairRun {
+            sender: sender.join().expect("sender thread panicked"),
+            receiver,
+        }
+    })
+}

@@ -1,0 +1,122 @@
+//! `setwise bench`: both roles in one process over loopback TCP (optionally shaped as a
+//! LAN or WAN link) on generated sets; prints one row per size and operation.
+
+use crate::Failure;
+use crate::demo::sets;
+use clap::Args;
+use setwise::net::{NetProfile, Shaped, TcpChannel, TcpConfig};
+use setwise::testing::run_over;
+use setwise::{Job, Operation, Protocol, Report};
+use std::net::TcpListener;
+
+/// `setwise bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Protocol to time.
+    protocol: Protocol,
+    /// Set sizes as powers of two, e.g. 12,16,20 (both parties the same size unless
+    /// --receiver-sizes is given).
+    #[arg(long, value_delimiter = ',', default_value = "12,16")]
+    sizes: Vec<u32>,
+    /// Receiver sizes as powers of two, paired with --sizes (for unbalanced runs).
+    #[arg(long, value_delimiter = ',')]
+    receiver_sizes: Vec<u32>,
+    /// Operations to time.
+    #[arg(
+        long = "ops",
+        value_delimiter = ',',
+        default_value = "intersection,cardinality"
+    )]
+    operations: Vec<Operation>,
+    /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
+    #[arg(long, default_value = "none")]
+    net: String,
+    /// Fraction of the receiver's items the sender holds.
+    #[arg(long, default_value_t = 0.5)]
+    overlap: f64,
+    /// Also write every run's two reports as JSON lines to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+/// Runs `setwise bench`.
+pub fn run(a: BenchArgs) -> Result<(), Failure> {
+    let profile = NetProfile::by_name(&a.net).ok_or_else(|| {
+        Failure::usage(anyhow::anyhow!(
+            "--net must be lan, wan or none, not '{}'",
+            a.net
+        ))
+    })?;
+    println!(
+        "setwise bench {} — {} threads, network {}",
+        a.protocol,
+        rayon::current_num_threads(),
+        a.net
+    );
+    println!(
+        "{:<14} {:<13} {:>10} {:>10} {:>12} {:>12} {:>10}",
+        "sizes (S×R)", "operation", "sender s", "receiver s", "S→R MB", "R→S MB", "result"
+    );
+    let mut json = String::new();
+    for (i, &log_s) in a.sizes.iter().enumerate() {
+        let log_r = a.receiver_sizes.get(i).copied().unwrap_or(log_s);
+        let (x, y) = sets(1 << log_s, 1 << log_r, a.overlap);
+        for &op in &a.operations {
+            let job = Job::new(a.protocol, op);
+            job.validate()?;
+            let (s, r) = run_once(&job, x.items(), y.items(), profile)?;
+            println!(
+                "{:<14} {:<13} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10}",
+                format!("2^{log_s}×2^{log_r}"),
+                op.name(),
+                s.total_ms / 1e3,
+                r.total_ms / 1e3,
+                s.traffic.bytes_sent as f64 / 1e6,
+                r.traffic.bytes_sent as f64 / 1e6,
+                r.results.get("intersection_size").copied().unwrap_or(0)
+            );
+            json.push_str(
+                &serde_json::json!({"sender": s, "receiver": r, "net": a.net}).to_string(),
+            );
+            json.push('\n');
+        }
+    }
+    if let Some(p) = &a.json {
+        std::fs::write(p, json)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+fn run_once(
+    job: &Job,
+    x: &[Vec<u8>],
+    y: &[Vec<u8>],
+    profile: Option<NetProfile>,
+) -> Result<(Report, Report), Failure> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(Failure::usage)?;
+    let addr = listener.local_addr().map_err(Failure::usage)?.to_string();
+    let net = |e| {
+        Failure::from(setwise::Error::Net {
+            phase: "connecting",
+            source: e,
+        })
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let acc = s.spawn(|| TcpChannel::accept(&listener, TcpConfig::default()));
+        let b = TcpChannel::connect(&addr, TcpConfig::default());
+        (acc.join().expect("accept thread"), b)
+    });
+    let (a, b) = (a.map_err(net)?, b.map_err(net)?);
+    let run = match profile {
+        Some(p) => run_over(
+            job,
+            Box::new(Shaped::new(a, p)) as Box<dyn setwise::net::Channel>,
+            Box::new(Shaped::new(b, p)),
+            x,
+            y,
+        ),
+        None => run_over(job, a, b, x, y),
+    };
+    Ok((run.sender?.1, run.receiver?.1))
+}

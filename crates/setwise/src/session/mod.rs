@@ -79,13 +79,13 @@ pub fn run<I: AsRef<[u8]> + Sync>(
     report.role = Some(role);
     report.params = job.params();
     let result = run_inner(ch, job, role, items, &mut report);
-    if let Err(e) = &result {
-        if !matches!(
+    if let Err(e) = &result
+        && !matches!(
             e,
             Error::Net { .. } | Error::PeerAborted(_) | Error::Mismatch { .. }
-        ) {
-            send_abort(ch, &e.to_string());
-        }
+        )
+    {
+        send_abort(ch, &e.to_string());
     }
     let outcome = result?;
     match &outcome {

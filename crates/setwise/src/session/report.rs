@@ -118,6 +118,12 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+impl fmt::Debug for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let role = self.role.map_or("-".to_string(), |r| r.to_string());

@@ -1,0 +1,225 @@
+//! The `setwise` binary as two processes over TCP on CSV files.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_setwise"))
+}
+
+fn free_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
+}
+
+fn spawn(args: &[&str]) -> Child {
+    bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs a sender (listening) and a receiver (connecting); returns both outputs.
+fn pair(sender: &[&str], receiver: &[&str]) -> (Output, Output) {
+    let addr = free_port();
+    let s = spawn(&[&["sender", "--listen", &addr], sender].concat());
+    let r = spawn(&[&["receiver", "--connect", &addr], receiver].concat());
+    (s.wait_with_output().unwrap(), r.wait_with_output().unwrap())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn intersection_writes_matching_rows_with_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(
+        dir.path(),
+        "s.csv",
+        "email,name\na@x,Ann\nb@x,Bob\nc@x,Cy\n",
+    );
+    let r = write(
+        dir.path(),
+        "r.csv",
+        "id,email\n1,b@x\n2,z@x\n3,c@x\n4,b@x\n5,\n",
+    );
+    let out = dir.path().join("out.csv");
+    let report = dir.path().join("r.json");
+    let (so, ro) = pair(
+        &["--input", s.to_str().unwrap(), "--key", "email"],
+        &[
+            "--input",
+            r.to_str().unwrap(),
+            "--key",
+            "email",
+            "--output",
+            out.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert!(so.status.success(), "sender: {}", text(&so.stderr));
+    assert!(ro.status.success(), "receiver: {}", text(&ro.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "id,email\n1,b@x\n3,c@x\n4,b@x\n"
+    );
+    let stderr = text(&ro.stderr);
+    assert!(
+        stderr.contains("intersection size 2") && stderr.contains("1 rows with an empty key"),
+        "{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["results"]["intersection_size"], 2);
+    assert_eq!(json["own_set_size"], 3);
+    assert_eq!(json["peer_set_size"], 3);
+    assert!(json["phases"].as_array().unwrap().len() >= 3);
+}
+
+#[test]
+fn cardinality_prints_the_count_with_text_and_headerless_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.txt", "a\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "9,c\n8,d\n7,e\n");
+    let (so, ro) = pair(
+        &["--op", "cardinality", "--input", s.to_str().unwrap()],
+        &[
+            "--op",
+            "cardinality",
+            "--input",
+            r.to_str().unwrap(),
+            "--no-header",
+            "--key",
+            "2",
+        ],
+    );
+    assert!(so.status.success(), "{}", text(&so.stderr));
+    assert!(ro.status.success(), "{}", text(&ro.stderr));
+    assert_eq!(text(&ro.stdout).trim(), "2");
+}
+
+#[test]
+fn mismatched_operations_fail_both_sides_with_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.txt", "a\n");
+    let (so, ro) = pair(
+        &["--op", "cardinality", "--input", s.to_str().unwrap()],
+        &["--op", "intersection", "--input", s.to_str().unwrap()],
+    );
+    assert_eq!(so.status.code(), Some(3));
+    assert_eq!(ro.status.code(), Some(3));
+    assert!(
+        text(&so.stderr)
+            .contains("operation: this side has cardinality, the peer has intersection")
+    );
+    assert!(
+        text(&ro.stderr)
+            .contains("operation: this side has intersection, the peer has cardinality")
+    );
+}
+
+#[test]
+fn different_key_column_counts_are_a_parameter_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "f.csv", "a,b\n1,2\n");
+    let (so, ro) = pair(
+        &["--input", f.to_str().unwrap(), "--key", "a,b"],
+        &["--input", f.to_str().unwrap(), "--key", "a"],
+    );
+    assert_eq!(so.status.code(), Some(3));
+    assert!(
+        text(&ro.stderr)
+            .contains("parameters: this side has key_columns=1, the peer has key_columns=2"),
+        "{}",
+        text(&ro.stderr)
+    );
+}
+
+#[test]
+fn input_errors_exit_2_and_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "f.csv", "name,email\nann,a@x\n");
+    let o = bin()
+        .args([
+            "receiver",
+            "--connect",
+            "127.0.0.1:1",
+            "--input",
+            f.to_str().unwrap(),
+            "--key",
+            "id",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no column named 'id' (columns: name, email)"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = bin()
+        .args(["sender", "--input", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "neither --listen nor --connect");
+    let o = bin()
+        .args([
+            "sender",
+            "--listen",
+            "127.0.0.1:0",
+            "--input",
+            "/nonexistent.csv",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn connect_gives_up_after_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "f.txt", "a\n");
+    let o = bin()
+        .args([
+            "receiver",
+            "--connect",
+            &free_port(),
+            "--connect-timeout",
+            "1",
+            "--input",
+            f.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o.stderr).contains("could not connect"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn demo_verifies_itself() {
+    let o = bin()
+        .args(["demo", "--size", "500", "--overlap", "0.3"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("intersection size: 150 (plain computation: 150) ✓"),
+        "{out}"
+    );
+}

@@ -1,0 +1,258 @@
+//! A hostile or broken peer: every case ends with an error on the honest side, never a
+//! panic or a hang.
+
+use setwise::net::{Channel, MemoryChannel, NetError, TcpChannel, TcpConfig};
+use setwise::session::{self, Hello, Role, handshake};
+use setwise::{Error, Job, Operation, Protocol};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+fn items(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| format!("item{i}").into_bytes()).collect()
+}
+
+fn job() -> Job {
+    Job::new(Protocol::Ecdh, Operation::Intersection)
+}
+
+fn config() -> TcpConfig {
+    TcpConfig {
+        max_frame: 1 << 20,
+        io_timeout: Some(Duration::from_secs(20)),
+        ..Default::default()
+    }
+}
+
+/// Runs an honest `role` over TCP against `peer`, which gets the raw stream.
+fn against_raw_peer(role: Role, peer: impl FnOnce(TcpStream) + Send) -> Error {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || peer(TcpStream::connect(addr).unwrap()));
+        let mut ch = TcpChannel::accept(&listener, config()).unwrap();
+        session::run(&mut ch, &job(), role, &items(10), None).unwrap_err()
+    })
+}
+
+/// Runs an honest `role` against a peer that speaks frames through a channel end.
+fn against_peer(role: Role, peer: impl FnOnce(&mut MemoryChannel) + Send) -> Error {
+    let (a, b) = MemoryChannel::pair(1 << 20);
+    let (mut a, mut b) = (
+        a.with_timeout(Duration::from_secs(20)),
+        b.with_timeout(Duration::from_secs(20)),
+    );
+    std::thread::scope(|s| {
+        s.spawn(move || peer(&mut b));
+        session::run(&mut a, &job(), role, &items(10), None).unwrap_err()
+    })
+}
+
+fn peer_hello(ch: &mut MemoryChannel, role: Role, size: usize) {
+    let hello = Hello::new("ecdh", "intersection", job().params(), role, size);
+    handshake(ch, &hello, u64::MAX).unwrap();
+}
+
+fn frame(len_prefix: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = len_prefix.to_le_bytes().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn truncated_frame() {
+    let e = against_raw_peer(Role::Receiver, |mut s| {
+        s.write_all(&frame(100, b"only a few bytes")).unwrap();
+    });
+    assert!(
+        matches!(
+            e,
+            Error::Net {
+                source: NetError::Truncated {
+                    got: 16,
+                    expected: 100
+                },
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn length_prefix_above_the_maximum() {
+    let e = against_raw_peer(Role::Sender, |mut s| {
+        s.write_all(&frame(u32::MAX, b"")).unwrap();
+    });
+    assert!(
+        matches!(
+            e,
+            Error::Net {
+                source: NetError::FrameTooLarge { max: 1048576, .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn garbage_instead_of_a_hello() {
+    let e = against_raw_peer(Role::Sender, |mut s| {
+        s.write_all(&frame(12, b"GET / HTTP/1")).unwrap();
+    });
+    assert!(e.to_string().contains("not a setwise peer"), "{e}");
+}
+
+#[test]
+fn invalid_point_is_named_and_the_peer_is_told() {
+    let told = std::sync::Mutex::new(None);
+    let e = against_peer(Role::Sender, |ch| {
+        peer_hello(ch, Role::Receiver, 3);
+        let mut chunk = vec![0x10, 3, 0, 0, 0];
+        chunk.extend_from_slice(
+            &setwise::group::SecretScalar::random()
+                .hash_and_mul(
+                    &setwise::group::ItemHasher::new(&setwise::hash::Domain::new(
+                        "t",
+                        Default::default(),
+                    )),
+                    &[b"a", b"b"],
+                )
+                .concat(),
+        );
+        chunk.extend_from_slice(&[0xffu8; 32]); // not a canonical encoding
+        ch.send(&chunk).unwrap();
+        // The sender streams its own items while it re-blinds ours, then aborts and says why.
+        let err = loop {
+            if let Err(e) = session::recv_message(ch, 0x11, "SenderBlinded", "test") {
+                break e;
+            }
+        };
+        *told.lock().unwrap() = Some(err.to_string());
+    });
+    assert!(
+        matches!(
+            e,
+            Error::InvalidPoint {
+                what: "ReceiverBlinded",
+                index: 2
+            }
+        ),
+        "{e}"
+    );
+    let told = told.into_inner().unwrap().unwrap();
+    assert!(
+        told.contains("aborted") && told.contains("item 2"),
+        "{told}"
+    );
+}
+
+#[test]
+fn chunk_longer_than_announced() {
+    let e = against_peer(Role::Sender, |ch| {
+        peer_hello(ch, Role::Receiver, 1);
+        let mut chunk = vec![0x10, 2, 0, 0, 0];
+        chunk.extend_from_slice(&[0u8; 64]);
+        ch.send(&chunk).unwrap();
+        let _ = ch.recv();
+    });
+    assert!(
+        matches!(e, Error::Malformed(_)) && e.to_string().contains("outside the agreed bound 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn chunk_with_fewer_bytes_than_its_count() {
+    let e = against_peer(Role::Sender, |ch| {
+        peer_hello(ch, Role::Receiver, 5);
+        let mut chunk = vec![0x10, 5, 0, 0, 0];
+        chunk.extend_from_slice(&[0u8; 40]);
+        ch.send(&chunk).unwrap();
+        let _ = ch.recv();
+    });
+    assert!(e.to_string().contains("ends early"), "{e}");
+}
+
+#[test]
+fn wrong_message_type() {
+    let e = against_peer(Role::Receiver, |ch| {
+        peer_hello(ch, Role::Sender, 10);
+        let _ = ch.recv(); // receiver's first chunk
+        ch.send(&[0x12, 1, 0, 0, 0]).unwrap();
+    });
+    assert!(
+        e.to_string().contains("expected message SenderBlinded"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_protocol_in_hello_fails_both_sides() {
+    let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+    let theirs = std::thread::scope(|s| {
+        let t = s.spawn(move || {
+            handshake(
+                &mut b,
+                &Hello::new("fhe", "intersection", job().params(), Role::Receiver, 1),
+                u64::MAX,
+            )
+        });
+        let ours = session::run(&mut a, &job(), Role::Sender, &items(3), None).unwrap_err();
+        assert!(
+            ours.to_string()
+                .contains("protocol: this side has ecdh, the peer has fhe"),
+            "{ours}"
+        );
+        t.join().unwrap().unwrap_err()
+    });
+    assert!(
+        theirs
+            .to_string()
+            .contains("this side has fhe, the peer has ecdh"),
+        "{theirs}"
+    );
+}
+
+#[test]
+fn peer_closing_mid_run() {
+    let e = against_peer(Role::Receiver, |ch| {
+        peer_hello(ch, Role::Sender, 10);
+        let _ = ch.recv();
+    });
+    assert!(
+        matches!(
+            e,
+            Error::Net {
+                source: NetError::Closed,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = against_raw_peer(Role::Sender, drop);
+    assert!(
+        matches!(
+            e,
+            Error::Net {
+                source: NetError::Closed,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn announced_size_beyond_the_limit() {
+    let e = against_peer(Role::Sender, |ch| {
+        let hello = Hello::new("ecdh", "intersection", job().params(), Role::Receiver, 0);
+        let mut bytes = hello.encode();
+        let at = bytes.len() - 16 - 8;
+        bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        ch.send(&bytes).unwrap();
+        let _ = ch.recv();
+    });
+    assert!(e.to_string().contains("exceeds the limit"), "{e}");
+}

@@ -1,7 +1,7 @@
 //! A hostile or broken peer: every case ends with an error on the honest side, never a
 //! panic or a hang.
 
-use setwise::net::{Channel, MemoryChannel, NetError, TcpChannel, TcpConfig};
+use setwise::net::{Channel, MemoryChannel, NetError, TcpChannel, TcpConfig, read_frame};
 use setwise::session::{self, Hello, Role, handshake};
 use setwise::{Error, Job, Operation, Protocol};
 use std::io::Write;
@@ -24,12 +24,19 @@ fn config() -> TcpConfig {
     }
 }
 
-/// Runs an honest `role` over TCP against `peer`, which gets the raw stream.
-fn against_raw_peer(role: Role, peer: impl FnOnce(TcpStream) + Send) -> Error {
+/// Runs an honest `role` over TCP against `peer`, which gets the raw stream after the
+/// honest side's hello has been read (so closing never resets unread data).
+fn against_raw_peer(role: Role, peer: impl FnOnce(&mut TcpStream) + Send) -> Error {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::scope(|s| {
-        s.spawn(move || peer(TcpStream::connect(addr).unwrap()));
+        s.spawn(move || {
+            let mut stream = TcpStream::connect(addr).unwrap();
+            read_frame(&mut stream, 1 << 20).unwrap();
+            peer(&mut stream);
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+            let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        });
         let mut ch = TcpChannel::accept(&listener, config()).unwrap();
         session::run(&mut ch, &job(), role, &items(10), None).unwrap_err()
     })
@@ -61,7 +68,7 @@ fn frame(len_prefix: u32, payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn truncated_frame() {
-    let e = against_raw_peer(Role::Receiver, |mut s| {
+    let e = against_raw_peer(Role::Receiver, |s| {
         s.write_all(&frame(100, b"only a few bytes")).unwrap();
     });
     assert!(
@@ -81,7 +88,7 @@ fn truncated_frame() {
 
 #[test]
 fn length_prefix_above_the_maximum() {
-    let e = against_raw_peer(Role::Sender, |mut s| {
+    let e = against_raw_peer(Role::Sender, |s| {
         s.write_all(&frame(u32::MAX, b"")).unwrap();
     });
     assert!(
@@ -98,7 +105,7 @@ fn length_prefix_above_the_maximum() {
 
 #[test]
 fn garbage_instead_of_a_hello() {
-    let e = against_raw_peer(Role::Sender, |mut s| {
+    let e = against_raw_peer(Role::Sender, |s| {
         s.write_all(&frame(12, b"GET / HTTP/1")).unwrap();
     });
     assert!(e.to_string().contains("not a setwise peer"), "{e}");
@@ -231,7 +238,7 @@ fn peer_closing_mid_run() {
         ),
         "{e}"
     );
-    let e = against_raw_peer(Role::Sender, drop);
+    let e = against_raw_peer(Role::Sender, |_| {});
     assert!(
         matches!(
             e,

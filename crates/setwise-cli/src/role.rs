@@ -52,6 +52,9 @@ pub struct CommonArgs {
     /// Write the run report as JSON to this file.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Also print each phase's time and traffic.
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 /// `setwise sender`.
@@ -135,6 +138,9 @@ fn run_role(a: &CommonArgs, role: Role, set: &ItemSet) -> Result<(Outcome, Repor
         b.finish_and_clear();
     }
     let (outcome, report) = result?;
+    if a.verbose {
+        eprint!("{report}");
+    }
     if let Some(path) = &a.report {
         std::fs::write(path, report.to_json())
             .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;

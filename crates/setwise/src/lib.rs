@@ -11,11 +11,15 @@
 //!
 //! See `docs/` for each protocol's security model, leakage and wire format.
 
+#![forbid(unsafe_code)]
+
 pub mod error;
 pub mod group;
+pub mod he;
 pub mod hash;
 pub mod io;
 pub mod net;
+pub mod poly;
 pub mod protocols;
 pub mod rng;
 pub mod session;

@@ -1,0 +1,383 @@
+//! Homomorphic encryption: a thin, safe facade over the `fhe` crate's BFV scheme.
+//!
+//! **INTERNALS:** `fhe` 0.1 panics (asserts) on operands with different parameter
+//! objects or levels, and its ciphertext decoder accepts polynomials in the wrong
+//! representation. This facade owns the one parameter object of a session
+//! ([`HeContext`]), encodes plaintexts at the level they are used, and checks every
+//! ciphertext from a peer ([`HeContext::ciphertext_from_wire`]) so no peer input can
+//! reach those asserts.
+//!
+//! Parameters are data ([`HeParams`]) checked against the 128-bit classical security
+//! table of the Homomorphic Encryption Standard (2018), for ternary secrets.
+
+mod powers;
+
+pub use powers::PowerPlan;
+
+use crate::rng::fill_os;
+use fhe::bfv::{self, BfvParameters, BfvParametersBuilder, Encoding};
+use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize};
+use rand_chacha09::ChaCha20Rng;
+use rand_chacha09::rand_core::SeedableRng;
+use std::sync::Arc;
+
+/// Largest total ciphertext-modulus bits for 128-bit security, per ring degree
+/// (HE Standard, Table 1, classical, ternary secret).
+pub const SECURITY_128: &[(usize, usize)] = &[(1024, 27), (2048, 54), (4096, 109), (8192, 218), (16384, 438), (32768, 881)];
+
+/// An HE failure: bad parameters, or a ciphertext that does not fit them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeError {
+    /// A parameter is invalid; the message names the field.
+    #[error("HE parameters: {0}")]
+    Params(String),
+    /// A ciphertext or key from the peer does not decode under the agreed parameters.
+    #[error("{what} does not fit the agreed HE parameters: {why}")]
+    Malformed {
+        /// What was being decoded.
+        what: &'static str,
+        /// Why it was refused.
+        why: String,
+    },
+    /// An operation failed inside the HE library.
+    #[error("HE operation failed: {0}")]
+    Op(String),
+}
+
+fn op_err(e: fhe::Error) -> HeError {
+    HeError::Op(e.to_string())
+}
+
+/// BFV parameters as data.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeParams {
+    /// Ring degree N (a power of two); also the number of batching slots.
+    pub degree: usize,
+    /// Plaintext modulus t: a prime ≡ 1 (mod 2N) so that batching works.
+    pub plain_modulus: u64,
+    /// Bit sizes of the ciphertext moduli, each 10..=62; the sum is log q.
+    pub moduli_bits: Vec<usize>,
+}
+
+impl HeParams {
+    /// Checks security, batching and sizes; the error names the field.
+    pub fn validate(&self) -> Result<(), HeError> {
+        let n = self.degree;
+        let Some(&(_, max_bits)) = SECURITY_128.iter().find(|(d, _)| *d == n) else {
+            return Err(HeError::Params(format!("degree {n} is not one of 1024..32768 (powers of two)")));
+        };
+        let total: usize = self.moduli_bits.iter().sum();
+        if total > max_bits {
+            return Err(HeError::Params(format!(
+                "moduli_bits sum to {total} bits, above the {max_bits} bits that degree {n} allows for 128-bit security"
+            )));
+        }
+        if self.moduli_bits.is_empty() || self.moduli_bits.iter().any(|&b| !(10..=62).contains(&b)) {
+            return Err(HeError::Params(format!("moduli_bits {:?}: each must be 10..=62 bits", self.moduli_bits)));
+        }
+        let t = self.plain_modulus;
+        if !crate::poly::is_prime(t) || t % (2 * n as u64) != 1 {
+            return Err(HeError::Params(format!("plain_modulus {t} must be a prime ≡ 1 mod 2·degree ({}) for batching", 2 * n)));
+        }
+        let min_q = *self.moduli_bits.iter().min().expect("non-empty");
+        if 64 - t.leading_zeros() as usize + 1 >= min_q {
+            return Err(HeError::Params(format!("plain_modulus {t} is too large for a {min_q}-bit ciphertext modulus")));
+        }
+        Ok(())
+    }
+
+    /// The largest prime t ≡ 1 (mod 2N) below 2^bits.
+    pub fn batching_prime(degree: usize, bits: u32) -> u64 {
+        let m = 2 * degree as u64;
+        let mut t = ((1u64 << bits) - 1) / m * m + 1;
+        while !crate::poly::is_prime(t) {
+            t -= m;
+        }
+        t
+    }
+
+    /// A short canonical string for hellos and reports.
+    pub fn fingerprint(&self) -> String {
+        let q: Vec<String> = self.moduli_bits.iter().map(|b| b.to_string()).collect();
+        format!("N={},t={},q={}", self.degree, self.plain_modulus, q.join("+"))
+    }
+}
+
+/// Validated parameters with the one `fhe` parameter object every operand shares.
+#[derive(Debug, Clone)]
+pub struct HeContext {
+    params: HeParams,
+    bfv: Arc<BfvParameters>,
+}
+
+impl HeContext {
+    /// Validates `params` and builds the context (costly: build once per session).
+    pub fn new(params: &HeParams) -> Result<Self, HeError> {
+        params.validate()?;
+        let bfv = BfvParametersBuilder::new()
+            .set_degree(params.degree)
+            .set_plaintext_modulus(params.plain_modulus)
+            .set_moduli_sizes(&params.moduli_bits)
+            .build_arc()
+            .map_err(|e| HeError::Params(e.to_string()))?;
+        Ok(Self { params: params.clone(), bfv })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &HeParams {
+        &self.params
+    }
+
+    /// Batching slots (= N).
+    pub fn slots(&self) -> usize {
+        self.params.degree
+    }
+
+    /// The plaintext modulus t.
+    pub fn plain_modulus(&self) -> u64 {
+        self.params.plain_modulus
+    }
+
+    /// The last level (ciphertexts there have one modulus left).
+    pub fn last_level(&self) -> usize {
+        self.bfv.max_level()
+    }
+
+    /// Encodes slot values (each < t) as a plaintext ready for products with
+    /// ciphertexts at `level` (its NTT form is computed once here).
+    pub fn encode(&self, values: &[u64], level: usize) -> Result<Plaintext, HeError> {
+        let t = self.plain_modulus();
+        if values.len() > self.slots() || values.iter().any(|&v| v >= t) {
+            return Err(HeError::Op(format!("encode: need at most {} values below {t}", self.slots())));
+        }
+        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(level), &self.bfv).map(Plaintext).map_err(op_err)
+    }
+
+    /// Decodes a ciphertext from the peer, accepting it only if it is a 2-polynomial
+    /// ciphertext in NTT form at `level` under these parameters, at most `max_bytes`.
+    pub fn ciphertext_from_wire(&self, bytes: &[u8], level: usize, what: &'static str) -> Result<Ciphertext, HeError> {
+        let bad = |why: String| HeError::Malformed { what, why };
+        let max = self.ciphertext_bytes(level, true);
+        if bytes.len() > max {
+            return Err(bad(format!("{} bytes, more than the {max} a ciphertext at level {level} takes", bytes.len())));
+        }
+        let ct = bfv::Ciphertext::from_bytes(bytes, &self.bfv).map_err(|e| bad(e.to_string()))?;
+        if ct.len() != 2 {
+            return Err(bad(format!("{} polynomials instead of 2", ct.len())));
+        }
+        let ct_level = self.bfv.moduli().len() - ct[0].ctx().moduli().len();
+        if ct_level != level {
+            return Err(bad(format!("level {ct_level} instead of {level}")));
+        }
+        // Re-assembling checks that both polynomials are in NTT form over one context.
+        let ct = bfv::Ciphertext::new(ct.to_vec(), &self.bfv).map_err(|e| bad(e.to_string()))?;
+        Ok(Ciphertext(ct))
+    }
+
+    /// Serialised size bound of a ciphertext at `level` (both polynomials, plus slack
+    /// for the encoding's framing).
+    pub fn ciphertext_bytes(&self, level: usize, full: bool) -> usize {
+        let bits: usize = self.params.moduli_bits[..self.params.moduli_bits.len() - level].iter().sum();
+        let polys = if full { 2 } else { 1 };
+        polys * bits * self.params.degree / 8 + 256
+    }
+
+    /// Decodes a relinearisation key from the peer, bounded by `max_bytes`.
+    pub fn relin_key_from_wire(&self, bytes: &[u8], max_bytes: usize) -> Result<RelinKey, HeError> {
+        if bytes.len() > max_bytes {
+            return Err(HeError::Malformed { what: "relinearisation key", why: format!("{} bytes, limit {max_bytes}", bytes.len()) });
+        }
+        bfv::RelinearizationKey::from_bytes(bytes, &self.bfv)
+            .map(RelinKey)
+            .map_err(|e| HeError::Malformed { what: "relinearisation key", why: e.to_string() })
+    }
+}
+
+/// A ciphertext under a session's parameters.
+#[derive(Debug, Clone)]
+pub struct Ciphertext(bfv::Ciphertext);
+
+impl Ciphertext {
+    /// Serialised bytes (a fresh secret-key encryption stores a seed for its second
+    /// polynomial, so it is half the size).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.0.to_bytes()
+    }
+
+    /// Drops to the last level (one modulus): smaller to send, same plaintext.
+    pub fn mod_switch_to_last(&mut self) -> Result<(), HeError> {
+        let last = self.0.max_switchable_level();
+        self.0.switch_to_level(last).map_err(op_err)
+    }
+
+    #[doc(hidden)]
+    /// The `fhe` ciphertext, for noise measurements in tests.
+    pub fn raw(&self) -> &bfv::Ciphertext {
+        &self.0
+    }
+}
+
+/// A plaintext encoded for products at one level.
+#[derive(Debug, Clone)]
+pub struct Plaintext(bfv::Plaintext);
+
+/// A relinearisation key (lets the holder of ciphertexts multiply them).
+#[derive(Debug)]
+pub struct RelinKey(bfv::RelinearizationKey);
+
+impl RelinKey {
+    /// Serialised bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.0.to_bytes()
+    }
+}
+
+/// A BFV secret key with its own CSPRNG (seeded from the OS); zeroized on drop by `fhe`.
+pub struct SecretKey {
+    ctx: HeContext,
+    sk: bfv::SecretKey,
+    rng: ChaCha20Rng,
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretKey(<redacted>)")
+    }
+}
+
+impl SecretKey {
+    /// A fresh key.
+    pub fn generate(ctx: &HeContext) -> Self {
+        let mut seed = [0u8; 32];
+        fill_os(&mut seed);
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        let sk = bfv::SecretKey::random(&ctx.bfv, &mut rng);
+        Self { ctx: ctx.clone(), sk, rng }
+    }
+
+    /// Encrypts slot values (each < t) at level 0 (secret-key, seeded: half the bytes).
+    pub fn encrypt(&mut self, values: &[u64]) -> Result<Ciphertext, HeError> {
+        let pt = self.ctx.encode(values, 0)?;
+        self.sk.try_encrypt(&pt.0, &mut self.rng).map(Ciphertext).map_err(op_err)
+    }
+
+    /// Decrypts to slot values.
+    pub fn decrypt(&self, ct: &Ciphertext) -> Result<Vec<u64>, HeError> {
+        let pt = self.sk.try_decrypt(&ct.0).map_err(op_err)?;
+        Vec::<u64>::try_decode(&pt, Encoding::simd()).map_err(op_err)
+    }
+
+    /// A relinearisation key for ciphertexts at level 0.
+    pub fn relin_key(&mut self) -> Result<RelinKey, HeError> {
+        bfv::RelinearizationKey::new(&self.sk, &mut self.rng).map(RelinKey).map_err(op_err)
+    }
+
+    #[doc(hidden)]
+    /// The `fhe` secret key, for noise measurements in tests.
+    pub fn raw(&self) -> &bfv::SecretKey {
+        &self.sk
+    }
+}
+
+/// Homomorphic operations on ciphertexts at level 0.
+#[derive(Debug)]
+pub struct Evaluator<'a> {
+    rk: Option<&'a RelinKey>,
+}
+
+impl<'a> Evaluator<'a> {
+    /// An evaluator; `rk` is needed only for ciphertext products.
+    pub fn new(rk: Option<&'a RelinKey>) -> Self {
+        Self { rk }
+    }
+
+    /// `a·b`, relinearised.
+    pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, HeError> {
+        let rk = self.rk.ok_or_else(|| HeError::Op("a ciphertext product needs a relinearisation key".into()))?;
+        let mut c = &a.0 * &b.0;
+        rk.0.relinearizes(&mut c).map_err(op_err)?;
+        Ok(Ciphertext(c))
+    }
+
+    /// `Σ cts[i]·pts[i]` (lazy reduction inside `fhe`), plus `constant` if given.
+    pub fn dot_plain(&self, cts: &[&Ciphertext], pts: &[Plaintext], constant: Option<&Plaintext>) -> Result<Ciphertext, HeError> {
+        if cts.is_empty() || cts.len() != pts.len() {
+            return Err(HeError::Op(format!("dot product of {} ciphertexts and {} plaintexts", cts.len(), pts.len())));
+        }
+        let mut acc = bfv::dot_product_scalar(cts.iter().map(|c| &c.0), pts.iter().map(|p| &p.0)).map_err(op_err)?;
+        if let Some(c) = constant {
+            acc += &c.0;
+        }
+        Ok(Ciphertext(acc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> HeParams {
+        HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 20), moduli_bits: vec![36, 36, 37] }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut p = small();
+        p.validate().unwrap();
+        p.moduli_bits = vec![60, 60];
+        assert!(p.validate().unwrap_err().to_string().contains("above the 109 bits"));
+        p = small();
+        p.plain_modulus = 12289; // prime, but ≡ 4097 mod 8192
+        assert!(p.validate().unwrap_err().to_string().contains("plain_modulus"));
+        p = small();
+        p.degree = 3000;
+        assert!(p.validate().unwrap_err().to_string().contains("degree"));
+    }
+
+    #[test]
+    fn encrypt_multiply_dot_decrypt() {
+        let ctx = HeContext::new(&small()).unwrap();
+        let t = ctx.plain_modulus();
+        let mut sk = SecretKey::generate(&ctx);
+        let rk = sk.relin_key().unwrap();
+        let v: Vec<u64> = (0..4096u64).map(|i| (i * 31 + 7) % t).collect();
+        let c = sk.encrypt(&v).unwrap();
+        let ev = Evaluator::new(Some(&rk));
+        let c2 = ev.mul(&c, &c).unwrap();
+        let w: Vec<u64> = (0..4096u64).map(|i| (i + 1) % t).collect();
+        let pw = ctx.encode(&w, 0).unwrap();
+        let one = ctx.encode(&vec![1; 4096], 0).unwrap();
+        let mut r = ev.dot_plain(&[&c, &c2], &[pw.clone(), pw], Some(&one)).unwrap();
+        r.mod_switch_to_last().unwrap();
+        let got = sk.decrypt(&r).unwrap();
+        for i in 0..4096 {
+            let (x, y) = (v[i] as u128, w[i] as u128);
+            let want = ((x * y + x * x % t as u128 * y + 1) % t as u128) as u64;
+            assert_eq!(got[i], want, "slot {i}");
+        }
+    }
+
+    #[test]
+    fn wire_ciphertexts_are_checked() {
+        let ctx = HeContext::new(&small()).unwrap();
+        let mut sk = SecretKey::generate(&ctx);
+        let c = sk.encrypt(&[1, 2, 3]).unwrap();
+        let bytes = c.to_bytes();
+        assert!(ctx.ciphertext_from_wire(&bytes, 0, "query").is_ok());
+        assert!(ctx.ciphertext_from_wire(&bytes, 1, "query").is_err(), "wrong level");
+        for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
+            assert!(ctx.ciphertext_from_wire(&bytes[..cut], 0, "query").is_err());
+        }
+        let mut flipped = bytes.clone();
+        for b in flipped.iter_mut().take(64) {
+            *b ^= 0x5a;
+        }
+        assert!(ctx.ciphertext_from_wire(&flipped, 0, "query").is_err());
+        assert!(ctx.ciphertext_from_wire(&vec![0u8; 10 << 20], 0, "query").is_err());
+        let mut last = c.clone();
+        last.mod_switch_to_last().unwrap();
+        assert!(ctx.ciphertext_from_wire(&last.to_bytes(), ctx.last_level(), "result").is_ok());
+        assert!(ctx.relin_key_from_wire(&[1, 2, 3], 1 << 20).is_err());
+    }
+}

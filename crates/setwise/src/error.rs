@@ -48,6 +48,10 @@ pub enum Error {
     /// The caller's input (files, options) is unusable.
     #[error(transparent)]
     Input(#[from] InputError),
+    /// A homomorphic-encryption failure (a peer ciphertext that does not fit, or an
+    /// operation error).
+    #[error(transparent)]
+    He(#[from] crate::he::HeError),
     /// Parameters are invalid or unsupported.
     #[error("invalid parameters: {0}")]
     Params(String),

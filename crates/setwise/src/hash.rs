@@ -10,6 +10,8 @@ use blake3::Hasher;
 pub mod dst {
     /// DH-PSI: items hashed to ristretto255.
     pub const ECDH_ITEM_TO_GROUP: &str = "setwise/ecdh/v1/item-to-group";
+    /// FHE-PSI: items hashed to field elements of the plaintext modulus.
+    pub const FHE_ITEM_TO_FIELD: &str = "setwise/fhe/v1/item-to-field";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }

@@ -15,8 +15,8 @@
 
 pub mod error;
 pub mod group;
-pub mod he;
 pub mod hash;
+pub mod he;
 pub mod io;
 pub mod net;
 pub mod poly;

@@ -23,7 +23,9 @@ impl PowerPlan {
         src.sort_unstable();
         src.dedup();
         if src.is_empty() || src[0] == 0 || *src.last().expect("non-empty") > max {
-            return Err(HeError::Params(format!("source powers {sources:?} must be within 1..={max}")));
+            return Err(HeError::Params(format!(
+                "source powers {sources:?} must be within 1..={max}"
+            )));
         }
         const NONE: u32 = u32::MAX;
         let m = max as usize;
@@ -50,11 +52,21 @@ impl PowerPlan {
                 }
             }
             if depth[e] == NONE {
-                return Err(HeError::Params(format!("power {e} cannot be derived from sources {src:?}")));
+                return Err(HeError::Params(format!(
+                    "power {e} cannot be derived from sources {src:?}"
+                )));
             }
         }
-        let steps = (1..=m).filter(|&e| depth[e] > 0).map(|e| (e as u32, how[e].0, how[e].1)).collect();
-        Ok(Self { sources: src, max, steps, depth })
+        let steps = (1..=m)
+            .filter(|&e| depth[e] > 0)
+            .map(|e| (e as u32, how[e].0, how[e].1))
+            .collect();
+        Ok(Self {
+            sources: src,
+            max,
+            steps,
+            depth,
+        })
     }
 
     /// The source powers, ascending.
@@ -98,9 +110,17 @@ impl PowerPlan {
 
     /// Derives all powers from the source ciphertexts (in the order of
     /// [`sources`](Self::sources)); returns `x^1 … x^max` (index 0 is `x^1`).
-    pub fn evaluate(&self, ev: &Evaluator<'_>, sources: Vec<Ciphertext>) -> Result<Vec<Ciphertext>, HeError> {
+    pub fn evaluate(
+        &self,
+        ev: &Evaluator<'_>,
+        sources: Vec<Ciphertext>,
+    ) -> Result<Vec<Ciphertext>, HeError> {
         if sources.len() != self.sources.len() {
-            return Err(HeError::Op(format!("{} source ciphertexts for {} sources", sources.len(), self.sources.len())));
+            return Err(HeError::Op(format!(
+                "{} source ciphertexts for {} sources",
+                sources.len(),
+                self.sources.len()
+            )));
         }
         let mut all: Vec<Option<Ciphertext>> = vec![None; self.max as usize + 1];
         for (&e, c) in self.sources.iter().zip(sources) {
@@ -111,7 +131,11 @@ impl PowerPlan {
             let c = ev.mul(ca.expect("plan order"), cb.expect("plan order"))?;
             all[t as usize] = Some(c);
         }
-        Ok(all.into_iter().skip(1).map(|c| c.expect("plan covers every power")).collect())
+        Ok(all
+            .into_iter()
+            .skip(1)
+            .map(|c| c.expect("plan covers every power"))
+            .collect())
     }
 }
 
@@ -124,7 +148,11 @@ mod tests {
         for max in [1u32, 2, 3, 4, 7, 8, 9, 16, 33] {
             let p = PowerPlan::new(&[1], max).unwrap();
             assert!(p.verify());
-            assert_eq!(p.depth(), 32 - (max - 1).leading_zeros().min(32), "max {max}");
+            assert_eq!(
+                p.depth(),
+                32 - (max - 1).leading_zeros().min(32),
+                "max {max}"
+            );
             assert_eq!(p.products(), max as usize - 1);
         }
     }
@@ -140,7 +168,10 @@ mod tests {
         let p = PowerPlan::new(&[1, 2, 3, 4], 16).unwrap();
         assert!(p.verify());
         assert_eq!(p.depth(), 2);
-        assert!(PowerPlan::new(&[2], 4).is_err(), "odd powers are unreachable");
+        assert!(
+            PowerPlan::new(&[2], 4).is_err(),
+            "odd powers are unreachable"
+        );
         assert!(PowerPlan::new(&[0, 1], 4).is_err());
         assert!(PowerPlan::new(&[9], 4).is_err());
     }

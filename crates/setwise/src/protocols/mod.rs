@@ -3,6 +3,7 @@
 
 pub mod chunks;
 pub mod ecdh;
+pub mod fhe;
 
 use std::fmt;
 use std::str::FromStr;
@@ -14,16 +15,19 @@ use std::str::FromStr;
 pub enum Protocol {
     /// Diffie–Hellman PSI over ristretto255.
     Ecdh,
+    /// FHE-PSI with depth-bounded BFV.
+    Fhe,
 }
 
 impl Protocol {
     /// Every protocol, in the order the CLI lists them.
-    pub const ALL: &'static [Protocol] = &[Protocol::Ecdh];
+    pub const ALL: &'static [Protocol] = &[Protocol::Ecdh, Protocol::Fhe];
 
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Ecdh => "ecdh",
+            Protocol::Fhe => "fhe",
         }
     }
 
@@ -31,6 +35,7 @@ impl Protocol {
     pub fn operations(self) -> &'static [Operation] {
         match self {
             Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
+            Protocol::Fhe => &[Operation::Intersection],
         }
     }
 }
@@ -74,7 +79,7 @@ macro_rules! named_enum {
         }
     };
 }
-named_enum!(Protocol, "protocol", [Protocol::Ecdh]);
+named_enum!(Protocol, "protocol", [Protocol::Ecdh, Protocol::Fhe]);
 named_enum!(
     Operation,
     "operation",

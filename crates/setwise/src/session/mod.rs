@@ -8,7 +8,7 @@ pub use report::{Phase, PhaseObserver, Report, human_bytes};
 
 use crate::error::{Error, Result};
 use crate::net::Channel;
-use crate::protocols::{Operation, Outcome, Protocol, ecdh};
+use crate::protocols::{Operation, Outcome, Protocol, ecdh, fhe};
 
 /// Largest set size a peer may announce: 2^32 items.
 pub const MAX_SET_SIZE: u64 = 1 << 32;
@@ -121,5 +121,9 @@ fn run_inner<I: AsRef<[u8]> + Sync>(
         (Protocol::Ecdh, Role::Receiver) => {
             ecdh::receiver(ch, &session, job.operation, items, report)
         }
+        (Protocol::Fhe, Role::Sender) => {
+            fhe::sender(ch, &session, items, report).map(|()| Outcome::Nothing)
+        }
+        (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, &session, items, report),
     }
 }

@@ -47,6 +47,8 @@ pub struct Report {
     pub traffic: Stats,
     /// Result counts, e.g. `intersection_size`.
     pub results: BTreeMap<&'static str, u64>,
+    /// Parameters the protocol chose, e.g. the FHE preset.
+    pub details: BTreeMap<&'static str, String>,
     #[serde(skip)]
     observer: Option<PhaseObserver>,
     #[serde(skip)]
@@ -93,6 +95,11 @@ impl Report {
     /// Records a result count.
     pub fn result(&mut self, name: &'static str, value: u64) {
         self.results.insert(name, value);
+    }
+
+    /// Records a parameter the protocol chose.
+    pub fn detail(&mut self, name: &'static str, value: String) {
+        self.details.insert(name, value);
     }
 
     /// Closes the run: total time and traffic.
@@ -152,6 +159,9 @@ impl fmt::Display for Report {
             self.traffic.messages_sent,
             self.traffic.messages_received
         )?;
+        for (k, v) in &self.details {
+            writeln!(f, "  {k}: {v}")?;
+        }
         for (k, v) in &self.results {
             writeln!(f, "  {k}: {v}")?;
         }

@@ -1,0 +1,64 @@
+//! FHE-PSI with depth-bounded BFV: the receiver learns X ∩ Y.
+//!
+//! Paper: Chang et al. as tuned by Saldamli–Acuña, *FRP-39: Even Faster Private Set
+//! Intersection* (shared/papers/fhe-psi-depth-bounded-bfv.txt). Security: semi-honest;
+//! the receiver's set is protected by BFV (RLWE), the sender's by fresh random non-zero
+//! multipliers; no circuit privacy (see docs/protocols/fhe.md). Failure: a false match
+//! with probability ≤ 2^-40 per run ([`params::false_match_log2`]).
+//! Wire: docs/wire-format.md#fhe.
+//!
+//! Each item is hashed to `felts` field elements of F_t, one per slot. The receiver
+//! (the paper's Alice) encrypts its items, batched, replicated across unused slots,
+//! as the source powers of [`params::FheParams`]; the sender (Bob) derives every power
+//! `c^1..c^D` once per receiver ciphertext, and for each group of chunks of D of its
+//! items evaluates `r ⊙ ∏(c − b)` as `Σ (r·a_i) c^i` with plaintext coefficients `a_i`
+//! (ct×pt only), `r` fresh uniformly random non-zero per slot. Results are switched to
+//! the last level and sent back; an item matches when all its slots decrypt to zero.
+
+pub mod params;
+mod receiver;
+pub mod sender;
+
+pub use params::FheParams;
+pub use receiver::receiver;
+pub use sender::sender;
+
+use crate::hash::{Domain, dst};
+use crate::session::Session;
+use rayon::prelude::*;
+
+/// Receiver → sender: the relinearisation key (only when the sender derives powers).
+pub(crate) const TAG_KEY: u8 = 0x20;
+/// Receiver → sender: one query ciphertext (receiver ciphertext-major, then source).
+pub(crate) const TAG_QUERY: u8 = 0x21;
+/// Sender → receiver: one result ciphertext (receiver ciphertext-major, then group).
+pub(crate) const TAG_RESULT: u8 = 0x22;
+
+/// Each item's `felts` field elements, flattened: hash the item in this session's
+/// domain and reduce 64-bit words mod t (bias ≤ t/2^64).
+pub(crate) fn item_felts<I: AsRef<[u8]> + Sync>(
+    session: &Session,
+    items: &[I],
+    felts: usize,
+    t: u64,
+) -> Vec<u64> {
+    let domain = Domain::new(dst::FHE_ITEM_TO_FIELD, session.id);
+    items
+        .par_iter()
+        .flat_map_iter(|item| {
+            let mut h = domain.hasher();
+            h.update(item.as_ref());
+            let mut xof = h.finalize_xof();
+            (0..felts).map(move |_| {
+                let mut w = [0u8; 8];
+                xof.fill(&mut w);
+                u64::from_le_bytes(w) % t
+            })
+        })
+        .collect()
+}
+
+/// The slot of piece `felt` of item `item` in replica `replica`.
+pub(crate) fn slot(p: &FheParams, replica: usize, item: usize, felt: usize) -> usize {
+    (replica * p.items_per_ct + item) * p.felts + felt
+}

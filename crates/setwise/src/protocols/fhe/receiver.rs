@@ -1,0 +1,86 @@
+//! The FHE-PSI receiver: holds the BFV secret key and learns the intersection.
+
+use super::{FheParams, TAG_KEY, TAG_QUERY, TAG_RESULT, item_felts, slot};
+use crate::error::{Error, NetContext, Result};
+use crate::he::{HeContext, SecretKey};
+use crate::net::Channel;
+use crate::poly::pow_mod;
+use crate::protocols::Outcome;
+use crate::session::{Report, Session, recv_message};
+
+/// Runs the receiver's side on its distinct `items`; returns the indices of the items
+/// in the intersection.
+pub fn receiver<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    session: &Session,
+    items: &[I],
+    report: &mut Report,
+) -> Result<Outcome> {
+    let Some(p) = FheParams::choose(session.receiver_size(), session.sender_size()) else {
+        return Ok(Outcome::Intersection(Vec::new()));
+    };
+    report.detail("fhe", p.describe());
+    let (ctx, plan) = (HeContext::new(&p.he).map_err(he)?, p.plan());
+    let t = ctx.plain_modulus();
+    let mut sk = SecretKey::generate(&ctx);
+    let felts = item_felts(session, items, p.felts, t);
+    report.phase("encrypt and send query", ch, |ch| {
+        if plan.products() > 0 {
+            let rk = sk.relin_key().map_err(he)?;
+            let mut frame = vec![TAG_KEY];
+            frame.extend_from_slice(&rk.to_bytes());
+            ch.send(&frame).during("sending the relinearisation key")?;
+        }
+        for c in 0..p.receiver_cts {
+            let mut base = vec![0u64; ctx.slots()];
+            let first = c * p.items_per_ct;
+            let here = items.len().min(first + p.items_per_ct) - first;
+            for r in 0..p.replicas {
+                for i in 0..here {
+                    for f in 0..p.felts {
+                        base[slot(&p, r, i, f)] = felts[(first + i) * p.felts + f];
+                    }
+                }
+            }
+            for &e in plan.sources() {
+                let values: Vec<u64> = base.iter().map(|&v| pow_mod(v, e as u64, t)).collect();
+                let mut frame = vec![TAG_QUERY];
+                frame.extend_from_slice(&sk.encrypt(&values).map_err(he)?.to_bytes());
+                ch.send(&frame).during("sending the query")?;
+            }
+        }
+        Ok::<_, Error>(())
+    })?;
+    let chunks = session.sender_size().div_ceil(p.degree);
+    report.phase("decrypt results", ch, |ch| {
+        let mut matched = vec![false; items.len()];
+        for c in 0..p.receiver_cts {
+            let first = c * p.items_per_ct;
+            let here = items.len().min(first + p.items_per_ct) - first;
+            for g in 0..p.groups {
+                let body = recv_message(ch, TAG_RESULT, "FheResult", "receiving results")?;
+                let ct = ctx
+                    .ciphertext_from_wire(&body, ctx.last_level(), "FheResult")
+                    .map_err(he)?;
+                let slots = sk.decrypt(&ct).map_err(he)?;
+                for r in (0..p.replicas).filter(|r| g * p.replicas + r < chunks) {
+                    for (i, m) in matched[first..first + here].iter_mut().enumerate() {
+                        *m |= (0..p.felts).all(|f| slots[slot(&p, r, i, f)] == 0);
+                    }
+                }
+            }
+        }
+        Ok(Outcome::Intersection(
+            matched
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m)
+                .map(|(i, _)| i)
+                .collect(),
+        ))
+    })
+}
+
+fn he(e: crate::he::HeError) -> Error {
+    e.into()
+}

@@ -1,0 +1,138 @@
+//! The FHE-PSI sender: evaluates its chunks' polynomials on the receiver's ciphertexts.
+
+use super::{FheParams, TAG_KEY, TAG_QUERY, TAG_RESULT, item_felts, slot};
+use crate::error::{Error, NetContext, Result};
+use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plaintext};
+use crate::net::Channel;
+use crate::poly::{from_roots, mul_mod};
+use crate::rng::{csprng, shuffle};
+use crate::session::{Report, Session, recv_message};
+use rand::RngExt;
+use rayon::prelude::*;
+
+/// Results computed in parallel before they are sent: bounds memory, overlaps the
+/// receiver's decryption with our next batch.
+const BATCH: usize = 32;
+
+/// Runs the sender's side on its distinct `items`. The sender learns nothing.
+pub fn sender<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    session: &Session,
+    items: &[I],
+    report: &mut Report,
+) -> Result<()> {
+    let Some(p) = FheParams::choose(session.receiver_size(), session.sender_size()) else {
+        return Ok(());
+    };
+    report.detail("fhe", p.describe());
+    let (ctx, plan) = (HeContext::new(&p.he).map_err(Error::from)?, p.plan());
+    let t = ctx.plain_modulus();
+    // Chunk polynomials, per chunk and felt: coefficients of ∏ (z − b_f) over the chunk.
+    let polys = report.phase("interpolate chunks", ch, |_| {
+        let mut felts = item_felts(session, items, p.felts, t);
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        shuffle(&mut order);
+        let shuffled: Vec<u64> = order
+            .iter()
+            .flat_map(|&i| felts[i * p.felts..(i + 1) * p.felts].to_vec())
+            .collect();
+        felts = shuffled;
+        felts
+            .par_chunks(p.degree * p.felts)
+            .map(|chunk| {
+                (0..p.felts)
+                    .map(|f| {
+                        let roots: Vec<u64> =
+                            chunk.iter().skip(f).step_by(p.felts).copied().collect();
+                        from_roots(&roots, t)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    });
+    let (key, query) = report.phase("receive query", ch, |ch| {
+        let key = if plan.products() > 0 {
+            let body = recv_message(ch, TAG_KEY, "FheKey", "receiving the relinearisation key")?;
+            Some(ctx.relin_key_from_wire(&body, 16 * ctx.ciphertext_bytes(0, true))?)
+        } else {
+            None
+        };
+        let mut query = Vec::with_capacity(p.receiver_cts * plan.sources().len());
+        for _ in 0..p.receiver_cts * plan.sources().len() {
+            let body = recv_message(ch, TAG_QUERY, "FheQuery", "receiving the query")?;
+            query.push(ctx.ciphertext_from_wire(&body, 0, "FheQuery")?);
+        }
+        Ok::<_, Error>((key, query))
+    })?;
+    let ev = Evaluator::new(key.as_ref());
+    let powers: Vec<Vec<Ciphertext>> = report.phase("derive powers", ch, |_| {
+        query
+            .par_chunks(plan.sources().len())
+            .map(|sources| plan.evaluate(&ev, sources.to_vec()))
+            .collect::<Result<_, HeError>>()
+    })?;
+    report.phase("evaluate and send", ch, |ch| {
+        let jobs: Vec<(usize, usize)> = (0..p.receiver_cts)
+            .flat_map(|c| (0..p.groups).map(move |g| (c, g)))
+            .collect();
+        for batch in jobs.chunks(BATCH) {
+            let results = batch
+                .par_iter()
+                .map(|&(c, g)| {
+                    evaluate_group(&ctx, &p, &polys, g, &powers[c]).and_then(|mut r| {
+                        r.mod_switch_to_last()?;
+                        Ok(r.to_bytes())
+                    })
+                })
+                .collect::<Result<Vec<_>, HeError>>()?;
+            for r in results {
+                let mut frame = Vec::with_capacity(r.len() + 1);
+                frame.push(TAG_RESULT);
+                frame.extend_from_slice(&r);
+                ch.send(&frame).during("sending results")?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `Σ_i (r ⊙ a_i) · c^i` for group `g`: in replica `k`'s slots, the polynomial of chunk
+/// `g·replicas + k`; in slots without a chunk, the constant 1. `r` is fresh, uniformly
+/// random and non-zero in every slot, so a non-root slot decrypts to a uniform non-zero
+/// value. Public for the noise-budget test; result at level 0.
+#[doc(hidden)]
+pub fn evaluate_group(
+    ctx: &HeContext,
+    p: &FheParams,
+    polys: &[Vec<Vec<u64>>],
+    g: usize,
+    powers: &[Ciphertext],
+) -> Result<Ciphertext, HeError> {
+    let (t, n, d) = (ctx.plain_modulus(), ctx.slots(), p.degree);
+    let mut coeffs = vec![vec![0u64; n]; d + 1];
+    coeffs[0].fill(1);
+    for k in 0..p.replicas {
+        let Some(chunk) = polys.get(g * p.replicas + k) else {
+            break;
+        };
+        for i in 0..p.items_per_ct {
+            for (f, poly) in chunk.iter().enumerate() {
+                let s = slot(p, k, i, f);
+                for (m, c) in coeffs.iter_mut().enumerate() {
+                    c[s] = poly.get(m).copied().unwrap_or(0);
+                }
+            }
+        }
+    }
+    let mut rng = csprng();
+    let r: Vec<u64> = (0..n).map(|_| rng.random_range(1..t)).collect();
+    let pts: Vec<Plaintext> = coeffs
+        .iter()
+        .map(|c| {
+            let v: Vec<u64> = c.iter().zip(&r).map(|(&a, &r)| mul_mod(a, r, t)).collect();
+            ctx.encode(&v, 0)
+        })
+        .collect::<Result<_, _>>()?;
+    let cts: Vec<&Ciphertext> = powers.iter().take(d).collect();
+    Evaluator::new(None).dot_plain(&cts, &pts[1..], Some(&pts[0]))
+}

@@ -1,0 +1,125 @@
+//! FHE-PSI against the plain intersection, and the noise budget at the deepest chunk.
+#![allow(unsafe_code)] // only to call fhe's variable-time noise measurement
+
+use setwise::he::{Evaluator, HeContext, SecretKey};
+use setwise::poly::from_roots;
+use setwise::protocols::fhe::{FheParams, sender::evaluate_group};
+use setwise::testing::run_pair;
+use setwise::{Job, Operation, Outcome, Protocol};
+use std::collections::BTreeSet;
+
+fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
+    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
+}
+
+fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
+    let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
+    let plain: BTreeSet<usize> = receiver
+        .iter()
+        .enumerate()
+        .filter(|(_, y)| s.contains(y))
+        .map(|(i, _)| i)
+        .collect();
+    let run = run_pair(
+        &Job::new(Protocol::Fhe, Operation::Intersection),
+        sender,
+        receiver,
+        None,
+    );
+    assert_eq!(run.sender.unwrap().0, Outcome::Nothing);
+    let (out, report) = run.receiver.unwrap();
+    match out {
+        Outcome::Intersection(got) => {
+            assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain, "{report}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn edge_cases() {
+    check(&[], &[]);
+    check(&items("a", 0..5), &[]);
+    check(&[], &items("a", 0..5));
+    check(&items("a", 0..1), &items("a", 0..1));
+    check(&items("a", 0..1), &items("b", 0..1));
+    check(&items("a", 0..100), &items("b", 0..100));
+    check(&items("a", 0..100), &items("a", 0..100));
+    check(&items("a", 0..1), &items("a", 0..300));
+    check(&items("a", 0..300), &items("a", 299..300));
+}
+
+#[test]
+fn random_overlaps_and_unequal_sizes() {
+    check(&items("x", 0..250), &items("x", 200..300));
+    check(&items("x", 0..37), &items("x", 30..530));
+}
+
+#[test]
+fn items_longer_than_the_hash() {
+    let long: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 3_000]).collect();
+    check(&long[..30], &long[10..]);
+}
+
+#[test]
+fn more_receiver_items_than_one_ciphertext_holds() {
+    let p = FheParams::choose(2100, 30).unwrap();
+    assert!(p.receiver_cts >= 2, "{}", p.describe());
+    check(&items("m", 2000..2030), &items("m", 0..2100));
+}
+
+/// At each preset's deepest allowed power, a full chunk's result still decrypts
+/// correctly with at least 10 bits of noise budget to spare.
+#[test]
+fn noise_budget_at_the_deepest_chunk() {
+    for (he, max_depth) in FheParams::presets() {
+        let degree = 1usize << max_depth;
+        let p = FheParams::build(he.clone(), 4, degree, vec![1], 1, degree).unwrap();
+        assert_eq!(p.plan().depth(), max_depth);
+        let ctx = HeContext::new(&he).unwrap();
+        let t = ctx.plain_modulus();
+        let mut sk = SecretKey::generate(&ctx);
+        let rk = sk.relin_key().unwrap();
+        // One receiver item (4 felts), matching the chunk's last root in felt 0..3.
+        let roots: Vec<Vec<u64>> = (0..4)
+            .map(|f| {
+                (0..degree as u64)
+                    .map(|j| (j * 7919 + f * 13 + 5) % t)
+                    .collect()
+            })
+            .collect();
+        let item: Vec<u64> = roots.iter().map(|r| r[degree - 1]).collect();
+        let mut slots = vec![0u64; ctx.slots()];
+        for k in 0..p.replicas {
+            for (f, v) in item.iter().enumerate() {
+                slots[(k * p.items_per_ct) * p.felts + f] = *v;
+            }
+        }
+        let query = sk.encrypt(&slots).unwrap();
+        let powers = p
+            .plan()
+            .evaluate(&Evaluator::new(Some(&rk)), vec![query])
+            .unwrap();
+        let polys = vec![roots.iter().map(|r| from_roots(r, t)).collect::<Vec<_>>()];
+        let result = evaluate_group(&ctx, &p, &polys, 0, &powers).unwrap();
+        let noise = unsafe { sk.raw().measure_noise(result.raw()).unwrap() } as f64;
+        let log_q: usize = he.moduli_bits.iter().sum();
+        let budget = log_q as f64 - (t as f64).log2() - noise - 1.0;
+        assert!(
+            budget >= 10.0,
+            "{}: budget {budget:.0} bits at depth {max_depth}",
+            he.fingerprint()
+        );
+        let got = sk.decrypt(&result).unwrap();
+        assert!(
+            got[..4].iter().all(|&v| v == 0),
+            "the matching item decrypts to zeros"
+        );
+        // An empty replica slot holds the randomised constant 1: non-zero.
+        assert!(got[4..8].iter().all(|&v| v != 0) || p.replicas == 1);
+        eprintln!(
+            "{}: depth {max_depth}, noise budget left {budget:.0} bits",
+            he.fingerprint()
+        );
+    }
+}

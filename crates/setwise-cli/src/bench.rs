@@ -31,9 +31,15 @@ pub struct BenchArgs {
     /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
     #[arg(long, default_value = "none")]
     net: String,
-    /// Fraction of the receiver's items the sender holds.
+    /// Exact set sizes as SENDERxRECEIVER pairs (e.g. 50x100,100x100), instead of --sizes.
+    #[arg(long, value_delimiter = ',')]
+    pairs: Vec<String>,
+    /// Fraction of the smaller set the other party also holds.
     #[arg(long, default_value_t = 0.5)]
     overlap: f64,
+    /// Exact number of common items, instead of --overlap.
+    #[arg(long)]
+    common: Option<usize>,
     /// Also write every run's two reports as JSON lines to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -58,16 +64,18 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
         "sizes (S×R)", "operation", "sender s", "receiver s", "S→R MB", "R→S MB", "result"
     );
     let mut json = String::new();
-    for (i, &log_s) in a.sizes.iter().enumerate() {
-        let log_r = a.receiver_sizes.get(i).copied().unwrap_or(log_s);
-        let (x, y) = sets(1 << log_s, 1 << log_r, a.overlap);
+    for (label, s_n, r_n) in workloads(&a)? {
+        let overlap = a
+            .common
+            .map_or(a.overlap, |c| c as f64 / s_n.min(r_n).max(1) as f64);
+        let (x, y) = sets(s_n, r_n, overlap);
         for &op in &a.operations {
             let job = Job::new(a.protocol, op);
             job.validate()?;
             let (s, r) = run_once(&job, x.items(), y.items(), profile)?;
             println!(
                 "{:<14} {:<13} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10}",
-                format!("2^{log_s}×2^{log_r}"),
+                label,
                 op.name(),
                 s.total_ms / 1e3,
                 r.total_ms / 1e3,
@@ -75,6 +83,9 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
                 r.traffic.bytes_sent as f64 / 1e6,
                 r.results.get("intersection_size").copied().unwrap_or(0)
             );
+            for (k, v) in &r.details {
+                println!("    {k}: {v}");
+            }
             json.push_str(
                 &serde_json::json!({"sender": s, "receiver": r, "net": a.net}).to_string(),
             );
@@ -86,6 +97,37 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
     }
     Ok(())
+}
+
+/// (label, sender size, receiver size) of each row.
+fn workloads(a: &BenchArgs) -> Result<Vec<(String, usize, usize)>, Failure> {
+    if !a.pairs.is_empty() {
+        return a
+            .pairs
+            .iter()
+            .map(|p| {
+                let parsed = p
+                    .split_once('x')
+                    .and_then(|(s, r)| Some((s.parse().ok()?, r.parse().ok()?)));
+                let (s, r): (usize, usize) = parsed.ok_or_else(|| {
+                    Failure::usage(anyhow::anyhow!("--pairs: '{p}' is not SENDERxRECEIVER"))
+                })?;
+                Ok((format!("{s}×{r}"), s, r))
+            })
+            .collect();
+    }
+    Ok(a.sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &log_s)| {
+            let log_r = a.receiver_sizes.get(i).copied().unwrap_or(log_s);
+            (
+                format!("2^{log_s}×2^{log_r}"),
+                1usize << log_s,
+                1usize << log_r,
+            )
+        })
+        .collect())
 }
 
 fn run_once(

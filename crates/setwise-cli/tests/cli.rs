@@ -223,3 +223,41 @@ fn demo_verifies_itself() {
         "{out}"
     );
 }
+
+#[test]
+fn fhe_intersection_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: String = std::iter::once("id\n".to_string())
+        .chain((0..150).map(|i| format!("k{i}\n")))
+        .collect();
+    let r: String = std::iter::once("id\n".to_string())
+        .chain((100..220).map(|i| format!("k{i}\n")))
+        .collect();
+    let (s, r) = (
+        write(dir.path(), "s.csv", &s),
+        write(dir.path(), "r.csv", &r),
+    );
+    let out = dir.path().join("out.csv");
+    let (so, ro) = pair(
+        &["--protocol", "fhe", "--input", s.to_str().unwrap()],
+        &[
+            "--protocol",
+            "fhe",
+            "--input",
+            r.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "-v",
+        ],
+    );
+    assert!(so.status.success(), "{}", text(&so.stderr));
+    assert!(ro.status.success(), "{}", text(&ro.stderr));
+    let expected: String = std::iter::once("id\n".to_string())
+        .chain((100..150).map(|i| format!("k{i}\n")))
+        .collect();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+    assert!(
+        text(&ro.stderr).contains("fhe: N="),
+        "the report shows the chosen parameters"
+    );
+}

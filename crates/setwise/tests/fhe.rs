@@ -68,13 +68,21 @@ fn more_receiver_items_than_one_ciphertext_holds() {
     check(&items("m", 2000..2030), &items("m", 0..2100));
 }
 
-/// At each preset's deepest allowed power, a full chunk's result still decrypts
-/// correctly with at least 10 bits of noise budget to spare.
+/// At each preset's deepest allowed power (sources {1}), and at the widest chunk of
+/// depth 0 (all 64 powers sent), a full chunk's result still decrypts correctly with at
+/// least 10 bits of noise budget to spare.
 #[test]
 fn noise_budget_at_the_deepest_chunk() {
-    for (he, max_depth) in FheParams::presets() {
-        let degree = 1usize << max_depth;
-        let p = FheParams::build(he.clone(), 4, degree, vec![1], 1, degree).unwrap();
+    let cases = FheParams::presets()
+        .into_iter()
+        .flat_map(|(he, max_depth)| {
+            [
+                (he.clone(), 1usize << max_depth, vec![1u32], max_depth),
+                (he, 64, (1..=64).collect(), 0),
+            ]
+        });
+    for (he, degree, sources, max_depth) in cases {
+        let p = FheParams::build(he.clone(), 4, degree, sources.clone(), 1, degree).unwrap();
         assert_eq!(p.plan().depth(), max_depth);
         let ctx = HeContext::new(&he).unwrap();
         let t = ctx.plain_modulus();
@@ -95,10 +103,19 @@ fn noise_budget_at_the_deepest_chunk() {
                 slots[(k * p.items_per_ct) * p.felts + f] = *v;
             }
         }
-        let query = sk.encrypt(&slots).unwrap();
+        let query = sources
+            .iter()
+            .map(|&e| {
+                let v: Vec<u64> = slots
+                    .iter()
+                    .map(|&x| setwise::poly::pow_mod(x, e as u64, t))
+                    .collect();
+                sk.encrypt(&v).unwrap()
+            })
+            .collect();
         let powers = p
             .plan()
-            .evaluate(&Evaluator::new(Some(&rk)), vec![query])
+            .evaluate(&Evaluator::new(Some(&rk)), query)
             .unwrap();
         let polys = vec![roots.iter().map(|r| from_roots(r, t)).collect::<Vec<_>>()];
         let result = evaluate_group(&ctx, &p, &polys, 0, &powers).unwrap();

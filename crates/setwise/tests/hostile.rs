@@ -263,3 +263,34 @@ fn announced_size_beyond_the_limit() {
     });
     assert!(e.to_string().contains("exceeds the limit"), "{e}");
 }
+
+#[test]
+fn fhe_sender_refuses_garbage_ciphertexts_and_keys() {
+    let fhe = Job::new(Protocol::Fhe, Operation::Intersection);
+    for garbage in [
+        vec![0x21],
+        vec![0x21, 1, 2, 3],
+        vec![0x21; 300_000],
+        vec![0x20, 9, 9, 9],
+    ] {
+        let (a, b) = MemoryChannel::pair(1 << 20);
+        let e = std::thread::scope(|s| {
+            let mut b = b.with_timeout(Duration::from_secs(20));
+            let params = fhe.params();
+            s.spawn(move || {
+                let hello = Hello::new("fhe", "intersection", params, Role::Receiver, 10);
+                handshake(&mut b, &hello, u64::MAX).unwrap();
+                let _ = b.send(&garbage);
+                let _ = b.recv();
+            });
+            let mut a = a.with_timeout(Duration::from_secs(20));
+            session::run(&mut a, &fhe, Role::Sender, &items(10), None).unwrap_err()
+        });
+        let msg = e.to_string();
+        assert!(
+            msg.contains("does not fit the agreed HE parameters")
+                || msg.contains("expected message"),
+            "{msg}"
+        );
+    }
+}

@@ -2,10 +2,11 @@
 //! LAN or WAN link) on generated sets; prints one row per size and operation.
 
 use crate::Failure;
-use crate::demo::sets;
+use crate::demo::{run_role, sets};
 use clap::Args;
+use setwise::Role;
 use setwise::net::{NetProfile, Shaped, TcpChannel, TcpConfig};
-use setwise::testing::run_over;
+use setwise::protocols::unbalanced::SenderDb;
 use setwise::{Job, Operation, Protocol, Report};
 use std::net::TcpListener;
 
@@ -22,11 +23,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     receiver_sizes: Vec<u32>,
     /// Operations to time.
-    #[arg(
-        long = "ops",
-        value_delimiter = ',',
-        default_value = "intersection,cardinality"
-    )]
+    #[arg(long = "ops", value_delimiter = ',', default_value = "intersection,cardinality")]
     operations: Vec<Operation>,
     /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
     #[arg(long, default_value = "none")]
@@ -40,6 +37,12 @@ pub struct BenchArgs {
     /// Exact number of common items, instead of --overlap.
     #[arg(long)]
     common: Option<usize>,
+    /// Unbalanced: parameter file (default: the smallest preset that fits).
+    #[arg(long)]
+    params: Option<std::path::PathBuf>,
+    /// Unbalanced: receiver items the parameters must allow.
+    #[arg(long, default_value_t = 256)]
+    receiver_max: usize,
     /// Also write every run's two reports as JSON lines to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -47,32 +50,35 @@ pub struct BenchArgs {
 
 /// Runs `setwise bench`.
 pub fn run(a: BenchArgs) -> Result<(), Failure> {
-    let profile = NetProfile::by_name(&a.net).ok_or_else(|| {
-        Failure::usage(anyhow::anyhow!(
-            "--net must be lan, wan or none, not '{}'",
-            a.net
-        ))
-    })?;
-    println!(
-        "setwise bench {} — {} threads, network {}",
-        a.protocol,
-        rayon::current_num_threads(),
-        a.net
-    );
+    let profile = NetProfile::by_name(&a.net)
+        .ok_or_else(|| Failure::usage(anyhow::anyhow!("--net must be lan, wan or none, not '{}'", a.net)))?;
+    println!("setwise bench {} — {} threads, network {}", a.protocol, rayon::current_num_threads(), a.net);
     println!(
         "{:<14} {:<13} {:>10} {:>10} {:>12} {:>12} {:>10}",
         "sizes (S×R)", "operation", "sender s", "receiver s", "S→R MB", "R→S MB", "result"
     );
     let mut json = String::new();
     for (label, s_n, r_n) in workloads(&a)? {
-        let overlap = a
-            .common
-            .map_or(a.overlap, |c| c as f64 / s_n.min(r_n).max(1) as f64);
+        let overlap = a.common.map_or(a.overlap, |c| c as f64 / s_n.min(r_n).max(1) as f64);
         let (x, y) = sets(s_n, r_n, overlap);
+        let db = match a.protocol {
+            Protocol::Unbalanced => {
+                let (name, params) = crate::db::choose_params(a.params.as_deref(), s_n, a.receiver_max.max(r_n))?;
+                let db = SenderDb::build(x.items(), params, &name).map_err(Failure::usage)?;
+                println!(
+                    "  database {label}: preset {name}, built in {:.2} s, {} bundles, plaintexts {}",
+                    db.info().build_ms as f64 / 1e3,
+                    db.info().bundles,
+                    setwise::session::human_bytes(db.info().plaintext_bytes as u64)
+                );
+                Some(db)
+            }
+            _ => None,
+        };
         for &op in &a.operations {
             let job = Job::new(a.protocol, op);
             job.validate()?;
-            let (s, r) = run_once(&job, x.items(), y.items(), profile)?;
+            let (s, r) = run_once(&job, x.items(), y.items(), db.as_ref(), profile)?;
             println!(
                 "{:<14} {:<13} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10}",
                 label,
@@ -86,15 +92,12 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
             for (k, v) in &r.details {
                 println!("    {k}: {v}");
             }
-            json.push_str(
-                &serde_json::json!({"sender": s, "receiver": r, "net": a.net}).to_string(),
-            );
+            json.push_str(&serde_json::json!({"sender": s, "receiver": r, "net": a.net}).to_string());
             json.push('\n');
         }
     }
     if let Some(p) = &a.json {
-        std::fs::write(p, json)
-            .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
+        std::fs::write(p, json).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
     }
     Ok(())
 }
@@ -106,12 +109,9 @@ fn workloads(a: &BenchArgs) -> Result<Vec<(String, usize, usize)>, Failure> {
             .pairs
             .iter()
             .map(|p| {
-                let parsed = p
-                    .split_once('x')
-                    .and_then(|(s, r)| Some((s.parse().ok()?, r.parse().ok()?)));
-                let (s, r): (usize, usize) = parsed.ok_or_else(|| {
-                    Failure::usage(anyhow::anyhow!("--pairs: '{p}' is not SENDERxRECEIVER"))
-                })?;
+                let parsed = p.split_once('x').and_then(|(s, r)| Some((s.parse().ok()?, r.parse().ok()?)));
+                let (s, r): (usize, usize) =
+                    parsed.ok_or_else(|| Failure::usage(anyhow::anyhow!("--pairs: '{p}' is not SENDERxRECEIVER")))?;
                 Ok((format!("{s}×{r}"), s, r))
             })
             .collect();
@@ -121,11 +121,7 @@ fn workloads(a: &BenchArgs) -> Result<Vec<(String, usize, usize)>, Failure> {
         .enumerate()
         .map(|(i, &log_s)| {
             let log_r = a.receiver_sizes.get(i).copied().unwrap_or(log_s);
-            (
-                format!("2^{log_s}×2^{log_r}"),
-                1usize << log_s,
-                1usize << log_r,
-            )
+            (format!("2^{log_s}×2^{log_r}"), 1usize << log_s, 1usize << log_r)
         })
         .collect())
 }
@@ -134,31 +130,31 @@ fn run_once(
     job: &Job,
     x: &[Vec<u8>],
     y: &[Vec<u8>],
+    db: Option<&SenderDb>,
     profile: Option<NetProfile>,
 ) -> Result<(Report, Report), Failure> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Failure::usage)?;
     let addr = listener.local_addr().map_err(Failure::usage)?.to_string();
-    let net = |e| {
-        Failure::from(setwise::Error::Net {
-            phase: "connecting",
-            source: e,
-        })
-    };
+    let net = |e| Failure::from(setwise::Error::Net { phase: "connecting", source: e });
     let (a, b) = std::thread::scope(|s| {
         let acc = s.spawn(|| TcpChannel::accept(&listener, TcpConfig::default()));
         let b = TcpChannel::connect(&addr, TcpConfig::default());
         (acc.join().expect("accept thread"), b)
     });
     let (a, b) = (a.map_err(net)?, b.map_err(net)?);
-    let run = match profile {
-        Some(p) => run_over(
-            job,
-            Box::new(Shaped::new(a, p)) as Box<dyn setwise::net::Channel>,
-            Box::new(Shaped::new(b, p)),
-            x,
-            y,
-        ),
-        None => run_over(job, a, b, x, y),
+    let (mut a, mut b): (Box<dyn setwise::net::Channel>, Box<dyn setwise::net::Channel>) = match profile {
+        Some(p) => (Box::new(Shaped::new(a, p)), Box::new(Shaped::new(b, p))),
+        None => (Box::new(a), Box::new(b)),
     };
-    Ok((run.sender?.1, run.receiver?.1))
+    let (s, r) = std::thread::scope(|sc| {
+        let t = sc.spawn(move || {
+            let r = run_role(&mut a, job, Role::Sender, x, db);
+            drop(a); // a failed side hangs up so the other cannot wait forever
+            r
+        });
+        let r = run_role(&mut b, job, Role::Receiver, y, None);
+        drop(b);
+        (t.join().expect("sender thread"), r)
+    });
+    Ok((s?.1, r?.1))
 }

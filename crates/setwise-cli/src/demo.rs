@@ -4,6 +4,7 @@ use crate::Failure;
 use clap::Args;
 use setwise::io::ItemSet;
 use setwise::net::{TcpChannel, TcpConfig};
+use setwise::protocols::unbalanced::{self, SenderDb};
 use setwise::session::{self, human_bytes};
 use setwise::{Job, Operation, Outcome, Protocol, Role};
 use std::collections::HashSet;
@@ -21,7 +22,10 @@ pub struct DemoArgs {
     /// Items per party.
     #[arg(long, default_value_t = 10_000)]
     size: usize,
-    /// Fraction of the receiver's items that the sender also holds.
+    /// Items of the sender, if different from --size (e.g. unbalanced: 65536).
+    #[arg(long)]
+    sender_size: Option<usize>,
+    /// Fraction of the smaller set that the other party also holds.
     #[arg(long, default_value_t = 0.25)]
     overlap: f64,
 }
@@ -29,65 +33,85 @@ pub struct DemoArgs {
 /// Generated e-mail-like addresses: the sender's `sender_size` and the receiver's
 /// `receiver_size`, of which a fraction `overlap` of the smaller set is common.
 pub fn sets(sender_size: usize, receiver_size: usize, overlap: f64) -> (ItemSet, ItemSet) {
-    let common =
-        ((sender_size.min(receiver_size) as f64) * overlap.clamp(0.0, 1.0)).round() as usize;
+    let common = ((sender_size.min(receiver_size) as f64) * overlap.clamp(0.0, 1.0)).round() as usize;
     let mut salt = [0u8; 4];
     setwise::rng::fill_os(&mut salt);
     let tag = u32::from_le_bytes(salt) % 100_000;
     let sender = (0..sender_size).map(|i| format!("user{i:07}.{tag}@example.org"));
     let receiver = (0..receiver_size).map(|i| {
-        if i < common {
-            format!("user{i:07}.{tag}@example.org")
-        } else {
-            format!("member{i:07}.{tag}@example.net")
-        }
+        if i < common { format!("user{i:07}.{tag}@example.org") } else { format!("member{i:07}.{tag}@example.net") }
     });
     (ItemSet::from_keys(sender), ItemSet::from_keys(receiver))
+}
+
+/// Runs one role in-process: the unbalanced sender serves `db`, every other role runs
+/// on its items.
+pub fn run_role<C: setwise::net::Channel>(
+    ch: &mut C,
+    job: &Job,
+    role: Role,
+    items: &[Vec<u8>],
+    db: Option<&SenderDb>,
+) -> setwise::Result<(Outcome, setwise::Report)> {
+    match (job.protocol, role, db) {
+        (Protocol::Unbalanced, Role::Sender, Some(db)) => {
+            session::run_with(ch, job, role, db.info().sender_size, None, |ch, s, r| {
+                unbalanced::sender(ch, s, db, r).map(|()| Outcome::Nothing)
+            })
+        }
+        (Protocol::Unbalanced, Role::Receiver, _) => {
+            session::run_with(ch, job, role, items.len(), None, |ch, s, r| unbalanced::receiver(ch, s, items, None, r))
+        }
+        _ => session::run(ch, job, role, items, None),
+    }
 }
 
 /// Runs `setwise demo`.
 pub fn run(a: DemoArgs) -> Result<(), Failure> {
     let job = Job::new(a.protocol, a.operation);
     job.validate()?;
-    let (x, y) = sets(a.size, a.size, a.overlap);
+    let (x, y) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
+    let db = match a.protocol {
+        Protocol::Unbalanced => {
+            let (name, params) = crate::db::choose_params(None, x.items().len(), y.items().len())?;
+            let db = SenderDb::build(x.items(), params, &name).map_err(Failure::usage)?;
+            println!(
+                "sender database: {} items, preset {name}, built in {:.2} s",
+                x.items().len(),
+                db.info().build_ms as f64 / 1e3
+            );
+            Some(db)
+        }
+        _ => None,
+    };
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Failure::usage)?;
     let addr = listener.local_addr().map_err(Failure::usage)?.to_string();
     println!(
-        "setwise demo: {} {} between two parties over loopback TCP ({addr}), {} items each",
-        a.protocol, a.operation, a.size
+        "setwise demo: {} {} between two parties over loopback TCP ({addr}), sender {} items, receiver {} items",
+        a.protocol,
+        a.operation,
+        x.items().len(),
+        y.items().len()
     );
     let (sender, receiver) = std::thread::scope(|s| {
         let sender = s.spawn(|| {
-            let mut ch = TcpChannel::accept(&listener, TcpConfig::default()).map_err(|e| {
-                setwise::Error::Net {
-                    phase: "accepting",
-                    source: e,
-                }
-            })?;
-            session::run(&mut ch, &job, Role::Sender, x.items(), None)
+            let mut ch = TcpChannel::accept(&listener, TcpConfig::default())
+                .map_err(|e| setwise::Error::Net { phase: "accepting", source: e })?;
+            run_role(&mut ch, &job, Role::Sender, x.items(), db.as_ref())
         });
         let receiver = TcpChannel::connect(&addr, TcpConfig::default())
-            .map_err(|e| setwise::Error::Net {
-                phase: "connecting",
-                source: e,
-            })
-            .and_then(|mut ch| session::run(&mut ch, &job, Role::Receiver, y.items(), None));
+            .map_err(|e| setwise::Error::Net { phase: "connecting", source: e })
+            .and_then(|mut ch| run_role(&mut ch, &job, Role::Receiver, y.items(), None));
         (sender.join().expect("sender thread"), receiver)
     });
     let ((_, s_rep), (outcome, r_rep)) = (sender?, receiver?);
     let sender_items: HashSet<&Vec<u8>> = x.items().iter().collect();
-    let plain = y
-        .items()
-        .iter()
-        .filter(|i| sender_items.contains(i))
-        .count();
+    let plain = y.items().iter().filter(|i| sender_items.contains(i)).count();
     let got = match outcome {
         Outcome::Intersection(v) => v.len(),
         Outcome::Cardinality(c) => c as usize,
         other => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "unexpected outcome {other:?}"
-            )));
+            return Err(Failure::usage(anyhow::anyhow!("unexpected outcome {other:?}")));
         }
     };
     for (who, rep) in [("sender", &s_rep), ("receiver", &r_rep)] {
@@ -103,9 +127,7 @@ pub fn run(a: DemoArgs) -> Result<(), Failure> {
         if got == plain { "✓" } else { "✗ MISMATCH" }
     );
     if got != plain {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "the protocol's result differs from the plain computation"
-        )));
+        return Err(Failure::usage(anyhow::anyhow!("the protocol's result differs from the plain computation")));
     }
     Ok(())
 }

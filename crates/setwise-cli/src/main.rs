@@ -1,6 +1,7 @@
 //! `setwise`: private set operations between two processes.
 
 mod bench;
+mod db;
 mod demo;
 mod progress;
 mod role;
@@ -30,6 +31,9 @@ enum Command {
     Receiver(role::ReceiverArgs),
     /// Time both roles on generated sets and print a table.
     Bench(bench::BenchArgs),
+    /// Build or inspect an unbalanced sender's database.
+    #[command(subcommand)]
+    Db(db::DbCommand),
 }
 
 /// Exit code for usage and input errors.
@@ -46,20 +50,14 @@ pub struct Failure {
 impl Failure {
     /// A usage or input error (exit 2).
     pub fn usage(error: impl Into<anyhow::Error>) -> Self {
-        Self {
-            code: EXIT_USAGE,
-            error: error.into(),
-        }
+        Self { code: EXIT_USAGE, error: error.into() }
     }
 }
 
 impl From<setwise::Error> for Failure {
     fn from(e: setwise::Error) -> Self {
         let code = if e.is_local() { EXIT_USAGE } else { EXIT_PEER };
-        Self {
-            code,
-            error: e.into(),
-        }
+        Self { code, error: e.into() }
     }
 }
 
@@ -72,9 +70,7 @@ impl From<setwise::io::InputError> for Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(n) = cli.threads
-        && let Err(e) = rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global()
+        && let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n).build_global()
     {
         eprintln!("error: --threads: {e}");
         return ExitCode::from(EXIT_USAGE);
@@ -84,6 +80,7 @@ fn main() -> ExitCode {
         Command::Sender(a) => role::run_sender(a),
         Command::Receiver(a) => role::run_receiver(a),
         Command::Bench(a) => bench::run(a),
+        Command::Db(c) => db::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,10 +11,7 @@ pub fn spinner(label: &str) -> (Option<ProgressBar>, Option<PhaseObserver>) {
         return (None, None);
     }
     let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})")
-            .expect("valid template"),
-    );
+    bar.set_style(ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})").expect("valid template"));
     bar.set_prefix(label.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     let b = bar.clone();

@@ -4,26 +4,21 @@ use crate::Failure;
 use crate::progress::spinner;
 use clap::{ArgGroup, Args};
 use setwise::io::{Format, ItemSet};
-use setwise::net::{DEFAULT_MAX_FRAME, TcpChannel, TcpConfig};
+use setwise::net::{DEFAULT_MAX_FRAME, NetError, TcpChannel, TcpConfig};
+use setwise::protocols::unbalanced::{self, SenderDb};
 use setwise::session::{self, human_bytes};
 use setwise::{Job, Operation, Outcome, Protocol, Report, Role};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Options shared by both roles.
+/// Where the items come from.
 #[derive(Args)]
-#[command(group(ArgGroup::new("peer").required(true).args(["listen", "connect"])))]
-pub struct CommonArgs {
-    /// Protocol: ecdh.
-    #[arg(long, default_value = "ecdh")]
-    protocol: Protocol,
-    /// Operation: intersection (the receiver learns the common items) or cardinality
-    /// (the receiver learns only how many there are).
-    #[arg(long = "op", default_value = "intersection")]
-    operation: Operation,
+pub struct InputArgs {
     /// Input file: CSV (with a header unless --no-header) or, for .txt, one item per line.
     #[arg(long)]
-    input: PathBuf,
+    input: Option<PathBuf>,
     /// Key columns: header names, or 1-based indices with --no-header; several are
     /// joined. Default: the first column.
     #[arg(long, value_delimiter = ',')]
@@ -34,6 +29,19 @@ pub struct CommonArgs {
     /// Input format, overriding the guess from the file name.
     #[arg(long, value_parser = ["csv", "text"])]
     format: Option<String>,
+}
+
+/// Options shared by both roles.
+#[derive(Args)]
+#[command(group(ArgGroup::new("peer").required(true).args(["listen", "connect"])))]
+pub struct CommonArgs {
+    /// Protocol: ecdh, fhe or unbalanced.
+    #[arg(long, default_value = "ecdh")]
+    protocol: Protocol,
+    /// Operation: intersection (the receiver learns the common items) or cardinality
+    /// (ecdh only: the receiver learns only how many there are).
+    #[arg(long = "op", default_value = "intersection")]
+    operation: Operation,
     /// Address to listen on for the peer (e.g. 0.0.0.0:7700).
     #[arg(long)]
     listen: Option<String>,
@@ -62,6 +70,15 @@ pub struct CommonArgs {
 pub struct SenderArgs {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    /// The database built by `setwise db build` (protocol unbalanced; replaces --input).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Unbalanced: sessions to serve before exiting (0: until stopped), concurrently,
+    /// each on its own thread with the database shared read-only.
+    #[arg(long, default_value_t = 1)]
+    sessions: usize,
 }
 
 /// `setwise receiver`.
@@ -69,6 +86,11 @@ pub struct SenderArgs {
 pub struct ReceiverArgs {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    /// Unbalanced: refuse to run unless the sender's parameters have this fingerprint.
+    #[arg(long)]
+    params_fingerprint: Option<String>,
     /// Write the receiver's rows whose key is in the intersection (header kept) here.
     #[arg(long, conflicts_with = "stdout")]
     output: Option<PathBuf>,
@@ -77,20 +99,20 @@ pub struct ReceiverArgs {
     stdout: bool,
 }
 
-fn read_input(a: &CommonArgs) -> Result<ItemSet, Failure> {
+/// Reads the items named by `a`.
+pub fn read_items(a: &InputArgs) -> Result<ItemSet, Failure> {
+    let path = a.input.as_ref().ok_or_else(|| Failure::usage(anyhow::anyhow!("--input FILE is required")))?;
     let format = match a.format.as_deref() {
         Some("text") => Format::Text,
-        Some(_) => Format::Csv {
-            header: !a.no_header,
-        },
-        None => Format::guess(&a.input, a.no_header),
+        Some(_) => Format::Csv { header: !a.no_header },
+        None => Format::guess(path, a.no_header),
     };
-    let set = ItemSet::read(&a.input, format, &a.key)?;
+    let set = ItemSet::read(path, format, &a.key)?;
     let s = set.stats();
     if s.empty_keys > 0 || s.duplicate_rows > 0 {
         eprintln!(
             "{}: {} rows, {} distinct items ({} rows with an empty key skipped, {} rows repeat an earlier key)",
-            a.input.display(),
+            path.display(),
             s.rows,
             set.items().len(),
             s.empty_keys,
@@ -100,44 +122,47 @@ fn read_input(a: &CommonArgs) -> Result<ItemSet, Failure> {
     Ok(set)
 }
 
-fn connect(a: &CommonArgs) -> Result<TcpChannel, Failure> {
-    let config = TcpConfig {
+fn config(a: &CommonArgs) -> TcpConfig {
+    TcpConfig {
         max_frame: a.max_frame,
         io_timeout: Some(Duration::from_secs(a.timeout)),
         connect_timeout: Duration::from_secs(a.connect_timeout),
-    };
-    let net = |e| {
-        Failure::from(setwise::Error::Net {
-            phase: "connecting",
-            source: e,
-        })
-    };
-    match (&a.listen, &a.connect) {
-        (Some(addr), _) => {
-            eprintln!("listening on {addr}");
-            TcpChannel::listen(addr, config).map_err(net)
-        }
-        (_, Some(addr)) => TcpChannel::connect(addr, config).map_err(net),
-        _ => Err(Failure::usage(anyhow::anyhow!(
-            "give --listen or --connect"
-        ))),
     }
 }
 
-fn run_role(a: &CommonArgs, role: Role, set: &ItemSet) -> Result<(Outcome, Report), Failure> {
-    let job = Job {
-        protocol: a.protocol,
-        operation: a.operation,
-        key_columns: set.key_columns(),
-    };
-    job.validate()?;
+fn net(e: NetError) -> Failure {
+    Failure::from(setwise::Error::Net { phase: "connecting", source: e })
+}
+
+fn connect(a: &CommonArgs) -> Result<TcpChannel, Failure> {
+    match (&a.listen, &a.connect) {
+        (Some(addr), _) => {
+            eprintln!("listening on {addr}");
+            TcpChannel::listen(addr, config(a)).map_err(net)
+        }
+        (_, Some(addr)) => TcpChannel::connect(addr, config(a)).map_err(net),
+        _ => Err(Failure::usage(anyhow::anyhow!("give --listen or --connect"))),
+    }
+}
+
+/// Runs one role over a fresh connection with a spinner, prints and saves the report.
+fn with_connection(
+    a: &CommonArgs,
+    role: Role,
+    run: impl FnOnce(&mut TcpChannel, Option<session::PhaseObserver>) -> setwise::Result<(Outcome, Report)>,
+) -> Result<(Outcome, Report), Failure> {
     let mut ch = connect(a)?;
     let (bar, observer) = spinner(&role.to_string());
-    let result = session::run(&mut ch, &job, role, set.items(), observer);
+    let result = run(&mut ch, observer);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let (outcome, report) = result?;
+    finish_report(a, &report)?;
+    Ok((outcome, report))
+}
+
+fn finish_report(a: &CommonArgs, report: &Report) -> Result<(), Failure> {
     if a.verbose {
         eprint!("{report}");
     }
@@ -145,7 +170,7 @@ fn run_role(a: &CommonArgs, role: Role, set: &ItemSet) -> Result<(Outcome, Repor
         std::fs::write(path, report.to_json())
             .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
     }
-    Ok((outcome, report))
+    Ok(())
 }
 
 fn summary(role: Role, report: &Report, what: &str) {
@@ -161,16 +186,103 @@ fn summary(role: Role, report: &Report, what: &str) {
 
 /// Runs `setwise sender`.
 pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
-    let set = read_input(&a.common)?;
-    let (_, report) = run_role(&a.common, Role::Sender, &set)?;
+    let c = &a.common;
+    if c.protocol == Protocol::Unbalanced {
+        let path = a.db.as_ref().ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!("the unbalanced sender serves --db FILE (see `setwise db build`)"))
+        })?;
+        let db = SenderDb::load(path).map_err(Failure::usage)?;
+        return serve(c, Arc::new(db), a.sessions);
+    }
+    if a.db.is_some() {
+        return Err(Failure::usage(anyhow::anyhow!("--db is for --protocol unbalanced; give --input")));
+    }
+    let set = read_items(&a.input)?;
+    let job = Job { protocol: c.protocol, operation: c.operation, key_columns: set.key_columns() };
+    job.validate()?;
+    let (_, report) =
+        with_connection(c, Role::Sender, |ch, obs| session::run(ch, &job, Role::Sender, set.items(), obs))?;
     summary(Role::Sender, &report, "done, learned nothing");
+    Ok(())
+}
+
+/// One unbalanced session over `ch`.
+fn serve_one(
+    ch: &mut TcpChannel,
+    db: &SenderDb,
+    observer: Option<session::PhaseObserver>,
+) -> setwise::Result<(Outcome, Report)> {
+    let job = Job::new(Protocol::Unbalanced, Operation::Intersection);
+    session::run_with(ch, &job, Role::Sender, db.info().sender_size, observer, |ch, s, r| {
+        unbalanced::sender(ch, s, db, r).map(|()| Outcome::Nothing)
+    })
+}
+
+/// Serves `sessions` receivers (0: forever), each on its own thread; a failing session
+/// is logged and the others go on. With one session, its failure is the exit status.
+fn serve(c: &CommonArgs, db: Arc<SenderDb>, sessions: usize) -> Result<(), Failure> {
+    eprintln!("database: {} items, parameters {} ({})", db.info().sender_size, db.info().preset, db.info().fingerprint);
+    if sessions == 1 || c.listen.is_none() {
+        let (_, report) = with_connection(c, Role::Sender, |ch, obs| serve_one(ch, &db, obs))?;
+        summary(Role::Sender, &report, "answered one query");
+        return Ok(());
+    }
+    let addr = c.listen.as_deref().expect("checked above");
+    let listener = TcpListener::bind(addr).map_err(|e| net(e.into()))?;
+    eprintln!(
+        "listening on {addr} for {}",
+        if sessions == 0 { "any number of sessions".into() } else { format!("{sessions} sessions") }
+    );
+    let config = config(c);
+    std::thread::scope(|s| {
+        let mut served = 0usize;
+        while sessions == 0 || served < sessions {
+            let stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    eprintln!("accept failed: {e}");
+                    continue;
+                }
+            };
+            served += 1;
+            let (db, n) = (Arc::clone(&db), served);
+            s.spawn(move || {
+                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                let result = TcpChannel::from_stream(stream, config)
+                    .map_err(|e| setwise::Error::Net { phase: "accepting", source: e })
+                    .and_then(|mut ch| serve_one(&mut ch, &db, None));
+                match result {
+                    Ok((_, r)) => eprintln!(
+                        "session {n} ({peer}): answered {} items in {:.2} s, sent {}, received {}",
+                        r.peer_set_size,
+                        r.total_ms / 1e3,
+                        human_bytes(r.traffic.bytes_sent),
+                        human_bytes(r.traffic.bytes_received)
+                    ),
+                    Err(e) => eprintln!("session {n} ({peer}): error: {e}"),
+                }
+            });
+        }
+    });
     Ok(())
 }
 
 /// Runs `setwise receiver`.
 pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
-    let set = read_input(&a.common)?;
-    let (outcome, report) = run_role(&a.common, Role::Receiver, &set)?;
+    let c = &a.common;
+    let set = read_items(&a.input)?;
+    let job = Job { protocol: c.protocol, operation: c.operation, key_columns: set.key_columns() };
+    job.validate()?;
+    let fp = a.params_fingerprint.as_deref();
+    let (outcome, report) = with_connection(c, Role::Receiver, |ch, obs| {
+        if c.protocol == Protocol::Unbalanced {
+            session::run_with(ch, &job, Role::Receiver, set.items().len(), obs, |ch, s, r| {
+                unbalanced::receiver(ch, s, set.items(), fp, r)
+            })
+        } else {
+            session::run(ch, &job, Role::Receiver, set.items(), obs)
+        }
+    })?;
     match outcome {
         Outcome::Cardinality(c) => {
             println!("{c}");
@@ -183,23 +295,14 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
                 (None, true) => format!(", {rows} rows written to standard output"),
                 (None, false) => " (use --output FILE or --stdout for the rows)".into(),
             };
-            summary(
-                Role::Receiver,
-                &report,
-                &format!("intersection size {}{dest}", matched.len()),
-            );
+            summary(Role::Receiver, &report, &format!("intersection size {}{dest}", matched.len()));
         }
         other => summary(Role::Receiver, &report, &format!("{other:?}")),
     }
     Ok(())
 }
 
-fn write_matches(
-    set: &ItemSet,
-    matched: &[usize],
-    output: Option<&Path>,
-    stdout: bool,
-) -> Result<usize, Failure> {
+fn write_matches(set: &ItemSet, matched: &[usize], output: Option<&Path>, stdout: bool) -> Result<usize, Failure> {
     Ok(match (output, stdout) {
         (Some(p), _) => set.write_rows_to(matched, p)?,
         (None, true) => set.write_rows(matched, std::io::stdout().lock())?,

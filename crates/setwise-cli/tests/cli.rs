@@ -20,12 +20,7 @@ fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
 }
 
 fn spawn(args: &[&str]) -> Child {
-    bin()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
 /// Runs a sender (listening) and a receiver (connecting); returns both outputs.
@@ -43,16 +38,8 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn intersection_writes_matching_rows_with_duplicates() {
     let dir = tempfile::tempdir().unwrap();
-    let s = write(
-        dir.path(),
-        "s.csv",
-        "email,name\na@x,Ann\nb@x,Bob\nc@x,Cy\n",
-    );
-    let r = write(
-        dir.path(),
-        "r.csv",
-        "id,email\n1,b@x\n2,z@x\n3,c@x\n4,b@x\n5,\n",
-    );
+    let s = write(dir.path(), "s.csv", "email,name\na@x,Ann\nb@x,Bob\nc@x,Cy\n");
+    let r = write(dir.path(), "r.csv", "id,email\n1,b@x\n2,z@x\n3,c@x\n4,b@x\n5,\n");
     let out = dir.path().join("out.csv");
     let report = dir.path().join("r.json");
     let (so, ro) = pair(
@@ -70,17 +57,10 @@ fn intersection_writes_matching_rows_with_duplicates() {
     );
     assert!(so.status.success(), "sender: {}", text(&so.stderr));
     assert!(ro.status.success(), "receiver: {}", text(&ro.stderr));
-    assert_eq!(
-        std::fs::read_to_string(&out).unwrap(),
-        "id,email\n1,b@x\n3,c@x\n4,b@x\n"
-    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "id,email\n1,b@x\n3,c@x\n4,b@x\n");
     let stderr = text(&ro.stderr);
-    assert!(
-        stderr.contains("intersection size 2") && stderr.contains("1 rows with an empty key"),
-        "{stderr}"
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(stderr.contains("intersection size 2") && stderr.contains("1 rows with an empty key"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(json["results"]["intersection_size"], 2);
     assert_eq!(json["own_set_size"], 3);
     assert_eq!(json["peer_set_size"], 3);
@@ -94,15 +74,7 @@ fn cardinality_prints_the_count_with_text_and_headerless_inputs() {
     let r = write(dir.path(), "r.csv", "9,c\n8,d\n7,e\n");
     let (so, ro) = pair(
         &["--op", "cardinality", "--input", s.to_str().unwrap()],
-        &[
-            "--op",
-            "cardinality",
-            "--input",
-            r.to_str().unwrap(),
-            "--no-header",
-            "--key",
-            "2",
-        ],
+        &["--op", "cardinality", "--input", r.to_str().unwrap(), "--no-header", "--key", "2"],
     );
     assert!(so.status.success(), "{}", text(&so.stderr));
     assert!(ro.status.success(), "{}", text(&ro.stderr));
@@ -119,28 +91,19 @@ fn mismatched_operations_fail_both_sides_with_exit_3() {
     );
     assert_eq!(so.status.code(), Some(3));
     assert_eq!(ro.status.code(), Some(3));
-    assert!(
-        text(&so.stderr)
-            .contains("operation: this side has cardinality, the peer has intersection")
-    );
-    assert!(
-        text(&ro.stderr)
-            .contains("operation: this side has intersection, the peer has cardinality")
-    );
+    assert!(text(&so.stderr).contains("operation: this side has cardinality, the peer has intersection"));
+    assert!(text(&ro.stderr).contains("operation: this side has intersection, the peer has cardinality"));
 }
 
 #[test]
 fn different_key_column_counts_are_a_parameter_mismatch() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "f.csv", "a,b\n1,2\n");
-    let (so, ro) = pair(
-        &["--input", f.to_str().unwrap(), "--key", "a,b"],
-        &["--input", f.to_str().unwrap(), "--key", "a"],
-    );
+    let (so, ro) =
+        pair(&["--input", f.to_str().unwrap(), "--key", "a,b"], &["--input", f.to_str().unwrap(), "--key", "a"]);
     assert_eq!(so.status.code(), Some(3));
     assert!(
-        text(&ro.stderr)
-            .contains("parameters: this side has key_columns=1, the peer has key_columns=2"),
+        text(&ro.stderr).contains("parameters: this side has key_columns=1, the peer has key_columns=2"),
         "{}",
         text(&ro.stderr)
     );
@@ -151,38 +114,14 @@ fn input_errors_exit_2_and_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "f.csv", "name,email\nann,a@x\n");
     let o = bin()
-        .args([
-            "receiver",
-            "--connect",
-            "127.0.0.1:1",
-            "--input",
-            f.to_str().unwrap(),
-            "--key",
-            "id",
-        ])
+        .args(["receiver", "--connect", "127.0.0.1:1", "--input", f.to_str().unwrap(), "--key", "id"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o.stderr).contains("no column named 'id' (columns: name, email)"),
-        "{}",
-        text(&o.stderr)
-    );
-    let o = bin()
-        .args(["sender", "--input", f.to_str().unwrap()])
-        .output()
-        .unwrap();
+    assert!(text(&o.stderr).contains("no column named 'id' (columns: name, email)"), "{}", text(&o.stderr));
+    let o = bin().args(["sender", "--input", f.to_str().unwrap()]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "neither --listen nor --connect");
-    let o = bin()
-        .args([
-            "sender",
-            "--listen",
-            "127.0.0.1:0",
-            "--input",
-            "/nonexistent.csv",
-        ])
-        .output()
-        .unwrap();
+    let o = bin().args(["sender", "--listen", "127.0.0.1:0", "--input", "/nonexistent.csv"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -191,73 +130,35 @@ fn connect_gives_up_after_its_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "f.txt", "a\n");
     let o = bin()
-        .args([
-            "receiver",
-            "--connect",
-            &free_port(),
-            "--connect-timeout",
-            "1",
-            "--input",
-            f.to_str().unwrap(),
-        ])
+        .args(["receiver", "--connect", &free_port(), "--connect-timeout", "1", "--input", f.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(3));
-    assert!(
-        text(&o.stderr).contains("could not connect"),
-        "{}",
-        text(&o.stderr)
-    );
+    assert!(text(&o.stderr).contains("could not connect"), "{}", text(&o.stderr));
 }
 
 #[test]
 fn demo_verifies_itself() {
-    let o = bin()
-        .args(["demo", "--size", "500", "--overlap", "0.3"])
-        .output()
-        .unwrap();
+    let o = bin().args(["demo", "--size", "500", "--overlap", "0.3"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(
-        out.contains("intersection size: 150 (plain computation: 150) ✓"),
-        "{out}"
-    );
+    assert!(out.contains("intersection size: 150 (plain computation: 150) ✓"), "{out}");
 }
 
 #[test]
 fn fhe_intersection_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
-    let s: String = std::iter::once("id\n".to_string())
-        .chain((0..150).map(|i| format!("k{i}\n")))
-        .collect();
-    let r: String = std::iter::once("id\n".to_string())
-        .chain((100..220).map(|i| format!("k{i}\n")))
-        .collect();
-    let (s, r) = (
-        write(dir.path(), "s.csv", &s),
-        write(dir.path(), "r.csv", &r),
-    );
+    let s: String = std::iter::once("id\n".to_string()).chain((0..150).map(|i| format!("k{i}\n"))).collect();
+    let r: String = std::iter::once("id\n".to_string()).chain((100..220).map(|i| format!("k{i}\n"))).collect();
+    let (s, r) = (write(dir.path(), "s.csv", &s), write(dir.path(), "r.csv", &r));
     let out = dir.path().join("out.csv");
     let (so, ro) = pair(
         &["--protocol", "fhe", "--input", s.to_str().unwrap()],
-        &[
-            "--protocol",
-            "fhe",
-            "--input",
-            r.to_str().unwrap(),
-            "--output",
-            out.to_str().unwrap(),
-            "-v",
-        ],
+        &["--protocol", "fhe", "--input", r.to_str().unwrap(), "--output", out.to_str().unwrap(), "-v"],
     );
     assert!(so.status.success(), "{}", text(&so.stderr));
     assert!(ro.status.success(), "{}", text(&ro.stderr));
-    let expected: String = std::iter::once("id\n".to_string())
-        .chain((100..150).map(|i| format!("k{i}\n")))
-        .collect();
+    let expected: String = std::iter::once("id\n".to_string()).chain((100..150).map(|i| format!("k{i}\n"))).collect();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
-    assert!(
-        text(&ro.stderr).contains("fhe: N="),
-        "the report shows the chosen parameters"
-    );
+    assert!(text(&ro.stderr).contains("fhe: N="), "the report shows the chosen parameters");
 }

@@ -39,6 +39,12 @@ pub struct ItemHasher {
     prefix: Sha512,
 }
 
+impl std::fmt::Debug for ItemHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ItemHasher")
+    }
+}
+
 impl ItemHasher {
     /// A hasher for `domain`.
     pub fn new(domain: &Domain) -> Self {
@@ -80,6 +86,23 @@ impl SecretScalar {
         }
     }
 
+    /// The scalar from its 32-byte canonical encoding (e.g. a stored key); `None` if
+    /// not canonical or zero.
+    pub fn from_bytes(bytes: [u8; 32]) -> Option<Self> {
+        let s = Option::<Scalar>::from(Scalar::from_canonical_bytes(bytes))?;
+        (s != Scalar::ZERO).then_some(Self(s))
+    }
+
+    /// The 32-byte encoding, for storage by its owner (zeroize the copy after use).
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    /// The multiplicative inverse (the scalar is never zero).
+    pub fn invert(&self) -> Self {
+        Self(self.0.invert())
+    }
+
     /// The scalar itself, for protocols that combine exponents.
     pub fn expose(&self) -> &Scalar {
         &self.0
@@ -90,17 +113,12 @@ impl SecretScalar {
     }
 
     /// `k·H(item)` for every item, in parallel, compressed.
-    pub fn hash_and_mul<I: AsRef<[u8]> + Sync>(
-        &self,
-        hasher: &ItemHasher,
-        items: &[I],
-    ) -> Vec<Encoded> {
+    pub fn hash_and_mul<I: AsRef<[u8]> + Sync>(&self, hasher: &ItemHasher, items: &[I]) -> Vec<Encoded> {
         let half = self.half();
         items
             .par_chunks(BATCH)
             .flat_map_iter(|chunk| {
-                let points: Vec<RistrettoPoint> =
-                    chunk.iter().map(|i| hasher.hash(i.as_ref())).collect();
+                let points: Vec<RistrettoPoint> = chunk.iter().map(|i| hasher.hash(i.as_ref())).collect();
                 mul_compress(&half, &points)
             })
             .collect()
@@ -114,11 +132,11 @@ impl SecretScalar {
             .par_chunks(BATCH)
             .enumerate()
             .map(|(c, chunk)| {
-                let points = chunk
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| decode(e).ok_or(c * BATCH + i))
-                    .collect::<Result<Vec<_>, usize>>()?;
+                let points = chunk.iter().enumerate().map(|(i, e)| decode(e).ok_or(c * BATCH + i)).collect::<Result<
+                    Vec<_>,
+                    usize,
+                >>(
+                )?;
                 Ok(mul_compress(&half, &points))
             })
             .collect::<Result<Vec<Vec<Encoded>>, usize>>()
@@ -130,10 +148,7 @@ impl SecretScalar {
 /// double-and-compress shares one field inversion across the batch.
 fn mul_compress(half: &Scalar, points: &[RistrettoPoint]) -> Vec<Encoded> {
     let scaled: Vec<RistrettoPoint> = points.iter().map(|p| half * p).collect();
-    RistrettoPoint::double_and_compress_batch(&scaled)
-        .into_iter()
-        .map(|c| c.0)
-        .collect()
+    RistrettoPoint::double_and_compress_batch(&scaled).into_iter().map(|c| c.0).collect()
 }
 
 #[cfg(test)]

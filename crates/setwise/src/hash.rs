@@ -12,6 +12,12 @@ pub mod dst {
     pub const ECDH_ITEM_TO_GROUP: &str = "setwise/ecdh/v1/item-to-group";
     /// FHE-PSI: items hashed to field elements of the plaintext modulus.
     pub const FHE_ITEM_TO_FIELD: &str = "setwise/fhe/v1/item-to-field";
+    /// Unbalanced PSI: items hashed to ristretto255 for the OPRF (no session).
+    pub const UNBALANCED_OPRF: &str = "setwise/unbalanced/v1/oprf-to-group";
+    /// Unbalanced PSI: OPRF output.
+    pub const UNBALANCED_OPRF_OUT: &str = "setwise/unbalanced/v1/oprf-output";
+    /// Unbalanced PSI: an OPRF output to its bins and field elements.
+    pub const UNBALANCED_ITEM: &str = "setwise/unbalanced/v1/item-to-bins";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }
@@ -31,6 +37,12 @@ impl Domain {
     /// The domain `label` within `session`.
     pub fn new(label: &'static str, session: SessionId) -> Self {
         Self { label, session }
+    }
+
+    /// A domain without a session, for values that outlive one session (an OPRF
+    /// whose outputs a sender database stores). The label alone separates it.
+    pub fn fixed(label: &'static str) -> Self {
+        Self { label, session: SessionId([0; 32]) }
     }
 
     /// The domain's tag bytes: length-prefixed label, then the session id.
@@ -78,9 +90,6 @@ mod tests {
         assert_eq!(a, Domain::new(dst::ECDH_ITEM_TO_GROUP, s1).hash64(b"x"));
         assert_ne!(a, Domain::new(dst::ECDH_ITEM_TO_GROUP, s2).hash64(b"x"));
         assert_ne!(a, Domain::new(dst::SESSION_ID, s1).hash64(b"x"));
-        assert_ne!(
-            session_id(&[0; 16], &[1; 16]),
-            session_id(&[1; 16], &[0; 16])
-        );
+        assert_ne!(session_id(&[0; 16], &[1; 16]), session_id(&[1; 16], &[0; 16]));
     }
 }

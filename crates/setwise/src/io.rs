@@ -42,9 +42,7 @@ pub enum InputError {
         available: String,
     },
     /// A key column index outside the rows.
-    #[error(
-        "{path}: key column {index} does not exist (rows have {columns} columns; indices start at 1)"
-    )]
+    #[error("{path}: key column {index} does not exist (rows have {columns} columns; indices start at 1)")]
     ColumnIndex {
         /// The file.
         path: PathBuf,
@@ -128,10 +126,7 @@ impl ItemSet {
     /// Reads `path` in `format`; `key` names the key columns (header names, or 1-based
     /// indices without a header); empty means the first column.
     pub fn read(path: &Path, format: Format, key: &[String]) -> Result<Self, InputError> {
-        let io = |source| InputError::Io {
-            path: path.to_owned(),
-            source,
-        };
+        let io = |source| InputError::Io { path: path.to_owned(), source };
         let file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io)?);
         match format {
             Format::Text => {
@@ -149,18 +144,12 @@ impl ItemSet {
 
     fn from_text(path: &Path, mut file: impl Read) -> Result<Self, InputError> {
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|source| InputError::Io {
-                path: path.to_owned(),
-                source,
-            })?;
+        file.read_to_end(&mut bytes).map_err(|source| InputError::Io { path: path.to_owned(), source })?;
         let mut rows = Vec::new();
         for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let text = std::str::from_utf8(line).map_err(|_| InputError::InvalidUtf8 {
-                path: path.to_owned(),
-                line: i as u64 + 1,
-            })?;
+            let text = std::str::from_utf8(line)
+                .map_err(|_| InputError::InvalidUtf8 { path: path.to_owned(), line: i as u64 + 1 })?;
             rows.push(StringRecord::from(vec![text]));
         }
         if bytes.ends_with(b"\n") {
@@ -169,80 +158,39 @@ impl ItemSet {
         Ok(Self::index(Format::Text, None, rows, &[0]))
     }
 
-    fn from_csv(
-        path: &Path,
-        file: impl Read,
-        header: bool,
-        key: &[String],
-    ) -> Result<Self, InputError> {
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(header)
-            .flexible(false)
-            .from_reader(file);
+    fn from_csv(path: &Path, file: impl Read, header: bool, key: &[String]) -> Result<Self, InputError> {
+        let mut rdr = csv::ReaderBuilder::new().has_headers(header).flexible(false).from_reader(file);
         let csv_err = |e: csv::Error| {
             let line = e.position().map_or(0, |p| p.line());
             match e.kind() {
-                csv::ErrorKind::Utf8 { .. } => InputError::InvalidUtf8 {
-                    path: path.to_owned(),
-                    line,
-                },
-                csv::ErrorKind::Io(_) => InputError::Io {
-                    path: path.to_owned(),
-                    source: std::io::Error::other(e.to_string()),
-                },
-                _ => InputError::Csv {
-                    path: path.to_owned(),
-                    line,
-                    message: e.to_string(),
-                },
+                csv::ErrorKind::Utf8 { .. } => InputError::InvalidUtf8 { path: path.to_owned(), line },
+                csv::ErrorKind::Io(_) => {
+                    InputError::Io { path: path.to_owned(), source: std::io::Error::other(e.to_string()) }
+                }
+                _ => InputError::Csv { path: path.to_owned(), line, message: e.to_string() },
             }
         };
-        let header_row = if header {
-            Some(rdr.headers().map_err(csv_err)?.clone())
-        } else {
-            None
-        };
+        let header_row = if header { Some(rdr.headers().map_err(csv_err)?.clone()) } else { None };
         let mut rows = Vec::new();
         for rec in rdr.records() {
             rows.push(rec.map_err(csv_err)?);
         }
         let width = header_row.as_ref().or(rows.first()).map_or(0, |r| r.len());
         let columns = key_columns(path, header_row.as_ref(), width, key)?;
-        Ok(Self::index(
-            Format::Csv { header },
-            header_row,
-            rows,
-            &columns,
-        ))
+        Ok(Self::index(Format::Csv { header }, header_row, rows, &columns))
     }
 
     /// An item set from plain keys (one column named `key`), e.g. generated data.
     pub fn from_keys<S: AsRef<str>>(keys: impl IntoIterator<Item = S>) -> Self {
-        let rows = keys
-            .into_iter()
-            .map(|k| StringRecord::from(vec![k.as_ref()]))
-            .collect();
-        Self::index(
-            Format::Csv { header: true },
-            Some(StringRecord::from(vec!["key"])),
-            rows,
-            &[0],
-        )
+        let rows = keys.into_iter().map(|k| StringRecord::from(vec![k.as_ref()])).collect();
+        Self::index(Format::Csv { header: true }, Some(StringRecord::from(vec!["key"])), rows, &[0])
     }
 
-    fn index(
-        format: Format,
-        header: Option<StringRecord>,
-        rows: Vec<StringRecord>,
-        columns: &[usize],
-    ) -> Self {
+    fn index(format: Format, header: Option<StringRecord>, rows: Vec<StringRecord>, columns: &[usize]) -> Self {
         let mut seen: HashMap<Vec<u8>, u32> = HashMap::with_capacity(rows.len());
         let mut items = Vec::with_capacity(rows.len());
         let mut row_item = Vec::with_capacity(rows.len());
-        let mut stats = ReadStats {
-            rows: rows.len(),
-            ..Default::default()
-        };
+        let mut stats = ReadStats { rows: rows.len(), ..Default::default() };
         for row in &rows {
             let key = join_key(row, columns);
             if key.is_empty() {
@@ -260,15 +208,7 @@ impl ItemSet {
             }
             row_item.push(id);
         }
-        Self {
-            format,
-            header,
-            rows,
-            row_item,
-            items,
-            key_columns: columns.len(),
-            stats,
-        }
+        Self { format, header, rows, row_item, items, key_columns: columns.len(), stats }
     }
 
     /// The distinct items, in order of first appearance.
@@ -293,10 +233,8 @@ impl ItemSet {
         for &i in matched {
             hit[i] = true;
         }
-        let err = |e: csv::Error| InputError::Io {
-            path: "output".into(),
-            source: std::io::Error::other(e.to_string()),
-        };
+        let err =
+            |e: csv::Error| InputError::Io { path: "output".into(), source: std::io::Error::other(e.to_string()) };
         let mut w = csv::WriterBuilder::new().flexible(true).from_writer(out);
         if let Some(h) = &self.header {
             w.write_record(h).map_err(err)?;
@@ -316,19 +254,13 @@ impl ItemSet {
                 written += 1;
             }
         }
-        w.flush().map_err(|source| InputError::Io {
-            path: "output".into(),
-            source,
-        })?;
+        w.flush().map_err(|source| InputError::Io { path: "output".into(), source })?;
         Ok(written)
     }
 
     /// Writes matching rows to `path`.
     pub fn write_rows_to(&self, matched: &[usize], path: &Path) -> Result<usize, InputError> {
-        let file = File::create(path).map_err(|source| InputError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let file = File::create(path).map_err(|source| InputError::Io { path: path.to_owned(), source })?;
         self.write_rows(matched, std::io::BufWriter::new(file))
     }
 }
@@ -345,21 +277,14 @@ fn key_columns(
     }
     key.iter()
         .map(|k| match header {
-            Some(h) => h
-                .iter()
-                .position(|c| c == k)
-                .ok_or_else(|| InputError::MissingColumn {
-                    path: path.to_owned(),
-                    column: k.clone(),
-                    available: h.iter().collect::<Vec<_>>().join(", "),
-                }),
+            Some(h) => h.iter().position(|c| c == k).ok_or_else(|| InputError::MissingColumn {
+                path: path.to_owned(),
+                column: k.clone(),
+                available: h.iter().collect::<Vec<_>>().join(", "),
+            }),
             None => match k.parse::<usize>() {
                 Ok(i) if i >= 1 && (i <= width || width == 0) => Ok(i - 1),
-                _ => Err(InputError::ColumnIndex {
-                    path: path.to_owned(),
-                    index: k.clone(),
-                    columns: width,
-                }),
+                _ => Err(InputError::ColumnIndex { path: path.to_owned(), index: k.clone(), columns: width }),
             },
         })
         .collect()
@@ -398,31 +323,16 @@ mod tests {
         let f = file(b"name,email\nann,a@x\nbob,\nann,a2@x\n,c@x\n", ".csv");
         let s = ItemSet::read(f.path(), Format::Csv { header: true }, &[]).unwrap();
         assert_eq!(s.items(), &[b"ann".to_vec(), b"bob".to_vec()]);
-        assert_eq!(
-            s.stats(),
-            ReadStats {
-                rows: 4,
-                empty_keys: 1,
-                duplicate_rows: 1
-            }
-        );
+        assert_eq!(s.stats(), ReadStats { rows: 4, empty_keys: 1, duplicate_rows: 1 });
         let mut out = Vec::new();
         assert_eq!(s.write_rows(&[0], &mut out).unwrap(), 2);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "name,email\nann,a@x\nann,a2@x\n"
-        );
+        assert_eq!(String::from_utf8(out).unwrap(), "name,email\nann,a@x\nann,a2@x\n");
     }
 
     #[test]
     fn several_key_columns_join_unambiguously() {
         let f = file(b"a,b\n\"x,y\",z\nx,\"y,z\"\n", ".csv");
-        let s = ItemSet::read(
-            f.path(),
-            Format::Csv { header: true },
-            &["a".into(), "b".into()],
-        )
-        .unwrap();
+        let s = ItemSet::read(f.path(), Format::Csv { header: true }, &["a".into(), "b".into()]).unwrap();
         assert_eq!(s.items().len(), 2);
         assert_eq!(s.key_columns(), 2);
     }
@@ -430,13 +340,8 @@ mod tests {
     #[test]
     fn missing_column_lists_the_columns() {
         let f = file(b"name,email\nann,a@x\n", ".csv");
-        let e = ItemSet::read(f.path(), Format::Csv { header: true }, &["id".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("no column named 'id'") && e.contains("name, email"),
-            "{e}"
-        );
+        let e = ItemSet::read(f.path(), Format::Csv { header: true }, &["id".into()]).unwrap_err().to_string();
+        assert!(e.contains("no column named 'id'") && e.contains("name, email"), "{e}");
     }
 
     #[test]
@@ -452,19 +357,13 @@ mod tests {
     #[test]
     fn invalid_utf8_and_ragged_rows_name_the_line() {
         let f = file(b"k\nok\n\xff\xfe\n", ".csv");
-        let e = ItemSet::read(f.path(), Format::Csv { header: true }, &[])
-            .unwrap_err()
-            .to_string();
+        let e = ItemSet::read(f.path(), Format::Csv { header: true }, &[]).unwrap_err().to_string();
         assert!(e.contains("line 3") && e.contains("UTF-8"), "{e}");
         let f = file(b"ok\n\xff\n", ".txt");
-        let e = ItemSet::read(f.path(), Format::Text, &[])
-            .unwrap_err()
-            .to_string();
+        let e = ItemSet::read(f.path(), Format::Text, &[]).unwrap_err().to_string();
         assert!(e.contains("line 2"), "{e}");
         let f = file(b"a,b\n1,2\n3\n", ".csv");
-        let e = ItemSet::read(f.path(), Format::Csv { header: true }, &[])
-            .unwrap_err()
-            .to_string();
+        let e = ItemSet::read(f.path(), Format::Csv { header: true }, &[]).unwrap_err().to_string();
         assert!(e.contains("line 3"), "{e}");
     }
 
@@ -473,14 +372,7 @@ mod tests {
         let f = file(b"a\r\n\nb\na\n", ".txt");
         let s = ItemSet::read(f.path(), Format::guess(f.path(), false), &[]).unwrap();
         assert_eq!(s.items(), &[b"a".to_vec(), b"b".to_vec()]);
-        assert_eq!(
-            s.stats(),
-            ReadStats {
-                rows: 4,
-                empty_keys: 1,
-                duplicate_rows: 1
-            }
-        );
+        assert_eq!(s.stats(), ReadStats { rows: 4, empty_keys: 1, duplicate_rows: 1 });
         let mut out = Vec::new();
         s.write_rows(&[0], &mut out).unwrap();
         assert_eq!(out, b"a\na\n");
@@ -488,12 +380,7 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_error() {
-        let e = ItemSet::read(
-            Path::new("/nonexistent/x.csv"),
-            Format::Csv { header: true },
-            &[],
-        )
-        .unwrap_err();
+        let e = ItemSet::read(Path::new("/nonexistent/x.csv"), Format::Csv { header: true }, &[]).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/x.csv"));
     }
 }

@@ -16,9 +16,11 @@
 pub mod error;
 pub mod group;
 pub mod hash;
+pub mod hashing;
 pub mod he;
 pub mod io;
 pub mod net;
+pub mod oprf;
 pub mod poly;
 pub mod protocols;
 pub mod rng;

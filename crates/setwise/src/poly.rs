@@ -69,10 +69,7 @@ pub fn from_roots(roots: &[u64], m: u64) -> Vec<u64> {
 
 /// Evaluates coefficients (lowest first) at `x` modulo `m` (Horner).
 pub fn eval(coeffs: &[u64], x: u64, m: u64) -> u64 {
-    coeffs
-        .iter()
-        .rev()
-        .fold(0, |acc, &c| (mul_mod(acc, x, m) + c) % m)
+    coeffs.iter().rev().fold(0, |acc, &c| (mul_mod(acc, x, m) + c) % m)
 }
 
 #[cfg(test)]
@@ -83,11 +80,7 @@ mod tests {
     fn primes() {
         let known = [2u64, 3, 65537, 1032193, 4611686018427387847];
         assert!(known.iter().all(|&p| is_prime(p)));
-        assert!(
-            ![0u64, 1, 4, 561, 1032195, 4611686018427387849]
-                .iter()
-                .any(|&n| is_prime(n))
-        );
+        assert!(![0u64, 1, 4, 561, 1032195, 4611686018427387849].iter().any(|&n| is_prime(n)));
     }
 
     #[test]
@@ -101,9 +94,7 @@ mod tests {
             assert_eq!(eval(&c, r, m), 0);
         }
         for x in [0, 1, 6, 100, 1000] {
-            let direct = roots
-                .iter()
-                .fold(1, |acc, &r| mul_mod(acc, (x + m - r) % m, m));
+            let direct = roots.iter().fold(1, |acc, &r| mul_mod(acc, (x + m - r) % m, m));
             assert_eq!(eval(&c, x, m), direct);
         }
         assert_eq!(from_roots(&[], m), vec![1]);

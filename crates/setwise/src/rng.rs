@@ -12,15 +12,12 @@ use rand::{SeedableRng, TryRng};
 /// # Panics
 /// If the OS has no randomness to give: nothing secure can be done then.
 pub fn fill_os(buf: &mut [u8]) {
-    SysRng
-        .try_fill_bytes(buf)
-        .expect("the operating system's random number generator failed");
+    SysRng.try_fill_bytes(buf).expect("the operating system's random number generator failed");
 }
 
 /// A CSPRNG (ChaCha12) seeded from the OS, for bulk randomness.
 pub fn csprng() -> StdRng {
-    StdRng::try_from_rng(&mut SysRng)
-        .expect("the operating system's random number generator failed")
+    StdRng::try_from_rng(&mut SysRng).expect("the operating system's random number generator failed")
 }
 
 /// Shuffles `items` uniformly (Fisher–Yates) with a fresh OS-seeded CSPRNG.
@@ -36,11 +33,7 @@ mod tests {
     fn shuffle_is_a_permutation_and_moves_things() {
         let mut v: Vec<u32> = (0..1000).collect();
         shuffle(&mut v);
-        let fixed = v
-            .iter()
-            .enumerate()
-            .filter(|(i, x)| *i as u32 == **x)
-            .count();
+        let fixed = v.iter().enumerate().filter(|(i, x)| *i as u32 == **x).count();
         assert!(fixed < 20, "{fixed} fixed points out of 1000");
         v.sort_unstable();
         assert_eq!(v, (0..1000).collect::<Vec<_>>());

@@ -23,13 +23,7 @@ pub fn run_pair<I: AsRef<[u8]> + Sync>(
 ) -> PairRun {
     let (a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
     match profile {
-        Some(p) => run_over(
-            job,
-            Shaped::new(a, p),
-            Shaped::new(b, p),
-            sender_items,
-            receiver_items,
-        ),
+        Some(p) => run_over(job, Shaped::new(a, p), Shaped::new(b, p), sender_items, receiver_items),
         None => run_over(job, a, b, sender_items, receiver_items),
     }
 }
@@ -50,9 +44,6 @@ pub fn run_over<C: Channel, I: AsRef<[u8]> + Sync>(
         });
         let receiver = session::run(&mut receiver_ch, job, Role::Receiver, receiver_items, None);
         drop(receiver_ch);
-        PairRun {
-            sender: sender.join().expect("sender thread panicked"),
-            receiver,
-        }
+        PairRun { sender: sender.join().expect("sender thread panicked"), receiver }
     })
 }

@@ -74,11 +74,7 @@ impl<'a> Reader<'a> {
     /// The next `len` bytes, or [`WireError::Truncated`] if the frame holds fewer.
     pub fn take(&mut self, len: usize, what: &'static str) -> Result<&'a [u8], WireError> {
         if len > self.buf.len() {
-            return Err(WireError::Truncated {
-                what,
-                need: len,
-                have: self.buf.len(),
-            });
+            return Err(WireError::Truncated { what, need: len, have: self.buf.len() });
         }
         let (head, tail) = self.buf.split_at(len);
         self.buf = tail;
@@ -116,11 +112,7 @@ impl<'a> Reader<'a> {
     pub fn count(&mut self, what: &'static str, bound: usize) -> Result<usize, WireError> {
         let n = self.u32(what)? as usize;
         if n > bound {
-            return Err(WireError::Count {
-                what,
-                got: n as u64,
-                bound: bound as u64,
-            });
+            return Err(WireError::Count { what, got: n as u64, bound: bound as u64 });
         }
         Ok(n)
     }
@@ -133,37 +125,20 @@ impl<'a> Reader<'a> {
 
     /// A UTF-8 string with a u32 length prefix of at most `max` bytes.
     pub fn str(&mut self, what: &'static str, max: usize) -> Result<&'a str, WireError> {
-        std::str::from_utf8(self.bytes(what, max)?).map_err(|_| WireError::Invalid {
-            what,
-            why: "not UTF-8",
-        })
+        std::str::from_utf8(self.bytes(what, max)?).map_err(|_| WireError::Invalid { what, why: "not UTF-8" })
     }
 
     /// `count` fixed-size records of `N` bytes each, borrowed from the frame.
-    pub fn records<const N: usize>(
-        &mut self,
-        count: usize,
-        what: &'static str,
-    ) -> Result<&'a [[u8; N]], WireError> {
-        let len = count.checked_mul(N).ok_or(WireError::Count {
-            what,
-            got: count as u64,
-            bound: (usize::MAX / N) as u64,
-        })?;
+    pub fn records<const N: usize>(&mut self, count: usize, what: &'static str) -> Result<&'a [[u8; N]], WireError> {
+        let len =
+            count.checked_mul(N).ok_or(WireError::Count { what, got: count as u64, bound: (usize::MAX / N) as u64 })?;
         let body = self.take(len, what)?;
         Ok(body.as_chunks::<N>().0)
     }
 
     /// Checks that the whole frame was consumed.
     pub fn finish(self, what: &'static str) -> Result<(), WireError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(WireError::TrailingData {
-                what,
-                extra: self.buf.len(),
-            })
-        }
+        if self.buf.is_empty() { Ok(()) } else { Err(WireError::TrailingData { what, extra: self.buf.len() }) }
     }
 }
 
@@ -176,9 +151,7 @@ pub struct Writer {
 impl Writer {
     /// An empty frame with room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self {
-            buf: Vec::with_capacity(capacity),
-        }
+        Self { buf: Vec::with_capacity(capacity) }
     }
 
     /// Appends one byte.
@@ -233,12 +206,7 @@ mod tests {
     #[test]
     fn round_trip_and_bounds() {
         let mut w = Writer::default();
-        w.u8(7)
-            .u16(300)
-            .u32(70_000)
-            .u64(1 << 40)
-            .bytes(b"hello")
-            .raw(&[1; 64]);
+        w.u8(7).u16(300).u32(70_000).u64(1 << 40).bytes(b"hello").raw(&[1; 64]);
         let frame = w.into_vec();
         let mut r = Reader::new(&frame);
         assert_eq!(r.u8("a").unwrap(), 7);
@@ -253,23 +221,11 @@ mod tests {
     #[test]
     fn claims_beyond_the_frame_are_rejected() {
         let frame = [0xff, 0xff, 0xff, 0xff, 1, 2];
-        assert!(matches!(
-            Reader::new(&frame).bytes("x", usize::MAX),
-            Err(WireError::Truncated { .. })
-        ));
-        assert!(matches!(
-            Reader::new(&frame).bytes("x", 10),
-            Err(WireError::Count { .. })
-        ));
-        assert!(matches!(
-            Reader::new(&frame).records::<32>(usize::MAX, "x"),
-            Err(WireError::Count { .. })
-        ));
+        assert!(matches!(Reader::new(&frame).bytes("x", usize::MAX), Err(WireError::Truncated { .. })));
+        assert!(matches!(Reader::new(&frame).bytes("x", 10), Err(WireError::Count { .. })));
+        assert!(matches!(Reader::new(&frame).records::<32>(usize::MAX, "x"), Err(WireError::Count { .. })));
         let mut r = Reader::new(&frame);
         r.u8("x").unwrap();
-        assert!(matches!(
-            r.finish("m"),
-            Err(WireError::TrailingData { extra: 5, .. })
-        ));
+        assert!(matches!(r.finish("m"), Err(WireError::TrailingData { extra: 5, .. })));
     }
 }

@@ -13,12 +13,7 @@ fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
     let plain: BTreeSet<usize> = {
         let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
-        receiver
-            .iter()
-            .enumerate()
-            .filter(|(_, y)| s.contains(y))
-            .map(|(i, _)| i)
-            .collect()
+        receiver.iter().enumerate().filter(|(_, y)| s.contains(y)).map(|(i, _)| i).collect()
     };
     for op in [Operation::Intersection, Operation::Cardinality] {
         let run = run_pair(&Job::new(Protocol::Ecdh, op), sender, receiver, None);
@@ -63,10 +58,7 @@ fn more_than_one_chunk_each_way() {
 fn binary_and_long_items() {
     let long: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 5_000]).collect();
     let bin: Vec<Vec<u8>> = (0..50u8).map(|i| vec![0, i, 0xff]).collect();
-    check(
-        &[long.clone(), bin[..25].to_vec()].concat(),
-        &[long[10..].to_vec(), bin.clone()].concat(),
-    );
+    check(&[long.clone(), bin[..25].to_vec()].concat(), &[long[10..].to_vec(), bin.clone()].concat());
 }
 
 proptest! {

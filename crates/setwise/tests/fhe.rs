@@ -14,18 +14,8 @@ fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
     let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
-    let plain: BTreeSet<usize> = receiver
-        .iter()
-        .enumerate()
-        .filter(|(_, y)| s.contains(y))
-        .map(|(i, _)| i)
-        .collect();
-    let run = run_pair(
-        &Job::new(Protocol::Fhe, Operation::Intersection),
-        sender,
-        receiver,
-        None,
-    );
+    let plain: BTreeSet<usize> = receiver.iter().enumerate().filter(|(_, y)| s.contains(y)).map(|(i, _)| i).collect();
+    let run = run_pair(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver, None);
     assert_eq!(run.sender.unwrap().0, Outcome::Nothing);
     let (out, report) = run.receiver.unwrap();
     match out {
@@ -73,14 +63,9 @@ fn more_receiver_items_than_one_ciphertext_holds() {
 /// least 10 bits of noise budget to spare.
 #[test]
 fn noise_budget_at_the_deepest_chunk() {
-    let cases = FheParams::presets()
-        .into_iter()
-        .flat_map(|(he, max_depth)| {
-            [
-                (he.clone(), 1usize << max_depth, vec![1u32], max_depth),
-                (he, 64, (1..=64).collect(), 0),
-            ]
-        });
+    let cases = FheParams::presets().into_iter().flat_map(|(he, max_depth)| {
+        [(he.clone(), 1usize << max_depth, vec![1u32], max_depth), (he, 64, (1..=64).collect(), 0)]
+    });
     for (he, degree, sources, max_depth) in cases {
         let p = FheParams::build(he.clone(), 4, degree, sources.clone(), 1, degree).unwrap();
         assert_eq!(p.plan().depth(), max_depth);
@@ -89,13 +74,8 @@ fn noise_budget_at_the_deepest_chunk() {
         let mut sk = SecretKey::generate(&ctx);
         let rk = sk.relin_key().unwrap();
         // One receiver item (4 felts), matching the chunk's last root in felt 0..3.
-        let roots: Vec<Vec<u64>> = (0..4)
-            .map(|f| {
-                (0..degree as u64)
-                    .map(|j| (j * 7919 + f * 13 + 5) % t)
-                    .collect()
-            })
-            .collect();
+        let roots: Vec<Vec<u64>> =
+            (0..4).map(|f| (0..degree as u64).map(|j| (j * 7919 + f * 13 + 5) % t).collect()).collect();
         let item: Vec<u64> = roots.iter().map(|r| r[degree - 1]).collect();
         let mut slots = vec![0u64; ctx.slots()];
         for k in 0..p.replicas {
@@ -106,37 +86,21 @@ fn noise_budget_at_the_deepest_chunk() {
         let query = sources
             .iter()
             .map(|&e| {
-                let v: Vec<u64> = slots
-                    .iter()
-                    .map(|&x| setwise::poly::pow_mod(x, e as u64, t))
-                    .collect();
+                let v: Vec<u64> = slots.iter().map(|&x| setwise::poly::pow_mod(x, e as u64, t)).collect();
                 sk.encrypt(&v).unwrap()
             })
             .collect();
-        let powers = p
-            .plan()
-            .evaluate(&Evaluator::new(Some(&rk)), query)
-            .unwrap();
+        let powers = p.plan().evaluate(&Evaluator::new(Some(&rk)), query).unwrap();
         let polys = vec![roots.iter().map(|r| from_roots(r, t)).collect::<Vec<_>>()];
         let result = evaluate_group(&ctx, &p, &polys, 0, &powers).unwrap();
         let noise = unsafe { sk.raw().measure_noise(result.raw()).unwrap() } as f64;
         let log_q: usize = he.moduli_bits.iter().sum();
         let budget = log_q as f64 - (t as f64).log2() - noise - 1.0;
-        assert!(
-            budget >= 10.0,
-            "{}: budget {budget:.0} bits at depth {max_depth}",
-            he.fingerprint()
-        );
+        assert!(budget >= 10.0, "{}: budget {budget:.0} bits at depth {max_depth}", he.fingerprint());
         let got = sk.decrypt(&result).unwrap();
-        assert!(
-            got[..4].iter().all(|&v| v == 0),
-            "the matching item decrypts to zeros"
-        );
+        assert!(got[..4].iter().all(|&v| v == 0), "the matching item decrypts to zeros");
         // An empty replica slot holds the randomised constant 1: non-zero.
         assert!(got[4..8].iter().all(|&v| v != 0) || p.replicas == 1);
-        eprintln!(
-            "{}: depth {max_depth}, noise budget left {budget:.0} bits",
-            he.fingerprint()
-        );
+        eprintln!("{}: depth {max_depth}, noise budget left {budget:.0} bits", he.fingerprint());
     }
 }

@@ -17,11 +17,7 @@ fn job() -> Job {
 }
 
 fn config() -> TcpConfig {
-    TcpConfig {
-        max_frame: 1 << 20,
-        io_timeout: Some(Duration::from_secs(20)),
-        ..Default::default()
-    }
+    TcpConfig { max_frame: 1 << 20, io_timeout: Some(Duration::from_secs(20)), ..Default::default() }
 }
 
 /// Runs an honest `role` over TCP against `peer`, which gets the raw stream after the
@@ -45,10 +41,7 @@ fn against_raw_peer(role: Role, peer: impl FnOnce(&mut TcpStream) + Send) -> Err
 /// Runs an honest `role` against a peer that speaks frames through a channel end.
 fn against_peer(role: Role, peer: impl FnOnce(&mut MemoryChannel) + Send) -> Error {
     let (a, b) = MemoryChannel::pair(1 << 20);
-    let (mut a, mut b) = (
-        a.with_timeout(Duration::from_secs(20)),
-        b.with_timeout(Duration::from_secs(20)),
-    );
+    let (mut a, mut b) = (a.with_timeout(Duration::from_secs(20)), b.with_timeout(Duration::from_secs(20)));
     std::thread::scope(|s| {
         s.spawn(move || peer(&mut b));
         session::run(&mut a, &job(), role, &items(10), None).unwrap_err()
@@ -71,19 +64,7 @@ fn truncated_frame() {
     let e = against_raw_peer(Role::Receiver, |s| {
         s.write_all(&frame(100, b"only a few bytes")).unwrap();
     });
-    assert!(
-        matches!(
-            e,
-            Error::Net {
-                source: NetError::Truncated {
-                    got: 16,
-                    expected: 100
-                },
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, Error::Net { source: NetError::Truncated { got: 16, expected: 100 }, .. }), "{e}");
 }
 
 #[test]
@@ -91,16 +72,7 @@ fn length_prefix_above_the_maximum() {
     let e = against_raw_peer(Role::Sender, |s| {
         s.write_all(&frame(u32::MAX, b"")).unwrap();
     });
-    assert!(
-        matches!(
-            e,
-            Error::Net {
-                source: NetError::FrameTooLarge { max: 1048576, .. },
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, Error::Net { source: NetError::FrameTooLarge { max: 1048576, .. }, .. }), "{e}");
 }
 
 #[test]
@@ -120,10 +92,7 @@ fn invalid_point_is_named_and_the_peer_is_told() {
         chunk.extend_from_slice(
             &setwise::group::SecretScalar::random()
                 .hash_and_mul(
-                    &setwise::group::ItemHasher::new(&setwise::hash::Domain::new(
-                        "t",
-                        Default::default(),
-                    )),
+                    &setwise::group::ItemHasher::new(&setwise::hash::Domain::new("t", Default::default())),
                     &[b"a", b"b"],
                 )
                 .concat(),
@@ -138,21 +107,9 @@ fn invalid_point_is_named_and_the_peer_is_told() {
         };
         *told.lock().unwrap() = Some(err.to_string());
     });
-    assert!(
-        matches!(
-            e,
-            Error::InvalidPoint {
-                what: "ReceiverBlinded",
-                index: 2
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, Error::InvalidPoint { what: "ReceiverBlinded", index: 2 }), "{e}");
     let told = told.into_inner().unwrap().unwrap();
-    assert!(
-        told.contains("aborted") && told.contains("item 2"),
-        "{told}"
-    );
+    assert!(told.contains("aborted") && told.contains("item 2"), "{told}");
 }
 
 #[test]
@@ -164,10 +121,7 @@ fn chunk_longer_than_announced() {
         ch.send(&chunk).unwrap();
         let _ = ch.recv();
     });
-    assert!(
-        matches!(e, Error::Malformed(_)) && e.to_string().contains("outside the agreed bound 1"),
-        "{e}"
-    );
+    assert!(matches!(e, Error::Malformed(_)) && e.to_string().contains("outside the agreed bound 1"), "{e}");
 }
 
 #[test]
@@ -189,10 +143,7 @@ fn wrong_message_type() {
         let _ = ch.recv(); // receiver's first chunk
         ch.send(&[0x12, 1, 0, 0, 0]).unwrap();
     });
-    assert!(
-        e.to_string().contains("expected message SenderBlinded"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("expected message SenderBlinded"), "{e}");
 }
 
 #[test]
@@ -200,26 +151,13 @@ fn wrong_protocol_in_hello_fails_both_sides() {
     let (mut a, mut b) = MemoryChannel::pair(1 << 20);
     let theirs = std::thread::scope(|s| {
         let t = s.spawn(move || {
-            handshake(
-                &mut b,
-                &Hello::new("fhe", "intersection", job().params(), Role::Receiver, 1),
-                u64::MAX,
-            )
+            handshake(&mut b, &Hello::new("fhe", "intersection", job().params(), Role::Receiver, 1), u64::MAX)
         });
         let ours = session::run(&mut a, &job(), Role::Sender, &items(3), None).unwrap_err();
-        assert!(
-            ours.to_string()
-                .contains("protocol: this side has ecdh, the peer has fhe"),
-            "{ours}"
-        );
+        assert!(ours.to_string().contains("protocol: this side has ecdh, the peer has fhe"), "{ours}");
         t.join().unwrap().unwrap_err()
     });
-    assert!(
-        theirs
-            .to_string()
-            .contains("this side has fhe, the peer has ecdh"),
-        "{theirs}"
-    );
+    assert!(theirs.to_string().contains("this side has fhe, the peer has ecdh"), "{theirs}");
 }
 
 #[test]
@@ -228,27 +166,9 @@ fn peer_closing_mid_run() {
         peer_hello(ch, Role::Sender, 10);
         let _ = ch.recv();
     });
-    assert!(
-        matches!(
-            e,
-            Error::Net {
-                source: NetError::Closed,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, Error::Net { source: NetError::Closed, .. }), "{e}");
     let e = against_raw_peer(Role::Sender, |_| {});
-    assert!(
-        matches!(
-            e,
-            Error::Net {
-                source: NetError::Closed,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, Error::Net { source: NetError::Closed, .. }), "{e}");
 }
 
 #[test]
@@ -267,12 +187,7 @@ fn announced_size_beyond_the_limit() {
 #[test]
 fn fhe_sender_refuses_garbage_ciphertexts_and_keys() {
     let fhe = Job::new(Protocol::Fhe, Operation::Intersection);
-    for garbage in [
-        vec![0x21],
-        vec![0x21, 1, 2, 3],
-        vec![0x21; 300_000],
-        vec![0x20, 9, 9, 9],
-    ] {
+    for garbage in [vec![0x21], vec![0x21, 1, 2, 3], vec![0x21; 300_000], vec![0x20, 9, 9, 9]] {
         let (a, b) = MemoryChannel::pair(1 << 20);
         let e = std::thread::scope(|s| {
             let mut b = b.with_timeout(Duration::from_secs(20));
@@ -287,10 +202,6 @@ fn fhe_sender_refuses_garbage_ciphertexts_and_keys() {
             session::run(&mut a, &fhe, Role::Sender, &items(10), None).unwrap_err()
         });
         let msg = e.to_string();
-        assert!(
-            msg.contains("does not fit the agreed HE parameters")
-                || msg.contains("expected message"),
-            "{msg}"
-        );
+        assert!(msg.contains("does not fit the agreed HE parameters") || msg.contains("expected message"), "{msg}");
     }
 }

@@ -12,27 +12,19 @@
 
 mod powers;
 
-pub use powers::PowerPlan;
+pub use powers::{PowerPlan, Powers};
 
 use crate::rng::fill_os;
 use fhe::bfv::{self, BfvParameters, BfvParametersBuilder, Encoding};
-use fhe_traits::{
-    DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize,
-};
+use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize};
 use rand_chacha09::ChaCha20Rng;
 use rand_chacha09::rand_core::SeedableRng;
 use std::sync::Arc;
 
 /// Largest total ciphertext-modulus bits for 128-bit security, per ring degree
 /// (HE Standard, Table 1, classical, ternary secret).
-pub const SECURITY_128: &[(usize, usize)] = &[
-    (1024, 27),
-    (2048, 54),
-    (4096, 109),
-    (8192, 218),
-    (16384, 438),
-    (32768, 881),
-];
+pub const SECURITY_128: &[(usize, usize)] =
+    &[(1024, 27), (2048, 54), (4096, 109), (8192, 218), (16384, 438), (32768, 881)];
 
 /// An HE failure: bad parameters, or a ciphertext that does not fit them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,9 +66,7 @@ impl HeParams {
     pub fn validate(&self) -> Result<(), HeError> {
         let n = self.degree;
         let Some(&(_, max_bits)) = SECURITY_128.iter().find(|(d, _)| *d == n) else {
-            return Err(HeError::Params(format!(
-                "degree {n} is not one of 1024..32768 (powers of two)"
-            )));
+            return Err(HeError::Params(format!("degree {n} is not one of 1024..32768 (powers of two)")));
         };
         let total: usize = self.moduli_bits.iter().sum();
         if total > max_bits {
@@ -84,12 +74,8 @@ impl HeParams {
                 "moduli_bits sum to {total} bits, above the {max_bits} bits that degree {n} allows for 128-bit security"
             )));
         }
-        if self.moduli_bits.is_empty() || self.moduli_bits.iter().any(|&b| !(10..=62).contains(&b))
-        {
-            return Err(HeError::Params(format!(
-                "moduli_bits {:?}: each must be 10..=62 bits",
-                self.moduli_bits
-            )));
+        if self.moduli_bits.is_empty() || self.moduli_bits.iter().any(|&b| !(10..=62).contains(&b)) {
+            return Err(HeError::Params(format!("moduli_bits {:?}: each must be 10..=62 bits", self.moduli_bits)));
         }
         let t = self.plain_modulus;
         if !crate::poly::is_prime(t) || t % (2 * n as u64) != 1 {
@@ -120,12 +106,7 @@ impl HeParams {
     /// A short canonical string for hellos and reports.
     pub fn fingerprint(&self) -> String {
         let q: Vec<String> = self.moduli_bits.iter().map(|b| b.to_string()).collect();
-        format!(
-            "N={},t={},q={}",
-            self.degree,
-            self.plain_modulus,
-            q.join("+")
-        )
+        format!("N={},t={},q={}", self.degree, self.plain_modulus, q.join("+"))
     }
 }
 
@@ -146,10 +127,7 @@ impl HeContext {
             .set_moduli_sizes(&params.moduli_bits)
             .build_arc()
             .map_err(|e| HeError::Params(e.to_string()))?;
-        Ok(Self {
-            params: params.clone(),
-            bfv,
-        })
+        Ok(Self { params: params.clone(), bfv })
     }
 
     /// The parameters.
@@ -177,31 +155,18 @@ impl HeContext {
     pub fn encode(&self, values: &[u64], level: usize) -> Result<Plaintext, HeError> {
         let t = self.plain_modulus();
         if values.len() > self.slots() || values.iter().any(|&v| v >= t) {
-            return Err(HeError::Op(format!(
-                "encode: need at most {} values below {t}",
-                self.slots()
-            )));
+            return Err(HeError::Op(format!("encode: need at most {} values below {t}", self.slots())));
         }
-        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(level), &self.bfv)
-            .map(Plaintext)
-            .map_err(op_err)
+        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(level), &self.bfv).map(Plaintext).map_err(op_err)
     }
 
     /// Decodes a ciphertext from the peer, accepting it only if it is a 2-polynomial
     /// ciphertext in NTT form at `level` under these parameters, at most `max_bytes`.
-    pub fn ciphertext_from_wire(
-        &self,
-        bytes: &[u8],
-        level: usize,
-        what: &'static str,
-    ) -> Result<Ciphertext, HeError> {
+    pub fn ciphertext_from_wire(&self, bytes: &[u8], level: usize, what: &'static str) -> Result<Ciphertext, HeError> {
         let bad = |why: String| HeError::Malformed { what, why };
         let max = self.ciphertext_bytes(level, true);
         if bytes.len() > max {
-            return Err(bad(format!(
-                "{} bytes, more than the {max} a ciphertext at level {level} takes",
-                bytes.len()
-            )));
+            return Err(bad(format!("{} bytes, more than the {max} a ciphertext at level {level} takes", bytes.len())));
         }
         let ct = bfv::Ciphertext::from_bytes(bytes, &self.bfv).map_err(|e| bad(e.to_string()))?;
         if ct.len() != 2 {
@@ -219,9 +184,7 @@ impl HeContext {
     /// Serialised size bound of a ciphertext at `level` (both polynomials, plus slack
     /// for the encoding's framing).
     pub fn ciphertext_bytes(&self, level: usize, full: bool) -> usize {
-        let bits: usize = self.params.moduli_bits[..self.params.moduli_bits.len() - level]
-            .iter()
-            .sum();
+        let bits: usize = self.params.moduli_bits[..self.params.moduli_bits.len() - level].iter().sum();
         let polys = if full { 2 } else { 1 };
         polys * bits * self.params.degree / 8 + 256
     }
@@ -236,10 +199,7 @@ impl HeContext {
         }
         bfv::RelinearizationKey::from_bytes(bytes, &self.bfv)
             .map(RelinKey)
-            .map_err(|e| HeError::Malformed {
-                what: "relinearisation key",
-                why: e.to_string(),
-            })
+            .map_err(|e| HeError::Malformed { what: "relinearisation key", why: e.to_string() })
     }
 }
 
@@ -302,20 +262,13 @@ impl SecretKey {
         fill_os(&mut seed);
         let mut rng = ChaCha20Rng::from_seed(seed);
         let sk = bfv::SecretKey::random(&ctx.bfv, &mut rng);
-        Self {
-            ctx: ctx.clone(),
-            sk,
-            rng,
-        }
+        Self { ctx: ctx.clone(), sk, rng }
     }
 
     /// Encrypts slot values (each < t) at level 0 (secret-key, seeded: half the bytes).
     pub fn encrypt(&mut self, values: &[u64]) -> Result<Ciphertext, HeError> {
         let pt = self.ctx.encode(values, 0)?;
-        self.sk
-            .try_encrypt(&pt.0, &mut self.rng)
-            .map(Ciphertext)
-            .map_err(op_err)
+        self.sk.try_encrypt(&pt.0, &mut self.rng).map(Ciphertext).map_err(op_err)
     }
 
     /// Decrypts to slot values.
@@ -326,9 +279,7 @@ impl SecretKey {
 
     /// A relinearisation key for ciphertexts at level 0.
     pub fn relin_key(&mut self) -> Result<RelinKey, HeError> {
-        bfv::RelinearizationKey::new(&self.sk, &mut self.rng)
-            .map(RelinKey)
-            .map_err(op_err)
+        bfv::RelinearizationKey::new(&self.sk, &mut self.rng).map(RelinKey).map_err(op_err)
     }
 
     #[doc(hidden)]
@@ -352,12 +303,18 @@ impl<'a> Evaluator<'a> {
 
     /// `a·b`, relinearised.
     pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, HeError> {
-        let rk = self.rk.ok_or_else(|| {
-            HeError::Op("a ciphertext product needs a relinearisation key".into())
-        })?;
+        let rk = self.rk.ok_or_else(|| HeError::Op("a ciphertext product needs a relinearisation key".into()))?;
         let mut c = &a.0 * &b.0;
         rk.0.relinearizes(&mut c).map_err(op_err)?;
         Ok(Ciphertext(c))
+    }
+
+    /// `a + b`.
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, HeError> {
+        if a.0.len() != b.0.len() {
+            return Err(HeError::Op("adding ciphertexts of different sizes".into()));
+        }
+        Ok(Ciphertext(&a.0 + &b.0))
     }
 
     /// `Σ cts[i]·pts[i]` (lazy reduction inside `fhe`), plus `constant` if given.
@@ -368,14 +325,9 @@ impl<'a> Evaluator<'a> {
         constant: Option<&Plaintext>,
     ) -> Result<Ciphertext, HeError> {
         if cts.is_empty() || cts.len() != pts.len() {
-            return Err(HeError::Op(format!(
-                "dot product of {} ciphertexts and {} plaintexts",
-                cts.len(),
-                pts.len()
-            )));
+            return Err(HeError::Op(format!("dot product of {} ciphertexts and {} plaintexts", cts.len(), pts.len())));
         }
-        let mut acc = bfv::dot_product_scalar(cts.iter().map(|c| &c.0), pts.iter().map(|p| &p.0))
-            .map_err(op_err)?;
+        let mut acc = bfv::dot_product_scalar(cts.iter().map(|c| &c.0), pts.iter().map(|p| &p.0)).map_err(op_err)?;
         if let Some(c) = constant {
             acc += &c.0;
         }
@@ -388,11 +340,7 @@ mod tests {
     use super::*;
 
     fn small() -> HeParams {
-        HeParams {
-            degree: 4096,
-            plain_modulus: HeParams::batching_prime(4096, 20),
-            moduli_bits: vec![36, 36, 37],
-        }
+        HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 20), moduli_bits: vec![36, 36, 37] }
     }
 
     #[test]
@@ -400,20 +348,10 @@ mod tests {
         let mut p = small();
         p.validate().unwrap();
         p.moduli_bits = vec![60, 60];
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("above the 109 bits")
-        );
+        assert!(p.validate().unwrap_err().to_string().contains("above the 109 bits"));
         p = small();
         p.plain_modulus = 12289; // prime, but ≡ 4097 mod 8192
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("plain_modulus")
-        );
+        assert!(p.validate().unwrap_err().to_string().contains("plain_modulus"));
         p = small();
         p.degree = 3000;
         assert!(p.validate().unwrap_err().to_string().contains("degree"));
@@ -432,9 +370,7 @@ mod tests {
         let w: Vec<u64> = (0..4096u64).map(|i| (i + 1) % t).collect();
         let pw = ctx.encode(&w, 0).unwrap();
         let one = ctx.encode(&vec![1; 4096], 0).unwrap();
-        let mut r = ev
-            .dot_plain(&[&c, &c2], &[pw.clone(), pw], Some(&one))
-            .unwrap();
+        let mut r = ev.dot_plain(&[&c, &c2], &[pw.clone(), pw], Some(&one)).unwrap();
         r.mod_switch_to_last().unwrap();
         let got = sk.decrypt(&r).unwrap();
         for i in 0..4096 {
@@ -451,10 +387,7 @@ mod tests {
         let c = sk.encrypt(&[1, 2, 3]).unwrap();
         let bytes = c.to_bytes();
         assert!(ctx.ciphertext_from_wire(&bytes, 0, "query").is_ok());
-        assert!(
-            ctx.ciphertext_from_wire(&bytes, 1, "query").is_err(),
-            "wrong level"
-        );
+        assert!(ctx.ciphertext_from_wire(&bytes, 1, "query").is_err(), "wrong level");
         for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
             assert!(ctx.ciphertext_from_wire(&bytes[..cut], 0, "query").is_err());
         }
@@ -463,16 +396,10 @@ mod tests {
             *b ^= 0x5a;
         }
         assert!(ctx.ciphertext_from_wire(&flipped, 0, "query").is_err());
-        assert!(
-            ctx.ciphertext_from_wire(&vec![0u8; 10 << 20], 0, "query")
-                .is_err()
-        );
+        assert!(ctx.ciphertext_from_wire(&vec![0u8; 10 << 20], 0, "query").is_err());
         let mut last = c.clone();
         last.mod_switch_to_last().unwrap();
-        assert!(
-            ctx.ciphertext_from_wire(&last.to_bytes(), ctx.last_level(), "result")
-                .is_ok()
-        );
+        assert!(ctx.ciphertext_from_wire(&last.to_bytes(), ctx.last_level(), "result").is_ok());
         assert!(ctx.relin_key_from_wire(&[1, 2, 3], 1 << 20).is_err());
     }
 }

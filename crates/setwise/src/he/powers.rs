@@ -1,72 +1,93 @@
 //! Power plans: from the powers the receiver sends (the *sources*, e.g. a
-//! postage-stamp basis), derive every power `x^1 … x^max` with ciphertext products of
-//! minimal depth. Computed once per parameter set and reused for every query.
+//! postage-stamp basis), derive the powers a polynomial evaluation needs with
+//! ciphertext products of minimal depth. Computed once per parameter set and reused for
+//! every query.
 
 use super::{Ciphertext, Evaluator, HeError};
 
-/// How to derive each power from the sources.
+/// How to derive each needed power from the sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PowerPlan {
     sources: Vec<u32>,
-    max: u32,
+    targets: Vec<u32>,
     /// `(target, a, b)`: `x^target = x^a · x^b`, in an order where `a` and `b` exist.
     steps: Vec<(u32, u32, u32)>,
-    /// Multiplicative depth of each power, index = exponent (0 unused).
+    /// Least multiplicative depth of each exponent up to the largest target (index =
+    /// exponent; index 0 unused).
     depth: Vec<u32>,
 }
 
+/// Derived powers, indexed by exponent.
+#[derive(Debug, Clone)]
+pub struct Powers(Vec<Option<Ciphertext>>);
+
+impl Powers {
+    /// `x^e`, if the plan derived it.
+    pub fn get(&self, e: u32) -> Option<&Ciphertext> {
+        self.0.get(e as usize).and_then(|c| c.as_ref())
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
 impl PowerPlan {
-    /// A plan deriving `1..=max` from `sources`: each power gets the least depth
-    /// possible (a source has depth 0; `a + b` has `max(depth a, depth b) + 1`).
+    /// A plan deriving every power `1..=max` from `sources`.
     pub fn new(sources: &[u32], max: u32) -> Result<Self, HeError> {
+        Self::for_targets(sources, &(1..=max).collect::<Vec<_>>())
+    }
+
+    /// A plan deriving `targets` from `sources`, each at the least depth possible (a
+    /// source has depth 0; `a + b` has `max(depth a, depth b) + 1`), with only the
+    /// intermediate powers the targets need.
+    pub fn for_targets(sources: &[u32], targets: &[u32]) -> Result<Self, HeError> {
         let mut src: Vec<u32> = sources.to_vec();
         src.sort_unstable();
         src.dedup();
-        if src.is_empty() || src[0] == 0 || *src.last().expect("non-empty") > max {
-            return Err(HeError::Params(format!(
-                "source powers {sources:?} must be within 1..={max}"
-            )));
+        let max = targets.iter().chain(&src).copied().max().unwrap_or(0);
+        if src.is_empty() || src[0] == 0 || targets.contains(&0) {
+            return Err(HeError::Params(format!("source powers {sources:?} must be non-empty and positive")));
         }
-        const NONE: u32 = u32::MAX;
         let m = max as usize;
         let mut depth = vec![NONE; m + 1];
         let mut how = vec![(0u32, 0u32); m + 1];
         for &s in &src {
             depth[s as usize] = 0;
         }
-        // Depths only grow with fewer sources, and any power is a sum of smaller ones,
-        // so one pass in increasing order finds the optimum (a + b = e with a, b < e).
-        for e in 1..=m {
+        // Any power is a sum of two smaller ones, so one pass in increasing order finds
+        // each exponent's least depth.
+        for e in 2..=m {
             if depth[e] == 0 {
                 continue;
             }
             for a in 1..=e / 2 {
                 let b = e - a;
-                if depth[a] == NONE || depth[b] == NONE {
-                    continue;
+                if depth[a] != NONE && depth[b] != NONE {
+                    let d = depth[a].max(depth[b]) + 1;
+                    if d < depth[e] {
+                        depth[e] = d;
+                        how[e] = (a as u32, b as u32);
+                    }
                 }
-                let d = depth[a].max(depth[b]) + 1;
-                if d < depth[e] {
-                    depth[e] = d;
-                    how[e] = (a as u32, b as u32);
-                }
-            }
-            if depth[e] == NONE {
-                return Err(HeError::Params(format!(
-                    "power {e} cannot be derived from sources {src:?}"
-                )));
             }
         }
-        let steps = (1..=m)
-            .filter(|&e| depth[e] > 0)
-            .map(|e| (e as u32, how[e].0, how[e].1))
-            .collect();
-        Ok(Self {
-            sources: src,
-            max,
-            steps,
-            depth,
-        })
+        if let Some(&e) = targets.iter().find(|&&e| depth[e as usize] == NONE) {
+            return Err(HeError::Params(format!("power {e} cannot be derived from sources {src:?}")));
+        }
+        // Keep only the steps the targets depend on, in increasing exponent order.
+        let mut need = vec![false; m + 1];
+        let mut stack: Vec<u32> = targets.to_vec();
+        while let Some(e) = stack.pop() {
+            if std::mem::replace(&mut need[e as usize], true) || depth[e as usize] == 0 {
+                continue;
+            }
+            let (a, b) = how[e as usize];
+            stack.extend([a, b]);
+        }
+        let steps = (1..=m).filter(|&e| need[e] && depth[e] > 0).map(|e| (e as u32, how[e].0, how[e].1)).collect();
+        let mut targets = targets.to_vec();
+        targets.sort_unstable();
+        targets.dedup();
+        Ok(Self { sources: src, targets, steps, depth })
     }
 
     /// The source powers, ascending.
@@ -74,14 +95,19 @@ impl PowerPlan {
         &self.sources
     }
 
-    /// Highest power derived.
-    pub fn max_power(&self) -> u32 {
-        self.max
+    /// The powers the plan provides (ascending).
+    pub fn targets(&self) -> &[u32] {
+        &self.targets
     }
 
-    /// The depth of the deepest power.
+    /// The depth of the deepest target.
     pub fn depth(&self) -> u32 {
-        self.depth[1..].iter().copied().max().unwrap_or(0)
+        self.targets.iter().map(|&e| self.depth[e as usize]).max().unwrap_or(0)
+    }
+
+    /// The least depth at which power `e` can be derived (0 for a source).
+    pub fn depth_of(&self, e: u32) -> u32 {
+        self.depth[e as usize]
     }
 
     /// Number of ciphertext products.
@@ -89,10 +115,10 @@ impl PowerPlan {
         self.steps.len()
     }
 
-    /// Checks the plan: every power is a source or the product of two earlier ones,
-    /// with the depth recorded. Used by tests.
+    /// Checks the plan: every step multiplies two powers already present, at the
+    /// recorded depth, and every target ends up present. Used by tests.
     pub fn verify(&self) -> bool {
-        let mut have = vec![false; self.max as usize + 1];
+        let mut have = vec![false; self.depth.len()];
         for &s in &self.sources {
             have[s as usize] = true;
         }
@@ -105,16 +131,12 @@ impl PowerPlan {
             }
             have[t as usize] = true;
         }
-        have[1..].iter().all(|&h| h)
+        self.targets.iter().all(|&e| have[e as usize])
     }
 
-    /// Derives all powers from the source ciphertexts (in the order of
-    /// [`sources`](Self::sources)); returns `x^1 … x^max` (index 0 is `x^1`).
-    pub fn evaluate(
-        &self,
-        ev: &Evaluator<'_>,
-        sources: Vec<Ciphertext>,
-    ) -> Result<Vec<Ciphertext>, HeError> {
+    /// Derives the targets from the source ciphertexts (in the order of
+    /// [`sources`](Self::sources)).
+    pub fn evaluate(&self, ev: &Evaluator<'_>, sources: Vec<Ciphertext>) -> Result<Powers, HeError> {
         if sources.len() != self.sources.len() {
             return Err(HeError::Op(format!(
                 "{} source ciphertexts for {} sources",
@@ -122,20 +144,15 @@ impl PowerPlan {
                 self.sources.len()
             )));
         }
-        let mut all: Vec<Option<Ciphertext>> = vec![None; self.max as usize + 1];
+        let mut all: Vec<Option<Ciphertext>> = vec![None; self.depth.len()];
         for (&e, c) in self.sources.iter().zip(sources) {
             all[e as usize] = Some(c);
         }
         for &(t, a, b) in &self.steps {
             let (ca, cb) = (all[a as usize].as_ref(), all[b as usize].as_ref());
-            let c = ev.mul(ca.expect("plan order"), cb.expect("plan order"))?;
-            all[t as usize] = Some(c);
+            all[t as usize] = Some(ev.mul(ca.expect("plan order"), cb.expect("plan order"))?);
         }
-        Ok(all
-            .into_iter()
-            .skip(1)
-            .map(|c| c.expect("plan covers every power"))
-            .collect())
+        Ok(Powers(all))
     }
 }
 
@@ -148,11 +165,7 @@ mod tests {
         for max in [1u32, 2, 3, 4, 7, 8, 9, 16, 33] {
             let p = PowerPlan::new(&[1], max).unwrap();
             assert!(p.verify());
-            assert_eq!(
-                p.depth(),
-                32 - (max - 1).leading_zeros().min(32),
-                "max {max}"
-            );
+            assert_eq!(p.depth(), 32 - (max - 1).leading_zeros().min(32), "max {max}");
             assert_eq!(p.products(), max as usize - 1);
         }
     }
@@ -168,11 +181,17 @@ mod tests {
         let p = PowerPlan::new(&[1, 2, 3, 4], 16).unwrap();
         assert!(p.verify());
         assert_eq!(p.depth(), 2);
-        assert!(
-            PowerPlan::new(&[2], 4).is_err(),
-            "odd powers are unreachable"
-        );
+        assert!(PowerPlan::new(&[2], 4).is_err(), "odd powers are unreachable");
         assert!(PowerPlan::new(&[0, 1], 4).is_err());
-        assert!(PowerPlan::new(&[9], 4).is_err());
+    }
+
+    #[test]
+    fn subsets_of_targets_derive_only_what_they_need() {
+        // Paterson–Stockmeyer with low degree 7: low powers 1..7, high 8, 16, .., 64.
+        let targets: Vec<u32> = (1..=7).chain((1..=8).map(|j| 8 * j)).collect();
+        let p = PowerPlan::for_targets(&[1, 2, 5, 8], &targets).unwrap();
+        assert!(p.verify());
+        assert!(p.products() < 64 - 4, "{} products", p.products());
+        assert_eq!(p.targets(), &targets[..]);
     }
 }

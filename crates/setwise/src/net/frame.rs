@@ -6,13 +6,9 @@ use std::io::{self, Read, Write};
 /// Writes one frame (prefix and payload). The caller flushes.
 pub fn write_frame(w: &mut impl Write, payload: &[u8], max: usize) -> Result<(), NetError> {
     if payload.len() > max || u32::try_from(payload.len()).is_err() {
-        return Err(NetError::FrameTooLarge {
-            len: payload.len(),
-            max,
-        });
+        return Err(NetError::FrameTooLarge { len: payload.len(), max });
     }
-    w.write_all(&(payload.len() as u32).to_le_bytes())
-        .map_err(map_io)?;
+    w.write_all(&(payload.len() as u32).to_le_bytes()).map_err(map_io)?;
     w.write_all(payload).map_err(map_io)?;
     Ok(())
 }
@@ -28,10 +24,7 @@ pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, NetError> {
         match r.read(&mut prefix[got..]) {
             Ok(0) if got == 0 => return Err(NetError::Closed),
             Ok(0) => {
-                return Err(NetError::Truncated {
-                    got: 0,
-                    expected: 4,
-                });
+                return Err(NetError::Truncated { got: 0, expected: 4 });
             }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -45,10 +38,7 @@ pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, NetError> {
     let mut buf = Vec::with_capacity(len.min(1 << 20));
     r.take(len as u64).read_to_end(&mut buf).map_err(map_io)?;
     if buf.len() < len {
-        return Err(NetError::Truncated {
-            got: buf.len(),
-            expected: len,
-        });
+        return Err(NetError::Truncated { got: buf.len(), expected: len });
     }
     Ok(buf)
 }
@@ -56,12 +46,8 @@ pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, NetError> {
 /// Maps socket timeouts to [`NetError::Timeout`]; the duration is filled in by the caller.
 pub(crate) fn map_io(e: io::Error) -> NetError {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            NetError::Timeout(Default::default())
-        }
-        io::ErrorKind::UnexpectedEof
-        | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::BrokenPipe => NetError::Closed,
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NetError::Timeout(Default::default()),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => NetError::Closed,
         _ => NetError::Io(e),
     }
 }
@@ -85,29 +71,15 @@ mod tests {
     fn oversized_prefix_is_refused_before_reading() {
         let frame = (u32::MAX).to_le_bytes();
         let err = read_frame(&mut &frame[..], 1024).unwrap_err();
-        assert!(
-            matches!(err, NetError::FrameTooLarge { len, max: 1024 } if len == u32::MAX as usize)
-        );
-        assert!(matches!(
-            write_frame(&mut Vec::new(), &[0; 20], 16),
-            Err(NetError::FrameTooLarge { .. })
-        ));
+        assert!(matches!(err, NetError::FrameTooLarge { len, max: 1024 } if len == u32::MAX as usize));
+        assert!(matches!(write_frame(&mut Vec::new(), &[0; 20], 16), Err(NetError::FrameTooLarge { .. })));
     }
 
     #[test]
     fn truncated_payload_and_prefix() {
         let mut buf = 10u32.to_le_bytes().to_vec();
         buf.extend_from_slice(b"short");
-        assert!(matches!(
-            read_frame(&mut &buf[..], 64),
-            Err(NetError::Truncated {
-                got: 5,
-                expected: 10
-            })
-        ));
-        assert!(matches!(
-            read_frame(&mut &[1u8, 0][..], 64),
-            Err(NetError::Truncated { .. })
-        ));
+        assert!(matches!(read_frame(&mut &buf[..], 64), Err(NetError::Truncated { got: 5, expected: 10 })));
+        assert!(matches!(read_frame(&mut &[1u8, 0][..], 64), Err(NetError::Truncated { .. })));
     }
 }

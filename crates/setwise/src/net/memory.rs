@@ -22,13 +22,7 @@ impl MemoryChannel {
     pub fn pair(max_frame: usize) -> (Self, Self) {
         let (a_tx, b_rx) = sync_channel(DEPTH);
         let (b_tx, a_rx) = sync_channel(DEPTH);
-        let end = |tx, rx| Self {
-            tx,
-            rx,
-            max_frame,
-            timeout: Duration::from_secs(60),
-            stats: Stats::default(),
-        };
+        let end = |tx, rx| Self { tx, rx, max_frame, timeout: Duration::from_secs(60), stats: Stats::default() };
         (end(a_tx, a_rx), end(b_tx, b_rx))
     }
 
@@ -42,10 +36,7 @@ impl MemoryChannel {
 impl Channel for MemoryChannel {
     fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
         if frame.len() > self.max_frame {
-            return Err(NetError::FrameTooLarge {
-                len: frame.len(),
-                max: self.max_frame,
-            });
+            return Err(NetError::FrameTooLarge { len: frame.len(), max: self.max_frame });
         }
         self.tx.send(frame.to_vec()).map_err(|_| NetError::Closed)?;
         self.stats.count_sent(frame.len());
@@ -58,10 +49,7 @@ impl Channel for MemoryChannel {
             RecvTimeoutError::Disconnected => NetError::Closed,
         })?;
         if frame.len() > self.max_frame {
-            return Err(NetError::FrameTooLarge {
-                len: frame.len(),
-                max: self.max_frame,
-            });
+            return Err(NetError::FrameTooLarge { len: frame.len(), max: self.max_frame });
         }
         self.stats.count_received(frame.len());
         Ok(frame)

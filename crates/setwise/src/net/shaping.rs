@@ -20,15 +20,9 @@ pub struct NetProfile {
 
 impl NetProfile {
     /// 10 Gbit/s, 0.1 ms round trip.
-    pub const LAN: NetProfile = NetProfile {
-        bits_per_second: 10e9,
-        rtt: Duration::from_micros(100),
-    };
+    pub const LAN: NetProfile = NetProfile { bits_per_second: 10e9, rtt: Duration::from_micros(100) };
     /// 50 Mbit/s, 80 ms round trip.
-    pub const WAN: NetProfile = NetProfile {
-        bits_per_second: 50e6,
-        rtt: Duration::from_millis(80),
-    };
+    pub const WAN: NetProfile = NetProfile { bits_per_second: 50e6, rtt: Duration::from_millis(80) };
 
     /// `lan`, `wan` or `none` (no shaping).
     pub fn by_name(name: &str) -> Option<Option<NetProfile>> {
@@ -52,10 +46,7 @@ pub struct Shaped<C> {
 const HEADER: usize = 8;
 
 fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
 fn sleep_until(t_us: u64) {
@@ -68,11 +59,7 @@ fn sleep_until(t_us: u64) {
 impl<C: Channel> Shaped<C> {
     /// Shapes `inner` with `profile`.
     pub fn new(inner: C, profile: NetProfile) -> Self {
-        Self {
-            inner,
-            profile,
-            link_free_at: 0,
-        }
+        Self { inner, profile, link_free_at: 0 }
     }
 }
 
@@ -94,10 +81,7 @@ impl<C: Channel> Channel for Shaped<C> {
     fn recv(&mut self) -> Result<Vec<u8>, NetError> {
         let mut frame = self.inner.recv()?;
         if frame.len() < HEADER {
-            return Err(NetError::Truncated {
-                got: frame.len(),
-                expected: HEADER,
-            });
+            return Err(NetError::Truncated { got: frame.len(), expected: HEADER });
         }
         let arrive = u64::from_le_bytes(frame[..HEADER].try_into().expect("8 bytes"));
         sleep_until(arrive);
@@ -121,10 +105,7 @@ mod tests {
 
     #[test]
     fn latency_and_bandwidth_are_modelled() {
-        let slow = NetProfile {
-            bits_per_second: 8e6,
-            rtt: Duration::from_millis(40),
-        };
+        let slow = NetProfile { bits_per_second: 8e6, rtt: Duration::from_millis(40) };
         let (a, b) = MemoryChannel::pair(1 << 20);
         let (mut a, mut b) = (Shaped::new(a, slow), Shaped::new(b, slow));
         let t = Instant::now();

@@ -47,19 +47,13 @@ impl TcpChannel {
             let attempt = addr.to_socket_addrs().and_then(|mut addrs| {
                 addrs
                     .next()
-                    .ok_or_else(|| {
-                        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address")
-                    })
+                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address"))
                     .and_then(|a| TcpStream::connect_timeout(&a, config.connect_timeout))
             });
             match attempt {
                 Ok(stream) => return Self::from_stream(stream, config),
                 Err(e) if start.elapsed() >= config.connect_timeout => {
-                    return Err(NetError::Connect {
-                        addr: addr.to_string(),
-                        waited: start.elapsed(),
-                        source: e,
-                    });
+                    return Err(NetError::Connect { addr: addr.to_string(), waited: start.elapsed(), source: e });
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -86,13 +80,7 @@ impl TcpChannel {
         let peer = stream.peer_addr()?;
         let reader = BufReader::with_capacity(1 << 16, stream.try_clone()?);
         let writer = BufWriter::with_capacity(1 << 16, stream);
-        Ok(Self {
-            reader,
-            writer,
-            peer,
-            config,
-            stats: Stats::default(),
-        })
+        Ok(Self { reader, writer, peer, config, stats: Stats::default() })
     }
 
     /// The peer's address.
@@ -117,8 +105,7 @@ impl Channel for TcpChannel {
     }
 
     fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        let frame =
-            read_frame(&mut self.reader, self.config.max_frame).map_err(|e| self.timeout(e))?;
+        let frame = read_frame(&mut self.reader, self.config.max_frame).map_err(|e| self.timeout(e))?;
         self.stats.count_received(frame.len());
         Ok(frame)
     }

@@ -60,11 +60,7 @@ pub fn recv_records<const N: usize>(
         let mut r = Reader::new(&body);
         let n = r.count(name, MAX_CHUNK.min(total - done))?;
         if n == 0 {
-            return Err(WireError::Invalid {
-                what: name,
-                why: "empty chunk",
-            }
-            .into());
+            return Err(WireError::Invalid { what: name, why: "empty chunk" }.into());
         }
         let records = r.records::<N>(n, name)?;
         r.finish(name)?;

@@ -4,6 +4,7 @@
 pub mod chunks;
 pub mod ecdh;
 pub mod fhe;
+pub mod unbalanced;
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,17 +18,20 @@ pub enum Protocol {
     Ecdh,
     /// FHE-PSI with depth-bounded BFV.
     Fhe,
+    /// Unbalanced PSI from HE with a preprocessed sender database (APSI design).
+    Unbalanced,
 }
 
 impl Protocol {
     /// Every protocol, in the order the CLI lists them.
-    pub const ALL: &'static [Protocol] = &[Protocol::Ecdh, Protocol::Fhe];
+    pub const ALL: &'static [Protocol] = &[Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced];
 
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Ecdh => "ecdh",
             Protocol::Fhe => "fhe",
+            Protocol::Unbalanced => "unbalanced",
         }
     }
 
@@ -35,7 +39,7 @@ impl Protocol {
     pub fn operations(self) -> &'static [Operation] {
         match self {
             Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
-            Protocol::Fhe => &[Operation::Intersection],
+            Protocol::Fhe | Protocol::Unbalanced => &[Operation::Intersection],
         }
     }
 }
@@ -79,12 +83,8 @@ macro_rules! named_enum {
         }
     };
 }
-named_enum!(Protocol, "protocol", [Protocol::Ecdh, Protocol::Fhe]);
-named_enum!(
-    Operation,
-    "operation",
-    [Operation::Intersection, Operation::Cardinality]
-);
+named_enum!(Protocol, "protocol", [Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced]);
+named_enum!(Operation, "operation", [Operation::Intersection, Operation::Cardinality]);
 
 /// What a role learned.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -77,32 +77,17 @@ pub struct Hello {
 
 impl Hello {
     /// A hello with a fresh nonce.
-    pub fn new(
-        protocol: &str,
-        operation: &str,
-        params: String,
-        role: Role,
-        set_size: usize,
-    ) -> Self {
+    pub fn new(protocol: &str, operation: &str, params: String, role: Role, set_size: usize) -> Self {
         let mut nonce = [0u8; 16];
         fill_os(&mut nonce);
-        Self {
-            protocol: protocol.into(),
-            operation: operation.into(),
-            params,
-            role,
-            set_size: set_size as u64,
-            nonce,
-        }
+        Self { protocol: protocol.into(), operation: operation.into(), params, role, set_size: set_size as u64, nonce }
     }
 
     /// The hello as a frame.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(64 + self.params.len());
         w.u8(TAG_HELLO).raw(&MAGIC).u16(WIRE_VERSION);
-        w.bytes(self.protocol.as_bytes())
-            .bytes(self.operation.as_bytes())
-            .bytes(self.params.as_bytes());
+        w.bytes(self.protocol.as_bytes()).bytes(self.operation.as_bytes()).bytes(self.params.as_bytes());
         w.u8(self.role.code()).u64(self.set_size).raw(&self.nonce);
         w.into_vec()
     }
@@ -133,24 +118,13 @@ impl Hello {
             1 => Role::Sender,
             2 => Role::Receiver,
             _ => {
-                return Err(WireError::Invalid {
-                    what: "Hello.role",
-                    why: "not 1 (sender) or 2 (receiver)",
-                }
-                .into());
+                return Err(WireError::Invalid { what: "Hello.role", why: "not 1 (sender) or 2 (receiver)" }.into());
             }
         };
         let set_size = r.u64("Hello.set_size")?;
         let nonce = r.array("Hello.nonce")?;
         r.finish("Hello")?;
-        Ok(Self {
-            protocol,
-            operation,
-            params,
-            role,
-            set_size,
-            nonce,
-        })
+        Ok(Self { protocol, operation, params, role, set_size, nonce })
     }
 }
 
@@ -174,20 +148,12 @@ pub struct Session {
 impl Session {
     /// The sender's set size.
     pub fn sender_size(&self) -> usize {
-        if self.role == Role::Sender {
-            self.own_size
-        } else {
-            self.peer_size
-        }
+        if self.role == Role::Sender { self.own_size } else { self.peer_size }
     }
 
     /// The receiver's set size.
     pub fn receiver_size(&self) -> usize {
-        if self.role == Role::Receiver {
-            self.own_size
-        } else {
-            self.peer_size
-        }
+        if self.role == Role::Receiver { self.own_size } else { self.peer_size }
     }
 }
 
@@ -199,15 +165,7 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
     ch.send(&ours.encode()).during("sending hello")?;
     let theirs = Hello::decode(&ch.recv().during("waiting for the peer's hello")?)?;
     let check = |field: &'static str, a: &str, b: &str| {
-        if a == b {
-            Ok(())
-        } else {
-            Err(Error::Mismatch {
-                field,
-                ours: a.into(),
-                theirs: b.into(),
-            })
-        }
+        if a == b { Ok(()) } else { Err(Error::Mismatch { field, ours: a.into(), theirs: b.into() }) }
     };
     check("protocol", &ours.protocol, &theirs.protocol)?;
     check("operation", &ours.operation, &theirs.operation)?;
@@ -216,10 +174,7 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
         return Err(Error::Mismatch {
             field: "role",
             ours: ours.role.to_string(),
-            theirs: format!(
-                "{} too (one side must be the sender, the other the receiver)",
-                theirs.role
-            ),
+            theirs: format!("{} too (one side must be the sender, the other the receiver)", theirs.role),
         });
     }
     if theirs.set_size > max_peer_size {
@@ -257,12 +212,7 @@ fn decode_abort(r: &mut Reader<'_>) -> Error {
 
 /// Receives the next protocol message, which must carry `tag`; returns its body.
 /// An abort from the peer becomes [`Error::PeerAborted`].
-pub fn recv_message(
-    ch: &mut impl Channel,
-    tag: u8,
-    name: &'static str,
-    phase: &'static str,
-) -> Result<Vec<u8>> {
+pub fn recv_message(ch: &mut impl Channel, tag: u8, name: &'static str, phase: &'static str) -> Result<Vec<u8>> {
     let mut frame = ch.recv().during(phase)?;
     match frame.first() {
         Some(&t) if t == tag => {
@@ -270,17 +220,8 @@ pub fn recv_message(
             Ok(frame)
         }
         Some(&TAG_ABORT) => Err(decode_abort(&mut Reader::new(&frame[1..]))),
-        Some(&t) => Err(WireError::UnexpectedMessage {
-            expected: name,
-            got: t,
-        }
-        .into()),
-        None => Err(WireError::Truncated {
-            what: name,
-            need: 1,
-            have: 0,
-        }
-        .into()),
+        Some(&t) => Err(WireError::UnexpectedMessage { expected: name, got: t }.into()),
+        None => Err(WireError::Truncated { what: name, need: 1, have: 0 }.into()),
     }
 }
 
@@ -314,21 +255,12 @@ mod tests {
         let b = Hello::new("fhe", "intersection", "k=1".into(), Role::Receiver, 1);
         let (ea, eb) = pair_handshake(a, b);
         let (ea, eb) = (ea.unwrap_err().to_string(), eb.unwrap_err().to_string());
-        assert!(
-            ea.contains("protocol") && ea.contains("ecdh") && ea.contains("fhe"),
-            "{ea}"
-        );
+        assert!(ea.contains("protocol") && ea.contains("ecdh") && ea.contains("fhe"), "{ea}");
         assert!(eb.contains("this side has fhe, the peer has ecdh"), "{eb}");
 
         let a = Hello::new("ecdh", "intersection", "k=1".into(), Role::Sender, 1);
         let b = Hello::new("ecdh", "intersection", "k=1".into(), Role::Sender, 1);
-        assert!(
-            pair_handshake(a, b)
-                .0
-                .unwrap_err()
-                .to_string()
-                .contains("role")
-        );
+        assert!(pair_handshake(a, b).0.unwrap_err().to_string().contains("role"));
     }
 
     #[test]
@@ -339,12 +271,7 @@ mod tests {
         }
         let mut bad = good.clone();
         bad[1] = b'X';
-        assert!(
-            Hello::decode(&bad)
-                .unwrap_err()
-                .to_string()
-                .contains("not a setwise peer")
-        );
+        assert!(Hello::decode(&bad).unwrap_err().to_string().contains("not a setwise peer"));
         let mut long = good.clone();
         long.push(0);
         assert!(Hello::decode(&long).is_err());

@@ -8,7 +8,7 @@ pub use report::{Phase, PhaseObserver, Report, human_bytes};
 
 use crate::error::{Error, Result};
 use crate::net::Channel;
-use crate::protocols::{Operation, Outcome, Protocol, ecdh, fhe};
+use crate::protocols::{Operation, Outcome, Protocol, ecdh, fhe, unbalanced};
 
 /// Largest set size a peer may announce: 2^32 items.
 pub const MAX_SET_SIZE: u64 = 1 << 32;
@@ -27,11 +27,7 @@ pub struct Job {
 impl Job {
     /// A job with one key column.
     pub fn new(protocol: Protocol, operation: Operation) -> Self {
-        Self {
-            protocol,
-            operation,
-            key_columns: 1,
-        }
+        Self { protocol, operation, key_columns: 1 }
     }
 
     /// Checks that the protocol implements the operation.
@@ -39,12 +35,7 @@ impl Job {
         if self.protocol.operations().contains(&self.operation) {
             Ok(())
         } else {
-            let ops: Vec<&str> = self
-                .protocol
-                .operations()
-                .iter()
-                .map(|o| o.name())
-                .collect();
+            let ops: Vec<&str> = self.protocol.operations().iter().map(|o| o.name()).collect();
             Err(Error::Params(format!(
                 "protocol {} has no operation {} (it has: {})",
                 self.protocol,
@@ -64,12 +55,38 @@ impl Job {
 ///
 /// If this side fails for any reason but the transport or the peer's own abort, it
 /// tells the peer why before returning, so both sides end with a clear error.
+/// (`unbalanced` runs through [`run_with`]: its sender holds a database, not items.)
 pub fn run<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     job: &Job,
     role: Role,
     items: &[I],
     observer: Option<PhaseObserver>,
+) -> Result<(Outcome, Report)> {
+    run_with(ch, job, role, items.len(), observer, |ch, session, report| match (job.protocol, role) {
+        (Protocol::Ecdh, Role::Sender) => {
+            ecdh::sender(ch, session, job.operation, items, report).map(|()| Outcome::Nothing)
+        }
+        (Protocol::Ecdh, Role::Receiver) => ecdh::receiver(ch, session, job.operation, items, report),
+        (Protocol::Fhe, Role::Sender) => fhe::sender(ch, session, items, report).map(|()| Outcome::Nothing),
+        (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, session, items, report),
+        (Protocol::Unbalanced, Role::Receiver) => unbalanced::receiver(ch, session, items, None, report),
+        (Protocol::Unbalanced, Role::Sender) => {
+            Err(Error::Params("the unbalanced sender serves a database: use SenderDb and session::run_with".into()))
+        }
+    })
+}
+
+/// Runs one role with a given protocol body: validates the job, exchanges hellos
+/// (announcing `own_size` items), runs `body`, records the report, and on failure tells
+/// the peer why.
+pub fn run_with<C: Channel>(
+    ch: &mut C,
+    job: &Job,
+    role: Role,
+    own_size: usize,
+    observer: Option<PhaseObserver>,
+    body: impl FnOnce(&mut C, &Session, &mut Report) -> Result<Outcome>,
 ) -> Result<(Outcome, Report)> {
     job.validate()?;
     let mut report = Report::new(job.protocol.name(), job.operation.name());
@@ -78,11 +95,18 @@ pub fn run<I: AsRef<[u8]> + Sync>(
     }
     report.role = Some(role);
     report.params = job.params();
-    let result = run_inner(ch, job, role, items, &mut report);
+    let hello = Hello::new(job.protocol.name(), job.operation.name(), job.params(), role, own_size);
+    let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|session| {
+        report.own_set_size = session.own_size;
+        report.peer_set_size = session.peer_size;
+        body(ch, &session, &mut report)
+    });
     if let Err(e) = &result
         && !matches!(
             e,
-            Error::Net { .. } | Error::PeerAborted(_) | Error::Mismatch { .. }
+            Error::Net { .. }
+                | Error::PeerAborted(_)
+                | Error::Mismatch { field: "protocol" | "operation" | "parameters" | "role" | "wire version", .. }
         )
     {
         send_abort(ch, &e.to_string());
@@ -95,35 +119,4 @@ pub fn run<I: AsRef<[u8]> + Sync>(
     }
     report.finish(ch);
     Ok((outcome, report))
-}
-
-fn run_inner<I: AsRef<[u8]> + Sync>(
-    ch: &mut impl Channel,
-    job: &Job,
-    role: Role,
-    items: &[I],
-    report: &mut Report,
-) -> Result<Outcome> {
-    let hello = Hello::new(
-        job.protocol.name(),
-        job.operation.name(),
-        job.params(),
-        role,
-        items.len(),
-    );
-    let session = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE))?;
-    report.own_set_size = session.own_size;
-    report.peer_set_size = session.peer_size;
-    match (job.protocol, role) {
-        (Protocol::Ecdh, Role::Sender) => {
-            ecdh::sender(ch, &session, job.operation, items, report).map(|()| Outcome::Nothing)
-        }
-        (Protocol::Ecdh, Role::Receiver) => {
-            ecdh::receiver(ch, &session, job.operation, items, report)
-        }
-        (Protocol::Fhe, Role::Sender) => {
-            fhe::sender(ch, &session, items, report).map(|()| Outcome::Nothing)
-        }
-        (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, &session, items, report),
-    }
 }

@@ -73,22 +73,13 @@ impl Report {
     }
 
     /// Runs `f` as the phase `name`, recording its wall time and traffic on `ch`.
-    pub fn phase<C: Channel, R>(
-        &mut self,
-        name: &'static str,
-        ch: &mut C,
-        f: impl FnOnce(&mut C) -> R,
-    ) -> R {
+    pub fn phase<C: Channel, R>(&mut self, name: &'static str, ch: &mut C, f: impl FnOnce(&mut C) -> R) -> R {
         if let Some(obs) = &self.observer {
             obs(name);
         }
         let (t, before) = (Instant::now(), ch.stats());
         let out = f(ch);
-        self.phases.push(Phase {
-            name,
-            wall_ms: t.elapsed().as_secs_f64() * 1e3,
-            traffic: ch.stats().since(&before),
-        });
+        self.phases.push(Phase { name, wall_ms: t.elapsed().as_secs_f64() * 1e3, traffic: ch.stats().since(&before) });
         out
     }
 
@@ -104,9 +95,7 @@ impl Report {
 
     /// Closes the run: total time and traffic.
     pub fn finish(&mut self, ch: &impl Channel) {
-        self.total_ms = self
-            .started
-            .map_or(0.0, |s| s.elapsed().as_secs_f64() * 1e3);
+        self.total_ms = self.started.map_or(0.0, |s| s.elapsed().as_secs_f64() * 1e3);
         self.traffic = ch.stats();
     }
 

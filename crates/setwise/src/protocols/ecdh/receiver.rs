@@ -22,12 +22,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let hasher = item_hasher(session);
     report.phase("blind and send own items", ch, |ch| {
         items.chunks(CHUNK).try_for_each(|chunk| {
-            send_chunk(
-                ch,
-                TAG_RECEIVER_BLINDED,
-                &key.hash_and_mul(&hasher, chunk),
-                "sending blinded items",
-            )
+            send_chunk(ch, TAG_RECEIVER_BLINDED, &key.hash_and_mul(&hasher, chunk), "sending blinded items")
         })
     })?;
     let sender_items: HashSet<Encoded> = report.phase("re-blind sender items", ch, |ch| {
@@ -39,10 +34,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             session.sender_size(),
             "receiving sender items",
             |at, chunk| {
-                let doubled = key.mul_encoded(chunk).map_err(|i| Error::InvalidPoint {
-                    what: "SenderBlinded",
-                    index: at + i,
-                })?;
+                let doubled =
+                    key.mul_encoded(chunk).map_err(|i| Error::InvalidPoint { what: "SenderBlinded", index: at + i })?;
                 set.extend(doubled);
                 Ok(())
             },
@@ -51,9 +44,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     })?;
     if sender_items.len() != session.sender_size() {
         // Distinct items hash to distinct points except with negligible probability.
-        return Err(Error::PeerMisbehaved(
-            "the sender sent repeated elements".into(),
-        ));
+        return Err(Error::PeerMisbehaved("the sender sent repeated elements".into()));
     }
     report.phase("match", ch, |ch| {
         let mut matched = Vec::new();
@@ -64,13 +55,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             items.len(),
             "receiving re-blinded items",
             |at, chunk| {
-                matched.extend(
-                    chunk
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, e)| sender_items.contains(*e))
-                        .map(|(i, _)| at + i),
-                );
+                matched
+                    .extend(chunk.iter().enumerate().filter(|(_, e)| sender_items.contains(*e)).map(|(i, _)| at + i));
                 Ok(())
             },
         )?;

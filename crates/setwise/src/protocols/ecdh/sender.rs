@@ -25,13 +25,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         own
     });
     let blinded: Vec<Encoded> = report.phase("receive receiver items", ch, |ch| {
-        recv_all(
-            ch,
-            TAG_RECEIVER_BLINDED,
-            "ReceiverBlinded",
-            session.receiver_size(),
-            "receiving receiver items",
-        )
+        recv_all(ch, TAG_RECEIVER_BLINDED, "ReceiverBlinded", session.receiver_size(), "receiving receiver items")
     })?;
     report.phase("re-blind and send", ch, |ch| {
         std::thread::scope(|s| {
@@ -41,19 +35,11 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             let mut doubled = doubled
                 .join()
                 .expect("re-blinding does not panic")
-                .map_err(|index| Error::InvalidPoint {
-                    what: "ReceiverBlinded",
-                    index,
-                })?;
+                .map_err(|index| Error::InvalidPoint { what: "ReceiverBlinded", index })?;
             if op == Operation::Cardinality {
                 shuffle(&mut doubled);
             }
-            send_records(
-                ch,
-                TAG_DOUBLE_BLINDED,
-                &doubled,
-                "sending re-blinded receiver items",
-            )
+            send_records(ch, TAG_DOUBLE_BLINDED, &doubled, "sending re-blinded receiver items")
         })
     })
 }

@@ -36,12 +36,7 @@ pub(crate) const TAG_RESULT: u8 = 0x22;
 
 /// Each item's `felts` field elements, flattened: hash the item in this session's
 /// domain and reduce 64-bit words mod t (bias ≤ t/2^64).
-pub(crate) fn item_felts<I: AsRef<[u8]> + Sync>(
-    session: &Session,
-    items: &[I],
-    felts: usize,
-    t: u64,
-) -> Vec<u64> {
+pub(crate) fn item_felts<I: AsRef<[u8]> + Sync>(session: &Session, items: &[I], felts: usize, t: u64) -> Vec<u64> {
     let domain = Domain::new(dst::FHE_ITEM_TO_FIELD, session.id);
     items
         .par_iter()

@@ -93,14 +93,11 @@ impl FheParams {
                     continue;
                 };
                 // Source counts: every small one, then powers of two, then all powers.
-                let counts = (1..=degree.min(8))
-                    .chain((4..7).map(|e| 1 << e).filter(|&c| c > 8 && c < degree))
-                    .chain([degree]);
+                let counts =
+                    (1..=degree.min(8)).chain((4..7).map(|e| 1 << e).filter(|&c| c > 8 && c < degree)).chain([degree]);
                 for s in counts {
                     let sources: Vec<u32> = (1..=s as u32).collect();
-                    let Some(cand) =
-                        Self::build(he.clone(), felts, degree, sources, receiver, sender)
-                    else {
+                    let Some(cand) = Self::build(he.clone(), felts, degree, sources, receiver, sender) else {
                         continue;
                     };
                     if cand.plan().depth() > p.max_depth {
@@ -109,18 +106,13 @@ impl FheParams {
                     let [mul, ctpt, enc, encrypt, ms, dec] = p.cost_ms;
                     let results = (layout.receiver_cts * layout.groups) as f64;
                     let products = (layout.receiver_cts * cand.plan().products()) as f64;
-                    let sender_ms = products * mul
-                        + results * (degree as f64 * ctpt + (degree + 1) as f64 * enc + ms);
+                    let sender_ms = products * mul + results * (degree as f64 * ctpt + (degree + 1) as f64 * enc + ms);
                     let receiver_ms = (layout.receiver_cts * s) as f64 * encrypt + results * dec;
                     let key = if products > 0.0 { p.bytes[2] } else { 0 };
-                    let bytes =
-                        layout.receiver_cts * s * p.bytes[0] + key + results as usize * p.bytes[1];
+                    let bytes = layout.receiver_cts * s * p.bytes[0] + key + results as usize * p.bytes[1];
                     let secs = (sender_ms + receiver_ms) / 1e3;
                     let cost = secs / 2.0 + bytes as f64 / BYTES_PER_SECOND;
-                    let cand = Self {
-                        predicted: (secs, bytes),
-                        ..cand
-                    };
+                    let cand = Self { predicted: (secs, bytes), ..cand };
                     if best.as_ref().is_none_or(|(c, _)| cost < *c) {
                         best = Some((cost, cand));
                     }
@@ -146,13 +138,7 @@ impl FheParams {
         PowerPlan::new(&sources, degree as u32).ok()?;
         let log_t = (he.plain_modulus as f64).log2();
         Some(Self {
-            false_match_log2: false_match_log2(
-                receiver.max(1),
-                chunks.max(1),
-                degree,
-                log_t,
-                felts,
-            ),
+            false_match_log2: false_match_log2(receiver.max(1), chunks.max(1), degree, log_t, felts),
             he,
             felts,
             degree,
@@ -172,22 +158,14 @@ impl FheParams {
             .iter()
             .map(|p| {
                 let t = HeParams::batching_prime(p.degree, p.plain_bits);
-                (
-                    HeParams {
-                        degree: p.degree,
-                        plain_modulus: t,
-                        moduli_bits: p.moduli.to_vec(),
-                    },
-                    p.max_depth,
-                )
+                (HeParams { degree: p.degree, plain_modulus: t, moduli_bits: p.moduli.to_vec() }, p.max_depth)
             })
             .collect()
     }
 
     /// The power plan for these parameters.
     pub fn plan(&self) -> PowerPlan {
-        PowerPlan::new(&self.sources, self.degree as u32)
-            .expect("chosen parameters have a valid plan")
+        PowerPlan::new(&self.sources, self.degree as u32).expect("chosen parameters have a valid plan")
     }
 
     /// A one-line description for reports.
@@ -210,23 +188,14 @@ impl FheParams {
 /// Probability (log2) that some receiver item falsely matches some chunk: every one
 /// of its `felts` slots must meet a zero of that chunk's polynomial, each with
 /// probability ≤ degree/t, over receiver × chunks pairs.
-pub fn false_match_log2(
-    receiver: usize,
-    chunks: usize,
-    degree: usize,
-    log_t: f64,
-    felts: usize,
-) -> f64 {
-    (receiver as f64).log2()
-        + (chunks as f64).log2()
-        + felts as f64 * ((degree as f64).log2() - log_t)
+pub fn false_match_log2(receiver: usize, chunks: usize, degree: usize, log_t: f64, felts: usize) -> f64 {
+    (receiver as f64).log2() + (chunks as f64).log2() + felts as f64 * ((degree as f64).log2() - log_t)
 }
 
 /// Least felts per item giving ≥ 80 hash bits and a false-match probability ≤ 2^-40.
 fn felts_for(receiver: usize, chunks: usize, degree: usize, log_t: f64) -> Option<usize> {
     (1..=8).find(|&k| {
-        k as f64 * log_t >= MIN_ITEM_BITS
-            && false_match_log2(receiver, chunks, degree, log_t, k) <= FALSE_MATCH_LOG2
+        k as f64 * log_t >= MIN_ITEM_BITS && false_match_log2(receiver, chunks, degree, log_t, k) <= FALSE_MATCH_LOG2
     })
 }
 
@@ -266,20 +235,12 @@ mod tests {
             for s in [1usize, 50, 100, 800, 10_000] {
                 let p = FheParams::choose(r, s).unwrap();
                 p.he.validate().unwrap();
-                assert!(
-                    p.false_match_log2 <= FALSE_MATCH_LOG2,
-                    "{r}×{s}: {}",
-                    p.describe()
-                );
+                assert!(p.false_match_log2 <= FALSE_MATCH_LOG2, "{r}×{s}: {}", p.describe());
                 assert!(p.felts as f64 * (p.he.plain_modulus as f64).log2() >= MIN_ITEM_BITS);
                 assert!(p.items_per_ct * p.felts * p.replicas <= p.he.degree);
                 assert!(p.items_per_ct * p.receiver_cts >= r);
                 assert!(p.degree * p.replicas * p.groups >= s);
-                let depth_limit = PRESETS
-                    .iter()
-                    .find(|q| q.degree == p.he.degree)
-                    .unwrap()
-                    .max_depth;
+                let depth_limit = PRESETS.iter().find(|q| q.degree == p.he.degree).unwrap().max_depth;
                 assert!(p.plan().depth() <= depth_limit);
             }
         }

@@ -59,9 +59,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             let here = items.len().min(first + p.items_per_ct) - first;
             for g in 0..p.groups {
                 let body = recv_message(ch, TAG_RESULT, "FheResult", "receiving results")?;
-                let ct = ctx
-                    .ciphertext_from_wire(&body, ctx.last_level(), "FheResult")
-                    .map_err(he)?;
+                let ct = ctx.ciphertext_from_wire(&body, ctx.last_level(), "FheResult").map_err(he)?;
                 let slots = sk.decrypt(&ct).map_err(he)?;
                 for r in (0..p.replicas).filter(|r| g * p.replicas + r < chunks) {
                     for (i, m) in matched[first..first + here].iter_mut().enumerate() {
@@ -70,14 +68,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 }
             }
         }
-        Ok(Outcome::Intersection(
-            matched
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| **m)
-                .map(|(i, _)| i)
-                .collect(),
-        ))
+        Ok(Outcome::Intersection(matched.iter().enumerate().filter(|(_, m)| **m).map(|(i, _)| i).collect()))
     })
 }
 

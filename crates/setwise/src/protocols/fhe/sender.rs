@@ -2,7 +2,7 @@
 
 use super::{FheParams, TAG_KEY, TAG_QUERY, TAG_RESULT, item_felts, slot};
 use crate::error::{Error, NetContext, Result};
-use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plaintext};
+use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plaintext, Powers};
 use crate::net::Channel;
 use crate::poly::{from_roots, mul_mod};
 use crate::rng::{csprng, shuffle};
@@ -32,18 +32,14 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         let mut felts = item_felts(session, items, p.felts, t);
         let mut order: Vec<usize> = (0..items.len()).collect();
         shuffle(&mut order);
-        let shuffled: Vec<u64> = order
-            .iter()
-            .flat_map(|&i| felts[i * p.felts..(i + 1) * p.felts].to_vec())
-            .collect();
+        let shuffled: Vec<u64> = order.iter().flat_map(|&i| felts[i * p.felts..(i + 1) * p.felts].to_vec()).collect();
         felts = shuffled;
         felts
             .par_chunks(p.degree * p.felts)
             .map(|chunk| {
                 (0..p.felts)
                     .map(|f| {
-                        let roots: Vec<u64> =
-                            chunk.iter().skip(f).step_by(p.felts).copied().collect();
+                        let roots: Vec<u64> = chunk.iter().skip(f).step_by(p.felts).copied().collect();
                         from_roots(&roots, t)
                     })
                     .collect::<Vec<_>>()
@@ -65,16 +61,14 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         Ok::<_, Error>((key, query))
     })?;
     let ev = Evaluator::new(key.as_ref());
-    let powers: Vec<Vec<Ciphertext>> = report.phase("derive powers", ch, |_| {
+    let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {
         query
             .par_chunks(plan.sources().len())
             .map(|sources| plan.evaluate(&ev, sources.to_vec()))
             .collect::<Result<_, HeError>>()
     })?;
     report.phase("evaluate and send", ch, |ch| {
-        let jobs: Vec<(usize, usize)> = (0..p.receiver_cts)
-            .flat_map(|c| (0..p.groups).map(move |g| (c, g)))
-            .collect();
+        let jobs: Vec<(usize, usize)> = (0..p.receiver_cts).flat_map(|c| (0..p.groups).map(move |g| (c, g))).collect();
         for batch in jobs.chunks(BATCH) {
             let results = batch
                 .par_iter()
@@ -106,7 +100,7 @@ pub fn evaluate_group(
     p: &FheParams,
     polys: &[Vec<Vec<u64>>],
     g: usize,
-    powers: &[Ciphertext],
+    powers: &Powers,
 ) -> Result<Ciphertext, HeError> {
     let (t, n, d) = (ctx.plain_modulus(), ctx.slots(), p.degree);
     let mut coeffs = vec![vec![0u64; n]; d + 1];
@@ -133,6 +127,8 @@ pub fn evaluate_group(
             ctx.encode(&v, 0)
         })
         .collect::<Result<_, _>>()?;
-    let cts: Vec<&Ciphertext> = powers.iter().take(d).collect();
+    let cts: Vec<&Ciphertext> = (1..=d as u32)
+        .map(|e| powers.get(e).ok_or_else(|| HeError::Op(format!("power {e} missing"))))
+        .collect::<Result<_, _>>()?;
     Evaluator::new(None).dot_plain(&cts, &pts[1..], Some(&pts[0]))
 }

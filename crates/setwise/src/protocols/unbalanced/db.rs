@@ -1,0 +1,373 @@
+//! The sender database: OPRF outputs hashed into bins, cut into bundles, each bundle's
+//! matching polynomials kept as plaintexts ready for products. Built once, saved to a
+//! versioned and checksummed file, loaded without recomputing anything but the
+//! plaintexts' NTT form, shared read-only by concurrent sessions.
+
+use super::params::UnbalancedParams;
+use super::{MAX_BUNDLES_PER_INDEX, locate};
+use crate::group::SecretScalar;
+use crate::hash::dst;
+use crate::he::{HeContext, Plaintext};
+use crate::oprf::{OprfKey, Output};
+use crate::poly::from_roots;
+use crate::wire::{Reader, Writer};
+use rayon::prelude::*;
+use std::path::Path;
+use std::time::Instant;
+
+/// First bytes of a database file.
+const MAGIC: [u8; 8] = *b"SETWISDB";
+/// Version of the file layout.
+const VERSION: u32 = 1;
+/// Longest parameter JSON or preset name accepted from a file.
+const MAX_TEXT: usize = 1 << 16;
+
+/// A database error, naming the file problem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a setwise database, or is damaged.
+    #[error("{path}: {why}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The parameters are invalid, or the items do not fit them.
+    #[error("{0}")]
+    Params(String),
+}
+
+/// Facts about a database, for `db info` and reports.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DbInfo {
+    /// Distinct sender items.
+    pub sender_size: usize,
+    /// Preset the parameters came from, if any.
+    pub preset: String,
+    /// Parameter fingerprint.
+    pub fingerprint: String,
+    /// Bundles in all.
+    pub bundles: usize,
+    /// Most bundles at one bundle index.
+    pub max_bundles_per_index: usize,
+    /// Build time, milliseconds.
+    pub build_ms: u64,
+    /// Bytes of the loaded plaintexts (the database's memory).
+    pub plaintext_bytes: usize,
+    /// The most receiver items per query.
+    pub receiver_max: usize,
+    /// Per-query false-match probability at the receiver maximum, log2.
+    pub false_match_log2: f64,
+}
+
+/// One bundle: up to `max_items_per_bin` items in each of its bins, and the
+/// coefficients of each slot's matching polynomial.
+#[derive(Debug)]
+struct Bundle {
+    /// Item ids per bin.
+    bins: Vec<Vec<u32>>,
+    /// `(B + 1) × N` coefficients, coefficient-major; dropped once encoded and saved.
+    coeffs: Option<Vec<u32>>,
+    /// The coefficients as plaintexts at level 0.
+    plaintexts: Vec<Plaintext>,
+}
+
+/// The preprocessed sender database.
+#[derive(Debug)]
+pub struct SenderDb {
+    params: UnbalancedParams,
+    ctx: HeContext,
+    oprf: OprfKey,
+    items: Vec<Output>,
+    /// Bundles per bundle index.
+    indices: Vec<Vec<Bundle>>,
+    info: DbInfo,
+}
+
+fn oprf_key(scalar: SecretScalar) -> OprfKey {
+    OprfKey::from_scalar(scalar, dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT)
+}
+
+impl SenderDb {
+    /// Builds a database from distinct `items` under `params` (`preset` names where
+    /// they came from).
+    pub fn build<I: AsRef<[u8]> + Sync>(items: &[I], params: UnbalancedParams, preset: &str) -> Result<Self, DbError> {
+        let start = Instant::now();
+        params.validate().map_err(DbError::Params)?;
+        let ctx = HeContext::new(&params.he()).map_err(|e| DbError::Params(e.to_string()))?;
+        let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
+        let outputs = oprf.evaluate_items(items);
+        let mut db = Self { params, ctx, oprf, items: outputs, indices: Vec::new(), info: DbInfo::default() };
+        db.fill_bundles()?;
+        db.compute_coefficients();
+        db.encode()?;
+        db.info.preset = preset.to_string();
+        db.info.build_ms = start.elapsed().as_millis() as u64;
+        db.refresh_info();
+        Ok(db)
+    }
+
+    /// Places every item into its distinct candidate bins, each into the first bundle
+    /// at that bundle index whose bin has room and no item sharing a felt value at the
+    /// same position (so label interpolation, later, has distinct points).
+    fn fill_bundles(&mut self) -> Result<(), DbError> {
+        let p = &self.params;
+        let (bpb, cap, k) = (p.bins_per_bundle(), p.table_params.max_items_per_bin, p.item_params.felts_per_item);
+        let layout: Vec<(Vec<u32>, Vec<u64>)> = self
+            .items
+            .par_iter()
+            .map(|o| {
+                let (mut bins, mut felts) = (Vec::new(), Vec::new());
+                locate(p, o, &mut bins, &mut felts);
+                bins.sort_unstable();
+                bins.dedup();
+                (bins, felts)
+            })
+            .collect();
+        let mut indices: Vec<Vec<Bundle>> = (0..p.bundle_indices()).map(|_| Vec::new()).collect();
+        for (id, (bins, felts)) in layout.iter().enumerate() {
+            for &bin in bins {
+                let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
+                let fits = |b: &Bundle| {
+                    b.bins[lb].len() < cap
+                        && b.bins[lb].iter().all(|&o| (0..k).all(|f| layout[o as usize].1[f] != felts[f]))
+                };
+                let bundles = &mut indices[bi];
+                let at = match bundles.iter().position(fits) {
+                    Some(at) => at,
+                    None => {
+                        if bundles.len() >= MAX_BUNDLES_PER_INDEX {
+                            return Err(DbError::Params(format!(
+                                "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
+                            )));
+                        }
+                        bundles.push(Bundle { bins: vec![Vec::new(); bpb], coeffs: None, plaintexts: Vec::new() });
+                        bundles.len() - 1
+                    }
+                };
+                bundles[at].bins[lb].push(id as u32);
+            }
+        }
+        self.indices = indices;
+        Ok(())
+    }
+
+    /// Interpolates each bundle's slot polynomials ∏(x − y_f) (in parallel).
+    fn compute_coefficients(&mut self) {
+        let p = &self.params;
+        let (n, k, b, t) = (
+            p.seal_params.poly_modulus_degree,
+            p.item_params.felts_per_item,
+            p.table_params.max_items_per_bin,
+            p.seal_params.plain_modulus,
+        );
+        let items = &self.items;
+        self.indices.par_iter_mut().flatten().for_each(|bundle| {
+            let mut coeffs = vec![0u32; (b + 1) * n];
+            let (mut bins_buf, mut felts) = (Vec::new(), Vec::new());
+            let mut roots: Vec<Vec<u64>> = vec![Vec::with_capacity(b); k];
+            for (lb, ids) in bundle.bins.iter().enumerate() {
+                roots.iter_mut().for_each(Vec::clear);
+                for &id in ids {
+                    locate(p, &items[id as usize], &mut bins_buf, &mut felts);
+                    for f in 0..k {
+                        roots[f].push(felts[f]);
+                    }
+                }
+                for (f, r) in roots.iter().enumerate() {
+                    let slot = lb * k + f;
+                    for (i, c) in from_roots(r, t).into_iter().enumerate() {
+                        coeffs[i * n + slot] = c as u32;
+                    }
+                }
+            }
+            bundle.coeffs = Some(coeffs);
+        });
+    }
+
+    /// Encodes every bundle's coefficients as plaintexts at level 0 (their NTT form is
+    /// what makes the per-query products cheap).
+    fn encode(&mut self) -> Result<(), DbError> {
+        let (n, ctx) = (self.params.seal_params.poly_modulus_degree, &self.ctx);
+        self.indices.par_iter_mut().flatten().try_for_each(|bundle| {
+            let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
+            bundle.plaintexts = coeffs
+                .chunks(n)
+                .map(|c| ctx.encode(&c.iter().map(|&v| v as u64).collect::<Vec<_>>(), 0))
+                .collect::<Result<_, _>>()
+                .map_err(|e| DbError::Params(e.to_string()))?;
+            Ok(())
+        })
+    }
+
+    fn refresh_info(&mut self) {
+        let per_pt = self.params.seal_params.coeff_modulus_bits.len() * self.params.seal_params.poly_modulus_degree * 8;
+        let bundles: usize = self.indices.iter().map(Vec::len).sum();
+        let max_bpi = self.indices.iter().map(Vec::len).max().unwrap_or(0);
+        self.info.sender_size = self.items.len();
+        self.info.fingerprint = self.params.fingerprint();
+        self.info.bundles = bundles;
+        self.info.max_bundles_per_index = max_bpi;
+        self.info.plaintext_bytes = bundles * (self.params.table_params.max_items_per_bin + 1) * per_pt;
+        self.info.receiver_max = self.params.receiver_max();
+        self.info.false_match_log2 = self.params.false_match_log2(self.info.receiver_max, max_bpi);
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &UnbalancedParams {
+        &self.params
+    }
+
+    /// Facts for `db info`.
+    pub fn info(&self) -> &DbInfo {
+        &self.info
+    }
+
+    pub(crate) fn context(&self) -> &HeContext {
+        &self.ctx
+    }
+
+    pub(crate) fn oprf(&self) -> &OprfKey {
+        &self.oprf
+    }
+
+    /// Number of bundles at each bundle index.
+    pub(crate) fn bundle_counts(&self) -> Vec<usize> {
+        self.indices.iter().map(Vec::len).collect()
+    }
+
+    /// The coefficient plaintexts of bundle `b` at bundle index `bi`.
+    pub(crate) fn plaintexts(&self, bi: usize, b: usize) -> &[Plaintext] {
+        &self.indices[bi][b].plaintexts
+    }
+
+    /// Writes the database to `path` atomically (a temporary file, then rename).
+    pub fn save(&self, path: &Path) -> Result<(), DbError> {
+        let io = |source| DbError::Io { path: path.display().to_string(), source };
+        let mut w = Writer::with_capacity(1 << 20);
+        w.raw(&MAGIC).u32(VERSION);
+        w.bytes(self.params.to_json().as_bytes());
+        let mut key = self.oprf.scalar().to_bytes();
+        w.raw(&key);
+        zeroize::Zeroize::zeroize(&mut key);
+        w.bytes(self.info.preset.as_bytes()).u64(self.info.build_ms);
+        w.u32(self.items.len() as u32);
+        for o in &self.items {
+            w.raw(o);
+        }
+        for bundles in &self.indices {
+            w.u32(bundles.len() as u32);
+            for b in bundles {
+                for ids in &b.bins {
+                    w.u32(ids.len() as u32);
+                    for &id in ids {
+                        w.u32(id);
+                    }
+                }
+                let coeffs = b
+                    .coeffs
+                    .as_ref()
+                    .ok_or_else(|| DbError::Params("coefficients were dropped before saving".into()))?;
+                for &c in coeffs {
+                    w.u32(c);
+                }
+            }
+        }
+        let mut body = w.into_vec();
+        let sum = blake3::hash(&body);
+        body.extend_from_slice(sum.as_bytes());
+        let tmp = path.with_extension("db.tmp");
+        std::fs::write(&tmp, &body).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Drops the coefficient copies once the database is saved (memory then is the
+    /// plaintexts').
+    pub fn drop_coefficients(&mut self) {
+        self.indices.iter_mut().flatten().for_each(|b| b.coeffs = None);
+    }
+
+    /// Loads a database file, refusing a truncated, corrupted or foreign one.
+    pub fn load(path: &Path) -> Result<Self, DbError> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| DbError::Io { path: name.clone(), source })?;
+        let bad = |why: String| DbError::Invalid { path: name.clone(), why };
+        if bytes.len() < MAGIC.len() + 4 + 32 || bytes[..8] != MAGIC {
+            return Err(bad("not a setwise database (bad magic)".into()));
+        }
+        let (body, sum) = bytes.split_at(bytes.len() - 32);
+        if blake3::hash(body).as_bytes() != sum {
+            return Err(bad("checksum mismatch: the file is truncated or corrupted".into()));
+        }
+        let mut r = Reader::new(&body[8..]);
+        let wire = |e: crate::wire::WireError| DbError::Invalid { path: name.clone(), why: e.to_string() };
+        let version = r.u32("version").map_err(wire)?;
+        if version != VERSION {
+            return Err(bad(format!("database format version {version}, this setwise reads version {VERSION}")));
+        }
+        let json = r.str("parameters", MAX_TEXT).map_err(wire)?;
+        let params = UnbalancedParams::from_json(json).map_err(&bad)?;
+        let key = SecretScalar::from_bytes(r.array("oprf key").map_err(wire)?)
+            .ok_or_else(|| bad("invalid OPRF key".into()))?;
+        let preset = r.str("preset", MAX_TEXT).map_err(wire)?.to_string();
+        let build_ms = r.u64("build time").map_err(wire)?;
+        let n_items = r.u32("item count").map_err(wire)? as usize;
+        let items: Vec<Output> = r.records::<32>(n_items, "items").map_err(wire)?.to_vec();
+        let (n, bpb, b) =
+            (params.seal_params.poly_modulus_degree, params.bins_per_bundle(), params.table_params.max_items_per_bin);
+        let t = params.seal_params.plain_modulus;
+        let mut indices = Vec::with_capacity(params.bundle_indices());
+        for _ in 0..params.bundle_indices() {
+            let count = r.count("bundle count", MAX_BUNDLES_PER_INDEX).map_err(wire)?;
+            let mut bundles = Vec::new();
+            for _ in 0..count {
+                let mut bins = Vec::with_capacity(bpb);
+                for _ in 0..bpb {
+                    let m = r.count("bin size", b).map_err(wire)?;
+                    let ids: Vec<u32> =
+                        r.records::<4>(m, "bin items").map_err(wire)?.iter().map(|x| u32::from_le_bytes(*x)).collect();
+                    if ids.iter().any(|&id| id as usize >= n_items) {
+                        return Err(bad("a bin names an item that does not exist".into()));
+                    }
+                    bins.push(ids);
+                }
+                let coeffs: Vec<u32> = r
+                    .records::<4>((b + 1) * n, "coefficients")
+                    .map_err(wire)?
+                    .iter()
+                    .map(|x| u32::from_le_bytes(*x))
+                    .collect();
+                if coeffs.iter().any(|&c| c as u64 >= t) {
+                    return Err(bad("a coefficient is not below the plain modulus".into()));
+                }
+                bundles.push(Bundle { bins, coeffs: Some(coeffs), plaintexts: Vec::new() });
+            }
+            indices.push(bundles);
+        }
+        r.finish("database").map_err(wire)?;
+        let ctx = HeContext::new(&params.he()).map_err(|e| bad(e.to_string()))?;
+        let mut db = Self {
+            params,
+            ctx,
+            oprf: oprf_key(key),
+            items,
+            indices,
+            info: DbInfo { preset, build_ms, ..Default::default() },
+        };
+        db.encode()?;
+        db.drop_coefficients();
+        db.refresh_info();
+        Ok(db)
+    }
+}

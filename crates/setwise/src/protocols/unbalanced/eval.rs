@@ -1,0 +1,33 @@
+//! Evaluating one bundle's matching polynomials on the derived powers.
+
+use crate::he::{Ciphertext, Evaluator, HeError, Plaintext, Powers};
+
+/// `Σ_i a_i·x^i` over the bundle's coefficient plaintexts `a_0..a_B`: directly (`low` =
+/// 0) as one dot product, or by Paterson–Stockmeyer with low degree `low`: for each
+/// `j`, the inner sum `Σ_{i<low+1} a_{j(low+1)+i} x^i` times the high power
+/// `x^{j(low+1)}`, so only `low + B/(low+1)` powers are needed.
+pub fn evaluate(ev: &Evaluator<'_>, powers: &Powers, coeffs: &[Plaintext], low: usize) -> Result<Ciphertext, HeError> {
+    let degree = coeffs.len() - 1;
+    let power = |e: usize| powers.get(e as u32).ok_or_else(|| HeError::Op(format!("power {e} was not derived")));
+    if low == 0 {
+        let cts: Vec<&Ciphertext> = (1..=degree).map(power).collect::<Result<_, _>>()?;
+        return ev.dot_plain(&cts, &coeffs[1..], Some(&coeffs[0]));
+    }
+    let step = low + 1;
+    let low_cts: Vec<&Ciphertext> = (1..=low).map(power).collect::<Result<_, _>>()?;
+    let mut acc: Option<Ciphertext> = None;
+    for (j, block) in coeffs.chunks(step).enumerate() {
+        let term = if block.len() == 1 {
+            // Only a constant is left: a_{j·step} · x^{j·step}.
+            ev.dot_plain(&[power(j * step)?], block, None)?
+        } else {
+            let inner = ev.dot_plain(&low_cts[..block.len() - 1], &block[1..], Some(&block[0]))?;
+            if j == 0 { inner } else { ev.mul(&inner, power(j * step)?)? }
+        };
+        acc = Some(match acc {
+            None => term,
+            Some(a) => ev.add(&a, &term)?,
+        });
+    }
+    acc.ok_or_else(|| HeError::Op("empty polynomial".into()))
+}

@@ -1,0 +1,68 @@
+//! Unbalanced PSI with a preprocessed sender database: the receiver learns X ∩ Y.
+//!
+//! Paper: Cong, Moreno, Nielsen, Pan, Rindal, Song et al., *Labeled PSI from
+//! Homomorphic Encryption with Reduced Computation and Communication* (CCS'21), the
+//! design behind Microsoft APSI (shared/papers/labeled-unbalanced-psi-from-he.txt).
+//! Security: semi-honest; the receiver's query is protected by BFV, the sender's items
+//! by the OPRF (the database holds only OPRF outputs). Failure: cuckoo insertion
+//! failure (an error) and false matches, each ≤ 2^-40 ([`params`]).
+//! Wire: docs/wire-format.md#unbalanced.
+//!
+//! Sender (once): OPRF each item, hash it into all `hash_func_count` candidate bins,
+//! cut each bin into bundles of ≤ `max_items_per_bin` items, and keep per bundle the
+//! coefficients of each slot's matching polynomial ∏(x − y) as plaintexts ([`SenderDb`]).
+//! Query: OPRF of the receiver's items; cuckoo table; the receiver encrypts the
+//! `query_powers` of each bundle index's ciphertext; the sender derives the needed
+//! powers once per bundle index, evaluates every bundle (directly or with
+//! Paterson–Stockmeyer), switches each result to the last level and streams it back;
+//! the receiver's item matches when all its slots in some result are zero.
+
+pub mod db;
+mod eval;
+pub mod params;
+mod receiver;
+mod sender;
+
+pub use db::{DbInfo, SenderDb};
+pub use params::UnbalancedParams;
+pub use receiver::receiver;
+pub use sender::sender;
+
+use crate::hash::{Domain, dst};
+
+/// Sender → receiver: the parameters (JSON) right after the hello.
+pub(crate) const TAG_PARAMS: u8 = 0x30;
+/// Receiver → sender: blinded items (chunked).
+pub(crate) const TAG_OPRF_REQUEST: u8 = 0x31;
+/// Sender → receiver: evaluated blinded items (chunked).
+pub(crate) const TAG_OPRF_RESPONSE: u8 = 0x32;
+/// Receiver → sender: the relinearisation key.
+pub(crate) const TAG_KEY: u8 = 0x33;
+/// Receiver → sender: one query ciphertext (bundle index-major, then source power).
+pub(crate) const TAG_QUERY: u8 = 0x34;
+/// Sender → receiver: number of bundles per bundle index.
+pub(crate) const TAG_RESULT_HEADER: u8 = 0x35;
+/// Sender → receiver: one bundle's result.
+pub(crate) const TAG_RESULT: u8 = 0x36;
+
+/// Largest number of bundles at one bundle index a receiver accepts.
+pub(crate) const MAX_BUNDLES_PER_INDEX: usize = 1 << 16;
+
+/// Where an item (by OPRF output) goes: its candidate bins and its field elements.
+pub(crate) fn locate(p: &UnbalancedParams, output: &[u8; 32], bins: &mut Vec<u32>, felts: &mut Vec<u64>) {
+    let mut h = Domain::fixed(dst::UNBALANCED_ITEM).hasher();
+    h.update(output);
+    let mut xof = h.finalize_xof();
+    let mut w = [0u8; 8];
+    bins.clear();
+    for _ in 0..p.table_params.hash_func_count {
+        xof.fill(&mut w);
+        bins.push((u64::from_le_bytes(w) % p.table_params.table_size as u64) as u32);
+    }
+    let mask = (1u64 << p.felt_bits()) - 1;
+    felts.clear();
+    for _ in 0..p.item_params.felts_per_item {
+        xof.fill(&mut w);
+        felts.push(u64::from_le_bytes(w) & mask);
+    }
+}

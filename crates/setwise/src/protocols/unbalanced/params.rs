@@ -1,0 +1,285 @@
+//! Unbalanced-PSI parameters as readable JSON, in APSI's four groups, checked on load.
+
+use crate::hashing::cuckoo;
+use crate::he::{HeParams, PowerPlan};
+use serde::{Deserialize, Serialize};
+
+/// Per-query false-match probability setwise requires: 2^-40.
+pub const MAX_FALSE_MATCH_LOG2: f64 = -40.0;
+/// Cuckoo failure probability setwise requires: 2^-40.
+pub const MAX_CUCKOO_FAILURE_LOG2: f64 = -40.0;
+/// Noise budget (bits) that must remain, by the noise model, after a bundle's
+/// evaluation: a margin for the model's error.
+pub const NOISE_MARGIN_BITS: f64 = 10.0;
+
+/// Hash table shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableParams {
+    /// Hash functions (candidate bins per item); 3 or 4.
+    pub hash_func_count: usize,
+    /// Bins in the table; a multiple of the bins one ciphertext holds (N / felts).
+    pub table_size: usize,
+    /// Sender items per bin and bundle: the degree of each matching polynomial.
+    pub max_items_per_bin: usize,
+}
+
+/// Item representation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItemParams {
+    /// Field elements (batching slots) per item; N must be a multiple.
+    pub felts_per_item: usize,
+}
+
+/// What the receiver sends and how the sender evaluates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryParams {
+    /// Paterson–Stockmeyer low degree; 0 evaluates `Σ a_i x^i` directly.
+    pub ps_low_degree: usize,
+    /// Source powers the receiver encrypts (a postage-stamp basis); must contain 1.
+    pub query_powers: Vec<u32>,
+}
+
+/// BFV parameters (the `seal_params` of APSI's files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealParams {
+    /// Ring degree N.
+    pub poly_modulus_degree: usize,
+    /// Ciphertext moduli bit sizes.
+    pub coeff_modulus_bits: Vec<usize>,
+    /// Plaintext modulus t (prime, ≡ 1 mod 2N).
+    pub plain_modulus: u64,
+}
+
+/// All parameters of an unbalanced-PSI database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnbalancedParams {
+    /// Hash table.
+    pub table_params: TableParams,
+    /// Items.
+    pub item_params: ItemParams,
+    /// Query.
+    pub query_params: QueryParams,
+    /// BFV.
+    pub seal_params: SealParams,
+}
+
+/// Shipped presets: (name, JSON).
+pub const PRESETS: &[(&str, &str)] = &[
+    ("64K-256", include_str!("../../../../../params/64K-256.json")),
+    ("64K-4096", include_str!("../../../../../params/64K-4096.json")),
+    ("1M-256", include_str!("../../../../../params/1M-256.json")),
+    ("1M-4096", include_str!("../../../../../params/1M-4096.json")),
+    ("16M-256", include_str!("../../../../../params/16M-256.json")),
+    ("16M-4096", include_str!("../../../../../params/16M-4096.json")),
+];
+
+/// The sender size each preset is meant for, by name prefix.
+fn preset_sender_size(name: &str) -> usize {
+    match name.split('-').next() {
+        Some("64K") => 1 << 16,
+        Some("1M") => 1 << 20,
+        _ => 1 << 24,
+    }
+}
+
+impl UnbalancedParams {
+    /// Parses and validates JSON; errors name the field.
+    pub fn from_json(json: &str) -> Result<Self, String> {
+        let p: Self = serde_json::from_str(json).map_err(|e| format!("parameter file: {e}"))?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("parameters serialise")
+    }
+
+    /// A short fingerprint of the canonical JSON (first 16 hex digits of BLAKE3).
+    pub fn fingerprint(&self) -> String {
+        let json = serde_json::to_string(self).expect("parameters serialise");
+        blake3::hash(json.as_bytes()).to_hex()[..16].to_string()
+    }
+
+    /// The smallest preset covering `sender` items and `receiver_max` receiver items.
+    pub fn preset_for(sender: usize, receiver_max: usize) -> Result<(&'static str, Self), String> {
+        for (name, json) in PRESETS {
+            let p = Self::from_json(json).map_err(|e| format!("preset {name}: {e}"))?;
+            if sender <= preset_sender_size(name) && receiver_max <= p.receiver_max() {
+                return Ok((name, p));
+            }
+        }
+        Err(format!("no preset covers {sender} sender items with up to {receiver_max} receiver items; give --params"))
+    }
+
+    /// The BFV parameters.
+    pub fn he(&self) -> HeParams {
+        HeParams {
+            degree: self.seal_params.poly_modulus_degree,
+            plain_modulus: self.seal_params.plain_modulus,
+            moduli_bits: self.seal_params.coeff_modulus_bits.clone(),
+        }
+    }
+
+    /// Bins per ciphertext: N / felts.
+    pub fn bins_per_bundle(&self) -> usize {
+        self.seal_params.poly_modulus_degree / self.item_params.felts_per_item
+    }
+
+    /// Bundle indices: table_size / bins per bundle.
+    pub fn bundle_indices(&self) -> usize {
+        self.table_params.table_size / self.bins_per_bundle()
+    }
+
+    /// Bits of each field element of an item: ⌊log2 t⌋.
+    pub fn felt_bits(&self) -> u32 {
+        63 - self.seal_params.plain_modulus.leading_zeros()
+    }
+
+    /// Bits of the item (after the OPRF) that matching compares.
+    pub fn item_bits(&self) -> u32 {
+        self.felt_bits() * self.item_params.felts_per_item as u32
+    }
+
+    /// The most receiver items whose cuckoo insertion fails with probability ≤ 2^-40.
+    pub fn receiver_max(&self) -> usize {
+        let t = &self.table_params;
+        let (mut lo, mut hi) = (0usize, t.table_size);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if cuckoo::failure_log2(mid, t.table_size, t.hash_func_count) <= MAX_CUCKOO_FAILURE_LOG2 {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// `log2` of the per-query false-match probability for `receiver` items against a
+    /// database with at most `bundles_per_index` bundles at any bundle index: an item
+    /// falsely matches a bundle when each of its felts meets one of the bin's ≤ B roots
+    /// (probability ≤ B / 2^felt_bits each).
+    pub fn false_match_log2(&self, receiver: usize, bundles_per_index: usize) -> f64 {
+        let b = self.table_params.max_items_per_bin as f64;
+        (receiver.max(1) as f64).log2()
+            + (bundles_per_index.max(1) as f64).log2()
+            + self.item_params.felts_per_item as f64 * (b.log2() - self.felt_bits() as f64)
+    }
+
+    /// The powers the sender needs: 1..=B without Paterson–Stockmeyer; with low degree
+    /// L, the low powers 1..=L and the high powers (L+1)·j up to B.
+    pub fn needed_powers(&self) -> Vec<u32> {
+        let b = self.table_params.max_items_per_bin as u32;
+        let l = self.query_params.ps_low_degree as u32;
+        if l == 0 {
+            return (1..=b).collect();
+        }
+        let mut v: Vec<u32> = (1..=l.min(b)).collect();
+        v.extend((1..).map(|j| j * (l + 1)).take_while(|&e| e <= b));
+        v
+    }
+
+    /// The power plan from the query powers to the needed powers.
+    pub fn plan(&self) -> Result<PowerPlan, String> {
+        PowerPlan::for_targets(&self.query_params.query_powers, &self.needed_powers())
+            .map_err(|e| format!("query_params.query_powers: {e}"))
+    }
+
+    /// Multiplicative depth of a bundle's evaluation: the deepest power used, then the
+    /// plaintext product (direct), or the low-power sum times a high power (PS).
+    pub fn depth(&self) -> Result<(u32, bool), String> {
+        let plan = self.plan()?;
+        let l = self.query_params.ps_low_degree as u32;
+        let d = |e: u32| plan.depth_of(e);
+        if l == 0 {
+            return Ok((d_max(&self.needed_powers(), d), false));
+        }
+        let low = d_max(&(1..=l).collect::<Vec<_>>(), d);
+        let high = d_max(&self.needed_powers().into_iter().filter(|&e| e > l).collect::<Vec<_>>(), d);
+        Ok((low.max(high) + 1, true))
+    }
+
+    /// Noise budget (bits) left after a bundle's evaluation, by the empirical model of
+    /// the `fhe` crate's BFV measured in `tests/unbalanced.rs`: fresh noise 4 bits, the
+    /// first ciphertext product level log2 t + 27, each further level log2 t + 14, a
+    /// plaintext product log2 t + 10, plus log2 of the number of terms summed.
+    pub fn noise_budget_left(&self) -> Result<f64, String> {
+        let (depth, ps) = self.depth()?;
+        let log_t = (self.seal_params.plain_modulus as f64).log2();
+        let log_q: usize = self.seal_params.coeff_modulus_bits.iter().sum();
+        let level = |d: u32| if d == 0 { 0.0 } else { log_t + 27.0 + (d - 1) as f64 * (log_t + 14.0) };
+        let terms = (self.table_params.max_items_per_bin as f64 + 1.0).log2();
+        let noise = if ps {
+            // The low sum (depth of low powers, then ×pt) times a high power: one more level.
+            4.0 + level(depth - 1) + (log_t + 10.0) + (log_t + 14.0) + terms
+        } else {
+            4.0 + level(depth) + (log_t + 10.0) + terms
+        };
+        Ok(log_q as f64 - log_t - 1.0 - noise)
+    }
+
+    /// Checks every constraint; the error names the field and why.
+    pub fn validate(&self) -> Result<(), String> {
+        self.he().validate().map_err(|e| format!("seal_params: {e}"))?;
+        let n = self.seal_params.poly_modulus_degree;
+        let felts = self.item_params.felts_per_item;
+        if felts == 0 || !n.is_multiple_of(felts) {
+            return Err(format!(
+                "item_params.felts_per_item = {felts}: poly_modulus_degree {n} must be a multiple of it"
+            ));
+        }
+        if self.item_bits() < 80 {
+            return Err(format!(
+                "item_params.felts_per_item = {felts}: items get {} bits ({} per felt), at least 80 are needed",
+                self.item_bits(),
+                self.felt_bits()
+            ));
+        }
+        let t = &self.table_params;
+        if !(3..=8).contains(&t.hash_func_count) {
+            return Err(format!("table_params.hash_func_count = {}: must be 3..=8", t.hash_func_count));
+        }
+        let bpb = self.bins_per_bundle();
+        if t.table_size == 0 || !t.table_size.is_multiple_of(bpb) {
+            return Err(format!(
+                "table_params.table_size = {}: must be a positive multiple of poly_modulus_degree / felts_per_item = {bpb}",
+                t.table_size
+            ));
+        }
+        if t.max_items_per_bin == 0 || t.max_items_per_bin > 4096 {
+            return Err(format!("table_params.max_items_per_bin = {}: must be 1..=4096", t.max_items_per_bin));
+        }
+        let q = &self.query_params;
+        if !q.query_powers.contains(&1) {
+            return Err("query_params.query_powers must contain 1".into());
+        }
+        if q.ps_low_degree >= t.max_items_per_bin {
+            return Err(format!(
+                "query_params.ps_low_degree = {} must be below max_items_per_bin = {}",
+                q.ps_low_degree, t.max_items_per_bin
+            ));
+        }
+        let budget = self.noise_budget_left()?;
+        if budget < NOISE_MARGIN_BITS {
+            let (depth, ps) = self.depth()?;
+            return Err(format!(
+                "infeasible: the evaluation has depth {depth}{} and would leave {budget:.0} bits of noise budget (≥ {NOISE_MARGIN_BITS} needed); use more query_powers, a smaller max_items_per_bin, or larger coeff_modulus_bits",
+                if ps { " (with Paterson–Stockmeyer)" } else { "" }
+            ));
+        }
+        if self.receiver_max() == 0 {
+            return Err(format!("table_params.table_size = {} is too small for any receiver item", t.table_size));
+        }
+        Ok(())
+    }
+}
+
+fn d_max(exps: &[u32], d: impl Fn(u32) -> u32) -> u32 {
+    exps.iter().map(|&e| d(e)).max().unwrap_or(0)
+}

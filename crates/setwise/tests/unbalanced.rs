@@ -1,0 +1,198 @@
+//! Unbalanced PSI against the plain intersection; database files; parameter checks.
+
+use setwise::net::{Channel, MemoryChannel};
+use setwise::protocols::unbalanced::{self, SenderDb, UnbalancedParams};
+use setwise::session::{self, Hello, Role, handshake};
+use setwise::{Error, Job, Operation, Outcome, Protocol};
+use std::collections::BTreeSet;
+
+fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
+    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
+}
+
+/// Small parameters for fast tests: one bundle index of 1024 bins, 8 items per bin.
+fn small() -> UnbalancedParams {
+    UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[36,36,37],"plain_modulus":2056193}}"#,
+    )
+    .unwrap()
+}
+
+fn job() -> Job {
+    Job::new(Protocol::Unbalanced, Operation::Intersection)
+}
+
+/// Runs a query of `receiver` items against `db`; `fingerprint` pins the parameters.
+fn query(
+    db: &SenderDb,
+    receiver: &[Vec<u8>],
+    fingerprint: Option<&str>,
+) -> (Result<Outcome, Error>, Result<Outcome, Error>) {
+    let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+    std::thread::scope(|s| {
+        let t = s.spawn(move || {
+            let r = session::run_with(&mut a, &job(), Role::Sender, db.info().sender_size, None, |ch, s, r| {
+                unbalanced::sender(ch, s, db, r).map(|()| Outcome::Nothing)
+            });
+            drop(a);
+            r.map(|x| x.0)
+        });
+        let r = session::run_with(&mut b, &job(), Role::Receiver, receiver.len(), None, |ch, s, r| {
+            unbalanced::receiver(ch, s, receiver, fingerprint, r)
+        });
+        drop(b);
+        (t.join().unwrap(), r.map(|x| x.0))
+    })
+}
+
+fn check(db: &SenderDb, sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
+    let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
+    let plain: BTreeSet<usize> = receiver.iter().enumerate().filter(|(_, y)| s.contains(y)).map(|(i, _)| i).collect();
+    let (so, ro) = query(db, receiver, None);
+    assert_eq!(so.unwrap(), Outcome::Nothing);
+    match ro.unwrap() {
+        Outcome::Intersection(got) => assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn queries_match_the_plain_intersection() {
+    let sender = items("s", 0..3000);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    check(&db, &sender, &[]);
+    check(&db, &sender, &items("s", 0..1));
+    check(&db, &sender, &items("x", 0..50));
+    check(&db, &sender, &[items("s", 100..150), items("x", 0..50)].concat());
+    // Long items: the OPRF output, not the item, is split into felts.
+    let long: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 2000]).collect();
+    let db2 = SenderDb::build(&long[..10], small(), "test").unwrap();
+    check(&db2, &long[..10], &long[5..]);
+}
+
+#[test]
+fn a_receiver_at_the_maximum_fills_every_bin_position() {
+    let p = small();
+    let max = p.receiver_max();
+    assert!(max >= 256, "receiver maximum {max}");
+    let sender = items("s", 0..2000);
+    let db = SenderDb::build(&sender, p, "test").unwrap();
+    let receiver: Vec<Vec<u8>> = [items("s", 0..max / 2), items("r", 0..max - max / 2)].concat();
+    check(&db, &sender, &receiver);
+}
+
+#[test]
+fn too_many_receiver_items_is_a_clear_error() {
+    let sender = items("s", 0..100);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    let (so, ro) = query(&db, &items("r", 0..2000), None);
+    let e = ro.unwrap_err().to_string();
+    assert!(e.contains("at most") && e.contains("per query"), "{e}");
+    assert!(so.is_err());
+}
+
+#[test]
+fn a_different_parameter_fingerprint_is_refused() {
+    let sender = items("s", 0..100);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    let (so, ro) = query(&db, &items("s", 0..3), Some("0123456789abcdef"));
+    let e = ro.unwrap_err().to_string();
+    assert!(e.contains("parameter fingerprint: this side has 0123456789abcdef, the peer has"), "{e}");
+    assert!(so.unwrap_err().to_string().contains("aborted"));
+    let fp = db.params().fingerprint();
+    assert!(matches!(query(&db, &items("s", 0..3), Some(&fp)).1.unwrap(), Outcome::Intersection(v) if v.len() == 3));
+}
+
+#[test]
+fn database_files_round_trip_and_refuse_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let sender = items("s", 0..1500);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    db.save(&path).unwrap();
+    let loaded = SenderDb::load(&path).unwrap();
+    assert_eq!(loaded.info().sender_size, 1500);
+    assert_eq!(loaded.params(), db.params());
+    check(&loaded, &sender, &[items("s", 10..60), items("q", 0..40)].concat());
+
+    let bytes = std::fs::read(&path).unwrap();
+    let damaged = dir.path().join("bad.db");
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 2] ^= 1;
+    std::fs::write(&damaged, &flipped).unwrap();
+    assert!(SenderDb::load(&damaged).unwrap_err().to_string().contains("checksum"));
+    std::fs::write(&damaged, &bytes[..bytes.len() - 1000]).unwrap();
+    assert!(SenderDb::load(&damaged).unwrap_err().to_string().contains("checksum"));
+    std::fs::write(&damaged, b"id,name\n1,ann\n").unwrap();
+    assert!(SenderDb::load(&damaged).unwrap_err().to_string().contains("not a setwise database"));
+    assert!(SenderDb::load(&dir.path().join("missing.db")).is_err());
+}
+
+#[test]
+fn parameter_files_are_checked_by_field() {
+    let base = small().to_json();
+    let bad = |from: &str, to: &str| UnbalancedParams::from_json(&base.replace(from, to)).unwrap_err();
+    assert!(bad("37\n", "60\n").contains("seal_params") && bad("37\n", "60\n").contains("128-bit"));
+    assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 3").contains("felts_per_item"));
+    assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 2").contains("at least 80"));
+    assert!(bad("\"table_size\": 1024", "\"table_size\": 1000").contains("table_size"));
+    assert!(bad("\"hash_func_count\": 3", "\"hash_func_count\": 1").contains("hash_func_count"));
+    // Only x^1 sent, degree 8: depth 3 at N=4096 is infeasible.
+    let e = UnbalancedParams::from_json(
+        &base.replace("[\n      1,\n      2,\n      3,\n      4,\n      5,\n      6,\n      7,\n      8\n    ]", "[1]"),
+    )
+    .unwrap_err();
+    assert!(e.contains("infeasible") && e.contains("noise budget"), "{e}");
+    assert!(UnbalancedParams::from_json("{\"table_params\": {}}").unwrap_err().contains("parameter file"));
+    for (name, json) in unbalanced::params::PRESETS {
+        UnbalancedParams::from_json(json).unwrap_or_else(|e| panic!("preset {name}: {e}"));
+    }
+}
+
+#[test]
+fn paterson_stockmeyer_matches_direct_evaluation() {
+    // N=8192 gives depth for a power plan with products and PS.
+    let json = r#"{"table_params":{"hash_func_count":3,"table_size":2048,"max_items_per_bin":15},
+        "item_params":{"felts_per_item":4},
+        "query_params":{"ps_low_degree":3,"query_powers":[1,2,4]},
+        "seal_params":{"poly_modulus_degree":8192,"coeff_modulus_bits":[43,43,44,44,44],"plain_modulus":1785857}}"#;
+    let p = UnbalancedParams::from_json(json).unwrap();
+    assert!(p.depth().unwrap().1);
+    let sender = items("s", 0..4000);
+    let db = SenderDb::build(&sender, p, "test").unwrap();
+    check(&db, &sender, &[items("s", 0..40), items("n", 0..40)].concat());
+}
+
+#[test]
+fn hostile_query_ciphertexts_end_the_session_with_an_error() {
+    let sender = items("s", 0..100);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    for garbage in [vec![0x34], vec![0x34; 100], vec![0x34; 2 << 20], vec![0x35, 0, 0]] {
+        let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+        let e = std::thread::scope(|s| {
+            let db = &db;
+            let t = s.spawn(move || {
+                session::run_with(&mut a, &job(), Role::Sender, db.info().sender_size, None, |ch, s, r| {
+                    unbalanced::sender(ch, s, db, r).map(|()| Outcome::Nothing)
+                })
+                .unwrap_err()
+            });
+            handshake(&mut b, &Hello::new("unbalanced", "intersection", job().params(), Role::Receiver, 1), u64::MAX)
+                .unwrap();
+            let _params = b.recv().unwrap();
+            let (bl, blinded) = setwise::oprf::blind(&[b"x"], setwise::hash::dst::UNBALANCED_OPRF);
+            drop(bl);
+            let mut frame = vec![0x31, 1, 0, 0, 0];
+            frame.extend_from_slice(&blinded[0]);
+            b.send(&frame).unwrap();
+            let _resp = b.recv().unwrap();
+            b.send(&garbage).unwrap();
+            t.join().unwrap()
+        });
+        let msg = e.to_string();
+        assert!(msg.contains("does not fit the agreed HE parameters") || msg.contains("expected message"), "{msg}");
+    }
+}

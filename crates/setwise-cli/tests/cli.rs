@@ -162,3 +162,73 @@ fn fhe_intersection_over_tcp() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
     assert!(text(&ro.stderr).contains("fhe: N="), "the report shows the chosen parameters");
 }
+
+#[test]
+fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let s: String = std::iter::once("id,city\n".to_string()).chain((0..3000).map(|i| format!("u{i},c{i}\n"))).collect();
+    let s = write(dir.path(), "s.csv", &s);
+    let db = dir.path().join("s.db");
+    let o = bin()
+        .args(["db", "build", "--input", s.to_str().unwrap(), "--key", "id", "--out", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let info = bin().args(["db", "info", "--db", db.to_str().unwrap()]).output().unwrap();
+    assert!(text(&info.stdout).contains("sender items:        3000"), "{}", text(&info.stdout));
+
+    let addr = free_port();
+    let sender = spawn(&[
+        "sender",
+        "--protocol",
+        "unbalanced",
+        "--db",
+        db.to_str().unwrap(),
+        "--listen",
+        &addr,
+        "--sessions",
+        "3",
+    ]);
+    // A hostile client: a valid frame prefix, then garbage, then it hangs up.
+    let mut hostile = loop {
+        match std::net::TcpStream::connect(&addr) {
+            Ok(s) => break s,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    hostile.write_all(&[8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    drop(hostile);
+    let receivers: Vec<_> = [(0..40, 0..40), (2990..3030, 2990..3000)]
+        .into_iter()
+        .enumerate()
+        .map(|(k, (range, hits))| {
+            let r: String = std::iter::once("id\n".to_string()).chain(range.map(|i| format!("u{i}\n"))).collect();
+            let input = write(dir.path(), &format!("r{k}.csv"), &r);
+            let out = dir.path().join(format!("out{k}.csv"));
+            let child = spawn(&[
+                "receiver",
+                "--protocol",
+                "unbalanced",
+                "--input",
+                input.to_str().unwrap(),
+                "--connect",
+                &addr,
+                "--output",
+                out.to_str().unwrap(),
+            ]);
+            (child, out, hits)
+        })
+        .collect();
+    for (child, out, hits) in receivers {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "receiver: {}", text(&o.stderr));
+        let expected: String = std::iter::once("id\n".to_string()).chain(hits.map(|i| format!("u{i}\n"))).collect();
+        assert_eq!(std::fs::read_to_string(out).unwrap(), expected);
+    }
+    let so = sender.wait_with_output().unwrap();
+    assert!(so.status.success(), "{}", text(&so.stderr));
+    let log = text(&so.stderr);
+    assert_eq!(log.matches("answered 40 items").count(), 2, "{log}");
+    assert!(log.contains("error:"), "the hostile session is logged: {log}");
+}

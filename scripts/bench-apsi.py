@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Times Microsoft APSI (pip install apsi, the PyAPSI wrapper) on setwise's unbalanced workloads.
 
+Status: written against PyAPSI 0.3's Python layer and checked with a stand-in for its
+C++ extension; not yet run against real APSI, because `pip install apsi` has no Linux
+wheel on the machines setwise is developed on and its source build downloads from
+GitHub. docs/benchmarks.md compares with APSI figures measured with its C++ CLI.
+
 Both parties run in this one process, one after the other; no network time is included.
 Message sizes are the wrapper's serialised messages (APSI's own wire format, zstd
 compressed where SEAL was built with it). Workloads as in `setwise bench`:

@@ -18,6 +18,16 @@ pub mod dst {
     pub const UNBALANCED_OPRF_OUT: &str = "setwise/unbalanced/v1/oprf-output";
     /// Unbalanced PSI: an OPRF output to its bins and field elements.
     pub const UNBALANCED_ITEM: &str = "setwise/unbalanced/v1/item-to-bins";
+    /// Authorised PSI: H1(item ‖ client id) to G1 (BLS signatures).
+    pub const AUTHORIZED_H1: &str = "setwise/authorized/v1/H1-item-to-G1";
+    /// Partial-APSI: H2 from a G1 commitment to G1.
+    pub const AUTHORIZED_H2: &str = "setwise/authorized/v1/H2-G1-to-G1";
+    /// Authorised PSI: digests of pairing values.
+    pub const AUTHORIZED_DIGEST: &str = "setwise/authorized/v1/gt-digest";
+    /// Partial-APSI: the exponent-equality argument's batching weights.
+    pub const AUTHORIZED_EEA_WEIGHT: &str = "setwise/authorized/v1/eea-weight";
+    /// Partial-APSI: the exponent-equality argument's challenge.
+    pub const AUTHORIZED_EEA_CHALLENGE: &str = "setwise/authorized/v1/eea-challenge";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }

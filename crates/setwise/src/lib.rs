@@ -21,6 +21,7 @@ pub mod he;
 pub mod io;
 pub mod net;
 pub mod oprf;
+pub mod pairing;
 pub mod poly;
 pub mod protocols;
 pub mod rng;

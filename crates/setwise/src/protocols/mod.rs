@@ -1,6 +1,7 @@
 //! The protocol families. Each role is a function over a [`Channel`](crate::net::Channel);
 //! no protocol reads files or sockets itself.
 
+pub mod authorized;
 pub mod chunks;
 pub mod ecdh;
 pub mod fhe;
@@ -20,11 +21,16 @@ pub enum Protocol {
     Fhe,
     /// Unbalanced PSI from HE with a preprocessed sender database (APSI design).
     Unbalanced,
+    /// Authorised PSI: the client's items carry a judge's BLS signatures.
+    Authorized,
+    /// Partial-APSI: the judge saw only a fraction of the client's items.
+    Partial,
 }
 
 impl Protocol {
     /// Every protocol, in the order the CLI lists them.
-    pub const ALL: &'static [Protocol] = &[Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced];
+    pub const ALL: &'static [Protocol] =
+        &[Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced, Protocol::Authorized, Protocol::Partial];
 
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
@@ -32,6 +38,8 @@ impl Protocol {
             Protocol::Ecdh => "ecdh",
             Protocol::Fhe => "fhe",
             Protocol::Unbalanced => "unbalanced",
+            Protocol::Authorized => "authorized",
+            Protocol::Partial => "partial",
         }
     }
 
@@ -39,7 +47,9 @@ impl Protocol {
     pub fn operations(self) -> &'static [Operation] {
         match self {
             Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
-            Protocol::Fhe | Protocol::Unbalanced => &[Operation::Intersection],
+            Protocol::Fhe | Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial => {
+                &[Operation::Intersection]
+            }
         }
     }
 }
@@ -83,7 +93,11 @@ macro_rules! named_enum {
         }
     };
 }
-named_enum!(Protocol, "protocol", [Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced]);
+named_enum!(
+    Protocol,
+    "protocol",
+    [Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced, Protocol::Authorized, Protocol::Partial]
+);
 named_enum!(Operation, "operation", [Operation::Intersection, Operation::Cardinality]);
 
 /// What a role learned.

@@ -30,6 +30,8 @@ pub enum Role {
     Sender,
     /// Holds a set and learns the output.
     Receiver,
+    /// Authorises a client's items (authorised PSI); plays the sender's part in hellos.
+    Judge,
 }
 
 impl Role {
@@ -37,13 +39,14 @@ impl Role {
         match self {
             Role::Sender => 1,
             Role::Receiver => 2,
+            Role::Judge => 3,
         }
     }
 
     /// The other role.
     pub fn peer(self) -> Role {
         match self {
-            Role::Sender => Role::Receiver,
+            Role::Sender | Role::Judge => Role::Receiver,
             Role::Receiver => Role::Sender,
         }
     }
@@ -54,6 +57,7 @@ impl fmt::Display for Role {
         f.write_str(match self {
             Role::Sender => "sender",
             Role::Receiver => "receiver",
+            Role::Judge => "judge",
         })
     }
 }
@@ -117,8 +121,13 @@ impl Hello {
         let role = match r.u8("Hello.role")? {
             1 => Role::Sender,
             2 => Role::Receiver,
+            3 => Role::Judge,
             _ => {
-                return Err(WireError::Invalid { what: "Hello.role", why: "not 1 (sender) or 2 (receiver)" }.into());
+                return Err(WireError::Invalid {
+                    what: "Hello.role",
+                    why: "not 1 (sender), 2 (receiver) or 3 (judge)",
+                }
+                .into());
             }
         };
         let set_size = r.u64("Hello.set_size")?;
@@ -148,7 +157,7 @@ pub struct Session {
 impl Session {
     /// The sender's set size.
     pub fn sender_size(&self) -> usize {
-        if self.role == Role::Sender { self.own_size } else { self.peer_size }
+        if self.role == Role::Receiver { self.peer_size } else { self.own_size }
     }
 
     /// The receiver's set size.
@@ -184,8 +193,8 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
         )));
     }
     let (s, r) = match ours.role {
-        Role::Sender => (&ours.nonce, &theirs.nonce),
         Role::Receiver => (&theirs.nonce, &ours.nonce),
+        Role::Sender | Role::Judge => (&ours.nonce, &theirs.nonce),
     };
     Ok(Session {
         id: session_id(s, r),

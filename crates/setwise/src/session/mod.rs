@@ -71,8 +71,11 @@ pub fn run<I: AsRef<[u8]> + Sync>(
         (Protocol::Fhe, Role::Sender) => fhe::sender(ch, session, items, report).map(|()| Outcome::Nothing),
         (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, session, items, report),
         (Protocol::Unbalanced, Role::Receiver) => unbalanced::receiver(ch, session, items, None, report),
-        (Protocol::Unbalanced, Role::Sender) => {
-            Err(Error::Params("the unbalanced sender serves a database: use SenderDb and session::run_with".into()))
+        (Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial, _) | (_, Role::Judge) => {
+            Err(Error::Params(format!(
+                "{} {role}s need more than items (a database, credentials or a key): use the protocol module with session::run_with",
+                job.protocol
+            )))
         }
     })
 }
@@ -89,13 +92,27 @@ pub fn run_with<C: Channel>(
     body: impl FnOnce(&mut C, &Session, &mut Report) -> Result<Outcome>,
 ) -> Result<(Outcome, Report)> {
     job.validate()?;
-    let mut report = Report::new(job.protocol.name(), job.operation.name());
+    run_named(ch, (job.protocol.name(), job.operation.name()), job.params(), role, own_size, observer, body)
+}
+
+/// [`run_with`] for sessions named directly (`(protocol, operation)` and the canonical
+/// parameter string), e.g. a judge's authorisation sessions.
+pub fn run_named<C: Channel>(
+    ch: &mut C,
+    (protocol, operation): (&str, &str),
+    params: String,
+    role: Role,
+    own_size: usize,
+    observer: Option<PhaseObserver>,
+    body: impl FnOnce(&mut C, &Session, &mut Report) -> Result<Outcome>,
+) -> Result<(Outcome, Report)> {
+    let mut report = Report::new(protocol, operation);
     if let Some(o) = observer {
         report.observe(o);
     }
     report.role = Some(role);
-    report.params = job.params();
-    let hello = Hello::new(job.protocol.name(), job.operation.name(), job.params(), role, own_size);
+    report.params = params.clone();
+    let hello = Hello::new(protocol, operation, params, role, own_size);
     let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|session| {
         report.own_set_size = session.own_size;
         report.peer_set_size = session.peer_size;

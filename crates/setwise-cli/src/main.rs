@@ -3,6 +3,7 @@
 mod bench;
 mod db;
 mod demo;
+mod judge;
 mod progress;
 mod role;
 
@@ -31,6 +32,10 @@ enum Command {
     Receiver(role::ReceiverArgs),
     /// Time both roles on generated sets and print a table.
     Bench(bench::BenchArgs),
+    /// Be the judge of authorised PSI: sign clients' allowed items.
+    Judge(judge::JudgeArgs),
+    /// Ask a judge to sign your items; save the credentials.
+    Authorize(judge::AuthorizeArgs),
     /// Build or inspect an unbalanced sender's database.
     #[command(subcommand)]
     Db(db::DbCommand),
@@ -81,6 +86,8 @@ fn main() -> ExitCode {
         Command::Receiver(a) => role::run_receiver(a),
         Command::Bench(a) => bench::run(a),
         Command::Db(c) => db::run(c),
+        Command::Judge(a) => judge::run_judge(a),
+        Command::Authorize(a) => judge::run_authorize(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

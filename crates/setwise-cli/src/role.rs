@@ -5,6 +5,7 @@ use crate::progress::spinner;
 use clap::{ArgGroup, Args};
 use setwise::io::{Format, ItemSet};
 use setwise::net::{DEFAULT_MAX_FRAME, NetError, TcpChannel, TcpConfig};
+use setwise::protocols::authorized;
 use setwise::protocols::unbalanced::{self, SenderDb};
 use setwise::session::{self, human_bytes};
 use setwise::{Job, Operation, Outcome, Protocol, Report, Role};
@@ -79,6 +80,12 @@ pub struct SenderArgs {
     /// each on its own thread with the database shared read-only.
     #[arg(long, default_value_t = 1)]
     sessions: usize,
+    /// Authorized/partial: the judge's public key file (hex, from `setwise judge`).
+    #[arg(long)]
+    judge_key: Option<PathBuf>,
+    /// Authorized/partial: the identity of the client the judge authorised.
+    #[arg(long)]
+    client_id: Option<String>,
 }
 
 /// `setwise receiver`.
@@ -91,6 +98,9 @@ pub struct ReceiverArgs {
     /// Unbalanced: refuse to run unless the sender's parameters have this fingerprint.
     #[arg(long)]
     params_fingerprint: Option<String>,
+    /// Authorized/partial: the credentials file from `setwise authorize`.
+    #[arg(long)]
+    credentials: Option<PathBuf>,
     /// Write the receiver's rows whose key is in the intersection (header kept) here.
     #[arg(long, conflicts_with = "stdout")]
     output: Option<PathBuf>,
@@ -122,7 +132,7 @@ pub fn read_items(a: &InputArgs) -> Result<ItemSet, Failure> {
     Ok(set)
 }
 
-fn config(a: &CommonArgs) -> TcpConfig {
+pub fn config(a: &CommonArgs) -> TcpConfig {
     TcpConfig {
         max_frame: a.max_frame,
         io_timeout: Some(Duration::from_secs(a.timeout)),
@@ -198,6 +208,25 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         return Err(Failure::usage(anyhow::anyhow!("--db is for --protocol unbalanced; give --input")));
     }
     let set = read_items(&a.input)?;
+    if let Some(mode) = crate::judge::mode_of(c.protocol) {
+        let (pk, id) = crate::judge::server_identity(a.judge_key.as_deref(), a.client_id.as_deref())?;
+        let params = authorized::intersect_params(id.as_bytes(), &pk);
+        let (_, report) = with_connection(c, Role::Sender, |ch, obs| {
+            session::run_named(
+                ch,
+                (mode.protocol_name(), "intersection"),
+                params,
+                Role::Sender,
+                set.items().len(),
+                obs,
+                |ch, s, r| {
+                    authorized::sender(ch, s, mode, &pk, id.as_bytes(), set.items(), r).map(|()| Outcome::Nothing)
+                },
+            )
+        })?;
+        summary(Role::Sender, &report, "done, learned nothing");
+        return Ok(());
+    }
     let job = Job { protocol: c.protocol, operation: c.operation, key_columns: set.key_columns() };
     job.validate()?;
     let (_, report) =
@@ -228,12 +257,32 @@ fn serve(c: &CommonArgs, db: Arc<SenderDb>, sessions: usize) -> Result<(), Failu
         return Ok(());
     }
     let addr = c.listen.as_deref().expect("checked above");
+    serve_many(addr, config(c), sessions, |ch| {
+        serve_one(ch, &db, None).map(|(_, r)| {
+            format!(
+                "answered {} items in {:.2} s, sent {}, received {}",
+                r.peer_set_size,
+                r.total_ms / 1e3,
+                human_bytes(r.traffic.bytes_sent),
+                human_bytes(r.traffic.bytes_received)
+            )
+        })
+    })
+}
+
+/// Accepts `sessions` connections on `addr` (0: forever) and runs `handle` on each in
+/// its own thread, logging each session's summary or error; one bad peer never stops
+/// the others.
+pub fn serve_many(
+    addr: &str,
+    config: TcpConfig,
+    sessions: usize,
+    handle: impl Fn(&mut TcpChannel) -> setwise::Result<String> + Sync,
+) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr).map_err(|e| net(e.into()))?;
-    eprintln!(
-        "listening on {addr} for {}",
-        if sessions == 0 { "any number of sessions".into() } else { format!("{sessions} sessions") }
-    );
-    let config = config(c);
+    let what = if sessions == 0 { "any number of sessions".to_string() } else { format!("{sessions} sessions") };
+    eprintln!("listening on {addr} for {what}");
+    let handle = &handle;
     std::thread::scope(|s| {
         let mut served = 0usize;
         while sessions == 0 || served < sessions {
@@ -245,20 +294,14 @@ fn serve(c: &CommonArgs, db: Arc<SenderDb>, sessions: usize) -> Result<(), Failu
                 }
             };
             served += 1;
-            let (db, n) = (Arc::clone(&db), served);
+            let n = served;
             s.spawn(move || {
                 let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
                 let result = TcpChannel::from_stream(stream, config)
                     .map_err(|e| setwise::Error::Net { phase: "accepting", source: e })
-                    .and_then(|mut ch| serve_one(&mut ch, &db, None));
+                    .and_then(|mut ch| handle(&mut ch));
                 match result {
-                    Ok((_, r)) => eprintln!(
-                        "session {n} ({peer}): answered {} items in {:.2} s, sent {}, received {}",
-                        r.peer_set_size,
-                        r.total_ms / 1e3,
-                        human_bytes(r.traffic.bytes_sent),
-                        human_bytes(r.traffic.bytes_received)
-                    ),
+                    Ok(line) => eprintln!("session {n} ({peer}): {line}"),
                     Err(e) => eprintln!("session {n} ({peer}): error: {e}"),
                 }
             });
@@ -274,8 +317,29 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let job = Job { protocol: c.protocol, operation: c.operation, key_columns: set.key_columns() };
     job.validate()?;
     let fp = a.params_fingerprint.as_deref();
+    let creds = match crate::judge::mode_of(c.protocol) {
+        Some(mode) => Some(crate::judge::load_credentials(a.credentials.as_deref(), mode)?),
+        None => None,
+    };
+    let usable = creds.as_ref().map(|cr| authorized::intersect::usable(cr, set.items()));
+    if let Some(u) = &usable
+        && u.len() < set.items().len()
+    {
+        eprintln!("{} of {} items have credentials; only those take part", u.len(), set.items().len());
+    }
     let (outcome, report) = with_connection(c, Role::Receiver, |ch, obs| {
-        if c.protocol == Protocol::Unbalanced {
+        if let (Some(cr), Some(u)) = (&creds, &usable) {
+            let params = authorized::intersect_params(&cr.client_id, &cr.judge_pk);
+            session::run_named(
+                ch,
+                (cr.mode.protocol_name(), "intersection"),
+                params,
+                Role::Receiver,
+                u.len(),
+                obs,
+                |ch, s, r| authorized::receiver(ch, s, cr, u, r),
+            )
+        } else if c.protocol == Protocol::Unbalanced {
             session::run_with(ch, &job, Role::Receiver, set.items().len(), obs, |ch, s, r| {
                 unbalanced::receiver(ch, s, set.items(), fp, r)
             })

@@ -232,3 +232,84 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
     assert_eq!(log.matches("answered 40 items").count(), 2, "{log}");
     assert!(log.contains("error:"), "the hostile session is logged: {log}");
 }
+
+#[test]
+fn judge_client_and_server_as_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let list = |r: std::ops::Range<usize>| -> String {
+        std::iter::once("item\n".to_string()).chain(r.map(|i| format!("x{i}\n"))).collect()
+    };
+    write(dir.path(), "allow.csv", &list(0..40));
+    write(dir.path(), "x.csv", &list(0..30));
+    write(dir.path(), "x2.csv", &list(30..50));
+    write(dir.path(), "y.csv", &list(20..70));
+    let judge_addr = free_port();
+    let judge = spawn(&[
+        "judge",
+        "--listen",
+        &judge_addr,
+        "--allow",
+        &p("allow.csv"),
+        "--public-key",
+        &p("judge.pub"),
+        "--secret-key",
+        &p("judge.key"),
+        "--fraction",
+        "0.5",
+        "--sessions",
+        "3",
+    ]);
+    let auth = |input: &str, creds: &str, partial: bool| {
+        let mut args = vec![
+            "authorize",
+            "--connect",
+            &judge_addr,
+            "--input",
+            input,
+            "--client-id",
+            "alice",
+            "--credentials",
+            creds,
+        ];
+        if partial {
+            args.push("--partial");
+        }
+        bin().args(&args).output().unwrap()
+    };
+    let (x, x2, full, part, mixed) = (p("x.csv"), p("x2.csv"), p("full.bin"), p("partial.bin"), p("mixed.bin"));
+    let o = auth(&x, &full, false);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = auth(&x, &part, true);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // x30..x49: x40.. are not allowed; full mode signs x30..x39 only.
+    let o = auth(&x2, &mixed, false);
+    assert!(text(&o.stderr).contains("10 of 20 items signed"), "{}", text(&o.stderr));
+    let jo = judge.wait_with_output().unwrap();
+    let log = text(&jo.stderr);
+    assert!(log.contains("(Partial): signed 30, refused 0, opened 15"), "{log}");
+
+    for (protocol, creds, input, expected) in
+        [("authorized", &full, &x, 20..30), ("partial", &part, &x, 20..30), ("authorized", &mixed, &x2, 30..40)]
+    {
+        let out = p("out.csv");
+        let (so, ro) = pair(
+            &["--protocol", protocol, "--judge-key", &p("judge.pub"), "--client-id", "alice", "--input", &p("y.csv")],
+            &["--protocol", protocol, "--credentials", creds, "--input", input, "--output", &out],
+        );
+        assert!(so.status.success(), "{}", text(&so.stderr));
+        assert!(ro.status.success(), "{}", text(&ro.stderr));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), list(expected), "{protocol}");
+    }
+    // Another client's identity at the server: a named parameter mismatch.
+    let (so, ro) = pair(
+        &["--protocol", "authorized", "--judge-key", &p("judge.pub"), "--client-id", "bob", "--input", &p("y.csv")],
+        &["--protocol", "authorized", "--credentials", &full, "--input", &x],
+    );
+    assert_eq!(so.status.code(), Some(3));
+    assert!(
+        text(&ro.stderr).contains("parameters: this side has key_columns=1;client_id=616c696365"),
+        "{}",
+        text(&ro.stderr)
+    );
+}

@@ -43,6 +43,9 @@ pub struct BenchArgs {
     /// Unbalanced: receiver items the parameters must allow.
     #[arg(long, default_value_t = 256)]
     receiver_max: usize,
+    /// Partial: fraction of the client's items the judge opens.
+    #[arg(long, default_value_t = 0.1)]
+    fraction: f64,
     /// Also write every run's two reports as JSON lines to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -53,6 +56,23 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
     let profile = NetProfile::by_name(&a.net)
         .ok_or_else(|| Failure::usage(anyhow::anyhow!("--net must be lan, wan or none, not '{}'", a.net)))?;
     println!("setwise bench {} — {} threads, network {}", a.protocol, rayon::current_num_threads(), a.net);
+    if let Some(mode) = crate::judge::mode_of(a.protocol) {
+        let (hash, pairing) = crate::judge::unit_costs();
+        println!("one thread: hash to G1 {hash:.3} ms, pairing (prepared G2) {pairing:.3} ms");
+        println!(
+            "{:<9} {:<4} {:<6} {:>9} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7}",
+            "mode", "n", "m", "judge s", "client s", "auth KB", "server s", "client s", "inter. KB", "found"
+        );
+        for (_, m, n) in workloads(&a)? {
+            println!("{}", crate::judge::bench_row(mode, m, n, a.fraction)?);
+            println!(
+                "{:>34} server floor m·(hash + pairing)/2 cores = {:.3} s",
+                "",
+                m as f64 * (hash + pairing) / 2.0 / 1e3
+            );
+        }
+        return Ok(());
+    }
     println!(
         "{:<14} {:<13} {:>10} {:>10} {:>12} {:>12} {:>10}",
         "sizes (S×R)", "operation", "sender s", "receiver s", "S→R MB", "R→S MB", "result"

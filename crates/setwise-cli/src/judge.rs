@@ -185,3 +185,108 @@ pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+/// One row of `setwise bench authorized|partial`: authorise `n` client items (all
+/// allowed), then intersect with `m` server items (half common), over loopback TCP.
+pub fn bench_row(mode: Mode, m: usize, n: usize, fraction: f64) -> Result<String, Failure> {
+    use setwise::protocols::authorized::intersect::usable;
+    let (y, x) = crate::demo::sets(m, n, 0.5);
+    let key = JudgeKey::generate();
+    let policy = AllowList::new(x.items());
+    let cfg = JudgeConfig { fraction, strict: false };
+    let (a, b) = loopback()?;
+    let (judge_rep, client) = std::thread::scope(|s| {
+        let t = s.spawn(move || {
+            let mut a = a;
+            session::run_named(&mut a, ("judge", "authorize"), String::new(), Role::Judge, 0, None, |ch, sess, r| {
+                authorized::judge(ch, sess, &key, &policy, &cfg, r).map(|_| Outcome::Nothing)
+            })
+        });
+        let mut b = b;
+        let mut got = None;
+        let r =
+            session::run_named(&mut b, ("judge", "authorize"), String::new(), Role::Receiver, n, None, |ch, _, r| {
+                got = Some(authorized::authorize(ch, x.items(), b"bench-client", mode, r)?);
+                Ok(Outcome::Nothing)
+            });
+        (t.join().expect("judge thread"), r.map(|(_, rep)| (rep, got.expect("authorized").0)))
+    });
+    let (judge_rep, (auth_rep, creds)) = (judge_rep?.1, client?);
+    let params = authorized::intersect_params(&creds.client_id, &creds.judge_pk);
+    let use_ = usable(&creds, x.items());
+    let (a, b) = loopback()?;
+    let (server, client) = std::thread::scope(|s| {
+        let (params, creds) = (&params, &creds);
+        let t = s.spawn(move || {
+            let mut a = a;
+            session::run_named(
+                &mut a,
+                (mode.protocol_name(), "intersection"),
+                params.clone(),
+                Role::Sender,
+                m,
+                None,
+                |ch, sess, r| {
+                    authorized::sender(ch, sess, mode, &creds.judge_pk, &creds.client_id, y.items(), r)
+                        .map(|()| Outcome::Nothing)
+                },
+            )
+        });
+        let mut b = b;
+        let r = session::run_named(
+            &mut b,
+            (mode.protocol_name(), "intersection"),
+            params.clone(),
+            Role::Receiver,
+            use_.len(),
+            None,
+            |ch, sess, r| authorized::receiver(ch, sess, creds, &use_, r),
+        );
+        (t.join().expect("server thread"), r)
+    });
+    let (server, (outcome, client)) = (server?.1, client?);
+    let found = match outcome {
+        Outcome::Intersection(v) => v.len(),
+        _ => 0,
+    };
+    let kb = |b: u64| b as f64 / 1e3;
+    Ok(format!(
+        "{:<9} 2^{:<2} 2^{:<4} {:>9.3} {:>10.3} {:>9.1} {:>9.3} {:>10.3} {:>10.1} {:>7}",
+        format!("{mode:?}"),
+        n.ilog2(),
+        m.ilog2(),
+        judge_rep.total_ms / 1e3,
+        auth_rep.total_ms / 1e3,
+        kb(auth_rep.traffic.bytes_sent + auth_rep.traffic.bytes_received),
+        server.total_ms / 1e3,
+        client.total_ms / 1e3,
+        kb(client.traffic.bytes_sent + client.traffic.bytes_received),
+        found
+    ))
+}
+
+fn loopback() -> Result<(TcpChannel, TcpChannel), Failure> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(Failure::usage)?;
+    let addr = listener.local_addr().map_err(Failure::usage)?.to_string();
+    let net = |e| Failure::from(setwise::Error::Net { phase: "connecting", source: e });
+    let acc = std::thread::spawn(move || TcpChannel::accept(&listener, TcpConfig::default()));
+    let b = TcpChannel::connect(&addr, TcpConfig::default()).map_err(net)?;
+    let a = acc.join().expect("accept thread").map_err(net)?;
+    Ok((a, b))
+}
+
+/// Single-thread cost of one hash to G1 and one pairing with a prepared G2 element, in ms.
+pub fn unit_costs() -> (f64, f64) {
+    use setwise::hash::Domain;
+    use setwise::pairing::{G2Prepared, g2_generator, hash_to_g1, pair, to_affine};
+    let d = Domain::fixed("bench");
+    let t = std::time::Instant::now();
+    let pts: Vec<_> = (0..200u32).map(|i| to_affine(&hash_to_g1(&d, &i.to_le_bytes()))).collect();
+    let hash = t.elapsed().as_secs_f64() * 1e3 / 200.0;
+    let q = G2Prepared::from(g2_generator());
+    let t = std::time::Instant::now();
+    for p in &pts {
+        std::hint::black_box(pair(p, &q));
+    }
+    (hash, t.elapsed().as_secs_f64() * 1e3 / 200.0)
+}

@@ -196,3 +196,13 @@ fn hostile_query_ciphertexts_end_the_session_with_an_error() {
         assert!(msg.contains("does not fit the agreed HE parameters") || msg.contains("expected message"), "{msg}");
     }
 }
+
+#[test]
+fn hostile_parameter_values_are_refused_before_any_allocation() {
+    let base = small().to_json();
+    let huge_power =
+        base.replacen("\"query_powers\": [\n      1,", "\"query_powers\": [\n      1,\n      4000000000,", 1);
+    assert!(UnbalancedParams::from_json(&huge_power).unwrap_err().contains("query_powers"));
+    let huge_table = base.replace("\"table_size\": 1024", "\"table_size\": 1099511627776");
+    assert!(UnbalancedParams::from_json(&huge_table).unwrap_err().contains("table_size"));
+}

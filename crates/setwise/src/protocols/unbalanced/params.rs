@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 pub const MAX_FALSE_MATCH_LOG2: f64 = -40.0;
 /// Cuckoo failure probability setwise requires: 2^-40.
 pub const MAX_CUCKOO_FAILURE_LOG2: f64 = -40.0;
+/// Largest table accepted (2^20 bins; APSI's largest presets use ~2^14). Parameters
+/// also come from the peer, and the receiver's work and memory grow with the table.
+pub const MAX_TABLE_SIZE: usize = 1 << 20;
+
 /// Noise budget (bits) that must remain, by the noise model, after a bundle's
 /// evaluation: a margin for the model's error.
 pub const NOISE_MARGIN_BITS: f64 = 10.0;
@@ -252,12 +256,19 @@ impl UnbalancedParams {
                 t.table_size
             ));
         }
+        if t.table_size > MAX_TABLE_SIZE {
+            return Err(format!("table_params.table_size = {}: at most {MAX_TABLE_SIZE}", t.table_size));
+        }
         if t.max_items_per_bin == 0 || t.max_items_per_bin > 4096 {
             return Err(format!("table_params.max_items_per_bin = {}: must be 1..=4096", t.max_items_per_bin));
         }
         let q = &self.query_params;
         if !q.query_powers.contains(&1) {
             return Err("query_params.query_powers must contain 1".into());
+        }
+        // Checked before any power plan is built: its tables are sized by the largest power.
+        if let Some(&p) = q.query_powers.iter().find(|&&p| p == 0 || p as usize > t.max_items_per_bin) {
+            return Err(format!("query_params.query_powers: {p} is outside 1..={}", t.max_items_per_bin));
         }
         if q.ps_low_degree >= t.max_items_per_bin {
             return Err(format!(

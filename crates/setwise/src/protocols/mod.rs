@@ -5,6 +5,7 @@ pub mod authorized;
 pub mod chunks;
 pub mod ecdh;
 pub mod fhe;
+mod he_query;
 pub mod unbalanced;
 
 use std::fmt;

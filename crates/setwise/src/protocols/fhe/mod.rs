@@ -29,6 +29,9 @@ use rayon::prelude::*;
 
 /// Receiver → sender: the relinearisation key (only when the sender derives powers).
 pub(crate) const TAG_KEY: u8 = 0x20;
+/// Key and query message tags.
+pub(crate) const TAGS: crate::protocols::he_query::QueryTags =
+    crate::protocols::he_query::QueryTags { key: (TAG_KEY, "FheKey"), query: (TAG_QUERY, "FheQuery") };
 /// Receiver → sender: one query ciphertext (receiver ciphertext-major, then source).
 pub(crate) const TAG_QUERY: u8 = 0x21;
 /// Sender → receiver: one result ciphertext (receiver ciphertext-major, then group).

@@ -1,11 +1,12 @@
 //! The FHE-PSI receiver: holds the BFV secret key and learns the intersection.
 
-use super::{FheParams, TAG_KEY, TAG_QUERY, TAG_RESULT, item_felts, slot};
-use crate::error::{Error, NetContext, Result};
+use super::{FheParams, TAG_RESULT, TAGS, item_felts, slot};
+use crate::error::{Error, Result};
 use crate::he::{HeContext, SecretKey};
 use crate::net::Channel;
 use crate::poly::pow_mod;
 use crate::protocols::Outcome;
+use crate::protocols::he_query::send_query;
 use crate::session::{Report, Session, recv_message};
 
 /// Runs the receiver's side on its distinct `items`; returns the indices of the items
@@ -25,13 +26,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let mut sk = SecretKey::generate(&ctx);
     let felts = item_felts(session, items, p.felts, t);
     report.phase("encrypt and send query", ch, |ch| {
-        if plan.products() > 0 {
-            let rk = sk.relin_key().map_err(he)?;
-            let mut frame = vec![TAG_KEY];
-            frame.extend_from_slice(&rk.to_bytes());
-            ch.send(&frame).during("sending the relinearisation key")?;
-        }
-        for c in 0..p.receiver_cts {
+        let vectors = (0..p.receiver_cts).flat_map(|c| {
             let mut base = vec![0u64; ctx.slots()];
             let first = c * p.items_per_ct;
             let here = items.len().min(first + p.items_per_ct) - first;
@@ -42,14 +37,12 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                     }
                 }
             }
-            for &e in plan.sources() {
-                let values: Vec<u64> = base.iter().map(|&v| pow_mod(v, e as u64, t)).collect();
-                let mut frame = vec![TAG_QUERY];
-                frame.extend_from_slice(&sk.encrypt(&values).map_err(he)?.to_bytes());
-                ch.send(&frame).during("sending the query")?;
-            }
-        }
-        Ok::<_, Error>(())
+            plan.sources()
+                .iter()
+                .map(move |&e| base.iter().map(|&v| pow_mod(v, e as u64, t)).collect::<Vec<u64>>())
+                .collect::<Vec<_>>()
+        });
+        send_query(ch, &mut sk, TAGS, plan.products() > 0, vectors)
     })?;
     let chunks = session.sender_size().div_ceil(p.degree);
     report.phase("decrypt results", ch, |ch| {

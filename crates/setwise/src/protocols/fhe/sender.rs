@@ -1,12 +1,13 @@
 //! The FHE-PSI sender: evaluates its chunks' polynomials on the receiver's ciphertexts.
 
-use super::{FheParams, TAG_KEY, TAG_QUERY, TAG_RESULT, item_felts, slot};
+use super::{FheParams, TAG_RESULT, TAGS, item_felts, slot};
 use crate::error::{Error, NetContext, Result};
 use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plaintext, Powers};
 use crate::net::Channel;
 use crate::poly::{from_roots, mul_mod};
+use crate::protocols::he_query::recv_query;
 use crate::rng::{csprng, shuffle};
-use crate::session::{Report, Session, recv_message};
+use crate::session::{Report, Session};
 use rand::RngExt;
 use rayon::prelude::*;
 
@@ -47,18 +48,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             .collect::<Vec<_>>()
     });
     let (key, query) = report.phase("receive query", ch, |ch| {
-        let key = if plan.products() > 0 {
-            let body = recv_message(ch, TAG_KEY, "FheKey", "receiving the relinearisation key")?;
-            Some(ctx.relin_key_from_wire(&body, 16 * ctx.ciphertext_bytes(0, true))?)
-        } else {
-            None
-        };
-        let mut query = Vec::with_capacity(p.receiver_cts * plan.sources().len());
-        for _ in 0..p.receiver_cts * plan.sources().len() {
-            let body = recv_message(ch, TAG_QUERY, "FheQuery", "receiving the query")?;
-            query.push(ctx.ciphertext_from_wire(&body, 0, "FheQuery")?);
-        }
-        Ok::<_, Error>((key, query))
+        recv_query(ch, &ctx, TAGS, plan.products() > 0, p.receiver_cts * plan.sources().len())
     })?;
     let ev = Evaluator::new(key.as_ref());
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {

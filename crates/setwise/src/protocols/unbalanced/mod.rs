@@ -38,6 +38,9 @@ pub(crate) const TAG_OPRF_REQUEST: u8 = 0x31;
 pub(crate) const TAG_OPRF_RESPONSE: u8 = 0x32;
 /// Receiver → sender: the relinearisation key.
 pub(crate) const TAG_KEY: u8 = 0x33;
+/// Key and query message tags.
+pub(crate) const TAGS: crate::protocols::he_query::QueryTags =
+    crate::protocols::he_query::QueryTags { key: (TAG_KEY, "UnbalancedKey"), query: (TAG_QUERY, "UnbalancedQuery") };
 /// Receiver → sender: one query ciphertext (bundle index-major, then source power).
 pub(crate) const TAG_QUERY: u8 = 0x34;
 /// Sender → receiver: number of bundles per bundle index.

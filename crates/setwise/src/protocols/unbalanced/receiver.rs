@@ -2,10 +2,9 @@
 
 use super::params::UnbalancedParams;
 use super::{
-    MAX_BUNDLES_PER_INDEX, TAG_KEY, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, TAG_PARAMS, TAG_QUERY, TAG_RESULT,
-    TAG_RESULT_HEADER, locate,
+    MAX_BUNDLES_PER_INDEX, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, TAG_PARAMS, TAG_RESULT, TAG_RESULT_HEADER, TAGS, locate,
 };
-use crate::error::{Error, NetContext, Result};
+use crate::error::{Error, Result};
 use crate::hash::dst;
 use crate::hashing::cuckoo::CuckooTable;
 use crate::he::{HeContext, SecretKey};
@@ -14,6 +13,7 @@ use crate::oprf;
 use crate::poly::pow_mod;
 use crate::protocols::Outcome;
 use crate::protocols::chunks::{recv_all, send_records};
+use crate::protocols::he_query::send_query;
 use crate::session::{Report, Session, recv_message};
 use crate::wire::{Reader, WireError};
 
@@ -71,26 +71,19 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let mut sk = SecretKey::generate(&ctx);
     let plan = p.plan().map_err(Error::Params)?;
     report.phase("encrypt and send query", ch, |ch| {
-        if plan.products() > 0 || p.query_params.ps_low_degree > 0 {
-            let mut frame = vec![TAG_KEY];
-            frame.extend_from_slice(&sk.relin_key()?.to_bytes());
-            ch.send(&frame).during("sending the relinearisation key")?;
-        }
-        for bi in 0..p.bundle_indices() {
+        let vectors = (0..p.bundle_indices()).flat_map(|bi| {
             let mut slots = vec![0u64; ctx.slots()];
             for lb in 0..bpb {
                 if let Some(item) = table.bins[bi * bpb + lb] {
                     slots[lb * k..(lb + 1) * k].copy_from_slice(&felts[item as usize]);
                 }
             }
-            for &e in plan.sources() {
-                let values: Vec<u64> = slots.iter().map(|&v| pow_mod(v, e as u64, t)).collect();
-                let mut frame = vec![TAG_QUERY];
-                frame.extend_from_slice(&sk.encrypt(&values)?.to_bytes());
-                ch.send(&frame).during("sending the query")?;
-            }
-        }
-        Ok::<_, Error>(())
+            plan.sources()
+                .iter()
+                .map(move |&e| slots.iter().map(|&v| pow_mod(v, e as u64, t)).collect::<Vec<u64>>())
+                .collect::<Vec<_>>()
+        });
+        send_query(ch, &mut sk, TAGS, plan.products() > 0 || p.query_params.ps_low_degree > 0, vectors)
     })?;
     let (outcome, worst_bundles) = report.phase("decrypt results", ch, |ch| {
         let body = recv_message(ch, TAG_RESULT_HEADER, "ResultHeader", "receiving results")?;

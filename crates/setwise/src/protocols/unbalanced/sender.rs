@@ -2,14 +2,15 @@
 
 use super::eval::evaluate;
 use super::{
-    MAX_BUNDLES_PER_INDEX, SenderDb, TAG_KEY, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, TAG_PARAMS, TAG_QUERY, TAG_RESULT,
-    TAG_RESULT_HEADER,
+    MAX_BUNDLES_PER_INDEX, SenderDb, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, TAG_PARAMS, TAG_RESULT, TAG_RESULT_HEADER,
+    TAGS,
 };
 use crate::error::{Error, NetContext, Result};
 use crate::he::{Evaluator, HeError, Powers};
 use crate::net::Channel;
 use crate::protocols::chunks::{recv_all, send_records};
-use crate::session::{Report, Session, recv_message};
+use crate::protocols::he_query::recv_query;
+use crate::session::{Report, Session};
 use crate::wire::Writer;
 use rayon::prelude::*;
 
@@ -44,19 +45,7 @@ pub fn sender(ch: &mut impl Channel, session: &Session, db: &SenderDb, report: &
     let ctx = db.context();
     let low = p.query_params.ps_low_degree;
     let (key, query) = report.phase("receive query", ch, |ch| {
-        let key = if plan.products() > 0 || low > 0 {
-            let body = recv_message(ch, TAG_KEY, "UnbalancedKey", "receiving the relinearisation key")?;
-            Some(ctx.relin_key_from_wire(&body, 16 * ctx.ciphertext_bytes(0, true))?)
-        } else {
-            None
-        };
-        let count = p.bundle_indices() * plan.sources().len();
-        let mut query = Vec::with_capacity(count);
-        for _ in 0..count {
-            let body = recv_message(ch, TAG_QUERY, "UnbalancedQuery", "receiving the query")?;
-            query.push(ctx.ciphertext_from_wire(&body, 0, "UnbalancedQuery")?);
-        }
-        Ok::<_, Error>((key, query))
+        recv_query(ch, ctx, TAGS, plan.products() > 0 || low > 0, p.bundle_indices() * plan.sources().len())
     })?;
     let ev = Evaluator::new(key.as_ref());
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {

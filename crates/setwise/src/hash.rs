@@ -28,6 +28,8 @@ pub mod dst {
     pub const AUTHORIZED_EEA_WEIGHT: &str = "setwise/authorized/v1/eea-weight";
     /// Partial-APSI: the exponent-equality argument's challenge.
     pub const AUTHORIZED_EEA_CHALLENGE: &str = "setwise/authorized/v1/eea-challenge";
+    /// Unbalanced PSI: a label's encryption key from its item's OPRF output.
+    pub const UNBALANCED_LABEL_KEY: &str = "setwise/unbalanced/v1/label-key";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }

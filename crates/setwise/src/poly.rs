@@ -70,6 +70,60 @@ pub fn from_roots(roots: &[u64], m: u64) -> Vec<u64> {
     c
 }
 
+/// `a⁻¹ mod m` for prime `m` and `a ≠ 0` (Fermat).
+pub fn inv_mod(a: u64, m: u64) -> u64 {
+    pow_mod(a, m - 2, m)
+}
+
+/// Interpolation over the distinct points `xs` modulo the prime `m`: for each value
+/// list in `ys`, the coefficients (lowest first, `xs.len()` of them) of the polynomial of
+/// degree < `xs.len()` through `(xs[j], ys[j])`. Lagrange form from `M(x) = ∏(x − x_j)`:
+/// `L = Σ_j y_j·w_j·M(x)/(x − x_j)` with `w_j = 1/M'(x_j)` (one batched inversion), so
+/// all value lists share the O(n²) work on the points. Returns `None` if two points are
+/// equal.
+pub fn interpolate(xs: &[u64], ys: &[&[u64]], m: u64) -> Option<Vec<Vec<u64>>> {
+    let n = xs.len();
+    let mut out = vec![vec![0u64; n]; ys.len()];
+    if n == 0 {
+        return Some(out);
+    }
+    // M'(x_j) = ∏_{i≠j} (x_j − x_i); invert all n at once (Montgomery's trick).
+    let d: Vec<u64> =
+        (0..n).map(|j| (0..n).filter(|&i| i != j).fold(1, |acc, i| mul_mod(acc, (xs[j] + m - xs[i]) % m, m))).collect();
+    if d.contains(&0) {
+        return None;
+    }
+    let mut prefix = Vec::with_capacity(n);
+    let mut acc = 1;
+    for &v in &d {
+        prefix.push(acc);
+        acc = mul_mod(acc, v, m);
+    }
+    let mut inv = inv_mod(acc, m);
+    let mut w = vec![0u64; n];
+    for j in (0..n).rev() {
+        w[j] = mul_mod(inv, prefix[j], m);
+        inv = mul_mod(inv, d[j], m);
+    }
+    let big = from_roots(xs, m); // degree n, monic
+    let mut q = vec![0u64; n];
+    for j in 0..n {
+        // q = M(x) / (x − x_j) by synthetic division (exact: x_j is a root).
+        let mut carry = 0;
+        for k in (0..n).rev() {
+            carry = (big[k + 1] + mul_mod(carry, xs[j], m)) % m;
+            q[k] = carry;
+        }
+        for (o, y) in out.iter_mut().zip(ys) {
+            let c = mul_mod(y[j] % m, w[j], m);
+            for (ok, &qk) in o.iter_mut().zip(&q) {
+                *ok = (*ok + mul_mod(c, qk, m)) % m;
+            }
+        }
+    }
+    Some(out)
+}
+
 /// Evaluates coefficients (lowest first) at `x` modulo `m` (Horner).
 pub fn eval(coeffs: &[u64], x: u64, m: u64) -> u64 {
     let x = x % m;
@@ -85,6 +139,25 @@ mod tests {
         let known = [2u64, 3, 65537, 1032193, 4611686018427387847];
         assert!(known.iter().all(|&p| is_prime(p)));
         assert!(![0u64, 1, 4, 561, 1032195, 4611686018427387849].iter().any(|&n| is_prime(n)));
+    }
+
+    #[test]
+    fn interpolation_passes_through_every_point() {
+        let m = 2056193;
+        for n in [0usize, 1, 2, 7, 64] {
+            let xs: Vec<u64> = (0..n as u64).map(|i| (i * 7919 + 3) % m).collect();
+            let a: Vec<u64> = (0..n as u64).map(|i| (i * i + 11) % m).collect();
+            let b: Vec<u64> = (0..n as u64).map(|i| m - 1 - i).collect();
+            let polys = interpolate(&xs, &[&a, &b], m).unwrap();
+            for (poly, ys) in polys.iter().zip([&a, &b]) {
+                assert_eq!(poly.len(), n);
+                for (x, y) in xs.iter().zip(ys.iter()) {
+                    assert_eq!(eval(poly, *x, m), *y);
+                }
+            }
+        }
+        assert!(interpolate(&[5, 5], &[&[1, 2]], m).is_none());
+        assert_eq!(mul_mod(inv_mod(12345, m), 12345, m), 1);
     }
 
     #[test]

@@ -111,4 +111,7 @@ pub enum Outcome {
     Intersection(Vec<usize>),
     /// The size of the intersection.
     Cardinality(u64),
+    /// The intersection (sorted indices into the role's items) with each item's label
+    /// from the sender (serialised label columns).
+    Labelled(Vec<(usize, Vec<u8>)>),
 }

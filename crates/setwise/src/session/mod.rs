@@ -132,6 +132,7 @@ pub fn run_named<C: Channel>(
     match &outcome {
         Outcome::Intersection(v) => report.result("intersection_size", v.len() as u64),
         Outcome::Cardinality(c) => report.result("intersection_size", *c),
+        Outcome::Labelled(v) => report.result("intersection_size", v.len() as u64),
         Outcome::Nothing => {}
     }
     report.finish(ch);

@@ -4,12 +4,12 @@
 //! plaintexts' NTT form, shared read-only by concurrent sessions.
 
 use super::params::UnbalancedParams;
-use super::{MAX_BUNDLES_PER_INDEX, locate};
+use super::{LabelLayout, MAX_BUNDLES_PER_INDEX, MAX_LABEL_BYTES, locate, record_to_felts, seal_label};
 use crate::group::SecretScalar;
 use crate::hash::dst;
 use crate::he::{HeContext, Plaintext};
 use crate::oprf::{OprfKey, Output};
-use crate::poly::from_roots;
+use crate::poly::{from_roots, interpolate};
 use crate::wire::{Reader, Writer};
 use rayon::prelude::*;
 use std::path::Path;
@@ -67,6 +67,10 @@ pub struct DbInfo {
     pub plaintext_bytes: usize,
     /// The most receiver items per query.
     pub receiver_max: usize,
+    /// Labelled: the longest label in bytes (0 if unlabelled).
+    pub label_bytes: usize,
+    /// Labelled: label polynomials per bundle slot.
+    pub label_parts: usize,
     /// Per-query false-match probability at the receiver maximum, log2.
     pub false_match_log2: f64,
 }
@@ -81,6 +85,29 @@ struct Bundle {
     coeffs: Option<Vec<u32>>,
     /// The coefficients as plaintexts at level 0.
     plaintexts: Vec<Plaintext>,
+    /// Labelled: `parts × (B + 1) × N` label-polynomial coefficients, part-major.
+    label_coeffs: Option<Vec<u32>>,
+    /// Labelled: `parts × (B + 1)` plaintexts.
+    label_plaintexts: Vec<Plaintext>,
+}
+
+impl Bundle {
+    fn empty(bpb: usize) -> Self {
+        Self {
+            bins: vec![Vec::new(); bpb],
+            coeffs: None,
+            plaintexts: Vec::new(),
+            label_coeffs: None,
+            label_plaintexts: Vec::new(),
+        }
+    }
+}
+
+/// Encrypted labels of a database, one record per item.
+#[derive(Debug)]
+struct Labels {
+    layout: LabelLayout,
+    records: Vec<Vec<u8>>,
 }
 
 /// The preprocessed sender database.
@@ -92,6 +119,7 @@ pub struct SenderDb {
     items: Vec<Output>,
     /// Bundles per bundle index.
     indices: Vec<Vec<Bundle>>,
+    labels: Option<Labels>,
     info: DbInfo,
 }
 
@@ -103,12 +131,44 @@ impl SenderDb {
     /// Builds a database from distinct `items` under `params` (`preset` names where
     /// they came from).
     pub fn build<I: AsRef<[u8]> + Sync>(items: &[I], params: UnbalancedParams, preset: &str) -> Result<Self, DbError> {
+        Self::build_inner(items, None, params, preset)
+    }
+
+    /// Builds a labelled database: `labels[i]` (at most 1 KiB, the serialised label
+    /// columns named `columns`) is returned to a receiver that holds `items[i]`.
+    pub fn build_labelled<I: AsRef<[u8]> + Sync>(
+        items: &[I],
+        labels: &[Vec<u8>],
+        columns: Vec<String>,
+        params: UnbalancedParams,
+        preset: &str,
+    ) -> Result<Self, DbError> {
+        if labels.len() != items.len() {
+            return Err(DbError::Params(format!("{} labels for {} items", labels.len(), items.len())));
+        }
+        if let Some(l) = labels.iter().find(|l| l.len() > MAX_LABEL_BYTES) {
+            return Err(DbError::Params(format!("a label has {} bytes; at most {MAX_LABEL_BYTES}", l.len())));
+        }
+        Self::build_inner(items, Some((labels, columns)), params, preset)
+    }
+
+    fn build_inner<I: AsRef<[u8]> + Sync>(
+        items: &[I],
+        labels: Option<(&[Vec<u8>], Vec<String>)>,
+        params: UnbalancedParams,
+        preset: &str,
+    ) -> Result<Self, DbError> {
         let start = Instant::now();
         params.validate().map_err(DbError::Params)?;
         let ctx = HeContext::new(&params.he()).map_err(|e| DbError::Params(e.to_string()))?;
         let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
         let outputs = oprf.evaluate_items(items);
-        let mut db = Self { params, ctx, oprf, items: outputs, indices: Vec::new(), info: DbInfo::default() };
+        let labels = labels.map(|(l, columns)| {
+            let layout = LabelLayout::new(&params, columns, l.iter().map(Vec::len).max().unwrap_or(0));
+            let records = outputs.par_iter().zip(l).map(|(o, label)| seal_label(o, label, &layout)).collect();
+            Labels { layout, records }
+        });
+        let mut db = Self { params, ctx, oprf, items: outputs, indices: Vec::new(), labels, info: DbInfo::default() };
         db.fill_bundles()?;
         db.compute_coefficients();
         db.encode()?;
@@ -152,7 +212,7 @@ impl SenderDb {
                                 "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
                             )));
                         }
-                        bundles.push(Bundle { bins: vec![Vec::new(); bpb], coeffs: None, plaintexts: Vec::new() });
+                        bundles.push(Bundle::empty(bpb));
                         bundles.len() - 1
                     }
                 };
@@ -163,7 +223,8 @@ impl SenderDb {
         Ok(())
     }
 
-    /// Interpolates each bundle's slot polynomials ∏(x − y_f) (in parallel).
+    /// Interpolates each bundle's slot polynomials ∏(x − y_f), and for a labelled
+    /// database the label polynomials through (y_f, label felt) (in parallel).
     fn compute_coefficients(&mut self) {
         let p = &self.params;
         let (n, k, b, t) = (
@@ -172,17 +233,31 @@ impl SenderDb {
             p.table_params.max_items_per_bin,
             p.seal_params.plain_modulus,
         );
-        let items = &self.items;
+        let (items, labels) = (&self.items, &self.labels);
+        let fb = p.felt_bits();
         self.indices.par_iter_mut().flatten().for_each(|bundle| {
             let mut coeffs = vec![0u32; (b + 1) * n];
+            let parts = labels.as_ref().map_or(0, |l| l.layout.parts);
+            let mut label_coeffs = vec![0u32; parts * (b + 1) * n];
             let (mut bins_buf, mut felts) = (Vec::new(), Vec::new());
             let mut roots: Vec<Vec<u64>> = vec![Vec::with_capacity(b); k];
+            // values[f][part][j]: felt f of part `part` of the label of the bin's j-th item.
+            let mut values: Vec<Vec<Vec<u64>>> = vec![vec![Vec::with_capacity(b); parts]; k];
             for (lb, ids) in bundle.bins.iter().enumerate() {
                 roots.iter_mut().for_each(Vec::clear);
+                values.iter_mut().flatten().for_each(Vec::clear);
                 for &id in ids {
                     locate(p, &items[id as usize], &mut bins_buf, &mut felts);
                     for f in 0..k {
                         roots[f].push(felts[f]);
+                    }
+                    if let Some(l) = labels {
+                        let lf = record_to_felts(&l.records[id as usize], parts * k, fb);
+                        for (part, chunk) in lf.chunks(k).enumerate() {
+                            for f in 0..k {
+                                values[f][part].push(chunk[f]);
+                            }
+                        }
                     }
                 }
                 for (f, r) in roots.iter().enumerate() {
@@ -190,9 +265,20 @@ impl SenderDb {
                     for (i, c) in from_roots(r, t).into_iter().enumerate() {
                         coeffs[i * n + slot] = c as u32;
                     }
+                    if parts > 0 {
+                        let ys: Vec<&[u64]> = values[f].iter().map(Vec::as_slice).collect();
+                        // Distinct points: a bundle bin never holds two equal felts (fill_bundles).
+                        let polys = interpolate(r, &ys, t).expect("distinct felts per bundle bin");
+                        for (part, poly) in polys.iter().enumerate() {
+                            for (i, &c) in poly.iter().enumerate() {
+                                label_coeffs[(part * (b + 1) + i) * n + slot] = c as u32;
+                            }
+                        }
+                    }
                 }
             }
             bundle.coeffs = Some(coeffs);
+            bundle.label_coeffs = (parts > 0).then_some(label_coeffs);
         });
     }
 
@@ -202,11 +288,17 @@ impl SenderDb {
         let (n, ctx) = (self.params.seal_params.poly_modulus_degree, &self.ctx);
         self.indices.par_iter_mut().flatten().try_for_each(|bundle| {
             let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
-            bundle.plaintexts = coeffs
-                .chunks(n)
-                .map(|c| ctx.encode(&c.iter().map(|&v| v as u64).collect::<Vec<_>>(), 0))
-                .collect::<Result<_, _>>()
-                .map_err(|e| DbError::Params(e.to_string()))?;
+            let encode = |coeffs: &[u32]| {
+                coeffs
+                    .chunks(n)
+                    .map(|c| ctx.encode(&c.iter().map(|&v| v as u64).collect::<Vec<_>>(), 0))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| DbError::Params(e.to_string()))
+            };
+            bundle.plaintexts = encode(coeffs)?;
+            if let Some(lc) = &bundle.label_coeffs {
+                bundle.label_plaintexts = encode(lc)?;
+            }
             Ok(())
         })
     }
@@ -219,7 +311,10 @@ impl SenderDb {
         self.info.fingerprint = self.params.fingerprint();
         self.info.bundles = bundles;
         self.info.max_bundles_per_index = max_bpi;
-        self.info.plaintext_bytes = bundles * (self.params.table_params.max_items_per_bin + 1) * per_pt;
+        let parts = self.labels.as_ref().map_or(0, |l| l.layout.parts);
+        self.info.plaintext_bytes = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1) * per_pt;
+        self.info.label_parts = parts;
+        self.info.label_bytes = self.labels.as_ref().map_or(0, |l| l.layout.record_bytes - super::LABEL_NONCE - 2);
         self.info.receiver_max = self.params.receiver_max();
         self.info.false_match_log2 = self.params.false_match_log2(self.info.receiver_max, max_bpi);
     }
@@ -247,6 +342,16 @@ impl SenderDb {
         self.indices.iter().map(Vec::len).collect()
     }
 
+    /// The label layout, if the database is labelled.
+    pub fn label_layout(&self) -> Option<&LabelLayout> {
+        self.labels.as_ref().map(|l| &l.layout)
+    }
+
+    /// Label plaintexts of bundle `b` at `bi`: `parts × (B + 1)`, part-major.
+    pub(crate) fn label_plaintexts(&self, bi: usize, b: usize) -> &[Plaintext] {
+        &self.indices[bi][b].label_plaintexts
+    }
+
     /// The coefficient plaintexts of bundle `b` at bundle index `bi`.
     pub(crate) fn plaintexts(&self, bi: usize, b: usize) -> &[Plaintext] {
         &self.indices[bi][b].plaintexts
@@ -266,6 +371,19 @@ impl SenderDb {
         for o in &self.items {
             w.raw(o);
         }
+        match &self.labels {
+            None => w.u8(0),
+            Some(l) => {
+                w.u8(1).u32(l.layout.record_bytes as u32).u32(l.layout.columns.len() as u32);
+                l.layout.columns.iter().for_each(|c| {
+                    w.bytes(c.as_bytes());
+                });
+                l.records.iter().for_each(|r| {
+                    w.raw(r);
+                });
+                &mut w
+            }
+        };
         for bundles in &self.indices {
             w.u32(bundles.len() as u32);
             for b in bundles {
@@ -279,7 +397,7 @@ impl SenderDb {
                     .coeffs
                     .as_ref()
                     .ok_or_else(|| DbError::Params("coefficients were dropped before saving".into()))?;
-                for &c in coeffs {
+                for &c in coeffs.iter().chain(b.label_coeffs.iter().flatten()) {
                     w.u32(c);
                 }
             }
@@ -295,7 +413,10 @@ impl SenderDb {
     /// Drops the coefficient copies once the database is saved (memory then is the
     /// plaintexts').
     pub fn drop_coefficients(&mut self) {
-        self.indices.iter_mut().flatten().for_each(|b| b.coeffs = None);
+        self.indices.iter_mut().flatten().for_each(|b| {
+            b.coeffs = None;
+            b.label_coeffs = None;
+        });
     }
 
     /// Loads a database file, refusing a truncated, corrupted or foreign one.
@@ -324,6 +445,27 @@ impl SenderDb {
         let build_ms = r.u64("build time").map_err(wire)?;
         let n_items = r.u32("item count").map_err(wire)? as usize;
         let items: Vec<Output> = r.records::<32>(n_items, "items").map_err(wire)?.to_vec();
+        let labels = match r.u8("labelled").map_err(wire)? {
+            0 => None,
+            _ => {
+                let record_bytes = r.u32("label record size").map_err(wire)? as usize;
+                if !(super::LABEL_NONCE + 2..=super::LABEL_NONCE + 2 + MAX_LABEL_BYTES).contains(&record_bytes) {
+                    return Err(bad(format!("label record size {record_bytes} is out of range")));
+                }
+                let ncols = r.count("label columns", 256).map_err(wire)?;
+                let columns = (0..ncols)
+                    .map(|_| r.str("label column", MAX_TEXT).map(str::to_string))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(wire)?;
+                let layout = LabelLayout::new(&params, columns, record_bytes - super::LABEL_NONCE - 2);
+                let records = (0..n_items)
+                    .map(|_| r.take(record_bytes, "label records").map(<[u8]>::to_vec))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(wire)?;
+                Some(Labels { layout, records })
+            }
+        };
+        let parts = labels.as_ref().map_or(0, |l| l.layout.parts);
         let (n, bpb, b) =
             (params.seal_params.poly_modulus_degree, params.bins_per_bundle(), params.table_params.max_items_per_bin);
         let t = params.seal_params.plain_modulus;
@@ -342,16 +484,23 @@ impl SenderDb {
                     }
                     bins.push(ids);
                 }
-                let coeffs: Vec<u32> = r
-                    .records::<4>((b + 1) * n, "coefficients")
-                    .map_err(wire)?
-                    .iter()
-                    .map(|x| u32::from_le_bytes(*x))
-                    .collect();
-                if coeffs.iter().any(|&c| c as u64 >= t) {
-                    return Err(bad("a coefficient is not below the plain modulus".into()));
-                }
-                bundles.push(Bundle { bins, coeffs: Some(coeffs), plaintexts: Vec::new() });
+                let mut read_coeffs = |count: usize| -> Result<Vec<u32>, DbError> {
+                    let c: Vec<u32> = r
+                        .records::<4>(count, "coefficients")
+                        .map_err(wire)?
+                        .iter()
+                        .map(|x| u32::from_le_bytes(*x))
+                        .collect();
+                    if c.iter().any(|&c| c as u64 >= t) {
+                        return Err(bad("a coefficient is not below the plain modulus".into()));
+                    }
+                    Ok(c)
+                };
+                let mut bundle = Bundle::empty(0);
+                bundle.coeffs = Some(read_coeffs((b + 1) * n)?);
+                bundle.label_coeffs = if parts > 0 { Some(read_coeffs(parts * (b + 1) * n)?) } else { None };
+                bundle.bins = bins;
+                bundles.push(bundle);
             }
             indices.push(bundles);
         }
@@ -363,6 +512,7 @@ impl SenderDb {
             oprf: oprf_key(key),
             items,
             indices,
+            labels,
             info: DbInfo { preset, build_ms, ..Default::default() },
         };
         db.encode()?;

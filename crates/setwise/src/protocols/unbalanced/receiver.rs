@@ -1,6 +1,7 @@
 //! The unbalanced-PSI receiver: a small set queried against the sender's database.
 
 use super::params::UnbalancedParams;
+use super::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, felts_to_record, open_label};
 use super::{
     MAX_BUNDLES_PER_INDEX, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, TAG_PARAMS, TAG_RESULT, TAG_RESULT_HEADER, TAGS, locate,
 };
@@ -32,9 +33,29 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let body = recv_message(ch, TAG_PARAMS, "UnbalancedParams", "receiving parameters")?;
     let mut r = Reader::new(&body);
     let json = r.str("UnbalancedParams.json", MAX_PARAMS_JSON)?;
-    r.finish("UnbalancedParams")?;
     let p = UnbalancedParams::from_json(json)
         .map_err(|e| Error::PeerMisbehaved(format!("the sender's parameters are unusable: {e}")))?;
+    let record_bytes = r.u32("UnbalancedParams.label_record_bytes")? as usize;
+    let ncols = r.count("UnbalancedParams.label_columns", 256)?;
+    let columns = (0..ncols)
+        .map(|_| r.str("UnbalancedParams.label_column", 4096).map(str::to_string))
+        .collect::<Result<Vec<_>, _>>()?;
+    r.finish("UnbalancedParams")?;
+    let max_record = LABEL_NONCE + 2 + MAX_LABEL_BYTES;
+    let layout = match record_bytes {
+        0 => None,
+        b if (LABEL_NONCE + 2..=max_record).contains(&b) => Some(LabelLayout::new(&p, columns, b - LABEL_NONCE - 2)),
+        b => {
+            let what = "UnbalancedParams.label_record_bytes";
+            return Err(WireError::Count { what, got: b as u64, bound: max_record as u64 }.into());
+        }
+    };
+    let parts = layout.as_ref().map_or(0, |l| l.parts);
+    if let Some(l) = &layout {
+        let desc =
+            format!("{} bytes in {} parts, columns {}", l.record_bytes - LABEL_NONCE - 2, l.parts, l.columns.join(","));
+        report.detail("labels", desc);
+    }
     if let Some(fp) = expect_fingerprint
         && fp != p.fingerprint()
     {
@@ -109,31 +130,74 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             )));
         }
         let mut matched = vec![false; items.len()];
+        let mut labels: Vec<Option<Vec<u8>>> = vec![None; items.len()];
         let mut remaining = counts.clone();
-        for _ in 0..counts.iter().sum::<usize>() {
-            let body = recv_message(ch, TAG_RESULT, "Result", "receiving results")?;
-            let mut r = Reader::new(&body);
-            let bi = r.u32("Result.bundle_index")? as usize;
-            if bi >= n || remaining[bi] == 0 {
-                return Err(WireError::Invalid {
-                    what: "Result.bundle_index",
-                    why: "more results for this bundle index than announced",
-                }
-                .into());
-            }
-            remaining[bi] -= 1;
-            let ct =
-                ctx.ciphertext_from_wire(r.take(r.remaining(), "Result.ciphertext")?, ctx.last_level(), "Result")?;
-            let slots = sk.decrypt(&ct)?;
-            for lb in 0..bpb {
-                if let Some(item) = table.bins[bi * bpb + lb]
-                    && slots[lb * k..(lb + 1) * k].iter().all(|&v| v == 0)
+        let (fb, record_bytes) = (p.felt_bits(), layout.as_ref().map_or(0, |l| l.record_bytes));
+        for _ in 0..total {
+            // One bundle: the matching result (part 0), then `parts` label results.
+            let mut bundle_index = None;
+            let mut hits: Vec<(usize, u32)> = Vec::new();
+            let mut label_felts: Vec<Vec<u64>> = Vec::new();
+            for part in 0..=parts {
+                let body = recv_message(ch, TAG_RESULT, "Result", "receiving results")?;
+                let mut r = Reader::new(&body);
+                let bi = r.u32("Result.bundle_index")? as usize;
+                let got_part = r.u16("Result.part")? as usize;
+                let first = part == 0;
+                if bi >= n || (first && remaining[bi] == 0) || (!first && bundle_index != Some(bi)) || got_part != part
                 {
-                    matched[item as usize] = true;
+                    return Err(WireError::Invalid {
+                        what: "Result",
+                        why: "bundle index or part out of the announced order",
+                    }
+                    .into());
+                }
+                if first {
+                    remaining[bi] -= 1;
+                    bundle_index = Some(bi);
+                }
+                // Label parts are decrypted only for bundles where one of our items matched.
+                if !first && hits.is_empty() {
+                    continue;
+                }
+                let ct =
+                    ctx.ciphertext_from_wire(r.take(r.remaining(), "Result.ciphertext")?, ctx.last_level(), "Result")?;
+                let slots = sk.decrypt(&ct)?;
+                if first {
+                    for lb in 0..bpb {
+                        if let Some(item) = table.bins[bi * bpb + lb]
+                            && slots[lb * k..(lb + 1) * k].iter().all(|&v| v == 0)
+                        {
+                            matched[item as usize] = true;
+                            hits.push((lb, item));
+                        }
+                    }
+                    label_felts = vec![Vec::with_capacity(parts * k); hits.len()];
+                } else {
+                    for (h, &(lb, _)) in hits.iter().enumerate() {
+                        label_felts[h].extend_from_slice(&slots[lb * k..(lb + 1) * k]);
+                    }
+                }
+            }
+            if parts > 0 {
+                for (h, &(_, item)) in hits.iter().enumerate() {
+                    let record = felts_to_record(&label_felts[h], record_bytes, fb);
+                    labels[item as usize] = open_label(&outputs[item as usize], &record);
                 }
             }
         }
-        let outcome = Outcome::Intersection(matched.iter().enumerate().filter(|(_, m)| **m).map(|(i, _)| i).collect());
+        let outcome = if layout.is_some() {
+            Outcome::Labelled(
+                matched
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| **m)
+                    .map(|(i, _)| (i, labels[i].clone().unwrap_or_default()))
+                    .collect(),
+            )
+        } else {
+            Outcome::Intersection(matched.iter().enumerate().filter(|(_, m)| **m).map(|(i, _)| i).collect())
+        };
         Ok::<_, Error>((outcome, counts.iter().copied().max().unwrap_or(0)))
     })?;
     report.detail("false_match_log2", format!("{:.1}", p.false_match_log2(items.len(), worst_bundles)));

@@ -23,6 +23,16 @@ pub fn sender(ch: &mut impl Channel, session: &Session, db: &SenderDb, report: &
     report.detail("parameters", format!("{} ({})", p.fingerprint(), db.info().preset));
     let mut w = Writer::default();
     w.u8(TAG_PARAMS).bytes(p.to_json().as_bytes());
+    match db.label_layout() {
+        None => w.u32(0).u32(0),
+        Some(l) => {
+            w.u32(l.record_bytes as u32).u32(l.columns.len() as u32);
+            l.columns.iter().for_each(|c| {
+                w.bytes(c.as_bytes());
+            });
+            &mut w
+        }
+    };
     ch.send(&w.into_vec()).during("sending parameters")?;
     let max = p.receiver_max();
     if session.receiver_size() > max {
@@ -63,18 +73,29 @@ pub fn sender(ch: &mut impl Channel, session: &Session, db: &SenderDb, report: &
         let jobs: Vec<(usize, usize)> =
             counts.iter().enumerate().flat_map(|(bi, &c)| (0..c).map(move |b| (bi, b))).collect();
         for batch in jobs.chunks(BATCH) {
+            // Per bundle: the matching polynomial (part 0), then each label part.
             let results = batch
                 .par_iter()
                 .map(|&(bi, b)| {
-                    let mut r = evaluate(&ev, &powers[bi], db.plaintexts(bi, b), low)?;
-                    r.mod_switch_to_last()?;
-                    Ok((bi, r.to_bytes()))
+                    let labels = db.label_plaintexts(bi, b);
+                    let width = p.table_params.max_items_per_bin + 1;
+                    std::iter::once(db.plaintexts(bi, b))
+                        .chain(labels.chunks(width))
+                        .map(|coeffs| {
+                            let mut r = evaluate(&ev, &powers[bi], coeffs, low)?;
+                            r.mod_switch_to_last()?;
+                            Ok(r.to_bytes())
+                        })
+                        .collect::<Result<Vec<_>, HeError>>()
+                        .map(|parts| (bi, parts))
                 })
                 .collect::<Result<Vec<_>, HeError>>()?;
-            for (bi, bytes) in results {
-                let mut w = Writer::with_capacity(bytes.len() + 5);
-                w.u8(TAG_RESULT).u32(bi as u32).raw(&bytes);
-                ch.send(&w.into_vec()).during("sending results")?;
+            for (bi, parts) in results {
+                for (part, bytes) in parts.iter().enumerate() {
+                    let mut w = Writer::with_capacity(bytes.len() + 7);
+                    w.u8(TAG_RESULT).u32(bi as u32).u16(part as u16).raw(bytes);
+                    ch.send(&w.into_vec()).during("sending results")?;
+                }
             }
         }
         Ok(())

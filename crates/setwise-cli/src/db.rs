@@ -3,7 +3,7 @@
 use crate::Failure;
 use crate::role::{InputArgs, read_items};
 use clap::{Args, Subcommand};
-use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams};
+use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label};
 use setwise::session::human_bytes;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +32,9 @@ pub struct BuildArgs {
     /// Most receiver items per query the parameters must allow.
     #[arg(long, default_value_t = 256)]
     receiver_max: usize,
+    /// Label columns returned with each match (labelled mode), e.g. name,city.
+    #[arg(long, value_delimiter = ',')]
+    label: Vec<String>,
     /// Output database file.
     #[arg(long)]
     out: PathBuf,
@@ -68,7 +71,13 @@ pub fn run(cmd: DbCommand) -> Result<(), Failure> {
         DbCommand::Build(a) => {
             let set = read_items(&a.input)?;
             let (name, params) = choose_params(a.params.as_deref(), set.items().len(), a.receiver_max)?;
-            let db = SenderDb::build(set.items(), params, &name).map_err(Failure::usage)?;
+            let db = if a.label.is_empty() {
+                SenderDb::build(set.items(), params, &name)
+            } else {
+                let labels: Vec<Vec<u8>> = set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect();
+                SenderDb::build_labelled(set.items(), &labels, a.label.clone(), params, &name)
+            }
+            .map_err(Failure::usage)?;
             db.save(&a.out).map_err(Failure::usage)?;
             eprintln!("built {} in {:.2} s", a.out.display(), db.info().build_ms as f64 / 1e3);
             print_info(&db);
@@ -103,6 +112,14 @@ fn print_info(db: &SenderDb) {
     );
     println!("  BFV:               {}", p.he().fingerprint());
     println!("bundles:             {} ({} at the fullest bundle index)", i.bundles, i.max_bundles_per_index);
+    if let Some(l) = db.label_layout() {
+        println!(
+            "labels:              columns {}, up to {} bytes, {} polynomials per slot",
+            l.columns.join(","),
+            i.label_bytes,
+            i.label_parts
+        );
+    }
     println!("receiver maximum:    {} items per query (cuckoo failure ≤ 2^-40)", i.receiver_max);
     println!("false matches:       ≤ 2^{:.1} per query at the receiver maximum", i.false_match_log2);
     println!("build time:          {:.2} s", i.build_ms as f64 / 1e3);

@@ -361,6 +361,32 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
             };
             summary(Role::Receiver, &report, &format!("intersection size {}{dest}", matched.len()));
         }
+        Outcome::Labelled { columns, rows } => {
+            let decoded: Vec<(usize, Vec<String>)> = rows
+                .iter()
+                .map(|(i, bytes)| {
+                    (
+                        *i,
+                        unbalanced::decode_label(bytes, columns.len())
+                            .unwrap_or_else(|| vec![String::new(); columns.len()]),
+                    )
+                })
+                .collect();
+            let written = match (&a.output, a.stdout) {
+                (Some(p), _) => {
+                    let f = std::fs::File::create(p)
+                        .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
+                    set.write_rows_with(&decoded, &columns, std::io::BufWriter::new(f))?
+                }
+                (None, true) => set.write_rows_with(&decoded, &columns, std::io::stdout().lock())?,
+                (None, false) => 0,
+            };
+            summary(
+                Role::Receiver,
+                &report,
+                &format!("{} matches with labels ({}), {written} rows written", rows.len(), columns.join(",")),
+            );
+        }
         other => summary(Role::Receiver, &report, &format!("{other:?}")),
     }
     Ok(())

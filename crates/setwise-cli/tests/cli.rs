@@ -313,3 +313,41 @@ fn judge_client_and_server_as_three_processes() {
         text(&ro.stderr)
     );
 }
+
+#[test]
+fn labelled_lookup_appends_sender_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: String = std::iter::once("id,name,city\n".to_string())
+        .chain((0..500).map(|i| format!("u{i},Name {i},Zürich-{}\n", i % 3)))
+        .collect();
+    let s = write(dir.path(), "s.csv", &s);
+    let db = dir.path().join("s.db");
+    let o = bin()
+        .args([
+            "db",
+            "build",
+            "--input",
+            s.to_str().unwrap(),
+            "--key",
+            "id",
+            "--label",
+            "name,city",
+            "--out",
+            db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r = write(dir.path(), "r.csv", "id,name\nu7,mine\nzz,other\nu499,x\n");
+    let out = dir.path().join("out.csv");
+    let (so, ro) = pair(
+        &["--protocol", "unbalanced", "--db", db.to_str().unwrap()],
+        &["--protocol", "unbalanced", "--input", r.to_str().unwrap(), "--key", "id", "--output", out.to_str().unwrap()],
+    );
+    assert!(so.status.success(), "{}", text(&so.stderr));
+    assert!(ro.status.success(), "{}", text(&ro.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "id,name,sender.name,city\nu7,mine,Name 7,Zürich-1\nu499,x,Name 499,Zürich-1\n"
+    );
+}

@@ -258,6 +258,55 @@ impl ItemSet {
         Ok(written)
     }
 
+    /// For each distinct item, the values of `columns` (by header name, or 1-based index
+    /// without a header) on the item's first row.
+    pub fn column_values(&self, columns: &[String]) -> Result<Vec<Vec<String>>, InputError> {
+        let width = self.header.as_ref().or(self.rows.first()).map_or(0, |r| r.len());
+        let cols = key_columns(Path::new("input"), self.header.as_ref(), width, columns)?;
+        let mut out: Vec<Option<Vec<String>>> = vec![None; self.items.len()];
+        for (row, &item) in self.rows.iter().zip(&self.row_item) {
+            if item != SKIPPED && out[item as usize].is_none() {
+                out[item as usize] = Some(cols.iter().map(|&c| row.get(c).unwrap_or("").to_string()).collect());
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Writes the header (if any) followed by `extra_header`, and every row whose item is
+    /// in `matched`, followed by that item's extra values.
+    pub fn write_rows_with(
+        &self,
+        matched: &[(usize, Vec<String>)],
+        extra_header: &[String],
+        out: impl Write,
+    ) -> Result<usize, InputError> {
+        let mut extra: Vec<Option<&Vec<String>>> = vec![None; self.items.len()];
+        for (i, values) in matched {
+            extra[*i] = Some(values);
+        }
+        let err =
+            |e: csv::Error| InputError::Io { path: "output".into(), source: std::io::Error::other(e.to_string()) };
+        let mut w = csv::WriterBuilder::new().flexible(true).from_writer(out);
+        if let Some(h) = &self.header {
+            let mut names: Vec<String> = h.iter().map(str::to_string).collect();
+            for name in extra_header {
+                // A sender column that clashes with one of ours gets the prefix `sender.`.
+                names.push(if h.iter().any(|c| c == name) { format!("sender.{name}") } else { name.clone() });
+            }
+            w.write_record(&names).map_err(err)?;
+        }
+        let mut written = 0;
+        for (row, &item) in self.rows.iter().zip(&self.row_item) {
+            if let Some(values) = extra.get(item as usize).copied().flatten() {
+                let fields = row.iter().map(str::to_string).chain(values.iter().cloned());
+                w.write_record(fields).map_err(err)?;
+                written += 1;
+            }
+        }
+        w.flush().map_err(|source| InputError::Io { path: "output".into(), source })?;
+        Ok(written)
+    }
+
     /// Writes matching rows to `path`.
     pub fn write_rows_to(&self, matched: &[usize], path: &Path) -> Result<usize, InputError> {
         let file = File::create(path).map_err(|source| InputError::Io { path: path.to_owned(), source })?;

@@ -209,7 +209,7 @@ fn hostile_parameter_values_are_refused_before_any_allocation() {
 
 fn labelled_query(db: &SenderDb, receiver: &[Vec<u8>]) -> Vec<(usize, Vec<u8>)> {
     match query(db, receiver, None).1.unwrap() {
-        Outcome::Labelled(v) => v,
+        Outcome::Labelled { rows, .. } => rows,
         other => panic!("{other:?}"),
     }
 }

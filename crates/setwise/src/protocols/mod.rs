@@ -111,7 +111,12 @@ pub enum Outcome {
     Intersection(Vec<usize>),
     /// The size of the intersection.
     Cardinality(u64),
-    /// The intersection (sorted indices into the role's items) with each item's label
-    /// from the sender (serialised label columns).
-    Labelled(Vec<(usize, Vec<u8>)>),
+    /// The intersection with each item's label from the sender.
+    Labelled {
+        /// The sender's names of the label columns.
+        columns: Vec<String>,
+        /// Sorted indices into the role's items, each with its serialised label
+        /// ([`unbalanced::decode_label`] splits it into the columns).
+        rows: Vec<(usize, Vec<u8>)>,
+    },
 }

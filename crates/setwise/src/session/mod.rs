@@ -132,7 +132,7 @@ pub fn run_named<C: Channel>(
     match &outcome {
         Outcome::Intersection(v) => report.result("intersection_size", v.len() as u64),
         Outcome::Cardinality(c) => report.result("intersection_size", *c),
-        Outcome::Labelled(v) => report.result("intersection_size", v.len() as u64),
+        Outcome::Labelled { rows, .. } => report.result("intersection_size", rows.len() as u64),
         Outcome::Nothing => {}
     }
     report.finish(ch);

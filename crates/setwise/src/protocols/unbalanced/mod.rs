@@ -72,6 +72,30 @@ pub(crate) fn locate(p: &UnbalancedParams, output: &[u8; 32], bins: &mut Vec<u32
 
 /// Longest label accepted (bytes, after serialising its columns).
 pub const MAX_LABEL_BYTES: usize = 1024;
+/// Serialises label fields: each as a u16 length and its bytes.
+pub fn encode_label<S: AsRef<str>>(fields: &[S]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in fields {
+        let b = f.as_ref().as_bytes();
+        out.extend_from_slice(&(b.len().min(u16::MAX as usize) as u16).to_le_bytes());
+        out.extend_from_slice(&b[..b.len().min(u16::MAX as usize)]);
+    }
+    out
+}
+
+/// Splits a serialised label into `columns` fields; `None` if it does not parse.
+pub fn decode_label(bytes: &[u8], columns: usize) -> Option<Vec<String>> {
+    let mut r = crate::wire::Reader::new(bytes);
+    let fields = (0..columns)
+        .map(|_| {
+            let n = r.u16("label field").ok()? as usize;
+            String::from_utf8(r.take(n, "label field").ok()?.to_vec()).ok()
+        })
+        .collect::<Option<Vec<_>>>()?;
+    r.finish("label").ok()?;
+    Some(fields)
+}
+
 /// Nonce bytes in front of each encrypted label.
 pub(crate) const LABEL_NONCE: usize = 16;
 

@@ -186,15 +186,14 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 }
             }
         }
-        let outcome = if layout.is_some() {
-            Outcome::Labelled(
-                matched
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, m)| **m)
-                    .map(|(i, _)| (i, labels[i].clone().unwrap_or_default()))
-                    .collect(),
-            )
+        let outcome = if let Some(l) = &layout {
+            let rows = matched
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m)
+                .map(|(i, _)| (i, labels[i].clone().unwrap_or_default()))
+                .collect();
+            Outcome::Labelled { columns: l.columns.clone(), rows }
         } else {
             Outcome::Intersection(matched.iter().enumerate().filter(|(_, m)| **m).map(|(i, _)| i).collect())
         };

@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 pub enum DbCommand {
     /// Build a sender database from a file of items.
     Build(BuildArgs),
+    /// Add rows (or give existing keys new labels); only the bundles that change are
+    /// recomputed, and the file is replaced atomically.
+    Insert(EditArgs),
+    /// Remove rows by key; only the bundles that held them are recomputed.
+    Remove(EditArgs),
     /// Print a database's sizes, parameters, build time and memory.
     Info {
         /// The database file.
@@ -38,6 +43,50 @@ pub struct BuildArgs {
     /// Output database file.
     #[arg(long)]
     out: PathBuf,
+}
+
+/// `setwise db insert|remove`.
+#[derive(Args)]
+pub struct EditArgs {
+    /// The database file (rewritten in place: a new file, then a rename).
+    #[arg(long)]
+    db: PathBuf,
+    #[command(flatten)]
+    input: InputArgs,
+    /// Insert into a labelled database: the label columns.
+    #[arg(long, value_delimiter = ',')]
+    label: Vec<String>,
+}
+
+fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
+    let t = std::time::Instant::now();
+    let set = read_items(&a.input)?;
+    let mut db = SenderDb::load_for_update(&a.db).map_err(Failure::usage)?;
+    let stats = if insert {
+        let labels = if a.label.is_empty() {
+            None
+        } else {
+            Some(set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect::<Vec<_>>())
+        };
+        db.insert(set.items(), labels.as_deref())
+    } else {
+        db.remove(set.items())
+    }
+    .map_err(Failure::usage)?;
+    db.save(&a.db).map_err(Failure::usage)?;
+    eprintln!(
+        "{}: added {}, relabelled {}, removed {}, unchanged {}; recomputed {} of {} bundles; {} items now — {:.2} s",
+        a.db.display(),
+        stats.added,
+        stats.relabelled,
+        stats.removed,
+        stats.unchanged,
+        stats.bundles_touched,
+        stats.bundles_total,
+        db.info().sender_size,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Loads parameters from a file, or picks a preset.
@@ -83,6 +132,8 @@ pub fn run(cmd: DbCommand) -> Result<(), Failure> {
             print_info(&db);
             Ok(())
         }
+        DbCommand::Insert(a) => edit(a, true),
+        DbCommand::Remove(a) => edit(a, false),
         DbCommand::Info { db } => {
             let db = SenderDb::load(&db).map_err(Failure::usage)?;
             print_info(&db);

@@ -258,3 +258,73 @@ fn a_receiver_without_the_item_cannot_open_its_label() {
     let got = labelled_query(&db, &items("other", 0..200));
     assert!(got.is_empty());
 }
+
+#[test]
+fn inserts_and_removes_answer_like_a_rebuild_and_touch_few_bundles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u.db");
+    let sender = items("s", 0..3000);
+    // Fixed-width labels: a longer label than the database's would need a rebuild.
+    let label = |k: &[u8], v: u32| -> Vec<u8> { format!("v{v}-{}", &blake3::hash(k).to_hex()[..12]).into_bytes() };
+    let labels: Vec<Vec<u8>> = sender.iter().map(|k| label(k, 0)).collect();
+    SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap().save(&path).unwrap();
+
+    // Random edits: 60 new items, 20 new labels for existing ones, 90 removals (10 absent).
+    let added = items("new", 0..60);
+    let relabel: Vec<Vec<u8>> = (0..20).map(|i| format!("s{}", i * 97).into_bytes()).collect();
+    let removed: Vec<Vec<u8>> =
+        [(0..80).map(|i| format!("s{}", 1000 + i * 13).into_bytes()).collect::<Vec<_>>(), items("ghost", 0..10)]
+            .concat();
+    let mut db = SenderDb::load_for_update(&path).unwrap();
+    // One item touches at most one bundle per hash function.
+    let one = items("single", 0..1);
+    let st = db.insert(&one, Some(&[label(&one[0], 1)])).unwrap();
+    assert!(st.added == 1 && st.bundles_touched <= 3, "{st:?}");
+    let ins: Vec<Vec<u8>> = [added.clone(), relabel.clone(), one.clone()].concat();
+    let ins_labels: Vec<Vec<u8>> = ins.iter().map(|k| label(k, 1)).collect();
+    let st = db.insert(&ins, Some(&ins_labels)).unwrap();
+    assert_eq!((st.added, st.relabelled), (60, 21));
+    let st = db.remove(&removed).unwrap();
+    assert_eq!((st.removed, st.unchanged), (80, 10));
+    db.save(&path).unwrap();
+
+    // The plain edited set and its labels.
+    let mut expect: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+        sender.iter().map(|k| (k.clone(), label(k, 0))).collect();
+    for k in &ins {
+        expect.insert(k.clone(), label(k, 1));
+    }
+    for k in &removed {
+        expect.remove(k);
+    }
+    let updated = SenderDb::load(&path).unwrap();
+    assert_eq!(updated.info().sender_size, expect.len());
+    let (keys, vals): (Vec<Vec<u8>>, Vec<Vec<u8>>) = expect.iter().map(|(k, v)| (k.clone(), v.clone())).unzip();
+    let rebuilt = SenderDb::build_labelled(&keys, &vals, vec!["l".into()], small(), "test").unwrap();
+    let receiver: Vec<Vec<u8>> =
+        [items("s", 990..1110), relabel[..10].to_vec(), added[..10].to_vec(), items("ghost", 0..5)].concat();
+    let want: Vec<(usize, Vec<u8>)> =
+        receiver.iter().enumerate().filter_map(|(i, y)| expect.get(y).map(|v| (i, v.clone()))).collect();
+    assert_eq!(labelled_query(&updated, &receiver), want);
+    assert_eq!(labelled_query(&rebuilt, &receiver), want);
+}
+
+#[test]
+fn an_interrupted_update_leaves_the_old_database_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i.db");
+    let sender = items("s", 0..500);
+    SenderDb::build(&sender, small(), "test").unwrap().save(&path).unwrap();
+    let original = std::fs::read(&path).unwrap();
+    // An update dies after writing part of its temporary file, before the rename.
+    std::fs::write(path.with_extension("db.tmp"), &original[..original.len() / 3]).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+    let db = SenderDb::load(&path).unwrap();
+    check(&db, &sender, &items("s", 0..20));
+    // The next update overwrites the stale temporary file and renames over the old one.
+    let mut db = SenderDb::load_for_update(&path).unwrap();
+    db.insert(&items("t", 0..5), None).unwrap();
+    db.save(&path).unwrap();
+    assert!(!path.with_extension("db.tmp").exists());
+    assert_eq!(SenderDb::load(&path).unwrap().info().sender_size, 505);
+}

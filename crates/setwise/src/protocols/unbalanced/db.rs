@@ -89,6 +89,8 @@ struct Bundle {
     label_coeffs: Option<Vec<u32>>,
     /// Labelled: `parts × (B + 1)` plaintexts.
     label_plaintexts: Vec<Plaintext>,
+    /// Its items changed: coefficients (and plaintexts) must be recomputed.
+    dirty: bool,
 }
 
 impl Bundle {
@@ -99,8 +101,75 @@ impl Bundle {
             plaintexts: Vec::new(),
             label_coeffs: None,
             label_plaintexts: Vec::new(),
+            dirty: true,
         }
     }
+}
+
+/// What an insert or remove changed.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct UpdateStats {
+    /// New items.
+    pub added: usize,
+    /// Existing items given a new label.
+    pub relabelled: usize,
+    /// Items removed.
+    pub removed: usize,
+    /// Items asked for that were already there (insert) or absent (remove).
+    pub unchanged: usize,
+    /// Bundles recomputed.
+    pub bundles_touched: usize,
+    /// Bundles in the database afterwards.
+    pub bundles_total: usize,
+}
+
+/// Each item's distinct candidate bins and field elements.
+fn layouts(p: &UnbalancedParams, outputs: &[Output]) -> Vec<(Vec<u32>, Vec<u64>)> {
+    outputs
+        .par_iter()
+        .map(|o| {
+            let (mut bins, mut felts) = (Vec::new(), Vec::new());
+            locate(p, o, &mut bins, &mut felts);
+            bins.sort_unstable();
+            bins.dedup();
+            (bins, felts)
+        })
+        .collect()
+}
+
+/// Puts item `id` into each of its bins: the first bundle at that bundle index whose bin
+/// has room and no item with an equal felt at the same position (so label interpolation
+/// has distinct points), or a new bundle. Marks the bundles it changes dirty.
+fn place(
+    p: &UnbalancedParams,
+    indices: &mut [Vec<Bundle>],
+    id: u32,
+    layout: &[(Vec<u32>, Vec<u64>)],
+) -> Result<(), DbError> {
+    let (bpb, cap, k) = (p.bins_per_bundle(), p.table_params.max_items_per_bin, p.item_params.felts_per_item);
+    let felts = &layout[id as usize].1;
+    for &bin in &layout[id as usize].0 {
+        let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
+        let fits = |b: &Bundle| {
+            b.bins[lb].len() < cap && b.bins[lb].iter().all(|&o| (0..k).all(|f| layout[o as usize].1[f] != felts[f]))
+        };
+        let bundles = &mut indices[bi];
+        let at = match bundles.iter().position(fits) {
+            Some(at) => at,
+            None => {
+                if bundles.len() >= MAX_BUNDLES_PER_INDEX {
+                    return Err(DbError::Params(format!(
+                        "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
+                    )));
+                }
+                bundles.push(Bundle::empty(bpb));
+                bundles.len() - 1
+            }
+        };
+        bundles[at].bins[lb].push(id);
+        bundles[at].dirty = true;
+    }
+    Ok(())
 }
 
 /// Encrypted labels of a database, one record per item.
@@ -178,49 +247,137 @@ impl SenderDb {
         Ok(db)
     }
 
-    /// Places every item into its distinct candidate bins, each into the first bundle
-    /// at that bundle index whose bin has room and no item sharing a felt value at the
-    /// same position (so label interpolation, later, has distinct points).
+    /// Places every item (see [`place`]).
     fn fill_bundles(&mut self) -> Result<(), DbError> {
-        let p = &self.params;
-        let (bpb, cap, k) = (p.bins_per_bundle(), p.table_params.max_items_per_bin, p.item_params.felts_per_item);
-        let layout: Vec<(Vec<u32>, Vec<u64>)> = self
-            .items
-            .par_iter()
-            .map(|o| {
-                let (mut bins, mut felts) = (Vec::new(), Vec::new());
-                locate(p, o, &mut bins, &mut felts);
-                bins.sort_unstable();
-                bins.dedup();
-                (bins, felts)
-            })
-            .collect();
-        let mut indices: Vec<Vec<Bundle>> = (0..p.bundle_indices()).map(|_| Vec::new()).collect();
-        for (id, (bins, felts)) in layout.iter().enumerate() {
-            for &bin in bins {
-                let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
-                let fits = |b: &Bundle| {
-                    b.bins[lb].len() < cap
-                        && b.bins[lb].iter().all(|&o| (0..k).all(|f| layout[o as usize].1[f] != felts[f]))
-                };
-                let bundles = &mut indices[bi];
-                let at = match bundles.iter().position(fits) {
-                    Some(at) => at,
-                    None => {
-                        if bundles.len() >= MAX_BUNDLES_PER_INDEX {
-                            return Err(DbError::Params(format!(
-                                "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
-                            )));
-                        }
-                        bundles.push(Bundle::empty(bpb));
-                        bundles.len() - 1
-                    }
-                };
-                bundles[at].bins[lb].push(id as u32);
-            }
+        let layout = layouts(&self.params, &self.items);
+        let mut indices: Vec<Vec<Bundle>> = (0..self.params.bundle_indices()).map(|_| Vec::new()).collect();
+        for id in 0..self.items.len() as u32 {
+            place(&self.params, &mut indices, id, &layout)?;
         }
         self.indices = indices;
         Ok(())
+    }
+
+    /// Adds `items` (with `labels` in a labelled database); an item already present gets
+    /// the new label. Only the bundles that change are recomputed.
+    pub fn insert<I: AsRef<[u8]> + Sync>(
+        &mut self,
+        items: &[I],
+        labels: Option<&[Vec<u8>]>,
+    ) -> Result<UpdateStats, DbError> {
+        match (&self.labels, labels) {
+            (Some(_), None) => {
+                return Err(DbError::Params("this database is labelled: give the new items' labels".into()));
+            }
+            (None, Some(_)) => {
+                return Err(DbError::Params("this database has no labels: rebuild it with labels".into()));
+            }
+            (_, Some(l)) if l.len() != items.len() => {
+                return Err(DbError::Params(format!("{} labels for {} items", l.len(), items.len())));
+            }
+            _ => {}
+        }
+        if let (Some(l), Some(new)) = (&self.labels, labels) {
+            let max = l.layout.record_bytes - super::LABEL_NONCE - 2;
+            if let Some(x) = new.iter().find(|x| x.len() > max) {
+                return Err(DbError::Params(format!(
+                    "a label of {} bytes exceeds this database's label size of {max}; rebuild it",
+                    x.len()
+                )));
+            }
+        }
+        let outputs = self.oprf.evaluate_items(items);
+        let mut layout = layouts(&self.params, &self.items);
+        let index: std::collections::HashMap<Output, u32> =
+            self.items.iter().enumerate().map(|(i, o)| (*o, i as u32)).collect();
+        let mut stats = UpdateStats::default();
+        let bpb = self.params.bins_per_bundle();
+        for (j, o) in outputs.iter().enumerate() {
+            if let Some(&id) = index.get(o) {
+                match (&mut self.labels, labels) {
+                    (Some(l), Some(new)) => {
+                        l.records[id as usize] = seal_label(o, &new[j], &l.layout);
+                        for &bin in &layout[id as usize].0 {
+                            let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
+                            self.indices[bi]
+                                .iter_mut()
+                                .filter(|b| b.bins[lb].contains(&id))
+                                .for_each(|b| b.dirty = true);
+                        }
+                        stats.relabelled += 1;
+                    }
+                    _ => stats.unchanged += 1,
+                }
+                continue;
+            }
+            let id = self.items.len() as u32;
+            self.items.push(*o);
+            if let (Some(l), Some(new)) = (&mut self.labels, labels) {
+                l.records.push(seal_label(o, &new[j], &l.layout));
+            }
+            layout.extend(layouts(&self.params, &[*o]));
+            place(&self.params, &mut self.indices, id, &layout)?;
+            stats.added += 1;
+        }
+        self.finish_update(stats)
+    }
+
+    /// Removes `items`; only the bundles that held them are recomputed (bundles left
+    /// empty are dropped).
+    pub fn remove<I: AsRef<[u8]> + Sync>(&mut self, items: &[I]) -> Result<UpdateStats, DbError> {
+        let outputs = self.oprf.evaluate_items(items);
+        let index: std::collections::HashMap<Output, u32> =
+            self.items.iter().enumerate().map(|(i, o)| (*o, i as u32)).collect();
+        let mut gone = vec![false; self.items.len()];
+        let mut stats = UpdateStats::default();
+        for o in &outputs {
+            match index.get(o) {
+                Some(&id) if !gone[id as usize] => {
+                    gone[id as usize] = true;
+                    stats.removed += 1;
+                }
+                _ => stats.unchanged += 1,
+            }
+        }
+        // Ids stay dense: item `i` becomes `remap[i]`.
+        let mut remap = vec![u32::MAX; self.items.len()];
+        let mut next = 0u32;
+        for (i, g) in gone.iter().enumerate() {
+            if !g {
+                remap[i] = next;
+                next += 1;
+            }
+        }
+        for bundles in &mut self.indices {
+            for b in bundles.iter_mut() {
+                for bin in &mut b.bins {
+                    let before = bin.len();
+                    bin.retain(|&id| !gone[id as usize]);
+                    b.dirty |= bin.len() != before;
+                    bin.iter_mut().for_each(|id| *id = remap[*id as usize]);
+                }
+            }
+            bundles.retain(|b| b.bins.iter().any(|bin| !bin.is_empty()));
+        }
+        let mut keep = gone.iter().map(|g| !g);
+        self.items.retain(|_| keep.next().expect("one flag per item"));
+        if let Some(l) = &mut self.labels {
+            let mut keep = gone.iter().map(|g| !g);
+            l.records.retain(|_| keep.next().expect("one flag per record"));
+        }
+        self.finish_update(stats)
+    }
+
+    fn finish_update(&mut self, mut stats: UpdateStats) -> Result<UpdateStats, DbError> {
+        stats.bundles_touched = self.indices.iter().flatten().filter(|b| b.dirty).count();
+        let serving = self.indices.iter().flatten().any(|b| !b.plaintexts.is_empty());
+        self.compute_coefficients();
+        if serving {
+            self.encode()?;
+        }
+        self.refresh_info();
+        stats.bundles_total = self.info.bundles;
+        Ok(stats)
     }
 
     /// Interpolates each bundle's slot polynomials ∏(x − y_f), and for a labelled
@@ -235,7 +392,10 @@ impl SenderDb {
         );
         let (items, labels) = (&self.items, &self.labels);
         let fb = p.felt_bits();
-        self.indices.par_iter_mut().flatten().for_each(|bundle| {
+        self.indices.par_iter_mut().flatten().filter(|b| b.dirty).for_each(|bundle| {
+            bundle.dirty = false;
+            bundle.plaintexts.clear();
+            bundle.label_plaintexts.clear();
             let mut coeffs = vec![0u32; (b + 1) * n];
             let parts = labels.as_ref().map_or(0, |l| l.layout.parts);
             let mut label_coeffs = vec![0u32; parts * (b + 1) * n];
@@ -286,7 +446,7 @@ impl SenderDb {
     /// what makes the per-query products cheap).
     fn encode(&mut self) -> Result<(), DbError> {
         let (n, ctx) = (self.params.seal_params.poly_modulus_degree, &self.ctx);
-        self.indices.par_iter_mut().flatten().try_for_each(|bundle| {
+        self.indices.par_iter_mut().flatten().filter(|b| b.plaintexts.is_empty()).try_for_each(|bundle| {
             let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
             let encode = |coeffs: &[u32]| {
                 coeffs
@@ -419,8 +579,19 @@ impl SenderDb {
         });
     }
 
-    /// Loads a database file, refusing a truncated, corrupted or foreign one.
+    /// Loads a database file to serve it, refusing a truncated, corrupted or foreign
+    /// one: the plaintexts are encoded and the coefficient copies dropped.
     pub fn load(path: &Path) -> Result<Self, DbError> {
+        let mut db = Self::load_for_update(path)?;
+        db.encode()?;
+        db.drop_coefficients();
+        db.refresh_info();
+        Ok(db)
+    }
+
+    /// Loads a database file to edit it ([`insert`](Self::insert),
+    /// [`remove`](Self::remove), [`save`](Self::save)): coefficients kept, nothing encoded.
+    pub fn load_for_update(path: &Path) -> Result<Self, DbError> {
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| DbError::Io { path: name.clone(), source })?;
         let bad = |why: String| DbError::Invalid { path: name.clone(), why };
@@ -500,6 +671,7 @@ impl SenderDb {
                 bundle.coeffs = Some(read_coeffs((b + 1) * n)?);
                 bundle.label_coeffs = if parts > 0 { Some(read_coeffs(parts * (b + 1) * n)?) } else { None };
                 bundle.bins = bins;
+                bundle.dirty = false;
                 bundles.push(bundle);
             }
             indices.push(bundles);
@@ -515,8 +687,6 @@ impl SenderDb {
             labels,
             info: DbInfo { preset, build_ms, ..Default::default() },
         };
-        db.encode()?;
-        db.drop_coefficients();
         db.refresh_info();
         Ok(db)
     }

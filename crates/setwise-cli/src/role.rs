@@ -80,6 +80,10 @@ pub struct SenderArgs {
     /// each on its own thread with the database shared read-only.
     #[arg(long, default_value_t = 1)]
     sessions: usize,
+    /// Unbalanced: keep only the coefficients in memory and encode per query ((L+1)·2 =
+    /// 8× less memory at L = 3 moduli, slower queries; `db info` gives both figures).
+    #[arg(long)]
+    compact: bool,
     /// Authorized/partial: the judge's public key file (hex, from `setwise judge`).
     #[arg(long)]
     judge_key: Option<PathBuf>,
@@ -201,7 +205,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         let path = a.db.as_ref().ok_or_else(|| {
             Failure::usage(anyhow::anyhow!("the unbalanced sender serves --db FILE (see `setwise db build`)"))
         })?;
-        let db = SenderDb::load(path).map_err(Failure::usage)?;
+        let db = if a.compact { SenderDb::load_compact(path) } else { SenderDb::load(path) }.map_err(Failure::usage)?;
         return serve(c, Arc::new(db), a.sessions);
     }
     if a.db.is_some() {

@@ -328,3 +328,41 @@ fn an_interrupted_update_leaves_the_old_database_valid() {
     assert!(!path.with_extension("db.tmp").exists());
     assert_eq!(SenderDb::load(&path).unwrap().info().sender_size, 505);
 }
+
+#[test]
+fn sixteen_concurrent_receivers_share_one_database() {
+    let sender = items("s", 0..4000);
+    let db = std::sync::Arc::new(SenderDb::build(&sender, small(), "test").unwrap());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|k| {
+                let db = std::sync::Arc::clone(&db);
+                let sender = &sender;
+                s.spawn(move || {
+                    // Each receiver has its own set: 20 of the sender's items and 20 others.
+                    let receiver: Vec<Vec<u8>> =
+                        [items("s", k * 200..k * 200 + 20), items(&format!("r{k}-"), 0..20)].concat();
+                    check(&db, sender, &receiver);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("a receiver's answer was wrong");
+        }
+    });
+}
+
+#[test]
+fn compact_mode_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let sender = items("s", 0..1500);
+    let labels: Vec<Vec<u8>> = sender.iter().map(|k| [b"L:", &k[..]].concat()).collect();
+    SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap().save(&path).unwrap();
+    let compact = SenderDb::load_compact(&path).unwrap();
+    assert_eq!(compact.info().compact_bytes * 8, compact.info().plaintext_bytes, "4 bytes a slot against (3 + 1)·8");
+    let receiver = [items("s", 100..140), items("z", 0..10)].concat();
+    let want: Vec<(usize, Vec<u8>)> = (0..40).map(|i| (i, [b"L:", &receiver[i][..]].concat())).collect();
+    assert_eq!(labelled_query(&compact, &receiver), want);
+    assert_eq!(labelled_query(&SenderDb::load(&path).unwrap(), &receiver), want);
+}

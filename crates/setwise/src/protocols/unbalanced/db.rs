@@ -12,6 +12,7 @@ use crate::oprf::{OprfKey, Output};
 use crate::poly::{from_roots, interpolate};
 use crate::wire::{Reader, Writer};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::Instant;
 
@@ -63,8 +64,12 @@ pub struct DbInfo {
     pub max_bundles_per_index: usize,
     /// Build time, milliseconds.
     pub build_ms: u64,
-    /// Bytes of the loaded plaintexts (the database's memory).
+    /// Bytes of the loaded plaintexts (the database's memory when served encoded).
     pub plaintext_bytes: usize,
+    /// Bytes of the coefficients alone (the database's memory in compact mode).
+    pub compact_bytes: usize,
+    /// Served in compact mode (plaintexts encoded per query).
+    pub compact: bool,
     /// The most receiver items per query.
     pub receiver_max: usize,
     /// Labelled: the longest label in bytes (0 if unlabelled).
@@ -83,26 +88,18 @@ struct Bundle {
     bins: Vec<Vec<u32>>,
     /// `(B + 1) × N` coefficients, coefficient-major; dropped once encoded and saved.
     coeffs: Option<Vec<u32>>,
-    /// The coefficients as plaintexts at level 0.
+    /// The coefficients as plaintexts at level 0: the matching polynomial's `B + 1`,
+    /// then each label part's `B + 1`.
     plaintexts: Vec<Plaintext>,
     /// Labelled: `parts × (B + 1) × N` label-polynomial coefficients, part-major.
     label_coeffs: Option<Vec<u32>>,
-    /// Labelled: `parts × (B + 1)` plaintexts.
-    label_plaintexts: Vec<Plaintext>,
     /// Its items changed: coefficients (and plaintexts) must be recomputed.
     dirty: bool,
 }
 
 impl Bundle {
     fn empty(bpb: usize) -> Self {
-        Self {
-            bins: vec![Vec::new(); bpb],
-            coeffs: None,
-            plaintexts: Vec::new(),
-            label_coeffs: None,
-            label_plaintexts: Vec::new(),
-            dirty: true,
-        }
+        Self { bins: vec![Vec::new(); bpb], coeffs: None, plaintexts: Vec::new(), label_coeffs: None, dirty: true }
     }
 }
 
@@ -395,7 +392,6 @@ impl SenderDb {
         self.indices.par_iter_mut().flatten().filter(|b| b.dirty).for_each(|bundle| {
             bundle.dirty = false;
             bundle.plaintexts.clear();
-            bundle.label_plaintexts.clear();
             let mut coeffs = vec![0u32; (b + 1) * n];
             let parts = labels.as_ref().map_or(0, |l| l.layout.parts);
             let mut label_coeffs = vec![0u32; parts * (b + 1) * n];
@@ -457,14 +453,16 @@ impl SenderDb {
             };
             bundle.plaintexts = encode(coeffs)?;
             if let Some(lc) = &bundle.label_coeffs {
-                bundle.label_plaintexts = encode(lc)?;
+                bundle.plaintexts.extend(encode(lc)?);
             }
             Ok(())
         })
     }
 
     fn refresh_info(&mut self) {
-        let per_pt = self.params.seal_params.coeff_modulus_bits.len() * self.params.seal_params.poly_modulus_degree * 8;
+        // An `fhe` plaintext keeps its N slot values and its NTT form over L moduli.
+        let n = self.params.seal_params.poly_modulus_degree;
+        let per_pt = (self.params.seal_params.coeff_modulus_bits.len() + 1) * n * 8;
         let bundles: usize = self.indices.iter().map(Vec::len).sum();
         let max_bpi = self.indices.iter().map(Vec::len).max().unwrap_or(0);
         self.info.sender_size = self.items.len();
@@ -472,7 +470,9 @@ impl SenderDb {
         self.info.bundles = bundles;
         self.info.max_bundles_per_index = max_bpi;
         let parts = self.labels.as_ref().map_or(0, |l| l.layout.parts);
-        self.info.plaintext_bytes = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1) * per_pt;
+        let polys = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1);
+        self.info.plaintext_bytes = polys * per_pt;
+        self.info.compact_bytes = polys * n * 4;
         self.info.label_parts = parts;
         self.info.label_bytes = self.labels.as_ref().map_or(0, |l| l.layout.record_bytes - super::LABEL_NONCE - 2);
         self.info.receiver_max = self.params.receiver_max();
@@ -507,14 +507,19 @@ impl SenderDb {
         self.labels.as_ref().map(|l| &l.layout)
     }
 
-    /// Label plaintexts of bundle `b` at `bi`: `parts × (B + 1)`, part-major.
-    pub(crate) fn label_plaintexts(&self, bi: usize, b: usize) -> &[Plaintext] {
-        &self.indices[bi][b].label_plaintexts
-    }
-
-    /// The coefficient plaintexts of bundle `b` at bundle index `bi`.
-    pub(crate) fn plaintexts(&self, bi: usize, b: usize) -> &[Plaintext] {
-        &self.indices[bi][b].plaintexts
+    /// The plaintexts of bundle `b` at bundle index `bi`: the matching polynomial's
+    /// `B + 1`, then each label part's `B + 1`. Encoded now in compact mode.
+    pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, [Plaintext]>, crate::he::HeError> {
+        let bundle = &self.indices[bi][b];
+        if !self.info.compact {
+            return Ok(Cow::Borrowed(&bundle.plaintexts));
+        }
+        let n = self.params.seal_params.poly_modulus_degree;
+        let all = bundle.coeffs.iter().chain(bundle.label_coeffs.iter()).flat_map(|c| c.chunks(n));
+        let pts = all
+            .map(|c| self.ctx.encode(&c.iter().map(|&v| v as u64).collect::<Vec<_>>(), 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cow::Owned(pts))
     }
 
     /// Writes the database to `path` atomically (a temporary file, then rename).
@@ -586,6 +591,15 @@ impl SenderDb {
         db.encode()?;
         db.drop_coefficients();
         db.refresh_info();
+        Ok(db)
+    }
+
+    /// Loads a database file to serve it in compact mode: only the coefficients are kept
+    /// (4 bytes a slot instead of the plaintexts' (L+1)·8), and each query encodes the
+    /// plaintexts it uses.
+    pub fn load_compact(path: &Path) -> Result<Self, DbError> {
+        let mut db = Self::load_for_update(path)?;
+        db.info.compact = true;
         Ok(db)
     }
 

@@ -77,10 +77,9 @@ pub fn sender(ch: &mut impl Channel, session: &Session, db: &SenderDb, report: &
             let results = batch
                 .par_iter()
                 .map(|&(bi, b)| {
-                    let labels = db.label_plaintexts(bi, b);
-                    let width = p.table_params.max_items_per_bin + 1;
-                    std::iter::once(db.plaintexts(bi, b))
-                        .chain(labels.chunks(width))
+                    let plaintexts = db.bundle_plaintexts(bi, b)?;
+                    plaintexts
+                        .chunks(p.table_params.max_items_per_bin + 1)
                         .map(|coeffs| {
                             let mut r = evaluate(&ev, &powers[bi], coeffs, low)?;
                             r.mod_switch_to_last()?;

@@ -37,7 +37,7 @@ pub struct BenchArgs {
     /// Exact number of common items, instead of --overlap.
     #[arg(long)]
     common: Option<usize>,
-    /// Unbalanced: parameter file (default: the smallest preset that fits).
+    /// Unbalanced: `auto` (default), a preset name, or a parameter file.
     #[arg(long)]
     params: Option<std::path::PathBuf>,
     /// Unbalanced: receiver items the parameters must allow.
@@ -83,8 +83,11 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
         let (x, y) = sets(s_n, r_n, overlap);
         let db = match a.protocol {
             Protocol::Unbalanced => {
-                let (name, params) = crate::db::choose_params(a.params.as_deref(), s_n, a.receiver_max.max(r_n))?;
-                let db = SenderDb::build(x.items(), params, &name).map_err(Failure::usage)?;
+                let spec = a.params.as_ref().map_or("auto".to_string(), |p| p.display().to_string());
+                let (name, params) = crate::db::resolve_params(&spec, s_n, a.receiver_max.max(r_n), 0)?;
+                let db = SenderDb::build(x.items(), params, &name)
+                    .and_then(|mut db| db.prepare().map(|()| db))
+                    .map_err(Failure::usage)?;
                 println!(
                     "  database {label}: preset {name}, built in {:.2} s, {} bundles, plaintexts {}",
                     db.info().build_ms as f64 / 1e3,

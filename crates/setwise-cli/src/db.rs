@@ -3,7 +3,7 @@
 use crate::Failure;
 use crate::role::{InputArgs, read_items};
 use clap::{Args, Subcommand};
-use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label};
+use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, auto, encode_label};
 use setwise::session::human_bytes;
 use std::path::{Path, PathBuf};
 
@@ -30,10 +30,10 @@ pub enum DbCommand {
 pub struct BuildArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// Parameter file (APSI-style JSON); default: the smallest shipped preset that
-    /// covers the input and --receiver-max.
-    #[arg(long)]
-    params: Option<PathBuf>,
+    /// Parameters: `auto` (search under a cost model calibrated on this machine), a
+    /// shipped preset name (e.g. 1M-256), or an APSI-style JSON file.
+    #[arg(long, default_value = "auto")]
+    params: String,
     /// Most receiver items per query the parameters must allow.
     #[arg(long, default_value_t = 256)]
     receiver_max: usize,
@@ -89,6 +89,75 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `auto`, a preset name, or a file.
+pub fn resolve_params(
+    spec: &str,
+    sender: usize,
+    receiver_max: usize,
+    label_bytes: usize,
+) -> Result<(String, UnbalancedParams), Failure> {
+    if spec == "auto" {
+        let choice = auto::choose(sender, receiver_max, label_bytes, &auto::calibrate())
+            .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        eprintln!(
+            "auto parameters: predicted {:.3} s and {} per query ({} bundles per index)",
+            choice.seconds,
+            human_bytes(choice.bytes as u64),
+            choice.bundles_per_index
+        );
+        return Ok(("auto".into(), choice.params));
+    }
+    if let Some((name, json)) = setwise::protocols::unbalanced::params::PRESETS.iter().find(|(n, _)| *n == spec) {
+        let p = UnbalancedParams::from_json(json).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        return Ok((name.to_string(), p));
+    }
+    choose_params(Some(Path::new(spec)), sender, receiver_max)
+}
+
+/// `setwise params`.
+#[derive(Args)]
+pub struct ParamsArgs {
+    /// Sender items.
+    #[arg(long)]
+    sender_size: usize,
+    /// Most receiver items per query.
+    #[arg(long, default_value_t = 256)]
+    receiver_size: usize,
+    /// Label bytes (0: unlabelled).
+    #[arg(long, default_value_t = 0)]
+    label_bytes: usize,
+}
+
+/// Runs `setwise params`: prints the chosen JSON (stdout) and the prediction (stderr).
+pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
+    let costs = auto::calibrate();
+    for (he, c) in &costs {
+        eprintln!(
+            "measured {}: ct×ct {:.2} ms, ct×pt {:.3} ms, mod-switch {:.2} ms, encrypt {:.2} ms, decrypt {:.2} ms; ciphertexts {} / {} B, key {} B",
+            he.fingerprint(),
+            c.mul_ms,
+            c.mul_plain_ms,
+            c.mod_switch_ms,
+            c.encrypt_ms,
+            c.decrypt_ms,
+            c.bytes[0],
+            c.bytes[1],
+            c.bytes[2]
+        );
+    }
+    let choice = auto::choose(a.sender_size, a.receiver_size, a.label_bytes, &costs)
+        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    eprintln!(
+        "predicted per query: {:.3} s (sender on 2 cores + receiver), {} both ways, {} bundles per index; receiver maximum {}",
+        choice.seconds,
+        human_bytes(choice.bytes as u64),
+        choice.bundles_per_index,
+        choice.params.receiver_max()
+    );
+    println!("{}", choice.params.to_json());
+    Ok(())
+}
+
 /// Loads parameters from a file, or picks a preset.
 pub fn choose_params(
     file: Option<&Path>,
@@ -119,7 +188,12 @@ pub fn run(cmd: DbCommand) -> Result<(), Failure> {
     match cmd {
         DbCommand::Build(a) => {
             let set = read_items(&a.input)?;
-            let (name, params) = choose_params(a.params.as_deref(), set.items().len(), a.receiver_max)?;
+            let label_bytes = if a.label.is_empty() {
+                0
+            } else {
+                set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
+            };
+            let (name, params) = resolve_params(&a.params, set.items().len(), a.receiver_max, label_bytes)?;
             let db = if a.label.is_empty() {
                 SenderDb::build(set.items(), params, &name)
             } else {

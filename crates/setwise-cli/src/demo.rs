@@ -73,8 +73,10 @@ pub fn run(a: DemoArgs) -> Result<(), Failure> {
     let (x, y) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
     let db = match a.protocol {
         Protocol::Unbalanced => {
-            let (name, params) = crate::db::choose_params(None, x.items().len(), y.items().len())?;
-            let db = SenderDb::build(x.items(), params, &name).map_err(Failure::usage)?;
+            let (name, params) = crate::db::resolve_params("auto", x.items().len(), y.items().len().max(256), 0)?;
+            let db = SenderDb::build(x.items(), params, &name)
+                .and_then(|mut db| db.prepare().map(|()| db))
+                .map_err(Failure::usage)?;
             println!(
                 "sender database: {} items, preset {name}, built in {:.2} s",
                 x.items().len(),

@@ -32,6 +32,8 @@ enum Command {
     Receiver(role::ReceiverArgs),
     /// Time both roles on generated sets and print a table.
     Bench(bench::BenchArgs),
+    /// Choose unbalanced-PSI parameters for given sizes; print the JSON and the prediction.
+    Params(db::ParamsArgs),
     /// Be the judge of authorised PSI: sign clients' allowed items.
     Judge(judge::JudgeArgs),
     /// Ask a judge to sign your items; save the credentials.
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Db(c) => db::run(c),
         Command::Judge(a) => judge::run_judge(a),
+        Command::Params(a) => db::run_params(a),
         Command::Authorize(a) => judge::run_authorize(a),
     };
     match result {

@@ -366,3 +366,50 @@ fn compact_mode_answers_the_same() {
     assert_eq!(labelled_query(&compact, &receiver), want);
     assert_eq!(labelled_query(&SenderDb::load(&path).unwrap(), &receiver), want);
 }
+
+#[test]
+fn auto_parameters_are_valid_across_a_grid() {
+    use setwise::he::HeParams;
+    use setwise::protocols::unbalanced::auto::{OpCosts, choose};
+    // Fixed costs (this machine's order of magnitude); validity does not depend on them.
+    let costs = vec![
+        (
+            HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 21), moduli_bits: vec![36, 36, 37] },
+            OpCosts {
+                mul_ms: 6.0,
+                mul_plain_ms: 0.1,
+                mod_switch_ms: 1.0,
+                encrypt_ms: 1.1,
+                decrypt_ms: 0.4,
+                bytes: [55_857, 36_896, 167_507],
+            },
+        ),
+        (
+            HeParams {
+                degree: 8192,
+                plain_modulus: HeParams::batching_prime(8192, 21),
+                moduli_bits: vec![43, 43, 44, 44, 44],
+            },
+            OpCosts {
+                mul_ms: 24.0,
+                mul_plain_ms: 0.4,
+                mod_switch_ms: 8.0,
+                encrypt_ms: 3.5,
+                decrypt_ms: 1.5,
+                bytes: [223_281, 88_096, 1_116_273],
+            },
+        ),
+    ];
+    for sender in [1usize << 10, 1 << 14, 1 << 20, 1 << 24] {
+        for receiver in [1usize, 16, 256, 4096] {
+            for label in [0usize, 32, 1024] {
+                let c = choose(sender, receiver, label, &costs)
+                    .unwrap_or_else(|e| panic!("{sender}×{receiver}×{label}: {e}"));
+                c.params.validate().unwrap();
+                assert!(c.params.receiver_max() >= receiver, "{sender}×{receiver}: max {}", c.params.receiver_max());
+                assert!(c.params.false_match_log2(receiver, c.bundles_per_index) <= -40.0);
+                assert!(c.seconds > 0.0 && c.bytes > 0);
+            }
+        }
+    }
+}

@@ -237,7 +237,6 @@ impl SenderDb {
         let mut db = Self { params, ctx, oprf, items: outputs, indices: Vec::new(), labels, info: DbInfo::default() };
         db.fill_bundles()?;
         db.compute_coefficients();
-        db.encode()?;
         db.info.preset = preset.to_string();
         db.info.build_ms = start.elapsed().as_millis() as u64;
         db.refresh_info();
@@ -511,7 +510,7 @@ impl SenderDb {
     /// `B + 1`, then each label part's `B + 1`. Encoded now in compact mode.
     pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, [Plaintext]>, crate::he::HeError> {
         let bundle = &self.indices[bi][b];
-        if !self.info.compact {
+        if !bundle.plaintexts.is_empty() {
             return Ok(Cow::Borrowed(&bundle.plaintexts));
         }
         let n = self.params.seal_params.poly_modulus_degree;
@@ -588,10 +587,18 @@ impl SenderDb {
     /// one: the plaintexts are encoded and the coefficient copies dropped.
     pub fn load(path: &Path) -> Result<Self, DbError> {
         let mut db = Self::load_for_update(path)?;
-        db.encode()?;
-        db.drop_coefficients();
-        db.refresh_info();
+        db.prepare()?;
         Ok(db)
+    }
+
+    /// Makes a built or edited database ready to serve fast: encodes the plaintexts and
+    /// drops the coefficient copies (it can no longer be saved). Without it, each query
+    /// encodes the plaintexts it uses, as in compact mode.
+    pub fn prepare(&mut self) -> Result<(), DbError> {
+        self.encode()?;
+        self.drop_coefficients();
+        self.refresh_info();
+        Ok(())
     }
 
     /// Loads a database file to serve it in compact mode: only the coefficients are kept

@@ -17,6 +17,7 @@
 //! Paterson–Stockmeyer), switches each result to the last level and streams it back;
 //! the receiver's item matches when all its slots in some result are zero.
 
+pub mod auto;
 pub mod db;
 mod eval;
 pub mod params;

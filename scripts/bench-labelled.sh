@@ -33,7 +33,8 @@ wait; grep -E "RSS|error" "$dir/s1.log"
 echo "== 16 concurrent receivers of 256 items"
 port=$((20000 + RANDOM % 20000))
 "$bin" sender --protocol unbalanced --db "$dir/s.db" --listen "127.0.0.1:$port" --sessions 16 2> "$dir/s16.log" &
-sleep 0.3
+# Start the clock once the database is loaded and the sender listens.
+until grep -q "listening" "$dir/s16.log" 2>/dev/null; do sleep 0.1; done
 start=$(date +%s.%N)
 for k in $(seq 1 16); do
   "$bin" receiver --protocol unbalanced --input "$dir/c$k.csv" --connect "127.0.0.1:$port" --output "$dir/c$k.out" 2> "$dir/c$k.log" &

@@ -62,6 +62,7 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
     let t = std::time::Instant::now();
     let set = read_items(&a.input)?;
     let mut db = SenderDb::load_for_update(&a.db).map_err(Failure::usage)?;
+    let loaded = t.elapsed().as_secs_f64();
     let stats = if insert {
         let labels = if a.label.is_empty() {
             None
@@ -73,7 +74,13 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
         db.remove(set.items())
     }
     .map_err(Failure::usage)?;
+    let updated = t.elapsed().as_secs_f64();
     db.save(&a.db).map_err(Failure::usage)?;
+    eprintln!(
+        "  read {loaded:.2} s, update {:.2} s, write {:.2} s",
+        updated - loaded,
+        t.elapsed().as_secs_f64() - updated
+    );
     eprintln!(
         "{}: added {}, relabelled {}, removed {}, unchanged {}; recomputed {} of {} bundles; {} items now — {:.2} s",
         a.db.display(),

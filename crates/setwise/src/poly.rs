@@ -8,6 +8,12 @@ pub fn mul_mod(a: u64, b: u64, m: u64) -> u64 {
     if m <= 1 << 32 { (a * b) % m } else { ((a as u128 * b as u128) % m as u128) as u64 }
 }
 
+/// `(a·b + c) mod m` for `a, b, c < m`, with one reduction when it fits in u64.
+#[inline]
+pub fn mul_add_mod(a: u64, b: u64, c: u64, m: u64) -> u64 {
+    if m < 1 << 31 { (a * b + c) % m } else { (mul_mod(a, b, m) + c) % m }
+}
+
 /// `a^e mod m`.
 pub fn pow_mod(mut a: u64, mut e: u64, m: u64) -> u64 {
     let mut r = 1 % m;
@@ -64,7 +70,7 @@ pub fn from_roots(roots: &[u64], m: u64) -> Vec<u64> {
         c.push(0);
         for i in (0..c.len()).rev() {
             let lower = if i > 0 { c[i - 1] } else { 0 };
-            c[i] = (mul_mod(c[i], neg, m) + lower) % m;
+            c[i] = mul_add_mod(c[i], neg, lower, m);
         }
     }
     c
@@ -107,19 +113,27 @@ pub fn interpolate(xs: &[u64], ys: &[&[u64]], m: u64) -> Option<Vec<Vec<u64>>> {
     }
     let big = from_roots(xs, m); // degree n, monic
     let mut q = vec![0u64; n];
+    // With m < 2^24 each product is < 2^48, so n ≤ 2^15 of them sum without overflow and
+    // are reduced once at the end (the inner loop is the cost of building labels).
+    let lazy = m < 1 << 24 && n <= 1 << 15;
     for j in 0..n {
         // q = M(x) / (x − x_j) by synthetic division (exact: x_j is a root).
         let mut carry = 0;
         for k in (0..n).rev() {
-            carry = (big[k + 1] + mul_mod(carry, xs[j], m)) % m;
+            carry = mul_add_mod(carry, xs[j], big[k + 1], m);
             q[k] = carry;
         }
         for (o, y) in out.iter_mut().zip(ys) {
             let c = mul_mod(y[j] % m, w[j], m);
-            for (ok, &qk) in o.iter_mut().zip(&q) {
-                *ok = (*ok + mul_mod(c, qk, m)) % m;
+            if lazy {
+                o.iter_mut().zip(&q).for_each(|(ok, &qk)| *ok += c * qk);
+            } else {
+                o.iter_mut().zip(&q).for_each(|(ok, &qk)| *ok = (*ok + mul_mod(c, qk, m)) % m);
             }
         }
+    }
+    if lazy {
+        out.iter_mut().flatten().for_each(|v| *v %= m);
     }
     Some(out)
 }
@@ -157,6 +171,12 @@ mod tests {
             }
         }
         assert!(interpolate(&[5, 5], &[&[1, 2]], m).is_none());
+        // A modulus above the lazy-reduction bound takes the careful path.
+        let big_m = 4611686018427387847;
+        let xs = [3u64, 99, big_m - 5];
+        let ys = [1u64, big_m - 1, 77];
+        let p = &interpolate(&xs, &[&ys], big_m).unwrap()[0];
+        assert!(xs.iter().zip(&ys).all(|(x, y)| eval(p, *x, big_m) == *y));
         assert_eq!(mul_mod(inv_mod(12345, m), 12345, m), 1);
     }
 

@@ -524,7 +524,17 @@ impl SenderDb {
     /// Writes the database to `path` atomically (a temporary file, then rename).
     pub fn save(&self, path: &Path) -> Result<(), DbError> {
         let io = |source| DbError::Io { path: path.display().to_string(), source };
-        let mut w = Writer::with_capacity(1 << 20);
+        // The exact size, so a 400 MB database is written without reallocating.
+        let coeff_bytes: usize = self
+            .indices
+            .iter()
+            .flatten()
+            .map(|b| 4 * (b.coeffs.as_ref().map_or(0, Vec::len) + b.label_coeffs.as_ref().map_or(0, Vec::len)))
+            .sum();
+        let bin_bytes: usize =
+            self.indices.iter().flatten().map(|b| b.bins.iter().map(|x| 4 + 4 * x.len()).sum::<usize>()).sum();
+        let label_bytes = self.labels.as_ref().map_or(0, |l| l.records.len() * l.layout.record_bytes);
+        let mut w = Writer::with_capacity((1 << 16) + 32 * self.items.len() + coeff_bytes + bin_bytes + label_bytes);
         w.raw(&MAGIC).u32(VERSION);
         w.bytes(self.params.to_json().as_bytes());
         let mut key = self.oprf.scalar().to_bytes();
@@ -567,7 +577,7 @@ impl SenderDb {
             }
         }
         let mut body = w.into_vec();
-        let sum = blake3::hash(&body);
+        let sum = blake3::Hasher::new().update_rayon(&body).finalize();
         body.extend_from_slice(sum.as_bytes());
         let tmp = path.with_extension("db.tmp");
         std::fs::write(&tmp, &body).map_err(io)?;
@@ -620,7 +630,7 @@ impl SenderDb {
             return Err(bad("not a setwise database (bad magic)".into()));
         }
         let (body, sum) = bytes.split_at(bytes.len() - 32);
-        if blake3::hash(body).as_bytes() != sum {
+        if blake3::Hasher::new().update_rayon(body).finalize().as_bytes() != sum {
             return Err(bad("checksum mismatch: the file is truncated or corrupted".into()));
         }
         let mut r = Reader::new(&body[8..]);

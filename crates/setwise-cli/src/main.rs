@@ -13,7 +13,12 @@ use std::process::ExitCode;
 /// Private set operations: two parties compute the intersection of their sets (or its
 /// size) and learn nothing else.
 #[derive(Parser)]
-#[command(name = "setwise", version, about, long_about = None)]
+#[command(
+    name = "setwise",
+    version,
+    about = "Private set operations between parties who do not trust each other: intersection, its size, labelled look-ups, judge-authorised PSI",
+    long_about = None
+)]
 struct Cli {
     /// Worker threads for the parallel parts (default: all cores).
     #[arg(long, global = true)]

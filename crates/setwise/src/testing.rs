@@ -47,3 +47,10 @@ pub fn run_over<C: Channel, I: AsRef<[u8]> + Sync>(
         PairRun { sender: sender.join().expect("sender thread panicked"), receiver }
     })
 }
+
+/// The plain computation protocol tests compare with: indices of `receiver`'s items
+/// that `sender` also holds.
+pub fn plain_intersection<I: AsRef<[u8]>>(sender: &[I], receiver: &[I]) -> std::collections::BTreeSet<usize> {
+    let s: std::collections::HashSet<&[u8]> = sender.iter().map(AsRef::as_ref).collect();
+    receiver.iter().enumerate().filter(|(_, y)| s.contains(y.as_ref())).map(|(i, _)| i).collect()
+}

@@ -1,7 +1,7 @@
 //! DH-PSI against the plain set computation, over the in-memory channel.
 
 use proptest::prelude::*;
-use setwise::testing::run_pair;
+use setwise::testing::{plain_intersection, run_pair};
 use setwise::{Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
 
@@ -11,10 +11,7 @@ fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
 
 /// Runs both roles and checks the receiver's output against the plain computation.
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    let plain: BTreeSet<usize> = {
-        let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
-        receiver.iter().enumerate().filter(|(_, y)| s.contains(y)).map(|(i, _)| i).collect()
-    };
+    let plain = plain_intersection(sender, receiver);
     for op in [Operation::Intersection, Operation::Cardinality] {
         let run = run_pair(&Job::new(Protocol::Ecdh, op), sender, receiver, None);
         let (s_out, s_rep) = run.sender.unwrap();

@@ -13,8 +13,7 @@ fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
 }
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
-    let plain: BTreeSet<usize> = receiver.iter().enumerate().filter(|(_, y)| s.contains(y)).map(|(i, _)| i).collect();
+    let plain = setwise::testing::plain_intersection(sender, receiver);
     let run = run_pair(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver, None);
     assert_eq!(run.sender.unwrap().0, Outcome::Nothing);
     let (out, report) = run.receiver.unwrap();

@@ -49,8 +49,7 @@ fn query(
 }
 
 fn check(db: &SenderDb, sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    let s: BTreeSet<&Vec<u8>> = sender.iter().collect();
-    let plain: BTreeSet<usize> = receiver.iter().enumerate().filter(|(_, y)| s.contains(y)).map(|(i, _)| i).collect();
+    let plain = setwise::testing::plain_intersection(sender, receiver);
     let (so, ro) = query(db, receiver, None);
     assert_eq!(so.unwrap(), Outcome::Nothing);
     match ro.unwrap() {
@@ -412,4 +411,21 @@ fn auto_parameters_are_valid_across_a_grid() {
             }
         }
     }
+}
+
+#[test]
+fn a_database_whose_bundles_break_the_false_match_bound_is_refused() {
+    // B = 256 with 4 felts of 20 bits: even one bundle gives 2^(9.4 + 4·(8 − 20)) ≈ 2^-38.6
+    // at the 686-item receiver maximum.
+    let powers: Vec<String> = (1..=256).map(|i| i.to_string()).collect();
+    let json = format!(
+        r#"{{"table_params":{{"hash_func_count":3,"table_size":1024,"max_items_per_bin":256}},
+            "item_params":{{"felts_per_item":4}},
+            "query_params":{{"ps_low_degree":0,"query_powers":[{}]}},
+            "seal_params":{{"poly_modulus_degree":4096,"coeff_modulus_bits":[36,36,37],"plain_modulus":2056193}}}}"#,
+        powers.join(",")
+    );
+    let p = UnbalancedParams::from_json(&json).unwrap();
+    let e = SenderDb::build(&items("s", 0..100), p, "test").unwrap_err().to_string();
+    assert!(e.contains("falsely match") && e.contains("> 2^-40"), "{e}");
 }

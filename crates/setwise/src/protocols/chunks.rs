@@ -70,6 +70,35 @@ pub fn recv_records<const N: usize>(
     Ok(())
 }
 
+/// Receives a stream of exactly `total` variable-size records: frames of the tag, a u32
+/// count (1 ..= `per_frame` and at most what is still due), then the records, each read by
+/// `read` from the frame. The frame must end with its last record.
+pub fn recv_counted(
+    ch: &mut impl Channel,
+    tag: u8,
+    name: &'static str,
+    total: usize,
+    per_frame: usize,
+    phase: &'static str,
+    mut read: impl FnMut(&mut Reader<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut done = 0;
+    while done < total {
+        let body = recv_message(ch, tag, name, phase)?;
+        let mut r = Reader::new(&body);
+        let n = r.count(name, per_frame.min(total - done))?;
+        if n == 0 {
+            return Err(WireError::Invalid { what: name, why: "empty chunk" }.into());
+        }
+        for _ in 0..n {
+            read(&mut r)?;
+        }
+        r.finish(name)?;
+        done += n;
+    }
+    Ok(())
+}
+
 /// Receives a stream of exactly `total` records into one vector.
 pub fn recv_all<const N: usize>(
     ch: &mut impl Channel,

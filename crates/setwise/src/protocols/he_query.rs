@@ -28,7 +28,8 @@ pub(crate) fn recv_query(
     } else {
         None
     };
-    let mut query = Vec::with_capacity(count);
+    // `count` can follow from the peer's announced set size: grow with what arrives.
+    let mut query = Vec::with_capacity(count.min(1 << 10));
     for _ in 0..count {
         let body = recv_message(ch, tags.query.0, tags.query.1, "receiving the query")?;
         query.push(ctx.ciphertext_from_wire(&body, 0, tags.query.1)?);

@@ -12,7 +12,7 @@ use crate::pairing::{
     Bls12, G1_BYTES, G1Affine, G1Projective, G2_BYTES, G2Affine, G2Prepared, Secret, g1_from_bytes, g2_from_bytes,
     g2_generator,
 };
-use crate::protocols::chunks::{recv_all, send_records};
+use crate::protocols::chunks::{recv_all, recv_counted, send_records};
 use crate::session::{Report, Session, recv_message};
 use crate::wire::{Reader, WireError, Writer};
 use group::Curve;
@@ -149,18 +149,10 @@ pub fn judge(
 
 fn recv_items(ch: &mut impl Channel, n: usize) -> Result<Vec<Vec<u8>>> {
     let mut items = Vec::with_capacity(n.min(1 << 16));
-    while items.len() < n {
-        let body = recv_message(ch, TAG_AUTH_ITEMS, "AuthItems", "receiving items")?;
-        let mut r = Reader::new(&body);
-        let count = r.count("AuthItems.count", ITEMS_PER_FRAME.min(n - items.len()))?;
-        if count == 0 {
-            return Err(WireError::Invalid { what: "AuthItems", why: "empty chunk" }.into());
-        }
-        for _ in 0..count {
-            items.push(r.bytes("AuthItems.item", MAX_ITEM)?.to_vec());
-        }
-        r.finish("AuthItems")?;
-    }
+    recv_counted(ch, TAG_AUTH_ITEMS, "AuthItems", n, ITEMS_PER_FRAME, "receiving items", |r| {
+        items.push(r.bytes("AuthItems.item", MAX_ITEM)?.to_vec());
+        Ok(())
+    })?;
     Ok(items)
 }
 
@@ -181,25 +173,16 @@ fn send_signatures(ch: &mut impl Channel, sigs: &[Option<G1Affine>]) -> Result<(
 
 fn recv_signatures(ch: &mut impl Channel, n: usize) -> Result<Vec<Option<G1Affine>>> {
     let mut out = Vec::with_capacity(n.min(1 << 16));
-    while out.len() < n {
-        let body = recv_message(ch, TAG_AUTH_SIGNATURES, "AuthSignatures", "receiving signatures")?;
-        let mut r = Reader::new(&body);
-        let count = r.count("AuthSignatures.count", ITEMS_PER_FRAME.min(n - out.len()))?;
-        if count == 0 {
-            return Err(WireError::Invalid { what: "AuthSignatures", why: "empty chunk" }.into());
-        }
-        for _ in 0..count {
-            let status = r.u8("AuthSignatures.status")?;
-            let bytes: [u8; G1_BYTES] = r.array("AuthSignatures.signature")?;
-            out.push(match status {
-                0 => None,
-                _ => Some(
-                    g1_from_bytes(&bytes).ok_or(Error::InvalidPoint { what: "AuthSignatures", index: out.len() })?,
-                ),
-            });
-        }
-        r.finish("AuthSignatures")?;
-    }
+    recv_counted(ch, TAG_AUTH_SIGNATURES, "AuthSignatures", n, ITEMS_PER_FRAME, "receiving signatures", |r| {
+        let status = r.u8("AuthSignatures.status")?;
+        let bytes: [u8; G1_BYTES] = r.array("AuthSignatures.signature")?;
+        let sig = match status {
+            0 => None,
+            _ => Some(g1_from_bytes(&bytes).ok_or(Error::InvalidPoint { what: "AuthSignatures", index: out.len() })?),
+        };
+        out.push(sig);
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -33,7 +33,8 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         let mut felts = item_felts(session, items, p.felts, t);
         let mut order: Vec<usize> = (0..items.len()).collect();
         shuffle(&mut order);
-        let shuffled: Vec<u64> = order.iter().flat_map(|&i| felts[i * p.felts..(i + 1) * p.felts].to_vec()).collect();
+        let mut shuffled = Vec::with_capacity(felts.len());
+        order.iter().for_each(|&i| shuffled.extend_from_slice(&felts[i * p.felts..(i + 1) * p.felts]));
         felts = shuffled;
         felts
             .par_chunks(p.degree * p.felts)

@@ -240,6 +240,7 @@ impl SenderDb {
         db.info.preset = preset.to_string();
         db.info.build_ms = start.elapsed().as_millis() as u64;
         db.refresh_info();
+        db.check_false_matches()?;
         Ok(db)
     }
 
@@ -372,6 +373,7 @@ impl SenderDb {
             self.encode()?;
         }
         self.refresh_info();
+        self.check_false_matches()?;
         stats.bundles_total = self.info.bundles;
         Ok(stats)
     }
@@ -456,6 +458,19 @@ impl SenderDb {
             }
             Ok(())
         })
+    }
+
+    /// The false-match bound depends on how many bundles the items fill, so it is checked
+    /// on the built database, not only on the parameters.
+    fn check_false_matches(&self) -> Result<(), DbError> {
+        let fm = self.info.false_match_log2;
+        if fm > super::params::MAX_FALSE_MATCH_LOG2 {
+            return Err(DbError::Params(format!(
+                "with {} bundles at a bundle index, a query of {} items would falsely match with probability 2^{fm:.1} (> 2^-40): use a smaller max_items_per_bin or more felts_per_item",
+                self.info.max_bundles_per_index, self.info.receiver_max
+            )));
+        }
+        Ok(())
     }
 
     fn refresh_info(&mut self) {

@@ -29,10 +29,6 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Every protocol, in the order the CLI lists them.
-    pub const ALL: &'static [Protocol] =
-        &[Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced, Protocol::Authorized, Protocol::Partial];
-
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
         match self {

@@ -42,14 +42,6 @@ impl Role {
             Role::Judge => 3,
         }
     }
-
-    /// The other role.
-    pub fn peer(self) -> Role {
-        match self {
-            Role::Sender | Role::Judge => Role::Receiver,
-            Role::Receiver => Role::Sender,
-        }
-    }
 }
 
 impl fmt::Display for Role {

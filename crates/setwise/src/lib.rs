@@ -13,7 +13,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod elligator;
 pub mod error;
+pub mod fp128;
 pub mod group;
 pub mod hash;
 pub mod hashing;
@@ -27,6 +29,7 @@ pub mod protocols;
 pub mod rng;
 pub mod session;
 pub mod testing;
+pub mod wideperm;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -30,6 +30,12 @@ pub mod dst {
     pub const AUTHORIZED_EEA_CHALLENGE: &str = "setwise/authorized/v1/eea-challenge";
     /// Unbalanced PSI: a label's encryption key from its item's OPRF output.
     pub const UNBALANCED_LABEL_KEY: &str = "setwise/unbalanced/v1/label-key";
+    /// Compact PSI: H1, items to points of GF(2^128 − 159).
+    pub const COMPACT_ITEM_TO_FIELD: &str = "setwise/compact/v1/H1-item-to-field";
+    /// Compact PSI: H2, an item and its agreed key to the tag the receiver matches.
+    pub const COMPACT_TAG: &str = "setwise/compact/v1/H2-tag";
+    /// Compact PSI: the round keys of the wide permutation Π.
+    pub const COMPACT_PERMUTATION: &str = "setwise/compact/v1/permutation";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }

@@ -3,6 +3,7 @@
 
 pub mod authorized;
 pub mod chunks;
+pub mod compact;
 pub mod ecdh;
 pub mod fhe;
 mod he_query;
@@ -26,6 +27,8 @@ pub enum Protocol {
     Authorized,
     /// Partial-APSI: the judge saw only a fraction of the client's items.
     Partial,
+    /// Compact malicious PSI for small sets (Rosulek–Trieu).
+    Compact,
 }
 
 impl Protocol {
@@ -37,6 +40,7 @@ impl Protocol {
             Protocol::Unbalanced => "unbalanced",
             Protocol::Authorized => "authorized",
             Protocol::Partial => "partial",
+            Protocol::Compact => "compact",
         }
     }
 
@@ -44,7 +48,7 @@ impl Protocol {
     pub fn operations(self) -> &'static [Operation] {
         match self {
             Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
-            Protocol::Fhe | Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial => {
+            Protocol::Fhe | Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial | Protocol::Compact => {
                 &[Operation::Intersection]
             }
         }
@@ -93,7 +97,7 @@ macro_rules! named_enum {
 named_enum!(
     Protocol,
     "protocol",
-    [Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced, Protocol::Authorized, Protocol::Partial]
+    [Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced, Protocol::Authorized, Protocol::Partial, Protocol::Compact]
 );
 named_enum!(Operation, "operation", [Operation::Intersection, Operation::Cardinality]);
 

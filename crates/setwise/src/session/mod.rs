@@ -8,7 +8,7 @@ pub use report::{Phase, PhaseObserver, Report, human_bytes};
 
 use crate::error::{Error, Result};
 use crate::net::Channel;
-use crate::protocols::{Operation, Outcome, Protocol, ecdh, fhe, unbalanced};
+use crate::protocols::{Operation, Outcome, Protocol, compact, ecdh, fhe, unbalanced};
 
 /// Largest set size a peer may announce: 2^32 items.
 pub const MAX_SET_SIZE: u64 = 1 << 32;
@@ -70,6 +70,8 @@ pub fn run<I: AsRef<[u8]> + Sync>(
         (Protocol::Ecdh, Role::Receiver) => ecdh::receiver(ch, session, job.operation, items, report),
         (Protocol::Fhe, Role::Sender) => fhe::sender(ch, session, items, report).map(|()| Outcome::Nothing),
         (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, session, items, report),
+        (Protocol::Compact, Role::Sender) => compact::sender(ch, session, items, report).map(|()| Outcome::Nothing),
+        (Protocol::Compact, Role::Receiver) => compact::receiver(ch, session, items, report),
         (Protocol::Unbalanced, Role::Receiver) => unbalanced::receiver(ch, session, items, None, report),
         (Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial, _) | (_, Role::Judge) => {
             Err(Error::Params(format!(

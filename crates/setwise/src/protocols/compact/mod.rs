@@ -1,0 +1,110 @@
+//! Compact malicious PSI for small sets (Rosulek–Trieu, CCS 2021): the receiver learns
+//! X ∩ Y; communication is about 64 bytes per item and one and a half round trips.
+//!
+//! Paper: Rosulek, Trieu, *Compact and Malicious Private Set Intersection for Small Sets*,
+//! reviewed in `papers/compact-malicious-psi-small-sets-study.txt` §3.4.
+//! Security: malicious, in the random-oracle and ideal-permutation models, under CDH on
+//! Curve25519; see docs/protocols/compact.md for what that covers and what leaks.
+//! Wire: docs/wire-format.md#compact.
+//!
+//! Flow (sender holds X with key a = 8·a₀, receiver holds Y):
+//! 1. sender → receiver: A = 8·a₀·G;
+//! 2. receiver: per y a fresh b, an Elligator 2 representative m of b·G + T (T a random
+//!    8-torsion point, resampled until one exists), f = Π⁻¹(m); interpolates P with
+//!    P(H1(y)) = f over GF(2^128 − 159)² and sends its coefficients;
+//! 3. sender: checks P, then per x: m = Π(P(H1(x))), K = a₀·8·decode(m), sends the
+//!    shuffled tags H2(x, u(K)); the receiver matches them against H2(y, u(b·A)).
+
+mod receiver;
+mod sender;
+
+pub use receiver::receiver;
+pub use sender::sender;
+
+use crate::error::{Error, Result};
+use crate::fp128::F128;
+use crate::hash::{Domain, dst};
+use crate::session::Session;
+use crate::wideperm::WidePermutation;
+
+/// Sender → receiver: the sender's key A (compressed Edwards point).
+pub(crate) const TAG_KEY: u8 = 0x50;
+/// Receiver → sender: the polynomial (u32 count, then 32-byte coefficient pairs).
+pub(crate) const TAG_POLYNOMIAL: u8 = 0x51;
+/// Sender → receiver: a chunk of shuffled 32-byte tags.
+pub(crate) const TAG_TAGS: u8 = 0x52;
+
+/// Largest set either side may hold: 2^16. Interpolation is quadratic, so beyond a few
+/// thousand items the `ecdh` protocol (semi-honest) or a linear-time malicious PSI is
+/// the better tool.
+pub const MAX_SET: usize = 1 << 16;
+
+/// Coefficients of the receiver's polynomial for `n` items: n, but at least 2. A constant
+/// polynomial would give every sender item the same key (the sender rejects it), so a
+/// receiver with one item adds a random point.
+pub fn polynomial_len(n: usize) -> usize {
+    n.max(2)
+}
+
+/// A 32-byte tag H2(item, key).
+pub(crate) type Tag = [u8; 32];
+
+/// The session's hash functions and permutation.
+pub(crate) struct Hashes {
+    h1: blake3::Hasher,
+    h2: blake3::Hasher,
+    pub(crate) perm: WidePermutation,
+}
+
+impl Hashes {
+    pub(crate) fn new(session: &Session) -> Self {
+        Self {
+            h1: Domain::new(dst::COMPACT_ITEM_TO_FIELD, session.id).hasher(),
+            h2: Domain::new(dst::COMPACT_TAG, session.id).hasher(),
+            perm: WidePermutation::new(&Domain::new(dst::COMPACT_PERMUTATION, session.id)),
+        }
+    }
+
+    /// H1: the item's interpolation point.
+    pub(crate) fn point(&self, item: &[u8]) -> F128 {
+        let mut h = self.h1.clone();
+        h.update(item);
+        let bytes: [u8; 16] = h.finalize().as_bytes()[..16].try_into().expect("16 of 32 bytes");
+        F128::reduce(u128::from_le_bytes(bytes))
+    }
+
+    /// H2: the tag of an item under an agreed key (the key has a fixed length, so the
+    /// concatenation is unambiguous).
+    pub(crate) fn tag(&self, item: &[u8], key: &[u8; 32]) -> Tag {
+        let mut h = self.h2.clone();
+        h.update(item);
+        h.update(key);
+        *h.finalize().as_bytes()
+    }
+}
+
+/// A value of the vector polynomial (two field elements) as the 32 bytes Π acts on.
+pub(crate) fn pair_to_bytes(v: [F128; 2]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out[..16].copy_from_slice(&v[0].to_bytes());
+    out[16..].copy_from_slice(&v[1].to_bytes());
+    out
+}
+
+/// The inverse of [`pair_to_bytes`]; `None` if a half is not canonical.
+pub(crate) fn pair_from_bytes(b: &[u8; 32]) -> Option<[F128; 2]> {
+    let half = |i: usize| F128::from_bytes(b[i * 16..i * 16 + 16].try_into().expect("16 bytes"));
+    Some([half(0)?, half(1)?])
+}
+
+/// Checks both announced sizes against [`MAX_SET`] before anything is allocated.
+pub(crate) fn check_sizes(session: &Session) -> Result<()> {
+    for (who, n) in [("sender", session.sender_size()), ("receiver", session.receiver_size())] {
+        if n > MAX_SET {
+            return Err(Error::Params(format!(
+                "compact PSI takes sets of at most {MAX_SET} items, the {who} has {n}; use --protocol ecdh for larger sets"
+            )));
+        }
+    }
+    Ok(())
+}

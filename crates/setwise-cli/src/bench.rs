@@ -22,8 +22,8 @@ pub struct BenchArgs {
     /// Receiver sizes as powers of two, paired with --sizes (for unbalanced runs).
     #[arg(long, value_delimiter = ',')]
     receiver_sizes: Vec<u32>,
-    /// Operations to time.
-    #[arg(long = "ops", value_delimiter = ',', default_value = "intersection,cardinality")]
+    /// Operations to time (default: every operation of the protocol).
+    #[arg(long = "ops", value_delimiter = ',')]
     operations: Vec<Operation>,
     /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
     #[arg(long, default_value = "none")]
@@ -98,7 +98,8 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
             }
             _ => None,
         };
-        for &op in &a.operations {
+        let ops = if a.operations.is_empty() { a.protocol.operations() } else { &a.operations[..] };
+        for &op in ops {
             let job = Job::new(a.protocol, op);
             job.validate()?;
             let (s, r) = run_once(&job, x.items(), y.items(), db.as_ref(), profile)?;

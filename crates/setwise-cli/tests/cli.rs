@@ -145,22 +145,33 @@ fn demo_verifies_itself() {
     assert!(out.contains("intersection size: 150 (plain computation: 150) ✓"), "{out}");
 }
 
-#[test]
-fn fhe_intersection_over_tcp() {
+/// A small CSV intersection with `protocol` as two processes; returns the receiver's stderr.
+fn small_intersection_over_tcp(protocol: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let s: String = std::iter::once("id\n".to_string()).chain((0..150).map(|i| format!("k{i}\n"))).collect();
     let r: String = std::iter::once("id\n".to_string()).chain((100..220).map(|i| format!("k{i}\n"))).collect();
     let (s, r) = (write(dir.path(), "s.csv", &s), write(dir.path(), "r.csv", &r));
     let out = dir.path().join("out.csv");
     let (so, ro) = pair(
-        &["--protocol", "fhe", "--input", s.to_str().unwrap()],
-        &["--protocol", "fhe", "--input", r.to_str().unwrap(), "--output", out.to_str().unwrap(), "-v"],
+        &["--protocol", protocol, "--input", s.to_str().unwrap()],
+        &["--protocol", protocol, "--input", r.to_str().unwrap(), "--output", out.to_str().unwrap(), "-v"],
     );
     assert!(so.status.success(), "{}", text(&so.stderr));
     assert!(ro.status.success(), "{}", text(&ro.stderr));
     let expected: String = std::iter::once("id\n".to_string()).chain((100..150).map(|i| format!("k{i}\n"))).collect();
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
-    assert!(text(&ro.stderr).contains("fhe: N="), "the report shows the chosen parameters");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{protocol}");
+    text(&ro.stderr)
+}
+
+#[test]
+fn compact_intersection_over_tcp() {
+    small_intersection_over_tcp("compact");
+}
+
+#[test]
+fn fhe_intersection_over_tcp() {
+    let stderr = small_intersection_over_tcp("fhe");
+    assert!(stderr.contains("fhe: N="), "the report shows the chosen parameters");
 }
 
 #[test]

@@ -156,7 +156,7 @@ fn a_non_canonical_coefficient_is_rejected() {
 
 #[test]
 fn a_truncated_polynomial_is_rejected() {
-    let mut m = polynomial(&vec![[1u8; 32]; 5]);
+    let mut m = polynomial(&[[1u8; 32]; 5]);
     m.truncate(m.len() - 3);
     let e = against_receiver(5, |ch| ch.send(&m).unwrap());
     assert!(matches!(e, Error::Malformed(_)), "{e}");

@@ -222,3 +222,16 @@ fn wrong_number_of_tags_is_rejected() {
     });
     assert!(matches!(e, Error::Malformed(_)), "{e}");
 }
+
+#[test]
+fn an_empty_side_stops_after_the_hello() {
+    // A receiver that announces no items must not get the sender's key or tags: it could
+    // otherwise send a 2-coefficient polynomial and test two items.
+    for (x, y) in [(items("a", 0..5), vec![]), (vec![], items("a", 0..5))] {
+        let run = run_pair(&job(), &x, &y, None);
+        let (_, s_rep) = run.sender.unwrap();
+        let (r_out, r_rep) = run.receiver.unwrap();
+        assert_eq!(r_out, Outcome::Intersection(vec![]));
+        assert_eq!((s_rep.traffic.messages_sent, r_rep.traffic.messages_sent), (1, 1), "hello only");
+    }
+}

@@ -29,6 +29,9 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<Outcome> {
     check_sizes(session)?;
+    if session.receiver_size() == 0 || session.sender_size() == 0 {
+        return Ok(Outcome::Intersection(Vec::new())); // the sender skips the run too
+    }
     let hashes = Hashes::new(session);
     let (mut secrets, values) = report.phase("encode keys", ch, |_| encode_keys(&hashes, items.len()));
     let sender_key = report.phase("receive sender key", ch, |ch| {
@@ -67,8 +70,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
 }
 
 /// The sender's key A: a canonical encoding of a non-identity point of the prime-order
-/// subgroup. (A torsion component would make the receiver's keys leak which torsion
-/// point it added; the identity would make every key the same.)
+/// subgroup, the group the security argument assumes. (The identity would make every key
+/// the same public value.)
 fn decode_sender_key(bytes: &[u8; 32]) -> Result<EdwardsPoint> {
     let invalid = || Error::InvalidPoint { what: "CompactKey", index: 0 };
     let point = CompressedEdwardsY(*bytes).decompress().ok_or_else(invalid)?;
@@ -118,7 +121,9 @@ fn interpolate<I: AsRef<[u8]> + Sync>(hashes: &Hashes, items: &[I], values: &[[F
         halves[1].push(random());
     }
     let polys = fp128::interpolate(&xs, &[&halves[0], &halves[1]]).map_err(|i| {
-        Error::Params(format!("item {i} hashes to the same field point as another (probability 2^-100): run again"))
+        Error::Params(format!(
+            "interpolation point {i} repeats: two items (or a padding point) share an H1 value, probability ≤ n²·2^-129; run again"
+        ))
     })?;
     Ok(polys[0].iter().zip(&polys[1]).map(|(&a, &b)| pair_to_bytes([a, b])).collect())
 }

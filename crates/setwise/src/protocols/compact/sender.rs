@@ -21,6 +21,9 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<()> {
     check_sizes(session)?;
+    if session.receiver_size() == 0 || session.sender_size() == 0 {
+        return Ok(()); // the intersection is empty: nothing to send, nothing to test
+    }
     let hashes = Hashes::new(session);
     // a = 8·a₀: multiplying by 8 removes the torsion part the receiver adds to its points.
     let a0 = SecretScalar::random();
@@ -43,7 +46,8 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
                 let m = hashes.perm.forward(&pair_to_bytes([fp128::eval(&p0, z), fp128::eval(&p1, z)]));
                 match point_of(&m).to_edwards(0) {
                     Some(p) => hashes.tag(x.as_ref(), &(p.mul_by_cofactor() * a0.expose()).to_montgomery().to_bytes()),
-                    // Only u = −1 has no Edwards form (2 of 2^255 encodings): a random tag.
+                    // Unreachable: only u = −1 has no Edwards form, and it is not on the curve
+                    // (A − 2 is a non-square). A random tag keeps peer input from panicking.
                     None => {
                         let mut t = [0u8; 32];
                         fill_os(&mut t);

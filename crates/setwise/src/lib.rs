@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bloom;
 pub mod elligator;
 pub mod error;
 pub mod fp128;
@@ -23,6 +24,7 @@ pub mod he;
 pub mod io;
 pub mod net;
 pub mod oprf;
+pub mod ot;
 pub mod pairing;
 pub mod poly;
 pub mod protocols;

@@ -1,0 +1,200 @@
+//! IKNP OT extension (Ishai–Kilian–Nissim–Petrank, CRYPTO 2003), semi-honest: κ = 128
+//! base OTs with the roles reversed give any number of random OTs with chosen choice bits.
+//!
+//! The extension receiver (choices r) holds base-OT key pairs (k0_i, k1_i); the extension
+//! sender holds k_{s_i} for random s. Row i of the matrices is G(k): AES-128 keyed by k in
+//! counter mode. The receiver sends u_i = G(k0_i) ⊕ G(k1_i) ⊕ r; the sender forms
+//! q_i = G(k_{s_i}) ⊕ s_i·u_i. Column j then satisfies q_j = t_j ⊕ r_j·s, and the outputs
+//! are H(j, q_j), H(j, q_j ⊕ s) for the sender and H(j, t_j) for the receiver, with H the
+//! tweakable correlation-robust hash π(π(x) ⊕ j) ⊕ π(x) of Guo–Katz–Wang–Yu (S&P 2020),
+//! π fixed-key AES (key derived from the session). The matrix travels in chunks of 2^14
+//! columns, so memory stays bounded.
+
+use super::base::{base_receive, base_send};
+use super::{Block, KAPPA, TAG_IKNP_U};
+use crate::error::{NetContext, Result};
+use crate::hash::{Domain, SessionId};
+use crate::net::Channel;
+use crate::rng::fill_os;
+use crate::session::recv_message;
+use crate::wire::{Reader, Writer};
+use aes::Aes128;
+use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
+use rayon::prelude::*;
+
+/// OTs per chunk of the correction matrix (256 KiB on the wire).
+const CHUNK: usize = 1 << 14;
+const DST_HASH: &str = "setwise/ot/v1/iknp-crhash-key";
+
+/// The extension sender: `n` random OTs; returns (m0_j, m1_j) for each.
+pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {
+    let mut s_bytes = [0u8; 16];
+    fill_os(&mut s_bytes);
+    let s = u128::from_le_bytes(s_bytes);
+    let choices: Vec<bool> = (0..KAPPA).map(|i| (s >> i) & 1 == 1).collect();
+    let seeds = base_receive(ch, sid, &choices)?;
+    let prgs: Vec<Aes128> = seeds.iter().map(|k| Aes128::new(&Array(k.to_le_bytes()))).collect();
+    let hash = CrHash::new(sid);
+    let mut out = Vec::with_capacity(n);
+    for start in (0..n).step_by(CHUNK) {
+        let blocks = (n - start).min(CHUNK).div_ceil(128);
+        let body = recv_message(ch, TAG_IKNP_U, "IknpMatrix", "receiving the OT extension matrix")?;
+        let mut r = Reader::new(&body);
+        let u = r.records::<16>(KAPPA * blocks, "IknpMatrix")?;
+        r.finish("IknpMatrix")?;
+        let rows: Vec<Vec<u128>> = prgs
+            .par_iter()
+            .enumerate()
+            .map(|(i, prg)| {
+                let mut row = expand(prg, start / 128, blocks);
+                if choices[i] {
+                    for (x, ub) in row.iter_mut().zip(&u[i * blocks..(i + 1) * blocks]) {
+                        *x ^= u128::from_le_bytes(*ub);
+                    }
+                }
+                row
+            })
+            .collect();
+        let q = columns(&rows, blocks);
+        let take = (n - start).min(CHUNK);
+        let h0 = hash.hash(&q[..take], start);
+        let flipped: Vec<u128> = q[..take].iter().map(|x| x ^ s).collect();
+        let h1 = hash.hash(&flipped, start);
+        out.extend(h0.into_iter().zip(h1).map(|(a, b)| [a, b]));
+    }
+    Ok(out)
+}
+
+/// The extension receiver with `choices`; returns m_{r_j} for each.
+pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result<Vec<Block>> {
+    let n = choices.len();
+    let keys = base_send(ch, sid, KAPPA)?;
+    let prgs: Vec<[Aes128; 2]> = keys
+        .iter()
+        .map(|[k0, k1]| [Aes128::new(&Array(k0.to_le_bytes())), Aes128::new(&Array(k1.to_le_bytes()))])
+        .collect();
+    let hash = CrHash::new(sid);
+    let mut out = Vec::with_capacity(n);
+    for start in (0..n).step_by(CHUNK) {
+        let take = (n - start).min(CHUNK);
+        let blocks = take.div_ceil(128);
+        let mut r = vec![0u128; blocks];
+        for (j, &c) in choices[start..start + take].iter().enumerate() {
+            r[j / 128] |= u128::from(c) << (j % 128);
+        }
+        let (t, u): (Vec<Vec<u128>>, Vec<Vec<u128>>) = prgs
+            .par_iter()
+            .map(|[p0, p1]| {
+                let t = expand(p0, start / 128, blocks);
+                let g1 = expand(p1, start / 128, blocks);
+                let u = t.iter().zip(&g1).zip(&r).map(|((a, b), c)| a ^ b ^ c).collect();
+                (t, u)
+            })
+            .unzip();
+        let mut w = Writer::with_capacity(1 + KAPPA * blocks * 16);
+        w.u8(TAG_IKNP_U);
+        for row in &u {
+            for x in row {
+                w.raw(&x.to_le_bytes());
+            }
+        }
+        ch.send(&w.into_vec()).during("sending the OT extension matrix")?;
+        let cols = columns(&t, blocks);
+        out.extend(hash.hash(&cols[..take], start));
+    }
+    Ok(out)
+}
+
+/// `blocks` 128-bit blocks of the counter-mode stream of `prg`, from block `first`.
+fn expand(prg: &Aes128, first: usize, blocks: usize) -> Vec<u128> {
+    let mut buf: Vec<Array<u8, _>> = (0..blocks).map(|b| Array(((first + b) as u128).to_le_bytes())).collect();
+    prg.encrypt_blocks(&mut buf);
+    buf.iter().map(|a| u128::from_le_bytes(a.0)).collect()
+}
+
+/// The columns of a κ × (128·blocks) bit matrix given as rows of blocks: column j's bit i
+/// is row i's bit j.
+fn columns(rows: &[Vec<u128>], blocks: usize) -> Vec<u128> {
+    (0..blocks)
+        .into_par_iter()
+        .flat_map_iter(|b| {
+            let mut m: [u128; 128] = std::array::from_fn(|i| rows[i][b]);
+            transpose128(&mut m);
+            m
+        })
+        .collect()
+}
+
+/// Transposes a 128 × 128 bit matrix in place (bit c of word r ↔ bit r of word c), by
+/// swapping off-diagonal blocks of halving size (Hacker's Delight §7-3).
+pub fn transpose128(m: &mut [u128; 128]) {
+    let mut width = 64;
+    let mut mask: u128 = u64::MAX as u128; // low `width` bits of every 2·width
+    while width > 0 {
+        for r in 0..128 {
+            if r & width == 0 {
+                let t = ((m[r] >> width) ^ m[r + width]) & mask;
+                m[r] ^= t << width;
+                m[r + width] ^= t;
+            }
+        }
+        width /= 2;
+        mask ^= mask << width;
+    }
+}
+
+/// The tweakable correlation-robust hash H(x, j) = π(π(x) ⊕ j) ⊕ π(x).
+struct CrHash(Aes128);
+
+impl CrHash {
+    fn new(sid: SessionId) -> Self {
+        let k = Domain::new(DST_HASH, sid).hash64(b"fixed AES key");
+        Self(Aes128::new(&Array(k[..16].try_into().expect("16 bytes"))))
+    }
+
+    /// H(x_i, first + i) for each i.
+    fn hash(&self, xs: &[u128], first: usize) -> Vec<u128> {
+        xs.par_chunks(1024)
+            .enumerate()
+            .flat_map_iter(|(c, chunk)| {
+                let mut px: Vec<Array<u8, _>> = chunk.iter().map(|x| Array(x.to_le_bytes())).collect();
+                self.0.encrypt_blocks(&mut px);
+                let px: Vec<u128> = px.iter().map(|a| u128::from_le_bytes(a.0)).collect();
+                let base = (first + c * 1024) as u128;
+                let mut y: Vec<Array<u8, _>> =
+                    px.iter().enumerate().map(|(i, p)| Array((p ^ (base + i as u128)).to_le_bytes())).collect();
+                self.0.encrypt_blocks(&mut y);
+                y.into_iter().zip(px).map(|(a, p)| u128::from_le_bytes(a.0) ^ p).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_matches_the_definition() {
+        let mut m: [u128; 128] =
+            std::array::from_fn(|i| u128::from_le_bytes(*blake3::hash(&[i as u8]).as_bytes().first_chunk().unwrap()));
+        let orig = m;
+        transpose128(&mut m);
+        for (r, row) in orig.iter().enumerate() {
+            for (c, col) in m.iter().enumerate() {
+                assert_eq!((col >> r) & 1, (row >> c) & 1, "({r}, {c})");
+            }
+        }
+        transpose128(&mut m);
+        assert_eq!(m, orig);
+    }
+
+    #[test]
+    fn hash_separates_tweaks_and_inputs() {
+        let h = CrHash::new(SessionId([1; 32]));
+        let a = h.hash(&[5, 5, 6], 0);
+        assert_ne!(a[0], a[1], "same input, different tweak");
+        assert_ne!(a[1], a[2]);
+        assert_eq!(h.hash(&[5], 1)[0], a[1], "the tweak is the global index");
+    }
+}

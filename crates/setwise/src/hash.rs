@@ -36,6 +36,10 @@ pub mod dst {
     pub const COMPACT_TAG: &str = "setwise/compact/v1/H2-tag";
     /// Compact PSI: the round keys of the wide permutation Π.
     pub const COMPACT_PERMUTATION: &str = "setwise/compact/v1/permutation";
+    /// mqRPMT: items hashed to ristretto255 for the cwPRF.
+    pub const MQRPMT_ITEM_TO_GROUP: &str = "setwise/mqrpmt/v1/item-to-group";
+    /// mqRPMT: the Bloom filter's positions.
+    pub const MQRPMT_FILTER: &str = "setwise/mqrpmt/v1/bloom-filter";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }

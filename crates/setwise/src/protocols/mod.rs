@@ -7,6 +7,7 @@ pub mod compact;
 pub mod ecdh;
 pub mod fhe;
 mod he_query;
+pub mod mqrpmt;
 pub mod unbalanced;
 
 use std::fmt;

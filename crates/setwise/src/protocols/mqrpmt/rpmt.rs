@@ -1,0 +1,109 @@
+//! mqRPMT from a commutative weak PRF (paper Fig. 3), F_k(P) = k·P on ristretto255.
+//!
+//! 1. server → client: F_k1(H(y_j)) for every y_j;
+//! 2. client → server: Ω = {F_k2(F_k1(H(y_j)))} as a shuffled list or a Bloom filter
+//!    (false-positive rate 2^-40, §4.3 "Optimization"; order-hiding), then F_k2(H(x_i))
+//!    in the client's order;
+//! 3. server: e_i = [F_k1(F_k2(H(x_i))) ∈ Ω].
+
+use super::{TAG_CLIENT_ITEMS, TAG_FILTER, TAG_SERVER_ITEMS, TAG_SHUFFLED};
+use crate::bloom::BloomFilter;
+use crate::error::{Error, NetContext, Result};
+use crate::group::{Encoded, ItemHasher, SecretScalar};
+use crate::hash::{Domain, dst};
+use crate::net::Channel;
+use crate::protocols::chunks::{CHUNK, recv_all, recv_records, send_chunk, send_records};
+use crate::rng::shuffle;
+use crate::session::{Session, recv_message};
+use crate::wire::{Reader, Writer};
+use std::collections::HashSet;
+
+/// Bloom filter false-positive exponent: 2^-40 per test.
+const LAMBDA: u32 = 40;
+
+/// How the client returns the server's doubly-keyed items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastMove {
+    /// A Bloom filter (1.44·40 bits per item; false positives at 2^-40 per test).
+    Bloom,
+    /// The 32-byte encodings in a random order.
+    Shuffle,
+}
+
+fn hasher(session: &Session) -> ItemHasher {
+    ItemHasher::new(&Domain::new(dst::MQRPMT_ITEM_TO_GROUP, session.id))
+}
+
+fn filter_domain(session: &Session) -> Domain {
+    Domain::new(dst::MQRPMT_FILTER, session.id)
+}
+
+/// The server P1 (the hello's receiver) with its items Y; returns e_i for each of the
+/// client's items, in the client's order.
+pub fn server<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    session: &Session,
+    items: &[I],
+    last: LastMove,
+) -> Result<Vec<bool>> {
+    let k1 = SecretScalar::random();
+    let h = hasher(session);
+    for chunk in items.chunks(CHUNK) {
+        send_chunk(ch, TAG_SERVER_ITEMS, &k1.hash_and_mul(&h, chunk), "sending keyed items")?;
+    }
+    let omega: Box<dyn Fn(&Encoded) -> bool> = match last {
+        LastMove::Shuffle => {
+            let all: HashSet<Encoded> =
+                recv_all::<32>(ch, TAG_SHUFFLED, "MqrpmtShuffled", session.receiver_size(), "receiving Ω")?
+                    .into_iter()
+                    .collect();
+            Box::new(move |e| all.contains(e))
+        }
+        LastMove::Bloom => {
+            let body = recv_message(ch, TAG_FILTER, "MqrpmtFilter", "receiving Ω")?;
+            let mut r = Reader::new(&body);
+            let f = BloomFilter::read(&mut r, &filter_domain(session), session.receiver_size(), LAMBDA)?;
+            r.finish("MqrpmtFilter")?;
+            Box::new(move |e| f.contains(e))
+        }
+    };
+    let mut bits = Vec::with_capacity(session.sender_size().min(1 << 24));
+    recv_records::<32>(ch, TAG_CLIENT_ITEMS, "MqrpmtClientItems", session.sender_size(), "testing", |at, chunk| {
+        let keyed =
+            k1.mul_encoded(chunk).map_err(|i| Error::InvalidPoint { what: "MqrpmtClientItems", index: at + i })?;
+        bits.extend(keyed.iter().map(|e| omega(e)));
+        Ok(())
+    })?;
+    Ok(bits)
+}
+
+/// The client P2 (the hello's sender) with its items X; learns nothing.
+pub fn client<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    session: &Session,
+    items: &[I],
+    last: LastMove,
+) -> Result<()> {
+    let k2 = SecretScalar::random();
+    let theirs = recv_all::<32>(ch, TAG_SERVER_ITEMS, "MqrpmtServerItems", session.receiver_size(), "receiving")?;
+    let mut doubled =
+        k2.mul_encoded(&theirs).map_err(|index| Error::InvalidPoint { what: "MqrpmtServerItems", index })?;
+    match last {
+        LastMove::Shuffle => {
+            shuffle(&mut doubled);
+            send_records(ch, TAG_SHUFFLED, &doubled, "sending Ω")?;
+        }
+        LastMove::Bloom => {
+            let f = BloomFilter::from_items(&filter_domain(session), &doubled, LAMBDA);
+            let bytes = f.to_bytes();
+            let mut w = Writer::with_capacity(1 + bytes.len());
+            w.u8(TAG_FILTER).raw(&bytes);
+            ch.send(&w.into_vec()).during("sending Ω")?;
+        }
+    }
+    let h = hasher(session);
+    for chunk in items.chunks(CHUNK) {
+        send_chunk(ch, TAG_CLIENT_ITEMS, &k2.hash_and_mul(&h, chunk), "sending keyed items")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! The mqRPMT core: the server's membership bits against the plain computation.
+
+use setwise::hash::SessionId;
+use setwise::net::MemoryChannel;
+use setwise::protocols::mqrpmt::{self, LastMove};
+use setwise::session::{Role, Session};
+use std::collections::HashSet;
+
+fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
+    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
+}
+
+/// Runs server (Y) and client (X); checks e_i = [x_i ∈ Y] for every x_i.
+fn check(y: &[Vec<u8>], x: &[Vec<u8>], last: LastMove) {
+    let id = SessionId([5; 32]);
+    let server = Session { id, role: Role::Receiver, own_size: y.len(), peer_size: x.len() };
+    let client = Session { id, role: Role::Sender, own_size: x.len(), peer_size: y.len() };
+    let (mut a, mut b) = MemoryChannel::pair(1 << 26);
+    let bits = std::thread::scope(|s| {
+        s.spawn(move || mqrpmt::client(&mut b, &client, x, last).unwrap());
+        mqrpmt::server(&mut a, &server, y, last).unwrap()
+    });
+    let ys: HashSet<&Vec<u8>> = y.iter().collect();
+    let plain: Vec<bool> = x.iter().map(|i| ys.contains(i)).collect();
+    assert_eq!(bits, plain, "{last:?}, |Y| = {}, |X| = {}", y.len(), x.len());
+}
+
+#[test]
+fn membership_bits_match_plain_for_both_last_moves() {
+    for last in [LastMove::Bloom, LastMove::Shuffle] {
+        check(&[], &[], last);
+        check(&items("a", 0..10), &[], last);
+        check(&[], &items("a", 0..10), last);
+        check(&items("a", 0..100), &items("b", 0..100), last); // no overlap
+        check(&items("a", 0..100), &items("a", 0..100), last); // full overlap
+        check(&items("a", 0..3), &items("a", 0..5000), last); // very unequal, both ways
+        check(&items("a", 0..5000), &items("a", 4990..5003), last);
+        check(&items("a", 0..20_000), &items("a", 10_000..30_000), last); // several chunks
+    }
+}

@@ -71,7 +71,7 @@ pub fn server<I: AsRef<[u8]> + Sync>(
     recv_records::<32>(ch, TAG_CLIENT_ITEMS, "MqrpmtClientItems", session.sender_size(), "testing", |at, chunk| {
         let keyed =
             k1.mul_encoded(chunk).map_err(|i| Error::InvalidPoint { what: "MqrpmtClientItems", index: at + i })?;
-        bits.extend(keyed.iter().map(|e| omega(e)));
+        bits.extend(keyed.iter().map(&omega));
         Ok(())
     })?;
     Ok(bits)

@@ -1,6 +1,9 @@
 //! Compact malicious PSI (Rosulek–Trieu): against the plain intersection, and against a
 //! cheating peer.
 
+mod common;
+
+use common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::elligator::{Coins, representative, uniform_point};
 use setwise::net::{Channel, MemoryChannel};
@@ -9,10 +12,6 @@ use setwise::testing::{plain_intersection, run_pair};
 use setwise::{Error, Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
 use std::time::Duration;
-
-fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
-    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
-}
 
 fn job() -> Job {
     Job::new(Protocol::Compact, Operation::Intersection)
@@ -30,14 +29,11 @@ fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
 
 #[test]
 fn edge_cases() {
-    check(&[], &[]);
-    check(&items("a", 0..5), &[]);
-    check(&[], &items("a", 0..5));
-    check(&items("a", 0..1), &items("a", 0..1)); // n = 1: the receiver pads its polynomial
-    check(&items("a", 0..1), &items("b", 0..1));
+    // Includes n = 1, where the receiver pads its polynomial with a random point.
+    for (x, y) in common::edge_cases() {
+        check(&x, &y);
+    }
     check(&items("a", 0..2), &items("a", 1..2));
-    check(&items("a", 0..100), &items("b", 0..100)); // no overlap
-    check(&items("a", 0..100), &items("a", 0..100)); // full overlap
 }
 
 #[test]
@@ -48,19 +44,14 @@ fn unequal_sizes_both_ways() {
 
 #[test]
 fn binary_and_long_items() {
-    let long: Vec<Vec<u8>> = (0..30u8).map(|i| vec![i; 3_000]).collect();
-    let bin: Vec<Vec<u8>> = (0..30u8).map(|i| vec![0, i, 0xff]).collect();
-    check(&[long.clone(), bin[..15].to_vec()].concat(), &[long[10..].to_vec(), bin.clone()].concat());
+    let (x, y) = binary_and_long(30, 3_000);
+    check(&x, &y);
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
-    fn matches_plain(shared in prop::collection::btree_set("[a-z]{1,6}", 0..20),
-                     xs in prop::collection::btree_set("[a-z]{1,6}", 0..60),
-                     ys in prop::collection::btree_set("[a-z]{1,6}", 0..60)) {
-        let x: Vec<Vec<u8>> = shared.union(&xs).map(|s| s.clone().into_bytes()).collect();
-        let y: Vec<Vec<u8>> = shared.union(&ys).map(|s| s.clone().into_bytes()).collect();
+    fn matches_plain((x, y) in overlapping_sets()) {
         check(&x, &y);
     }
 }

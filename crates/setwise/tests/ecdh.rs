@@ -1,13 +1,12 @@
 //! DH-PSI against the plain set computation, over the in-memory channel.
 
+mod common;
+
+use common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::testing::{plain_intersection, run_pair};
 use setwise::{Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
-
-fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
-    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
-}
 
 /// Runs both roles and checks the receiver's output against the plain computation.
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
@@ -35,13 +34,9 @@ fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
 
 #[test]
 fn edge_cases() {
-    check(&[], &[]);
-    check(&items("a", 0..5), &[]);
-    check(&[], &items("a", 0..5));
-    check(&items("a", 0..1), &items("a", 0..1));
-    check(&items("a", 0..1), &items("b", 0..1));
-    check(&items("a", 0..100), &items("b", 0..100)); // no overlap
-    check(&items("a", 0..100), &items("a", 0..100)); // full overlap
+    for (x, y) in common::edge_cases() {
+        check(&x, &y);
+    }
     check(&items("a", 0..1), &items("a", 0..10_000));
     check(&items("a", 0..10_000), &items("a", 9_999..10_000));
 }
@@ -53,19 +48,14 @@ fn more_than_one_chunk_each_way() {
 
 #[test]
 fn binary_and_long_items() {
-    let long: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 5_000]).collect();
-    let bin: Vec<Vec<u8>> = (0..50u8).map(|i| vec![0, i, 0xff]).collect();
-    check(&[long.clone(), bin[..25].to_vec()].concat(), &[long[10..].to_vec(), bin.clone()].concat());
+    let (x, y) = binary_and_long(50, 5_000);
+    check(&x, &y);
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
-    fn matches_plain(shared in prop::collection::btree_set("[a-z]{1,6}", 0..20),
-                     xs in prop::collection::btree_set("[a-z]{1,6}", 0..60),
-                     ys in prop::collection::btree_set("[a-z]{1,6}", 0..60)) {
-        let x: Vec<Vec<u8>> = shared.union(&xs).map(|s| s.clone().into_bytes()).collect();
-        let y: Vec<Vec<u8>> = shared.union(&ys).map(|s| s.clone().into_bytes()).collect();
+    fn matches_plain((x, y) in overlapping_sets()) {
         check(&x, &y);
     }
 }

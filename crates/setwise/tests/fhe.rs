@@ -1,16 +1,15 @@
 //! FHE-PSI against the plain intersection, and the noise budget at the deepest chunk.
 #![allow(unsafe_code)] // only to call fhe's variable-time noise measurement
 
+mod common;
+
+use common::items;
 use setwise::he::{Evaluator, HeContext, SecretKey};
 use setwise::poly::from_roots;
 use setwise::protocols::fhe::{FheParams, sender::evaluate_group};
 use setwise::testing::run_pair;
 use setwise::{Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
-
-fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
-    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
-}
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
     let plain = setwise::testing::plain_intersection(sender, receiver);
@@ -27,13 +26,9 @@ fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
 
 #[test]
 fn edge_cases() {
-    check(&[], &[]);
-    check(&items("a", 0..5), &[]);
-    check(&[], &items("a", 0..5));
-    check(&items("a", 0..1), &items("a", 0..1));
-    check(&items("a", 0..1), &items("b", 0..1));
-    check(&items("a", 0..100), &items("b", 0..100));
-    check(&items("a", 0..100), &items("a", 0..100));
+    for (x, y) in common::edge_cases() {
+        check(&x, &y);
+    }
     check(&items("a", 0..1), &items("a", 0..300));
     check(&items("a", 0..300), &items("a", 299..300));
 }

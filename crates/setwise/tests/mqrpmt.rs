@@ -1,14 +1,13 @@
 //! The mqRPMT core: the server's membership bits against the plain computation.
 
+mod common;
+
+use common::items;
 use setwise::hash::SessionId;
 use setwise::net::MemoryChannel;
 use setwise::protocols::mqrpmt::{self, LastMove};
 use setwise::session::{Role, Session};
 use std::collections::HashSet;
-
-fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
-    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
-}
 
 /// Runs server (Y) and client (X); checks e_i = [x_i ∈ Y] for every x_i.
 fn check(y: &[Vec<u8>], x: &[Vec<u8>], last: LastMove) {

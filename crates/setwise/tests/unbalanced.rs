@@ -1,14 +1,13 @@
 //! Unbalanced PSI against the plain intersection; database files; parameter checks.
 
+mod common;
+
+use common::items;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::unbalanced::{self, SenderDb, UnbalancedParams};
 use setwise::session::{self, Hello, Role, handshake};
 use setwise::{Error, Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
-
-fn items(prefix: &str, range: std::ops::Range<usize>) -> Vec<Vec<u8>> {
-    range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
-}
 
 /// Small parameters for fast tests: one bundle index of 1024 bins, 8 items per bin.
 fn small() -> UnbalancedParams {

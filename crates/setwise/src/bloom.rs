@@ -39,7 +39,7 @@ impl BloomFilter {
         let mut f = Self::new(domain, items.len(), lambda);
         let words: Vec<AtomicU64> = f.words.iter().map(|_| AtomicU64::new(0)).collect();
         items.par_iter().for_each(|item| {
-            f.for_each_position(item.as_ref(), |p| {
+            positions(&f.key, f.bits, f.hashes, item.as_ref(), |p| {
                 words[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
             });
         });
@@ -49,17 +49,16 @@ impl BloomFilter {
 
     /// Adds `item`.
     pub fn insert(&mut self, item: &[u8]) {
-        let mut positions = Vec::with_capacity(self.hashes as usize);
-        self.for_each_position(item, |p| positions.push(p));
-        for p in positions {
-            self.words[(p / 64) as usize] |= 1 << (p % 64);
-        }
+        let words = &mut self.words;
+        positions(&self.key, self.bits, self.hashes, item, |p| words[(p / 64) as usize] |= 1 << (p % 64));
     }
 
     /// Whether `item` may be in the filter (false positives at rate ≈ 2^-λ).
     pub fn contains(&self, item: &[u8]) -> bool {
         let mut all = true;
-        self.for_each_position(item, |p| all &= self.words[(p / 64) as usize] >> (p % 64) & 1 == 1);
+        positions(&self.key, self.bits, self.hashes, item, |p| {
+            all &= self.words[(p / 64) as usize] >> (p % 64) & 1 == 1
+        });
         all
     }
 
@@ -87,23 +86,23 @@ impl BloomFilter {
         }
         Ok(f)
     }
+}
 
-    /// The k positions of `item`: 64-bit words of a keyed BLAKE3 XOF, reduced mod m
-    /// (bias ≤ m/2^64, negligible).
-    fn for_each_position(&self, item: &[u8], mut f: impl FnMut(u64)) {
-        let mut h = blake3::Hasher::new_keyed(&self.key);
-        h.update(item);
-        let mut xof = h.finalize_xof();
-        let mut buf = [0u8; 8 * 16];
-        let mut left = self.hashes as usize;
-        while left > 0 {
-            let take = left.min(16);
-            xof.fill(&mut buf[..take * 8]);
-            for c in buf[..take * 8].chunks_exact(8) {
-                f(u64::from_le_bytes(c.try_into().expect("8 bytes")) % self.bits);
-            }
-            left -= take;
+/// The k positions of `item`: 64-bit words of a keyed BLAKE3 XOF, reduced mod m
+/// (bias ≤ m/2^64, negligible).
+fn positions(key: &[u8; 32], bits: u64, hashes: u32, item: &[u8], mut f: impl FnMut(u64)) {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(item);
+    let mut xof = h.finalize_xof();
+    let mut buf = [0u8; 8 * 16];
+    let mut left = hashes as usize;
+    while left > 0 {
+        let take = left.min(16);
+        xof.fill(&mut buf[..take * 8]);
+        for c in buf[..take * 8].chunks_exact(8) {
+            f(u64::from_le_bytes(c.try_into().expect("8 bytes")) % bits);
         }
+        left -= take;
     }
 }
 

@@ -75,7 +75,8 @@ fn field_of(bytes: &[u8; 32]) -> Fe {
 /// else u = −w − A. 1 + 2r² ≠ 0 because −1/2 is not a square mod p.
 fn forward(r: Fe) -> Fe {
     let a = Fe::from(A);
-    let w = -a * (Fe::ONE + r.square().double()).invert().unwrap();
+    // The inverse always exists; falling back to 0 keeps peer-chosen r from any panic path.
+    let w = -a * (Fe::ONE + r.square().double()).invert().unwrap_or(Fe::ZERO);
     let gw = (w.square() + a * w + Fe::ONE) * w;
     let square = gw.sqrt().is_some();
     Fe::conditional_select(&(-w - a), &w, square)

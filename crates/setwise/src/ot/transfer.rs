@@ -76,10 +76,13 @@ fn receive_masked(
     let mut at = 0;
     recv_counted(ch, TAG_MASKED, "OtMessages", n, (FRAME_BYTES / per).max(1), "receiving OT messages", |r| {
         let rec = r.take(per, "OtMessages")?;
-        let way = if ways == 2 { usize::from(choices[at]) } else { 0 };
-        let m = &mut out[at * len..(at + 1) * len];
-        m.copy_from_slice(&rec[way * len..(way + 1) * len]);
-        xor_pad(&hasher, ot[at], at, m);
+        // One-sided: a choice-0 receiver holds no pad for the message, so skip it.
+        if ways == 2 || choices[at] {
+            let way = if ways == 2 { usize::from(choices[at]) } else { 0 };
+            let m = &mut out[at * len..(at + 1) * len];
+            m.copy_from_slice(&rec[way * len..(way + 1) * len]);
+            xor_pad(&hasher, ot[at], at, m);
+        }
         at += 1;
         Ok(())
     })?;

@@ -231,7 +231,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         summary(Role::Sender, &report, "done, learned nothing");
         return Ok(());
     }
-    let job = Job { protocol: c.protocol, operation: c.operation, key_columns: set.key_columns() };
+    let job = Job { key_columns: set.key_columns(), ..Job::new(c.protocol, c.operation) };
     job.validate()?;
     let (_, report) =
         with_connection(c, Role::Sender, |ch, obs| session::run(ch, &job, Role::Sender, set.items(), obs))?;
@@ -318,7 +318,7 @@ pub fn serve_many(
 pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let c = &a.common;
     let set = read_items(&a.input)?;
-    let job = Job { protocol: c.protocol, operation: c.operation, key_columns: set.key_columns() };
+    let job = Job { key_columns: set.key_columns(), ..Job::new(c.protocol, c.operation) };
     job.validate()?;
     let fp = a.params_fingerprint.as_deref();
     let creds = match crate::judge::mode_of(c.protocol) {

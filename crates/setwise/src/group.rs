@@ -103,6 +103,11 @@ impl SecretScalar {
         Self(self.0.invert())
     }
 
+    /// The product of two secret scalars (never zero: the group order is prime).
+    pub fn times(&self, other: &SecretScalar) -> Self {
+        Self(self.0 * other.0)
+    }
+
     /// The scalar itself, for protocols that combine exponents.
     pub fn expose(&self) -> &Scalar {
         &self.0

@@ -40,6 +40,10 @@ pub mod dst {
     pub const MQRPMT_ITEM_TO_GROUP: &str = "setwise/mqrpmt/v1/item-to-group";
     /// mqRPMT: the Bloom filter's positions.
     pub const MQRPMT_FILTER: &str = "setwise/mqrpmt/v1/bloom-filter";
+    /// mqRPMT intersection: the 128-bit tag of an item the receiver looks up.
+    pub const MQRPMT_TAG: &str = "setwise/mqrpmt/v1/item-tag";
+    /// mqRPMT private-ID: items hashed to ristretto255 for the distributed OPRF.
+    pub const MQRPMT_PRIVATE_ID: &str = "setwise/mqrpmt/v1/private-id-to-group";
     /// Session identifier derived from both hellos' nonces.
     pub const SESSION_ID: &str = "setwise/session/v1/id";
 }

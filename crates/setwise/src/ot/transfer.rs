@@ -72,16 +72,19 @@ fn receive_masked(
     assert_eq!(choices.len(), n, "one choice per OT");
     let hasher = Domain::new(DST_PAD, sid).hasher();
     let per = ways * len;
-    let mut out = vec![0u8; n * len];
+    // Grows as frames arrive: memory follows what the peer actually sent, not the count.
+    let mut out = Vec::with_capacity(n.saturating_mul(len).min(FRAME_BYTES));
     let mut at = 0;
     recv_counted(ch, TAG_MASKED, "OtMessages", n, (FRAME_BYTES / per).max(1), "receiving OT messages", |r| {
         let rec = r.take(per, "OtMessages")?;
         // One-sided: a choice-0 receiver holds no pad for the message, so skip it.
         if ways == 2 || choices[at] {
             let way = if ways == 2 { usize::from(choices[at]) } else { 0 };
-            let m = &mut out[at * len..(at + 1) * len];
-            m.copy_from_slice(&rec[way * len..(way + 1) * len]);
-            xor_pad(&hasher, ot[at], at, m);
+            out.extend_from_slice(&rec[way * len..(way + 1) * len]);
+            let start = out.len() - len;
+            xor_pad(&hasher, ot[at], at, &mut out[start..]);
+        } else {
+            out.resize(out.len() + len, 0);
         }
         at += 1;
         Ok(())

@@ -30,6 +30,9 @@ pub enum Protocol {
     Partial,
     /// Compact malicious PSI for small sets (Rosulek–Trieu).
     Compact,
+    /// The mqRPMT framework: intersection, cardinality, sum, secret shares, union and
+    /// private-ID from one membership test plus OT.
+    Mqrpmt,
 }
 
 impl Protocol {
@@ -42,6 +45,7 @@ impl Protocol {
             Protocol::Authorized => "authorized",
             Protocol::Partial => "partial",
             Protocol::Compact => "compact",
+            Protocol::Mqrpmt => "mqrpmt",
         }
     }
 
@@ -49,6 +53,14 @@ impl Protocol {
     pub fn operations(self) -> &'static [Operation] {
         match self {
             Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
+            Protocol::Mqrpmt => &[
+                Operation::Intersection,
+                Operation::Cardinality,
+                Operation::Sum,
+                Operation::Shares,
+                Operation::Union,
+                Operation::PrivateId,
+            ],
             Protocol::Fhe | Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial | Protocol::Compact => {
                 &[Operation::Intersection]
             }
@@ -65,6 +77,16 @@ pub enum Operation {
     Intersection,
     /// The receiver learns |X ∩ Y|.
     Cardinality,
+    /// Both learn |X ∩ Y|; the sender, who holds a value per item, learns the sum of
+    /// its values over X ∩ Y.
+    Sum,
+    /// Both get XOR shares of the items of X ∩ Y; the receiver learns |X ∩ Y|.
+    Shares,
+    /// The receiver learns X ∪ Y.
+    Union,
+    /// Each party gets a pseudorandom ID per item (equal items, equal IDs) and the IDs
+    /// of X ∪ Y.
+    PrivateId,
 }
 
 impl Operation {
@@ -73,6 +95,10 @@ impl Operation {
         match self {
             Operation::Intersection => "intersection",
             Operation::Cardinality => "cardinality",
+            Operation::Sum => "sum",
+            Operation::Shares => "shares",
+            Operation::Union => "union",
+            Operation::PrivateId => "private-id",
         }
     }
 }
@@ -98,9 +124,28 @@ macro_rules! named_enum {
 named_enum!(
     Protocol,
     "protocol",
-    [Protocol::Ecdh, Protocol::Fhe, Protocol::Unbalanced, Protocol::Authorized, Protocol::Partial, Protocol::Compact]
+    [
+        Protocol::Ecdh,
+        Protocol::Fhe,
+        Protocol::Unbalanced,
+        Protocol::Authorized,
+        Protocol::Partial,
+        Protocol::Compact,
+        Protocol::Mqrpmt
+    ]
 );
-named_enum!(Operation, "operation", [Operation::Intersection, Operation::Cardinality]);
+named_enum!(
+    Operation,
+    "operation",
+    [
+        Operation::Intersection,
+        Operation::Cardinality,
+        Operation::Sum,
+        Operation::Shares,
+        Operation::Union,
+        Operation::PrivateId
+    ]
+);
 
 /// What a role learned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,5 +164,24 @@ pub enum Outcome {
         /// Sorted indices into the role's items, each with its serialised label
         /// ([`unbalanced::decode_label`] splits it into the columns).
         rows: Vec<(usize, Vec<u8>)>,
+    },
+    /// `sum`, for the party holding the values: |X ∩ Y| and the sum of its values over X ∩ Y.
+    CardinalitySum {
+        /// |X ∩ Y|.
+        cardinality: u64,
+        /// The sum of the values of the items in X ∩ Y.
+        sum: u128,
+    },
+    /// `union`: the peer's items that are not in the own set (X ∪ Y is the own set plus
+    /// these), in no meaningful order.
+    Union(Vec<Vec<u8>>),
+    /// `shares`: this party's share of each row.
+    Shares(mqrpmt::Shares),
+    /// `private-id`: the ID of each own item (in item order) and the sorted IDs of X ∪ Y.
+    PrivateIds {
+        /// One ID per own item.
+        own: Vec<[u8; 32]>,
+        /// The IDs of the union, sorted.
+        union: Vec<[u8; 32]>,
     },
 }

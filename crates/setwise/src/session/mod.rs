@@ -8,6 +8,7 @@ pub use report::{Phase, PhaseObserver, Report, human_bytes};
 
 use crate::error::{Error, Result};
 use crate::net::Channel;
+use crate::protocols::mqrpmt::{self, LastMove};
 use crate::protocols::{Operation, Outcome, Protocol, compact, ecdh, fhe, unbalanced};
 
 /// Largest set size a peer may announce: 2^32 items.
@@ -22,12 +23,14 @@ pub struct Job {
     pub operation: Operation,
     /// Number of key columns joined into each item; both sides must use the same.
     pub key_columns: usize,
+    /// mqRPMT: how the client returns the server's keyed items (ignored elsewhere).
+    pub last_move: LastMove,
 }
 
 impl Job {
     /// A job with one key column.
     pub fn new(protocol: Protocol, operation: Operation) -> Self {
-        Self { protocol, operation, key_columns: 1 }
+        Self { protocol, operation, key_columns: 1, last_move: LastMove::default() }
     }
 
     /// Checks that the protocol implements the operation.
@@ -47,7 +50,10 @@ impl Job {
 
     /// The canonical parameter string sent in the hello.
     pub fn params(&self) -> String {
-        format!("key_columns={}", self.key_columns)
+        match self.protocol {
+            Protocol::Mqrpmt => format!("key_columns={},last_move={}", self.key_columns, self.last_move),
+            _ => format!("key_columns={}", self.key_columns),
+        }
     }
 }
 
@@ -55,7 +61,8 @@ impl Job {
 ///
 /// If this side fails for any reason but the transport or the peer's own abort, it
 /// tells the peer why before returning, so both sides end with a clear error.
-/// (`unbalanced` runs through [`run_with`]: its sender holds a database, not items.)
+/// (`unbalanced` runs through [`run_with`]: its sender holds a database, not items; so
+/// does the `mqrpmt` `sum` sender, which holds values: [`mqrpmt::sender`].)
 pub fn run<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     job: &Job,
@@ -72,6 +79,12 @@ pub fn run<I: AsRef<[u8]> + Sync>(
         (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, session, items, report),
         (Protocol::Compact, Role::Sender) => compact::sender(ch, session, items, report).map(|()| Outcome::Nothing),
         (Protocol::Compact, Role::Receiver) => compact::receiver(ch, session, items, report),
+        (Protocol::Mqrpmt, Role::Sender) => {
+            mqrpmt::sender(ch, session, job.operation, items, None, job.last_move, report)
+        }
+        (Protocol::Mqrpmt, Role::Receiver) => {
+            mqrpmt::receiver(ch, session, job.operation, items, job.last_move, report)
+        }
         (Protocol::Unbalanced, Role::Receiver) => unbalanced::receiver(ch, session, items, None, report),
         (Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial, _) | (_, Role::Judge) => {
             Err(Error::Params(format!(
@@ -135,6 +148,21 @@ pub fn run_named<C: Channel>(
         Outcome::Intersection(v) => report.result("intersection_size", v.len() as u64),
         Outcome::Cardinality(c) => report.result("intersection_size", *c),
         Outcome::Labelled { rows, .. } => report.result("intersection_size", rows.len() as u64),
+        Outcome::CardinalitySum { cardinality, sum } => {
+            report.result("intersection_size", *cardinality);
+            report.detail("intersection_sum", sum.to_string());
+        }
+        Outcome::Union(extra) => {
+            let own = report.own_set_size;
+            report.result("union_size", (own + extra.len()) as u64);
+        }
+        Outcome::Shares(s) => {
+            report.result("share_rows", s.rows() as u64);
+            if !s.members.is_empty() {
+                report.result("intersection_size", s.members.iter().filter(|&&m| m).count() as u64);
+            }
+        }
+        Outcome::PrivateIds { union, .. } => report.result("union_size", union.len() as u64),
         Outcome::Nothing => {}
     }
     report.finish(ch);

@@ -22,12 +22,39 @@ use std::collections::HashSet;
 const LAMBDA: u32 = 40;
 
 /// How the client returns the server's doubly-keyed items.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LastMove {
     /// A Bloom filter (1.44·40 bits per item; false positives at 2^-40 per test).
+    #[default]
     Bloom,
     /// The 32-byte encodings in a random order.
     Shuffle,
+}
+
+impl LastMove {
+    /// The CLI and hello name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LastMove::Bloom => "bloom",
+            LastMove::Shuffle => "shuffle",
+        }
+    }
+}
+
+impl std::fmt::Display for LastMove {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for LastMove {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [LastMove::Bloom, LastMove::Shuffle]
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown last move '{s}' (expected bloom or shuffle)"))
+    }
 }
 
 fn hasher(session: &Session) -> ItemHasher {

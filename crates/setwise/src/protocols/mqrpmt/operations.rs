@@ -1,0 +1,307 @@
+//! The operations on top of the membership test (paper Fig. 7): the client (hello
+//! sender) shuffles its items, the server (hello receiver) learns the membership bits,
+//! and one batch of IKNP OTs chosen by those bits delivers the operation's output.
+
+use super::codec::ItemCodec;
+use super::{TAG_SUM, TAG_WIDTH, private_id, rpmt};
+use super::{client, server};
+use crate::error::{Error, NetContext, Result};
+use crate::hash::{Domain, dst};
+use crate::net::Channel;
+use crate::ot;
+use crate::protocols::{Operation, Outcome};
+use crate::rng::{csprng, shuffle};
+use crate::session::{Report, Session, recv_message};
+use crate::wire::{Reader, WireError, Writer};
+use rand::{Rng, RngExt};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// Bytes of the tag the intersection transfers: 128 bits, so two of the receiver's items
+/// share a tag with probability ≤ |Y|²·2^-129.
+const TAG_LEN: usize = 16;
+
+/// One party's XOR shares of the `shares` operation, one row per item of the client
+/// (the hello sender), in the client's shuffled order. Row i of the two parties'
+/// shares XORs to the encoding of x_i if x_i ∈ Y and to zero bytes otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shares {
+    /// The item encoding (bytes per share); [`ItemCodec::decode`] turns a recombined
+    /// row into its item.
+    pub codec: ItemCodec,
+    /// The shares, row after row, `codec.width()` bytes each.
+    pub data: Vec<u8>,
+    /// Receiver: whether each row is in X ∩ Y (the membership bits it learned).
+    /// Sender: empty.
+    pub members: Vec<bool>,
+    /// Sender: the index of its own item behind each row. Receiver: empty.
+    pub items: Vec<usize>,
+}
+
+impl Shares {
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.data.len() / self.codec.width()
+    }
+
+    /// The share of row `i`.
+    pub fn share(&self, i: usize) -> &[u8] {
+        let w = self.codec.width();
+        &self.data[i * w..(i + 1) * w]
+    }
+}
+
+/// The value holder's input to `sum`: one value per item, each at most `bound`.
+#[derive(Debug, Clone, Copy)]
+pub struct Values<'a> {
+    /// The values, in item order.
+    pub values: &'a [u64],
+    /// The declared upper bound of every value; it fixes the sum's modulus.
+    pub bound: u64,
+}
+
+/// Bytes of the sum modulus q = 2^(8·w): the smallest w with q > n·bound, so the sum of
+/// any n values up to `bound` never wraps.
+pub fn sum_width(n: usize, bound: u64) -> usize {
+    let max = n as u128 * bound as u128;
+    (128 - max.leading_zeros() as usize).div_ceil(8).max(1)
+}
+
+fn tag_domain(session: &Session) -> Domain {
+    Domain::new(dst::MQRPMT_TAG, session.id)
+}
+
+fn tag(hasher: &blake3::Hasher, item: &[u8]) -> [u8; TAG_LEN] {
+    let mut h = hasher.clone();
+    h.update(item);
+    let mut t = [0u8; TAG_LEN];
+    t.copy_from_slice(&h.finalize().as_bytes()[..TAG_LEN]);
+    t
+}
+
+fn mask(width: usize) -> u128 {
+    if width >= 16 { u128::MAX } else { (1u128 << (8 * width)) - 1 }
+}
+
+fn to_le(v: u128, out: &mut [u8]) {
+    out.copy_from_slice(&v.to_le_bytes()[..out.len()]);
+}
+
+fn from_le(bytes: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    b[..bytes.len()].copy_from_slice(bytes);
+    u128::from_le_bytes(b)
+}
+
+/// The client P2 (the hello's sender) with its items X and, for `sum`, its values.
+///
+/// Learns nothing, except with `sum` (|X ∩ Y| and the sum of its values over X ∩ Y),
+/// `shares` (its shares) and `private-id` (the IDs).
+pub fn sender<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    session: &Session,
+    op: Operation,
+    items: &[I],
+    values: Option<Values<'_>>,
+    last: rpmt::LastMove,
+    report: &mut Report,
+) -> Result<Outcome> {
+    let n = items.len();
+    if op == Operation::PrivateId {
+        return private_id::client(ch, session, items, last, report);
+    }
+    let values = match (op, values) {
+        (Operation::Sum, Some(v)) => {
+            if v.values.len() != n {
+                return Err(Error::Params(format!("sum: {} values for {n} items", v.values.len())));
+            }
+            if let Some(i) = v.values.iter().position(|&x| x > v.bound) {
+                return Err(Error::Params(format!(
+                    "sum: value {} of item {i} exceeds the declared bound {}",
+                    v.values[i], v.bound
+                )));
+            }
+            Some(v)
+        }
+        (Operation::Sum, None) => return Err(Error::Params("sum: the sender holds a value per item".into())),
+        _ => None,
+    };
+    let width = match op {
+        Operation::Union | Operation::Shares => Some(ItemCodec::for_items(items)?.width()),
+        Operation::Sum => Some(sum_width(n, values.map_or(0, |v| v.bound))),
+        _ => None,
+    };
+    if let Some(w) = width {
+        let mut m = Writer::with_capacity(5);
+        m.u8(TAG_WIDTH).u32(w as u32);
+        ch.send(&m.into_vec()).during("sending the message width")?;
+        report.detail("ot_message_bytes", w.to_string());
+    }
+    // Paper Fig. 7 step 0: the server learns the bits in an order that says nothing.
+    let mut order: Vec<usize> = (0..n).collect();
+    shuffle(&mut order);
+    let xs: Vec<&[u8]> = order.iter().map(|&i| items[i].as_ref()).collect();
+    report.phase("membership test", ch, |ch| client(ch, session, &xs, last))?;
+    if op == Operation::Cardinality || n == 0 {
+        return Ok(match op {
+            Operation::Sum => Outcome::CardinalitySum { cardinality: 0, sum: 0 },
+            Operation::Shares => Outcome::Shares(Shares {
+                codec: ItemCodec::for_items(items)?,
+                data: vec![],
+                members: vec![],
+                items: vec![],
+            }),
+            _ => Outcome::Nothing,
+        });
+    }
+    let sid = session.id;
+    let pairs = report.phase("ot extension", ch, |ch| ot::extend_send(ch, sid, n))?;
+    report.phase("transfer", ch, |ch| match op {
+        Operation::Intersection => {
+            let hasher = tag_domain(session).hasher();
+            let mut tags = vec![0u8; n * TAG_LEN];
+            tags.par_chunks_mut(TAG_LEN).zip(&xs).for_each(|(t, x)| t.copy_from_slice(&tag(&hasher, x)));
+            ot::send_one_sided(ch, sid, &pairs, &tags, TAG_LEN).map(|()| Outcome::Nothing)
+        }
+        Operation::Union => {
+            let codec = ItemCodec::for_items(items)?;
+            let w = codec.width();
+            let mut enc = vec![0u8; n * w];
+            enc.par_chunks_mut(w).zip(&xs).for_each(|(e, x)| codec.encode_into(x, e));
+            ot::send_one_sided(ch, sid, &pairs, &enc, w).map(|()| Outcome::Nothing)
+        }
+        Operation::Shares => {
+            let codec = ItemCodec::for_items(items)?;
+            let w = codec.width();
+            let mut r = vec![0u8; n * w];
+            csprng().fill_bytes(&mut r);
+            let mut msgs = vec![0u8; 2 * n * w];
+            msgs.par_chunks_mut(2 * w).zip(r.par_chunks(w)).zip(&xs).for_each(|((m, r), x)| {
+                let (m0, m1) = m.split_at_mut(w);
+                m0.copy_from_slice(r);
+                codec.encode_into(x, m1);
+                m1.iter_mut().zip(r).for_each(|(b, r)| *b ^= r);
+            });
+            ot::send_chosen(ch, sid, &pairs, &msgs, w)?;
+            Ok(Outcome::Shares(Shares { codec, data: r, members: vec![], items: order.clone() }))
+        }
+        Operation::Sum => {
+            let v = values.expect("checked above");
+            let w = width.expect("set for sum");
+            let q = mask(w);
+            let mut rng = csprng();
+            let mut msgs = vec![0u8; 2 * n * w];
+            let mut r_total = 0u128;
+            for (m, &i) in msgs.chunks_mut(2 * w).zip(&order) {
+                let r = rng.random::<u128>() & q;
+                r_total = r_total.wrapping_add(r) & q;
+                to_le(r, &mut m[..w]);
+                to_le(r.wrapping_add(v.values[i] as u128) & q, &mut m[w..]);
+            }
+            ot::send_chosen(ch, sid, &pairs, &msgs, w)?;
+            let body = recv_message(ch, TAG_SUM, "MqrpmtSum", "receiving the masked sum")?;
+            let mut rd = Reader::new(&body);
+            let masked = from_le(rd.take(w, "MqrpmtSum.sum")?);
+            let cardinality = rd.u64("MqrpmtSum.cardinality")?;
+            rd.finish("MqrpmtSum")?;
+            if cardinality > n as u64 {
+                return Err(Error::PeerMisbehaved(format!("cardinality {cardinality} exceeds our {n} items")));
+            }
+            Ok(Outcome::CardinalitySum { cardinality, sum: masked.wrapping_sub(r_total) & q })
+        }
+        Operation::Cardinality | Operation::PrivateId => unreachable!("handled above"),
+    })
+}
+
+/// The server P1 (the hello's receiver) with its items Y; learns the operation's output.
+pub fn receiver<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    session: &Session,
+    op: Operation,
+    items: &[I],
+    last: rpmt::LastMove,
+    report: &mut Report,
+) -> Result<Outcome> {
+    if op == Operation::PrivateId {
+        return private_id::server(ch, session, items, last, report);
+    }
+    let n = session.sender_size();
+    let width = match op {
+        Operation::Union | Operation::Shares | Operation::Sum => {
+            let body = recv_message(ch, TAG_WIDTH, "MqrpmtWidth", "receiving the message width")?;
+            let mut r = Reader::new(&body);
+            let w = r.u32("MqrpmtWidth")? as usize;
+            r.finish("MqrpmtWidth")?;
+            if op == Operation::Sum && !(1..=16).contains(&w) {
+                return Err(WireError::Invalid { what: "MqrpmtWidth", why: "a sum modulus of 1 to 16 bytes" }.into());
+            }
+            if op != Operation::Sum {
+                ItemCodec::from_width(w)?;
+            }
+            w
+        }
+        _ => 0,
+    };
+    let bits = report.phase("membership test", ch, |ch| server(ch, session, items, last))?;
+    let cardinality = bits.iter().filter(|&&b| b).count() as u64;
+    if op == Operation::Cardinality || n == 0 {
+        return Ok(match op {
+            Operation::Intersection => Outcome::Intersection(vec![]),
+            Operation::Union => Outcome::Union(vec![]),
+            Operation::Shares => Outcome::Shares(Shares {
+                codec: ItemCodec::from_width(width)?,
+                data: vec![],
+                members: vec![],
+                items: vec![],
+            }),
+            _ => Outcome::Cardinality(cardinality),
+        });
+    }
+    let sid = session.id;
+    // Union transfers the items the server does *not* hold.
+    let choices: Vec<bool> = if op == Operation::Union { bits.iter().map(|b| !b).collect() } else { bits.clone() };
+    let keys = report.phase("ot extension", ch, |ch| ot::extend_receive(ch, sid, &choices))?;
+    report.phase("transfer", ch, |ch| match op {
+        Operation::Intersection => {
+            let got = ot::receive_one_sided(ch, sid, &keys, &choices, TAG_LEN)?;
+            let hasher = tag_domain(session).hasher();
+            let own: Vec<[u8; TAG_LEN]> = items.par_iter().map(|y| tag(&hasher, y.as_ref())).collect();
+            let index: HashMap<[u8; TAG_LEN], usize> = own.into_iter().enumerate().map(|(i, t)| (t, i)).collect();
+            // A tag that is none of ours is a Bloom-filter false positive: not a match.
+            let mut matched: Vec<usize> = got.iter().filter_map(|(_, t)| index.get(&t[..]).copied()).collect();
+            matched.sort_unstable();
+            matched.dedup();
+            Ok(Outcome::Intersection(matched))
+        }
+        Operation::Union => {
+            let codec = ItemCodec::from_width(width)?;
+            let got = ot::receive_one_sided(ch, sid, &keys, &choices, width)?;
+            let extra = got
+                .iter()
+                .map(|(i, enc)| match codec.decode(enc) {
+                    Ok(Some(item)) => Ok(item.to_vec()),
+                    _ => Err(Error::PeerMisbehaved(format!("union item {i} is not an item encoding"))),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Outcome::Union(extra))
+        }
+        Operation::Shares => {
+            let data = ot::receive_chosen(ch, sid, &keys, &choices, width)?;
+            let codec = ItemCodec::from_width(width)?;
+            Ok(Outcome::Shares(Shares { codec, data, members: bits.clone(), items: vec![] }))
+        }
+        Operation::Sum => {
+            let got = ot::receive_chosen(ch, sid, &keys, &choices, width)?;
+            let q = mask(width);
+            let masked = got.chunks(width).fold(0u128, |acc, m| acc.wrapping_add(from_le(m)) & q);
+            let mut w = Writer::with_capacity(1 + width + 8);
+            w.u8(TAG_SUM);
+            let mut s = vec![0u8; width];
+            to_le(masked, &mut s);
+            w.raw(&s).u64(cardinality);
+            ch.send(&w.into_vec()).during("sending the masked sum")?;
+            Ok(Outcome::Cardinality(cardinality))
+        }
+        Operation::Cardinality | Operation::PrivateId => unreachable!("handled above"),
+    })
+}

@@ -1,0 +1,273 @@
+//! The mqRPMT operations end to end (hello, membership test, OT), each against the plain
+//! set computation: intersection, cardinality, sum, shares, union and private-ID.
+
+mod common;
+
+use common::{binary_and_long, items, overlapping_sets};
+use proptest::prelude::*;
+use setwise::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel};
+use setwise::protocols::mqrpmt::{self, LastMove, Shares, Values};
+use setwise::session::{self, Hello, Role, handshake};
+use setwise::{Error, Job, Operation, Outcome, Protocol, Result};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+const OPS: [Operation; 6] = [
+    Operation::Intersection,
+    Operation::Cardinality,
+    Operation::Sum,
+    Operation::Shares,
+    Operation::Union,
+    Operation::PrivateId,
+];
+
+fn job(op: Operation, last: LastMove) -> Job {
+    Job { last_move: last, ..Job::new(Protocol::Mqrpmt, op) }
+}
+
+/// Runs sender (X, optional values) and receiver (Y); returns both outcomes.
+fn run(
+    op: Operation,
+    last: LastMove,
+    x: &[Vec<u8>],
+    y: &[Vec<u8>],
+    values: Option<Values<'_>>,
+) -> (Result<Outcome>, Result<Outcome>) {
+    let job = job(op, last);
+    let (mut a, mut b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+    std::thread::scope(|s| {
+        let job = &job;
+        let t = s.spawn(move || {
+            let r = session::run_with(&mut a, job, Role::Sender, x.len(), None, |ch, ses, rep| {
+                mqrpmt::sender(ch, ses, op, x, values, last, rep)
+            });
+            drop(a);
+            r.map(|(o, _)| o)
+        });
+        let r = session::run_with(&mut b, job, Role::Receiver, y.len(), None, |ch, ses, rep| {
+            mqrpmt::receiver(ch, ses, op, y, last, rep)
+        });
+        drop(b);
+        (t.join().unwrap(), r.map(|(o, _)| o))
+    })
+}
+
+/// A value per item derived from the item, up to 2^32 − 1 (the paper's setting).
+fn values_of(x: &[Vec<u8>]) -> Vec<u64> {
+    x.iter().map(|i| u64::from(u32::from_le_bytes(blake3::hash(i).as_bytes()[..4].try_into().unwrap()))).collect()
+}
+
+fn set(v: &[Vec<u8>]) -> HashSet<&[u8]> {
+    v.iter().map(Vec::as_slice).collect()
+}
+
+/// Runs `op` and compares both parties' outputs with the plain computation.
+fn check(op: Operation, last: LastMove, x: &[Vec<u8>], y: &[Vec<u8>]) {
+    let values = values_of(x);
+    let vals = (op == Operation::Sum).then_some(Values { values: &values, bound: u32::MAX as u64 });
+    let (s, r) = run(op, last, x, y, vals);
+    let (s, r) = (s.unwrap(), r.unwrap());
+    let (xs, ys) = (set(x), set(y));
+    let plain: Vec<usize> = (0..y.len()).filter(|&j| xs.contains(y[j].as_slice())).collect();
+    let what = format!("{op} {last}, |X| = {}, |Y| = {}", x.len(), y.len());
+    match op {
+        Operation::Intersection => {
+            assert_eq!((s, r), (Outcome::Nothing, Outcome::Intersection(plain)), "{what}");
+        }
+        Operation::Cardinality => {
+            assert_eq!((s, r), (Outcome::Nothing, Outcome::Cardinality(plain.len() as u64)), "{what}");
+        }
+        Operation::Sum => {
+            let sum: u128 =
+                x.iter().zip(&values).filter(|(i, _)| ys.contains(i.as_slice())).map(|(_, &v)| v as u128).sum();
+            let c = plain.len() as u64;
+            assert_eq!((s, r), (Outcome::CardinalitySum { cardinality: c, sum }, Outcome::Cardinality(c)), "{what}");
+        }
+        Operation::Union => {
+            assert_eq!(s, Outcome::Nothing, "{what}");
+            let Outcome::Union(extra) = r else { panic!("{what}: {r:?}") };
+            let got: BTreeSet<&[u8]> = extra.iter().map(Vec::as_slice).collect();
+            assert_eq!(got.len(), extra.len(), "{what}: repeated items");
+            let want: BTreeSet<&[u8]> = x.iter().map(Vec::as_slice).filter(|i| !ys.contains(i)).collect();
+            assert_eq!(got, want, "{what}");
+        }
+        Operation::Shares => {
+            let (Outcome::Shares(ss), Outcome::Shares(rs)) = (s, r) else { panic!("{what}") };
+            let got = recombine(&ss, &rs, x);
+            let want: BTreeSet<&[u8]> = x.iter().map(Vec::as_slice).filter(|i| ys.contains(i)).collect();
+            assert_eq!(got, want.into_iter().map(<[u8]>::to_vec).collect(), "{what}");
+        }
+        Operation::PrivateId => check_private_ids(s, r, x, y, &what),
+        _ => unreachable!(),
+    }
+}
+
+/// Recombines row-aligned shares; checks rows, member bits and zero rows; returns the
+/// items of X ∩ Y.
+fn recombine(ss: &Shares, rs: &Shares, x: &[Vec<u8>]) -> BTreeSet<Vec<u8>> {
+    assert_eq!((ss.codec, ss.rows(), rs.rows()), (rs.codec, x.len(), x.len()));
+    assert_eq!((ss.items.len(), rs.members.len()), (x.len(), x.len()));
+    let mut out = BTreeSet::new();
+    for i in 0..x.len() {
+        let joint: Vec<u8> = ss.share(i).iter().zip(rs.share(i)).map(|(a, b)| a ^ b).collect();
+        match ss.codec.decode(&joint).expect("a recombined row is an encoding") {
+            Some(item) => {
+                assert!(rs.members[i], "row {i} recombines to an item but is no member");
+                assert_eq!(item, x[ss.items[i]].as_slice(), "row {i} is the sender's item behind it");
+                out.insert(item.to_vec());
+            }
+            None => assert!(!rs.members[i], "member row {i} recombines to nothing"),
+        }
+    }
+    out
+}
+
+fn check_private_ids(s: Outcome, r: Outcome, x: &[Vec<u8>], y: &[Vec<u8>], what: &str) {
+    let Outcome::PrivateIds { own: sx, union: su } = s else { panic!("{what}: {s:?}") };
+    let Outcome::PrivateIds { own: ry, union: ru } = r else { panic!("{what}: {r:?}") };
+    assert_eq!((sx.len(), ry.len()), (x.len(), y.len()), "{what}");
+    assert_eq!(su, ru, "{what}: both parties see the same union list");
+    let mut id_of: HashMap<&[u8], [u8; 32]> = HashMap::new();
+    for (item, id) in x.iter().zip(&sx).chain(y.iter().zip(&ry)) {
+        // Equal items get equal IDs across the two parties.
+        assert_eq!(*id_of.entry(item.as_slice()).or_insert(*id), *id, "{what}: two IDs for one item");
+    }
+    let distinct: HashSet<[u8; 32]> = id_of.values().copied().collect();
+    assert_eq!(distinct.len(), id_of.len(), "{what}: distinct items share an ID");
+    let mut all: Vec<[u8; 32]> = distinct.into_iter().collect();
+    all.sort_unstable();
+    assert_eq!(su, all, "{what}: the union list is exactly the IDs of X ∪ Y");
+}
+
+fn check_all(x: &[Vec<u8>], y: &[Vec<u8>]) {
+    for op in OPS {
+        check(op, LastMove::Bloom, x, y);
+    }
+}
+
+#[test]
+fn edge_cases_every_operation() {
+    for (x, y) in common::edge_cases() {
+        check_all(&x, &y);
+    }
+}
+
+#[test]
+fn shuffle_last_move_every_operation() {
+    for op in OPS {
+        check(op, LastMove::Shuffle, &items("a", 0..300), &items("a", 200..700));
+    }
+}
+
+#[test]
+fn very_unequal_sizes_both_ways() {
+    check_all(&items("a", 0..3), &items("a", 0..5000));
+    check_all(&items("a", 0..5000), &items("a", 4990..5003));
+}
+
+#[test]
+fn several_chunks() {
+    // Beyond one 2^14-item chunk and one OT-extension chunk on each side.
+    check_all(&items("a", 0..20_000), &items("a", 15_000..35_000));
+}
+
+#[test]
+fn binary_and_long_items() {
+    let (x, y) = binary_and_long(40, 2_000);
+    check_all(&x, &y);
+    // Items on both sides of the one-byte length prefix.
+    check_all(&[vec![1u8; 255], vec![2u8; 256], vec![3]], &[vec![2u8; 256], vec![3], vec![4; 300]]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn every_operation_matches_plain((x, y) in overlapping_sets()) {
+        check_all(&x, &y);
+    }
+}
+
+#[test]
+fn sum_never_wraps_at_the_bound() {
+    // Every value at the bound: the sum is n·bound, and the modulus must hold it.
+    for bound in [1u64, 255, 256, u32::MAX as u64, u64::MAX] {
+        let x = items("v", 0..1000);
+        let values = vec![bound; x.len()];
+        let (s, r) = run(Operation::Sum, LastMove::Bloom, &x, &x, Some(Values { values: &values, bound }));
+        assert_eq!(s.unwrap(), Outcome::CardinalitySum { cardinality: 1000, sum: 1000 * bound as u128 }, "{bound}");
+        assert_eq!(r.unwrap(), Outcome::Cardinality(1000));
+    }
+    assert_eq!(mqrpmt::sum_width(1, 255), 1);
+    assert_eq!(mqrpmt::sum_width(2, 255), 2);
+    assert_eq!(mqrpmt::sum_width(1 << 20, u32::MAX as u64), 7);
+}
+
+#[test]
+fn sum_refuses_bad_values() {
+    let x = items("v", 0..10);
+    let values = vec![5u64; 10];
+    let (s, r) = run(Operation::Sum, LastMove::Bloom, &x, &x, Some(Values { values: &values, bound: 4 }));
+    assert!(s.unwrap_err().to_string().contains("exceeds the declared bound 4"));
+    assert!(matches!(r.unwrap_err(), Error::PeerAborted(_)));
+    let (s, _) = run(Operation::Sum, LastMove::Bloom, &x, &x, Some(Values { values: &values[..3], bound: 9 }));
+    assert!(s.unwrap_err().to_string().contains("3 values for 10 items"));
+}
+
+/// A single share is uniformly random: every bit of the receiver's and the sender's
+/// shares is set about half the time, in member and non-member rows alike (the items
+/// themselves are all-ASCII, so a share that leaked them would fail).
+#[test]
+fn one_share_alone_looks_uniform() {
+    let x = items("user", 0..4000);
+    let y = items("user", 2000..6000);
+    let (s, r) = run(Operation::Shares, LastMove::Bloom, &x, &y, None);
+    let (Outcome::Shares(ss), Outcome::Shares(rs)) = (s.unwrap(), r.unwrap()) else { panic!() };
+    for (who, sh) in [("sender", &ss), ("receiver", &rs)] {
+        let w = sh.codec.width();
+        for member in [true, false] {
+            let rows: Vec<usize> = (0..sh.rows()).filter(|&i| rs.members[i] == member).collect();
+            assert_eq!(rows.len(), 2000);
+            for bit in 0..8 * w {
+                let ones = rows.iter().filter(|&&i| sh.share(i)[bit / 8] >> (bit % 8) & 1 == 1).count();
+                // Binomial(2000, 1/2): sd ≈ 22.4; 6 sd over 8·w bits fails by chance < 10^-6.
+                assert!((1000i64 - ones as i64).abs() < 135, "{who}, member {member}, bit {bit}: {ones} ones");
+            }
+        }
+    }
+}
+
+/// Private-ID keys are fresh per session: the same items get unrelated IDs next time.
+#[test]
+fn private_ids_are_fresh_per_session() {
+    let x = items("a", 0..50);
+    let ids = || match run(Operation::PrivateId, LastMove::Bloom, &x, &x, None).0.unwrap() {
+        Outcome::PrivateIds { own, .. } => own,
+        o => panic!("{o:?}"),
+    };
+    let (a, b) = (ids(), ids());
+    assert!(a.iter().all(|id| !b.contains(id)));
+}
+
+/// A hostile client: after a correct hello, it announces an impossible message width.
+#[test]
+fn receiver_refuses_bad_widths() {
+    for (op, width) in [(Operation::Union, 0u32), (Operation::Shares, 257), (Operation::Sum, 17), (Operation::Sum, 0)] {
+        let job = job(op, LastMove::Bloom);
+        let (mut a, mut b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+        let err = std::thread::scope(|s| {
+            let job = &job;
+            s.spawn(move || {
+                let hello = Hello::new("mqrpmt", op.name(), job.params(), Role::Sender, 10);
+                handshake(&mut a, &hello, u64::MAX).unwrap();
+                let mut frame = vec![0x74];
+                frame.extend_from_slice(&width.to_le_bytes());
+                a.send(&frame).unwrap();
+                let _ = a.recv(); // the abort
+            });
+            session::run_with(&mut b, job, Role::Receiver, 10, None, |ch, ses, rep| {
+                mqrpmt::receiver(ch, ses, op, &items("a", 0..10), LastMove::Bloom, rep)
+            })
+            .unwrap_err()
+        });
+        assert!(err.to_string().contains("MqrpmtWidth"), "{op} width {width}: {err}");
+    }
+}

@@ -25,6 +25,9 @@ pub struct BenchArgs {
     /// Operations to time (default: every operation of the protocol).
     #[arg(long = "ops", value_delimiter = ',')]
     operations: Vec<Operation>,
+    /// mqrpmt: the last move of the membership test, bloom or shuffle.
+    #[arg(long, default_value = "bloom")]
+    last_move: setwise::protocols::mqrpmt::LastMove,
     /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
     #[arg(long, default_value = "none")]
     net: String,
@@ -100,7 +103,7 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
         };
         let ops = if a.operations.is_empty() { a.protocol.operations() } else { &a.operations[..] };
         for &op in ops {
-            let job = Job::new(a.protocol, op);
+            let job = Job { last_move: a.last_move, ..Job::new(a.protocol, op) };
             job.validate()?;
             let (s, r) = run_once(&job, x.items(), y.items(), db.as_ref(), profile)?;
             println!(

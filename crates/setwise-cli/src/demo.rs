@@ -4,10 +4,11 @@ use crate::Failure;
 use clap::Args;
 use setwise::io::ItemSet;
 use setwise::net::{TcpChannel, TcpConfig};
+use setwise::protocols::mqrpmt::{self, Values};
 use setwise::protocols::unbalanced::{self, SenderDb};
 use setwise::session::{self, human_bytes};
 use setwise::{Job, Operation, Outcome, Protocol, Role};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::TcpListener;
 
 /// `setwise demo`.
@@ -19,6 +20,9 @@ pub struct DemoArgs {
     /// Operation to run.
     #[arg(long = "op", default_value = "intersection")]
     operation: Operation,
+    /// mqrpmt: the last move of the membership test, bloom or shuffle.
+    #[arg(long, default_value = "bloom")]
+    last_move: mqrpmt::LastMove,
     /// Items per party.
     #[arg(long, default_value_t = 10_000)]
     size: usize,
@@ -44,6 +48,20 @@ pub fn sets(sender_size: usize, receiver_size: usize, overlap: f64) -> (ItemSet,
     (ItemSet::from_keys(sender), ItemSet::from_keys(receiver))
 }
 
+/// Bound of the generated values of `sum`: amounts in cents up to 1000.00.
+pub const DEMO_VALUE_BOUND: u64 = 100_000;
+
+/// A generated value per item for `sum` (think: purchase amounts in cents), derived
+/// from the item so a check can recompute it.
+pub fn demo_values(items: &[Vec<u8>]) -> Vec<u64> {
+    items
+        .iter()
+        .map(|i| {
+            u64::from_le_bytes(blake3::hash(i).as_bytes()[..8].try_into().expect("8 bytes")) % (DEMO_VALUE_BOUND + 1)
+        })
+        .collect()
+}
+
 /// Runs one role in-process: the unbalanced sender serves `db`, every other role runs
 /// on its items.
 pub fn run_role<C: setwise::net::Channel>(
@@ -62,13 +80,20 @@ pub fn run_role<C: setwise::net::Channel>(
         (Protocol::Unbalanced, Role::Receiver, _) => {
             session::run_with(ch, job, role, items.len(), None, |ch, s, r| unbalanced::receiver(ch, s, items, None, r))
         }
+        (Protocol::Mqrpmt, Role::Sender, _) if job.operation == Operation::Sum => {
+            let values = demo_values(items);
+            let v = Values { values: &values, bound: DEMO_VALUE_BOUND };
+            session::run_with(ch, job, role, items.len(), None, |ch, s, r| {
+                mqrpmt::sender(ch, s, job.operation, items, Some(v), job.last_move, r)
+            })
+        }
         _ => session::run(ch, job, role, items, None),
     }
 }
 
 /// Runs `setwise demo`.
 pub fn run(a: DemoArgs) -> Result<(), Failure> {
-    let job = Job::new(a.protocol, a.operation);
+    let job = Job { last_move: a.last_move, ..Job::new(a.protocol, a.operation) };
     job.validate()?;
     let (x, y) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
     let db = match a.protocol {
@@ -106,16 +131,7 @@ pub fn run(a: DemoArgs) -> Result<(), Failure> {
             .and_then(|mut ch| run_role(&mut ch, &job, Role::Receiver, y.items(), None));
         (sender.join().expect("sender thread"), receiver)
     });
-    let ((_, s_rep), (outcome, r_rep)) = (sender?, receiver?);
-    let sender_items: HashSet<&Vec<u8>> = x.items().iter().collect();
-    let plain = y.items().iter().filter(|i| sender_items.contains(i)).count();
-    let got = match outcome {
-        Outcome::Intersection(v) => v.len(),
-        Outcome::Cardinality(c) => c as usize,
-        other => {
-            return Err(Failure::usage(anyhow::anyhow!("unexpected outcome {other:?}")));
-        }
-    };
+    let ((s_out, s_rep), (r_out, r_rep)) = (sender?, receiver?);
     for (who, rep) in [("sender", &s_rep), ("receiver", &r_rep)] {
         println!(
             "  {who:<8} {:>8.3} s   sent {:>10}   received {:>10}",
@@ -124,12 +140,56 @@ pub fn run(a: DemoArgs) -> Result<(), Failure> {
             human_bytes(rep.traffic.bytes_received)
         );
     }
-    println!(
-        "  intersection size: {got} (plain computation: {plain}) {}",
-        if got == plain { "✓" } else { "✗ MISMATCH" }
-    );
+    let (got, plain) = compare(x.items(), y.items(), s_out, r_out)?;
+    println!("  {got} (plain computation: {plain}) {}", if got == plain { "✓" } else { "✗ MISMATCH" });
     if got != plain {
         return Err(Failure::usage(anyhow::anyhow!("the protocol's result differs from the plain computation")));
     }
     Ok(())
+}
+
+/// What the protocol gave and what the plain set computation gives, as comparable text.
+fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Result<(String, String), Failure> {
+    let xs: HashSet<&Vec<u8>> = x.iter().collect();
+    let common = y.iter().filter(|i| xs.contains(i)).count();
+    let union = x.len() + y.len() - common;
+    let inter = |n: usize| format!("intersection size: {n}");
+    Ok(match (s_out, r_out) {
+        (_, Outcome::Intersection(v)) => (inter(v.len()), inter(common)),
+        (Outcome::CardinalitySum { cardinality, sum }, Outcome::Cardinality(c)) => {
+            let ys: HashSet<&Vec<u8>> = y.iter().collect();
+            let values = demo_values(x);
+            let plain: u128 = x.iter().zip(&values).filter(|(i, _)| ys.contains(i)).map(|(_, &v)| u128::from(v)).sum();
+            (format!("sizes {cardinality}/{c}, sum {sum}"), format!("sizes {common}/{common}, sum {plain}"))
+        }
+        (_, Outcome::Cardinality(c)) => (inter(c as usize), inter(common)),
+        (_, Outcome::Union(extra)) => {
+            let got: HashSet<&Vec<u8>> = y.iter().chain(&extra).collect();
+            let ok = extra.iter().all(|e| xs.contains(e));
+            (
+                format!("union size: {}{}", got.len(), if ok { "" } else { " (foreign items)" }),
+                format!("union size: {union}"),
+            )
+        }
+        (Outcome::Shares(s), Outcome::Shares(r)) => {
+            let items: HashSet<Vec<u8>> = (0..s.rows())
+                .filter_map(|i| {
+                    let joint: Vec<u8> = s.share(i).iter().zip(r.share(i)).map(|(a, b)| a ^ b).collect();
+                    s.codec.decode(&joint).ok().flatten().map(<[u8]>::to_vec)
+                })
+                .collect();
+            let ok = items.iter().all(|i| xs.contains(i) && y.contains(i));
+            (
+                format!("shares recombine to {} items{}", items.len(), if ok { "" } else { " (wrong ones)" }),
+                format!("shares recombine to {common} items"),
+            )
+        }
+        (Outcome::PrivateIds { own: sx, union: su }, Outcome::PrivateIds { own: ry, union: ru }) => {
+            let ids: HashMap<&Vec<u8>, [u8; 32]> = x.iter().zip(sx).collect();
+            let agree = y.iter().zip(&ry).filter(|(i, _)| xs.contains(i)).all(|(i, id)| ids[i] == *id);
+            let same = if su == ru && agree { "" } else { " (parties disagree)" };
+            (format!("union of {} IDs{same}", su.len()), format!("union of {union} IDs"))
+        }
+        (s, r) => return Err(Failure::usage(anyhow::anyhow!("unexpected outcomes {s:?} / {r:?}"))),
+    })
 }

@@ -4,6 +4,7 @@ mod bench;
 mod db;
 mod demo;
 mod judge;
+mod output;
 mod progress;
 mod role;
 

@@ -1,16 +1,18 @@
 //! `setwise sender` and `setwise receiver`.
 
 use crate::Failure;
+use crate::output::{OutputArgs, write_outcome};
 use crate::progress::spinner;
 use clap::{ArgGroup, Args};
 use setwise::io::{Format, ItemSet};
 use setwise::net::{DEFAULT_MAX_FRAME, NetError, TcpChannel, TcpConfig};
 use setwise::protocols::authorized;
+use setwise::protocols::mqrpmt::{self, LastMove, Values};
 use setwise::protocols::unbalanced::{self, SenderDb};
 use setwise::session::{self, human_bytes};
 use setwise::{Job, Operation, Outcome, Protocol, Report, Role};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,13 +38,21 @@ pub struct InputArgs {
 #[derive(Args)]
 #[command(group(ArgGroup::new("peer").required(true).args(["listen", "connect"])))]
 pub struct CommonArgs {
-    /// Protocol: ecdh, fhe or unbalanced.
+    /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact or mqrpmt.
     #[arg(long, default_value = "ecdh")]
     protocol: Protocol,
-    /// Operation: intersection (the receiver learns the common items) or cardinality
-    /// (ecdh only: the receiver learns only how many there are).
+    /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
+    /// mqrpmt: only how many); and with mqrpmt: sum (the sender holds --value; both learn
+    /// the cardinality, the sender the sum of its values over the intersection), shares
+    /// (both write XOR shares of the intersection), union (the receiver learns X ∪ Y),
+    /// private-id (both get an ID per row and the IDs of the union).
     #[arg(long = "op", default_value = "intersection")]
     operation: Operation,
+    /// mqrpmt: how the sender returns the receiver's keyed items: bloom (a Bloom filter,
+    /// 58 bits per item, false positives 2^-40) or shuffle (32 bytes per item). Both
+    /// sides must agree.
+    #[arg(long, default_value = "bloom")]
+    last_move: LastMove,
     /// Address to listen on for the peer (e.g. 0.0.0.0:7700).
     #[arg(long)]
     listen: Option<String>,
@@ -73,6 +83,16 @@ pub struct SenderArgs {
     common: CommonArgs,
     #[command(flatten)]
     input: InputArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+    /// mqrpmt sum: the column holding each row's value (a non-negative integer; rows with
+    /// the same key add up). The sender is the value holder and learns the sum.
+    #[arg(long)]
+    value: Option<String>,
+    /// mqrpmt sum: the declared bound of any item's value; it fixes the sum's modulus so
+    /// the sum cannot wrap, and the receiver learns it.
+    #[arg(long, default_value_t = u32::MAX as u64)]
+    value_bound: u64,
     /// The database built by `setwise db build` (protocol unbalanced; replaces --input).
     #[arg(long)]
     db: Option<PathBuf>,
@@ -105,12 +125,8 @@ pub struct ReceiverArgs {
     /// Authorized/partial: the credentials file from `setwise authorize`.
     #[arg(long)]
     credentials: Option<PathBuf>,
-    /// Write the receiver's rows whose key is in the intersection (header kept) here.
-    #[arg(long, conflicts_with = "stdout")]
-    output: Option<PathBuf>,
-    /// Write the matching rows to standard output instead.
-    #[arg(long)]
-    stdout: bool,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 /// Reads the items named by `a`.
@@ -231,12 +247,51 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         summary(Role::Sender, &report, "done, learned nothing");
         return Ok(());
     }
-    let job = Job { key_columns: set.key_columns(), ..Job::new(c.protocol, c.operation) };
+    let job = Job { key_columns: set.key_columns(), last_move: c.last_move, ..Job::new(c.protocol, c.operation) };
     job.validate()?;
-    let (_, report) =
-        with_connection(c, Role::Sender, |ch, obs| session::run(ch, &job, Role::Sender, set.items(), obs))?;
-    summary(Role::Sender, &report, "done, learned nothing");
+    let values = sum_values(&a, &set, &job)?;
+    let (outcome, report) = with_connection(c, Role::Sender, |ch, obs| {
+        if c.protocol == Protocol::Mqrpmt {
+            let v = values.as_deref().map(|values| Values { values, bound: a.value_bound });
+            session::run_with(ch, &job, Role::Sender, set.items().len(), obs, |ch, s, r| {
+                mqrpmt::sender(ch, s, job.operation, set.items(), v, job.last_move, r)
+            })
+        } else {
+            session::run(ch, &job, Role::Sender, set.items(), obs)
+        }
+    })?;
+    let what = write_outcome(&set, outcome, &a.out)?;
+    summary(Role::Sender, &report, &what);
     Ok(())
+}
+
+/// The sender's values for `sum` (per item, rows with one key added), checked against
+/// the bound; `None` for other operations.
+fn sum_values(a: &SenderArgs, set: &ItemSet, job: &Job) -> Result<Option<Vec<u64>>, Failure> {
+    match (job.operation, &a.value) {
+        (Operation::Sum, Some(col)) => {
+            let sums = set.column_sums(col)?;
+            let values = sums
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    u64::try_from(v).ok().filter(|&v| v <= a.value_bound).ok_or_else(|| {
+                        Failure::usage(anyhow::anyhow!(
+                            "item {} has the value {v}, above --value-bound {}",
+                            String::from_utf8_lossy(&set.items()[i]),
+                            a.value_bound
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(values))
+        }
+        (Operation::Sum, None) => {
+            Err(Failure::usage(anyhow::anyhow!("--op sum: the sender holds the values; give --value COLUMN")))
+        }
+        (_, Some(_)) => Err(Failure::usage(anyhow::anyhow!("--value is for --protocol mqrpmt --op sum"))),
+        (_, None) => Ok(None),
+    }
 }
 
 /// One unbalanced session over `ch`.
@@ -318,7 +373,7 @@ pub fn serve_many(
 pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let c = &a.common;
     let set = read_items(&a.input)?;
-    let job = Job { key_columns: set.key_columns(), ..Job::new(c.protocol, c.operation) };
+    let job = Job { key_columns: set.key_columns(), last_move: c.last_move, ..Job::new(c.protocol, c.operation) };
     job.validate()?;
     let fp = a.params_fingerprint.as_deref();
     let creds = match crate::judge::mode_of(c.protocol) {
@@ -351,55 +406,7 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
             session::run(ch, &job, Role::Receiver, set.items(), obs)
         }
     })?;
-    match outcome {
-        Outcome::Cardinality(c) => {
-            println!("{c}");
-            summary(Role::Receiver, &report, &format!("intersection size {c}"));
-        }
-        Outcome::Intersection(matched) => {
-            let rows = write_matches(&set, &matched, a.output.as_deref(), a.stdout)?;
-            let dest = match (&a.output, a.stdout) {
-                (Some(p), _) => format!(", {rows} rows written to {}", p.display()),
-                (None, true) => format!(", {rows} rows written to standard output"),
-                (None, false) => " (use --output FILE or --stdout for the rows)".into(),
-            };
-            summary(Role::Receiver, &report, &format!("intersection size {}{dest}", matched.len()));
-        }
-        Outcome::Labelled { columns, rows } => {
-            let decoded: Vec<(usize, Vec<String>)> = rows
-                .iter()
-                .map(|(i, bytes)| {
-                    (
-                        *i,
-                        unbalanced::decode_label(bytes, columns.len())
-                            .unwrap_or_else(|| vec![String::new(); columns.len()]),
-                    )
-                })
-                .collect();
-            let written = match (&a.output, a.stdout) {
-                (Some(p), _) => {
-                    let f = std::fs::File::create(p)
-                        .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
-                    set.write_rows_with(&decoded, &columns, std::io::BufWriter::new(f))?
-                }
-                (None, true) => set.write_rows_with(&decoded, &columns, std::io::stdout().lock())?,
-                (None, false) => 0,
-            };
-            summary(
-                Role::Receiver,
-                &report,
-                &format!("{} matches with labels ({}), {written} rows written", rows.len(), columns.join(",")),
-            );
-        }
-        other => summary(Role::Receiver, &report, &format!("{other:?}")),
-    }
+    let what = write_outcome(&set, outcome, &a.out)?;
+    summary(Role::Receiver, &report, &what);
     Ok(())
-}
-
-fn write_matches(set: &ItemSet, matched: &[usize], output: Option<&Path>, stdout: bool) -> Result<usize, Failure> {
-    Ok(match (output, stdout) {
-        (Some(p), _) => set.write_rows_to(matched, p)?,
-        (None, true) => set.write_rows(matched, std::io::stdout().lock())?,
-        (None, false) => 0,
-    })
 }

@@ -116,7 +116,8 @@ pub struct ItemSet {
     /// Item index of each row, `u32::MAX` for a skipped row.
     row_item: Vec<u32>,
     items: Vec<Vec<u8>>,
-    key_columns: usize,
+    /// The key columns (0-based).
+    key_cols: Vec<usize>,
     stats: ReadStats,
 }
 
@@ -208,7 +209,7 @@ impl ItemSet {
             }
             row_item.push(id);
         }
-        Self { format, header, rows, row_item, items, key_columns: columns.len(), stats }
+        Self { format, header, rows, row_item, items, key_cols: columns.to_vec(), stats }
     }
 
     /// The distinct items, in order of first appearance.
@@ -218,7 +219,40 @@ impl ItemSet {
 
     /// Number of key columns joined into each item.
     pub fn key_columns(&self) -> usize {
-        self.key_columns
+        self.key_cols.len()
+    }
+
+    /// The key columns' names: from the header, else `key` (or `key1`, `key2`, …).
+    pub fn key_names(&self) -> Vec<String> {
+        match &self.header {
+            Some(h) => self.key_cols.iter().map(|&c| h.get(c).unwrap_or("key").to_string()).collect(),
+            None if self.key_cols.len() == 1 => vec!["key".into()],
+            None => (1..=self.key_cols.len()).map(|i| format!("key{i}")).collect(),
+        }
+    }
+
+    /// For each distinct item, the sum of `column` (a header name, or a 1-based index
+    /// without a header) over the item's rows; every value must be a non-negative
+    /// integer below 2^64.
+    pub fn column_sums(&self, column: &str) -> Result<Vec<u128>, InputError> {
+        let width = self.header.as_ref().or(self.rows.first()).map_or(0, |r| r.len());
+        let col = key_columns(Path::new("input"), self.header.as_ref(), width, &[column.to_string()])?[0];
+        let mut sums = vec![0u128; self.items.len()];
+        let first_line = if self.header.is_some() { 2 } else { 1 };
+        for (line, (row, &item)) in self.rows.iter().zip(&self.row_item).enumerate() {
+            if item == SKIPPED {
+                continue;
+            }
+            let text = row.get(col).unwrap_or("").trim();
+            let v: u64 = text.parse().map_err(|_| {
+                InputError::Invalid(format!(
+                    "line {}: value '{text}' in column {column} is not a non-negative integer below 2^64",
+                    line + first_line
+                ))
+            })?;
+            sums[item as usize] += u128::from(v);
+        }
+        Ok(sums)
     }
 
     /// Counts from reading.
@@ -357,6 +391,38 @@ fn join_key(row: &StringRecord, columns: &[usize]) -> Vec<u8> {
     key
 }
 
+/// Lower-case hexadecimal of `bytes` (share and ID files).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+/// The key fields of an item: the inverse of how rows' keys are joined into items
+/// (`columns` key columns); `None` if `item` is not such a join.
+pub fn split_key(item: &[u8], columns: usize) -> Option<Vec<String>> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    if columns == 1 {
+        return Some(vec![text(item)]);
+    }
+    let mut fields = Vec::with_capacity(columns);
+    let mut rest = item;
+    for _ in 0..columns {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if tail.len() < len {
+            return None;
+        }
+        fields.push(text(&tail[..len]));
+        rest = &tail[len..];
+    }
+    rest.is_empty().then_some(fields)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,6 +442,20 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(s.write_rows(&[0], &mut out).unwrap(), 2);
         assert_eq!(String::from_utf8(out).unwrap(), "name,email\nann,a@x\nann,a2@x\n");
+    }
+
+    #[test]
+    fn keys_split_back_and_values_sum_per_item() {
+        let f = file(b"a,b,v\nx,y,3\nx,y,4\np,,10\n", ".csv");
+        let s = ItemSet::read(f.path(), Format::Csv { header: true }, &["a".into(), "b".into()]).unwrap();
+        assert_eq!(s.key_names(), ["a", "b"]);
+        assert_eq!(split_key(&s.items()[0], 2).unwrap(), ["x", "y"]);
+        assert_eq!(split_key(&s.items()[1], 2).unwrap(), ["p", ""]);
+        assert!(split_key(b"\x05\0\0\0ab", 2).is_none());
+        assert_eq!(s.column_sums("v").unwrap(), [7, 10]);
+        let bad = file(b"k,v\nx,-1\n", ".csv");
+        let s = ItemSet::read(bad.path(), Format::Csv { header: true }, &[]).unwrap();
+        assert!(s.column_sums("v").unwrap_err().to_string().contains("line 2: value '-1'"));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   sender, who removes Σr_i;
 //! - `shares`: chosen OT of (r_i, r_i ⊕ x̄_i); row i's shares XOR to x̄_i (the padded item)
 //!   if x_i ∈ Y and to zero otherwise;
-//! - `private-id`: a DH distributed OPRF k1·k2·H(z), then `union` on the IDs.
+//! - `private-id`: a DH distributed OPRF k1·k2·H(z) whose messages double as the
+//!   membership test, then the union's transfer on the IDs.
 //!
 //! Security: semi-honest, DDH in ristretto255 with hash-to-group as a random oracle,
 //! IKNP OT with a fixed-key-AES correlation-robust hash. What each party learns and the
@@ -46,5 +47,7 @@ pub(crate) const TAG_SUM: u8 = 0x75;
 pub(crate) const TAG_BLINDED: u8 = 0x76;
 /// Private-ID: a chunk of the peer's blinded points under the own key, in order.
 pub(crate) const TAG_EVALUATED: u8 = 0x77;
+/// Private-ID, client → server: the shuffled set r·k2·s·H(y) the server tests against.
+pub(crate) const TAG_TEST_SET: u8 = 0x79;
 /// Private-ID, server → client: the count, then chunks, of the sorted union IDs.
 pub(crate) const TAG_UNION_IDS: u8 = 0x78;

@@ -362,3 +362,126 @@ fn labelled_lookup_appends_sender_columns() {
         "id,name,sender.name,city\nu7,mine,Name 7,Zürich-1\nu499,x,Name 499,Zürich-1\n"
     );
 }
+
+#[test]
+fn mqrpmt_intersection_over_tcp() {
+    small_intersection_over_tcp("mqrpmt");
+}
+
+/// Reads a CSV file written by setwise into its header and rows.
+fn read_csv(p: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut lines = text.lines().map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>());
+    (lines.next().unwrap(), lines.collect())
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// Every mqRPMT operation but intersection as two processes: sender k0..k149 with an
+/// amount (k7 on two rows), receiver k100..k219; common k100..k149.
+#[test]
+fn mqrpmt_operations_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = "id,amount\n".to_string();
+    for i in 0..150 {
+        s += &format!("k{i},{}\n", i * 10);
+    }
+    s += "k120,5\n"; // a second row for k120: its values add up
+    let r: String = std::iter::once("id\n".to_string()).chain((100..220).map(|i| format!("k{i}\n"))).collect();
+    let (s, r) = (write(dir.path(), "s.csv", &s), write(dir.path(), "r.csv", &r));
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let common: std::collections::BTreeSet<String> = (100..150).map(|i| format!("k{i}")).collect();
+    let mq = |op: &'static str| ["--protocol", "mqrpmt", "--op", op];
+
+    // sum: the sender holds the amounts and learns the sum; the receiver the count.
+    let (so, ro) = pair(
+        &[&mq("sum")[..], &["--input", s, "--key", "id", "--value", "amount"]].concat(),
+        &[&mq("sum")[..], &["--input", r]].concat(),
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    let want_sum: u64 = (100..150).map(|i| i * 10).sum::<u64>() + 5;
+    assert_eq!(text(&so.stdout).trim(), format!("{{\"cardinality\":50,\"sum\":\"{want_sum}\"}}"));
+    assert_eq!(text(&ro.stdout).trim(), "50");
+
+    // union: the receiver writes the keys of X ∪ Y; the shuffle last move.
+    let out = dir.path().join("union.csv");
+    let (so, ro) = pair(
+        &[&mq("union")[..], &["--input", s, "--last-move", "shuffle"]].concat(),
+        &[&mq("union")[..], &["--input", r, "--last-move", "shuffle", "--output", out.to_str().unwrap()]].concat(),
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    let (header, rows) = read_csv(&out);
+    assert_eq!(header, ["id"]);
+    let got: std::collections::BTreeSet<String> = rows.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(got, (0..220).map(|i| format!("k{i}")).collect());
+
+    // shares: the two files recombine, row by row, to exactly X ∩ Y.
+    let (sf, rf) = (dir.path().join("s.shares"), dir.path().join("r.shares"));
+    let (so, ro) = pair(
+        &[&mq("shares")[..], &["--input", s, "--output", sf.to_str().unwrap()]].concat(),
+        &[&mq("shares")[..], &["--input", r, "--output", rf.to_str().unwrap()]].concat(),
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    let ((sh, srows), (rh, rrows)) = (read_csv(&sf), read_csv(&rf));
+    assert_eq!(
+        (sh, rh),
+        (vec!["row".into(), "share".into(), "id".into()], vec!["row".into(), "member".into(), "share".into()])
+    );
+    assert_eq!((srows.len(), rrows.len()), (150, 150));
+    let mut got = std::collections::BTreeSet::new();
+    for (a, b) in srows.iter().zip(&rrows) {
+        let joint: Vec<u8> = unhex(&a[1]).iter().zip(unhex(&b[2])).map(|(x, y)| x ^ y).collect();
+        let len = joint[0] as usize;
+        assert_eq!(b[1] == "1", len > 0, "the member column says which rows hold an item");
+        if len > 0 {
+            let item = String::from_utf8(joint[1..1 + len].to_vec()).unwrap();
+            assert_eq!(item, a[2], "the sender's file names its own key behind the row");
+            got.insert(item);
+        }
+    }
+    assert_eq!(got, common);
+
+    // private-id: equal keys get equal IDs; both write the same union list.
+    let (so_, ro_, su, ru) =
+        (dir.path().join("s.ids"), dir.path().join("r.ids"), dir.path().join("s.union"), dir.path().join("r.union"));
+    let (so, ro) = pair(
+        &[
+            &mq("private-id")[..],
+            &["--input", s, "--output", so_.to_str().unwrap(), "--union-ids", su.to_str().unwrap()],
+        ]
+        .concat(),
+        &[
+            &mq("private-id")[..],
+            &["--input", r, "--output", ro_.to_str().unwrap(), "--union-ids", ru.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(std::fs::read_to_string(&su).unwrap(), std::fs::read_to_string(&ru).unwrap());
+    let union = read_csv(&su).1;
+    assert_eq!(union.len(), 220);
+    let ids = |p: &Path| -> std::collections::HashMap<String, String> {
+        let (h, rows) = read_csv(p);
+        assert_eq!(h.last().unwrap(), "private_id");
+        rows.into_iter().map(|r| (r[0].clone(), r.last().unwrap().clone())).collect()
+    };
+    let (sid, rid) = (ids(&so_), ids(&ro_));
+    for k in &common {
+        assert_eq!(sid[k], rid[k], "{k}");
+    }
+    assert!(rid.iter().filter(|(k, _)| !common.contains(*k)).all(|(_, id)| !sid.values().any(|v| v == id)));
+
+    // A sum sender without values, or with a value above the bound, stops with exit 2.
+    let o = bin()
+        .args(["sender", "--listen", "127.0.0.1:1", "--protocol", "mqrpmt", "--op", "sum", "--input", s])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--value COLUMN"), "{}", text(&o.stderr));
+    let args = ["sender", "--listen", "127.0.0.1:1", "--protocol", "mqrpmt", "--op", "sum", "--input", s];
+    let o = bin().args(args).args(["--value", "amount", "--value-bound", "1000"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("above --value-bound 1000"), "{}", text(&o.stderr));
+}

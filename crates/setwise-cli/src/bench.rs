@@ -114,7 +114,7 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
                 r.total_ms / 1e3,
                 s.traffic.bytes_sent as f64 / 1e6,
                 r.traffic.bytes_sent as f64 / 1e6,
-                r.results.get("intersection_size").copied().unwrap_or(0)
+                r.results.get("intersection_size").or(r.results.get("union_size")).copied().unwrap_or(0)
             );
             for (k, v) in &r.details {
                 println!("    {k}: {v}");

@@ -25,9 +25,12 @@ pub struct OutputArgs {
     union_ids: Option<PathBuf>,
 }
 
+/// An open destination and how the summary names it.
+type Sink = (Box<dyn Write>, String);
+
 impl OutputArgs {
     /// The destination, if any, and its description for the summary.
-    fn sink(&self) -> Result<Option<(Box<dyn Write>, String)>, Failure> {
+    fn sink(&self) -> Result<Option<Sink>, Failure> {
         Ok(match (&self.output, self.stdout) {
             (Some(p), _) => {
                 Some((Box::new(std::io::BufWriter::new(create(p)?)), format!("written to {}", p.display())))

@@ -37,3 +37,9 @@ fn membership_bits_match_plain_for_both_last_moves() {
         check(&items("a", 0..20_000), &items("a", 10_000..30_000), last); // several chunks
     }
 }
+
+#[test]
+fn a_filter_over_several_frames() {
+    // 150 000 server items: a 1.08 MB filter, more than one 1 MiB frame.
+    check(&items("a", 0..150_000), &items("a", 149_990..150_010), LastMove::Bloom);
+}

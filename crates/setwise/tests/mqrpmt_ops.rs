@@ -32,8 +32,42 @@ fn run(
     y: &[Vec<u8>],
     values: Option<Values<'_>>,
 ) -> (Result<Outcome>, Result<Outcome>) {
+    run_tampered(op, last, x, y, values, |_| {})
+}
+
+/// A channel end that lets a test rewrite every frame it sends: a hostile peer that
+/// otherwise follows the protocol.
+struct Tamper<C, F> {
+    inner: C,
+    edit: F,
+}
+
+impl<C: Channel, F: FnMut(&mut Vec<u8>) + Send> Channel for Tamper<C, F> {
+    fn send(&mut self, frame: &[u8]) -> std::result::Result<(), setwise::net::NetError> {
+        let mut f = frame.to_vec();
+        (self.edit)(&mut f);
+        self.inner.send(&f)
+    }
+    fn recv(&mut self) -> std::result::Result<Vec<u8>, setwise::net::NetError> {
+        self.inner.recv()
+    }
+    fn stats(&self) -> setwise::net::Stats {
+        self.inner.stats()
+    }
+}
+
+/// [`run`] with `edit` applied to every frame the receiver sends.
+fn run_tampered(
+    op: Operation,
+    last: LastMove,
+    x: &[Vec<u8>],
+    y: &[Vec<u8>],
+    values: Option<Values<'_>>,
+    edit: impl FnMut(&mut Vec<u8>) + Send,
+) -> (Result<Outcome>, Result<Outcome>) {
     let job = job(op, last);
-    let (mut a, mut b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+    let (mut a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+    let mut b = Tamper { inner: b, edit };
     std::thread::scope(|s| {
         let job = &job;
         let t = s.spawn(move || {
@@ -269,5 +303,72 @@ fn receiver_refuses_bad_widths() {
             .unwrap_err()
         });
         assert!(err.to_string().contains("MqrpmtWidth"), "{op} width {width}: {err}");
+    }
+}
+
+/// A hostile server: the client's checks catch what they can see.
+#[test]
+fn clients_refuse_what_a_cheating_server_sends() {
+    let (x, y) = (items("a", 0..300), items("a", 100..400));
+    type Edit = Box<dyn FnMut(&mut Vec<u8>) + Send>;
+    let cases: Vec<(Operation, &str, Edit)> = vec![
+        // The union list out of order.
+        (
+            Operation::PrivateId,
+            "not sorted",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x78 && f.len() > 100 {
+                    f[5..37].fill(0xff);
+                }
+            }),
+        ),
+        // A union count beyond |X| + |Y|.
+        (
+            Operation::PrivateId,
+            "a union of 601 IDs",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x78 && f.len() == 9 {
+                    f[1..9].copy_from_slice(&601u64.to_le_bytes());
+                }
+            }),
+        ),
+        // An evaluated point that is not a point.
+        (
+            Operation::PrivateId,
+            "PrivateIdEvaluated",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x77 {
+                    f[5..37].fill(0xff);
+                }
+            }),
+        ),
+        // A cardinality larger than the client's set.
+        (
+            Operation::Sum,
+            "exceeds our 300 items",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x75 {
+                    let n = f.len();
+                    f[n - 8..].copy_from_slice(&301u64.to_le_bytes());
+                }
+            }),
+        ),
+        // A first-round point that is not a point.
+        (
+            Operation::Cardinality,
+            "MqrpmtServerItems",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x70 {
+                    f[5..37].fill(0xff);
+                }
+            }),
+        ),
+    ];
+    let values = vec![1u64; x.len()];
+    for (op, want, edit) in cases {
+        let v = (op == Operation::Sum).then_some(Values { values: &values, bound: 1 });
+        let (s, _) = run_tampered(op, LastMove::Bloom, &x, &y, v, edit);
+        let e = s.unwrap_err().to_string();
+        assert!(e.contains(want), "{op}: {e}");
     }
 }

@@ -29,7 +29,7 @@ impl ItemCodec {
 
     /// The encoding a peer announced, checked.
     pub fn from_width(width: usize) -> Result<Self> {
-        let ok = width >= 2 && width <= 2 + MAX_ITEM_LEN && (width <= 256 || width >= 2 + 256);
+        let ok = (2..=2 + MAX_ITEM_LEN).contains(&width) && width != 257;
         if ok {
             Ok(Self { width })
         } else {

@@ -15,11 +15,13 @@ use crate::net::Channel;
 use crate::protocols::chunks::{CHUNK, recv_all, recv_records, send_chunk, send_records};
 use crate::rng::shuffle;
 use crate::session::{Session, recv_message};
-use crate::wire::{Reader, Writer};
+use crate::wire::{Reader, WireError, Writer};
 use std::collections::HashSet;
 
 /// Bloom filter false-positive exponent: 2^-40 per test.
 const LAMBDA: u32 = 40;
+/// Most filter bytes per frame: 1 MiB.
+const FILTER_FRAME: usize = 1 << 20;
 
 /// How the client returns the server's doubly-keyed items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,7 +89,17 @@ pub fn server<I: AsRef<[u8]> + Sync>(
             Box::new(move |e| all.contains(e))
         }
         LastMove::Bloom => {
-            let body = recv_message(ch, TAG_FILTER, "MqrpmtFilter", "receiving Ω")?;
+            let expected = BloomFilter::dimensions(session.receiver_size(), LAMBDA).0.div_ceil(64) as usize * 8;
+            let mut body = Vec::with_capacity(expected);
+            while body.len() < expected {
+                let part = recv_message(ch, TAG_FILTER, "MqrpmtFilter", "receiving Ω")?;
+                if part.is_empty() || part.len() > expected - body.len() {
+                    return Err(
+                        WireError::Invalid { what: "MqrpmtFilter", why: "a frame empty or beyond the filter" }.into()
+                    );
+                }
+                body.extend_from_slice(&part);
+            }
             let mut r = Reader::new(&body);
             let f = BloomFilter::read(&mut r, &filter_domain(session), session.receiver_size(), LAMBDA)?;
             r.finish("MqrpmtFilter")?;
@@ -122,10 +134,12 @@ pub fn client<I: AsRef<[u8]> + Sync>(
         }
         LastMove::Bloom => {
             let f = BloomFilter::from_items(&filter_domain(session), &doubled, LAMBDA);
-            let bytes = f.to_bytes();
-            let mut w = Writer::with_capacity(1 + bytes.len());
-            w.u8(TAG_FILTER).raw(&bytes);
-            ch.send(&w.into_vec()).during("sending Ω")?;
+            // In frames, so a 2^24-item filter (120 MB) stays under any frame limit.
+            for part in f.to_bytes().chunks(FILTER_FRAME) {
+                let mut w = Writer::with_capacity(1 + part.len());
+                w.u8(TAG_FILTER).raw(part);
+                ch.send(&w.into_vec()).during("sending Ω")?;
+            }
         }
     }
     let h = hasher(session);

@@ -140,36 +140,41 @@ pub fn run(a: DemoArgs) -> Result<(), Failure> {
             human_bytes(rep.traffic.bytes_received)
         );
     }
-    let (got, plain) = compare(x.items(), y.items(), s_out, r_out)?;
-    println!("  {got} (plain computation: {plain}) {}", if got == plain { "✓" } else { "✗ MISMATCH" });
+    let (what, got, plain) = compare(x.items(), y.items(), s_out, r_out)?;
+    println!("  {what}: {got} (plain computation: {plain}) {}", if got == plain { "✓" } else { "✗ MISMATCH" });
     if got != plain {
         return Err(Failure::usage(anyhow::anyhow!("the protocol's result differs from the plain computation")));
     }
     Ok(())
 }
 
-/// What the protocol gave and what the plain set computation gives, as comparable text.
-fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Result<(String, String), Failure> {
+/// What is compared, what the protocol gave and what the plain set computation gives.
+fn compare(
+    x: &[Vec<u8>],
+    y: &[Vec<u8>],
+    s_out: Outcome,
+    r_out: Outcome,
+) -> Result<(&'static str, String, String), Failure> {
     let xs: HashSet<&Vec<u8>> = x.iter().collect();
     let common = y.iter().filter(|i| xs.contains(i)).count();
     let union = x.len() + y.len() - common;
-    let inter = |n: usize| format!("intersection size: {n}");
     Ok(match (s_out, r_out) {
-        (_, Outcome::Intersection(v)) => (inter(v.len()), inter(common)),
+        (_, Outcome::Intersection(v)) => ("intersection size", v.len().to_string(), common.to_string()),
         (Outcome::CardinalitySum { cardinality, sum }, Outcome::Cardinality(c)) => {
             let ys: HashSet<&Vec<u8>> = y.iter().collect();
             let values = demo_values(x);
             let plain: u128 = x.iter().zip(&values).filter(|(i, _)| ys.contains(i)).map(|(_, &v)| u128::from(v)).sum();
-            (format!("sizes {cardinality}/{c}, sum {sum}"), format!("sizes {common}/{common}, sum {plain}"))
+            (
+                "sizes (sender/receiver) and sum",
+                format!("{cardinality}/{c}, {sum}"),
+                format!("{common}/{common}, {plain}"),
+            )
         }
-        (_, Outcome::Cardinality(c)) => (inter(c as usize), inter(common)),
+        (_, Outcome::Cardinality(c)) => ("intersection size", c.to_string(), common.to_string()),
         (_, Outcome::Union(extra)) => {
             let got: HashSet<&Vec<u8>> = y.iter().chain(&extra).collect();
             let ok = extra.iter().all(|e| xs.contains(e));
-            (
-                format!("union size: {}{}", got.len(), if ok { "" } else { " (foreign items)" }),
-                format!("union size: {union}"),
-            )
+            ("union size", format!("{}{}", got.len(), if ok { "" } else { " (foreign items)" }), union.to_string())
         }
         (Outcome::Shares(s), Outcome::Shares(r)) => {
             let items: HashSet<Vec<u8>> = (0..s.rows())
@@ -179,16 +184,14 @@ fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Resu
                 })
                 .collect();
             let ok = items.iter().all(|i| xs.contains(i) && y.contains(i));
-            (
-                format!("shares recombine to {} items{}", items.len(), if ok { "" } else { " (wrong ones)" }),
-                format!("shares recombine to {common} items"),
-            )
+            let tag = if ok { "" } else { " (wrong ones)" };
+            ("items the shares recombine to", format!("{}{tag}", items.len()), common.to_string())
         }
         (Outcome::PrivateIds { own: sx, union: su }, Outcome::PrivateIds { own: ry, union: ru }) => {
             let ids: HashMap<&Vec<u8>, [u8; 32]> = x.iter().zip(sx).collect();
             let agree = y.iter().zip(&ry).filter(|(i, _)| xs.contains(i)).all(|(i, id)| ids[i] == *id);
             let same = if su == ru && agree { "" } else { " (parties disagree)" };
-            (format!("union of {} IDs{same}", su.len()), format!("union of {union} IDs"))
+            ("IDs in the union", format!("{}{same}", su.len()), union.to_string())
         }
         (s, r) => return Err(Failure::usage(anyhow::anyhow!("unexpected outcomes {s:?} / {r:?}"))),
     })

@@ -52,7 +52,7 @@ fn io(e: impl std::fmt::Display) -> Failure {
 const NO_DEST: &str = "(use --output FILE or --stdout to write it)";
 
 /// Writes `outcome` as `out` asks; returns the line that summarises it.
-pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs) -> Result<String, Failure> {
+pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Role) -> Result<String, Failure> {
     Ok(match outcome {
         Outcome::Nothing => "done, learned nothing".into(),
         Outcome::Cardinality(c) => {
@@ -85,6 +85,9 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs) -> Resul
             format!("{} matches with labels ({}), {written} rows written", rows.len(), columns.join(","))
         }
         Outcome::Union(extra) => {
+            if extra.iter().any(|e| split_key(e, set.key_columns()).is_none()) {
+                return Err(setwise::Error::PeerMisbehaved("a union item is not a joined key".into()).into());
+            }
             let total = set.items().len() + extra.len();
             match out.sink()? {
                 Some((w, dest)) => {
@@ -107,7 +110,7 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs) -> Resul
             };
             match out.sink()? {
                 Some((w, dest)) => {
-                    write_shares(set, &shares, w)?;
+                    write_shares(set, &shares, role, w)?;
                     format!("{what}, {dest}")
                 }
                 None => format!("{what} {NO_DEST}"),
@@ -149,8 +152,7 @@ fn write_union(set: &ItemSet, extra: &[Vec<u8>], out: impl Write) -> Result<(), 
 
 /// A share file: `row,member,share` for the receiver (it knows which rows are members),
 /// `row,share` and the row's own key for the sender; shares in hex.
-fn write_shares(set: &ItemSet, shares: &Shares, out: impl Write) -> Result<(), Failure> {
-    let role = if shares.members.is_empty() { Role::Sender } else { Role::Receiver };
+fn write_shares(set: &ItemSet, shares: &Shares, role: Role, out: impl Write) -> Result<(), Failure> {
     let mut w = csv::Writer::from_writer(out);
     let mut header = vec!["row".to_string()];
     if role == Role::Receiver {

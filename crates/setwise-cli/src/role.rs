@@ -90,7 +90,7 @@ pub struct SenderArgs {
     #[arg(long)]
     value: Option<String>,
     /// mqrpmt sum: the declared bound of any item's value; it fixes the sum's modulus so
-    /// the sum cannot wrap, and the receiver learns it.
+    /// the sum cannot wrap (the receiver learns the modulus' width in bytes).
     #[arg(long, default_value_t = u32::MAX as u64)]
     value_bound: u64,
     /// The database built by `setwise db build` (protocol unbalanced; replaces --input).
@@ -260,7 +260,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
             session::run(ch, &job, Role::Sender, set.items(), obs)
         }
     })?;
-    let what = write_outcome(&set, outcome, &a.out)?;
+    let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
     summary(Role::Sender, &report, &what);
     Ok(())
 }
@@ -406,7 +406,7 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
             session::run(ch, &job, Role::Receiver, set.items(), obs)
         }
     })?;
-    let what = write_outcome(&set, outcome, &a.out)?;
+    let what = write_outcome(&set, outcome, &a.out, Role::Receiver)?;
     summary(Role::Receiver, &report, &what);
     Ok(())
 }

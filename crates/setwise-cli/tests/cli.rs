@@ -143,6 +143,10 @@ fn demo_verifies_itself() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(out.contains("intersection size: 150 (plain computation: 150) ✓"), "{out}");
+    for op in ["cardinality", "sum", "shares", "union", "private-id"] {
+        let o = bin().args(["demo", "--protocol", "mqrpmt", "--op", op, "--size", "300"]).output().unwrap();
+        assert!(o.status.success() && text(&o.stdout).contains('✓'), "{op}: {}{}", text(&o.stdout), text(&o.stderr));
+    }
 }
 
 /// A small CSV intersection with `protocol` as two processes; returns the receiver's stderr.

@@ -15,7 +15,7 @@ use crate::session::{Report, Session, recv_message};
 use crate::wire::{Reader, WireError, Writer};
 use rand::{Rng, RngExt};
 use rayon::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Bytes of the tag the intersection transfers: 128 bits, so two of the receiver's items
 /// share a tag with probability ≤ |Y|²·2^-129.
@@ -207,7 +207,15 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             if cardinality > n as u64 {
                 return Err(Error::PeerMisbehaved(format!("cardinality {cardinality} exceeds our {n} items")));
             }
-            Ok(Outcome::CardinalitySum { cardinality, sum: masked.wrapping_sub(r_total) & q })
+            let sum = masked.wrapping_sub(r_total) & q;
+            // A cheap plausibility check: a random S' fails it with probability ≥ 1 − c/n.
+            if sum > u128::from(cardinality) * u128::from(v.bound) {
+                return Err(Error::PeerMisbehaved(format!(
+                    "the sum {sum} exceeds {cardinality} items × the bound {}",
+                    v.bound
+                )));
+            }
+            Ok(Outcome::CardinalitySum { cardinality, sum })
         }
         Operation::Cardinality | Operation::PrivateId => unreachable!("handled above"),
     })
@@ -276,13 +284,20 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         Operation::Union => {
             let codec = ItemCodec::from_width(width)?;
             let got = ot::receive_one_sided(ch, sid, &keys, &choices, width)?;
-            let extra = got
-                .iter()
-                .map(|(i, enc)| match codec.decode(enc) {
-                    Ok(Some(item)) => Ok(item.to_vec()),
-                    _ => Err(Error::PeerMisbehaved(format!("union item {i} is not an item encoding"))),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            // Keep each item once and none of ours: the union stays a set whatever the
+            // client sends.
+            let mut seen: HashSet<&[u8]> = items.iter().map(AsRef::as_ref).collect();
+            let mut extra = Vec::with_capacity(got.len());
+            for (i, enc) in &got {
+                match codec.decode(enc) {
+                    Ok(Some(item)) => {
+                        if seen.insert(item) {
+                            extra.push(item.to_vec());
+                        }
+                    }
+                    _ => return Err(Error::PeerMisbehaved(format!("union item {i} is not an item encoding"))),
+                }
+            }
             Ok(Outcome::Union(extra))
         }
         Operation::Shares => {

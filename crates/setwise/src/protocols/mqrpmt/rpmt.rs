@@ -106,7 +106,7 @@ pub fn server<I: AsRef<[u8]> + Sync>(
             Box::new(move |e| f.contains(e))
         }
     };
-    let mut bits = Vec::with_capacity(session.sender_size().min(1 << 24));
+    let mut bits = Vec::with_capacity(session.sender_size().min(CHUNK)); // grows with the data
     recv_records::<32>(ch, TAG_CLIENT_ITEMS, "MqrpmtClientItems", session.sender_size(), "testing", |at, chunk| {
         let keyed =
             k1.mul_encoded(chunk).map_err(|i| Error::InvalidPoint { what: "MqrpmtClientItems", index: at + i })?;

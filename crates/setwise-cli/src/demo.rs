@@ -177,12 +177,7 @@ fn compare(
             ("union size", format!("{}{}", got.len(), if ok { "" } else { " (foreign items)" }), union.to_string())
         }
         (Outcome::Shares(s), Outcome::Shares(r)) => {
-            let items: HashSet<Vec<u8>> = (0..s.rows())
-                .filter_map(|i| {
-                    let joint: Vec<u8> = s.share(i).iter().zip(r.share(i)).map(|(a, b)| a ^ b).collect();
-                    s.codec.decode(&joint).ok().flatten().map(<[u8]>::to_vec)
-                })
-                .collect();
+            let items: HashSet<Vec<u8>> = (0..s.rows()).filter_map(|i| s.recombine(&r, i).ok().flatten()).collect();
             let ok = items.iter().all(|i| xs.contains(i) && y.contains(i));
             let tag = if ok { "" } else { " (wrong ones)" };
             ("items the shares recombine to", format!("{}{tag}", items.len()), common.to_string())

@@ -50,7 +50,7 @@ pub struct CommonArgs {
     operation: Operation,
     /// mqrpmt: how the sender returns the receiver's keyed items: bloom (a Bloom filter,
     /// 58 bits per item, false positives 2^-40) or shuffle (32 bytes per item). Both
-    /// sides must agree.
+    /// sides must agree; private-id tests membership exactly either way.
     #[arg(long, default_value = "bloom")]
     last_move: LastMove,
     /// Address to listen on for the peer (e.g. 0.0.0.0:7700).

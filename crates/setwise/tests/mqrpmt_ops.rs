@@ -11,14 +11,10 @@ use setwise::session::{self, Hello, Role, handshake};
 use setwise::{Error, Job, Operation, Outcome, Protocol, Result};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-const OPS: [Operation; 6] = [
-    Operation::Intersection,
-    Operation::Cardinality,
-    Operation::Sum,
-    Operation::Shares,
-    Operation::Union,
-    Operation::PrivateId,
-];
+/// Every operation of the protocol.
+fn ops() -> &'static [Operation] {
+    Protocol::Mqrpmt.operations()
+}
 
 fn job(op: Operation, last: LastMove) -> Job {
     Job { last_move: last, ..Job::new(Protocol::Mqrpmt, op) }
@@ -142,12 +138,11 @@ fn recombine(ss: &Shares, rs: &Shares, x: &[Vec<u8>]) -> BTreeSet<Vec<u8>> {
     assert_eq!((ss.items.len(), rs.members.len()), (x.len(), x.len()));
     let mut out = BTreeSet::new();
     for i in 0..x.len() {
-        let joint: Vec<u8> = ss.share(i).iter().zip(rs.share(i)).map(|(a, b)| a ^ b).collect();
-        match ss.codec.decode(&joint).expect("a recombined row is an encoding") {
+        match ss.recombine(rs, i).expect("a recombined row is an encoding") {
             Some(item) => {
                 assert!(rs.members[i], "row {i} recombines to an item but is no member");
-                assert_eq!(item, x[ss.items[i]].as_slice(), "row {i} is the sender's item behind it");
-                out.insert(item.to_vec());
+                assert_eq!(item, x[ss.items[i]], "row {i} is the sender's item behind it");
+                out.insert(item);
             }
             None => assert!(!rs.members[i], "member row {i} recombines to nothing"),
         }
@@ -173,13 +168,14 @@ fn check_private_ids(s: Outcome, r: Outcome, x: &[Vec<u8>], y: &[Vec<u8>], what:
 }
 
 fn check_all(x: &[Vec<u8>], y: &[Vec<u8>]) {
-    for op in OPS {
+    for &op in ops() {
         check(op, LastMove::Bloom, x, y);
     }
 }
 
 #[test]
 fn edge_cases_every_operation() {
+    assert_eq!(ops().len(), 6, "Fig. 7 and §6.2: six operations");
     for (x, y) in common::edge_cases() {
         check_all(&x, &y);
     }
@@ -187,7 +183,7 @@ fn edge_cases_every_operation() {
 
 #[test]
 fn shuffle_last_move_every_operation() {
-    for op in OPS {
+    for &op in ops() {
         check(op, LastMove::Shuffle, &items("a", 0..300), &items("a", 200..700));
     }
 }

@@ -49,6 +49,23 @@ impl Shares {
         let w = self.codec.width();
         &self.data[i * w..(i + 1) * w]
     }
+
+    /// Row `i` recombined with the other party's shares: the item if the row is in
+    /// X ∩ Y, `None` if not; an error if the XOR is no item encoding (e.g. shares of
+    /// different runs).
+    pub fn recombine(&self, other: &Shares, i: usize) -> std::result::Result<Option<Vec<u8>>, WireError> {
+        let joint: Vec<u8> = self.share(i).iter().zip(other.share(i)).map(|(a, b)| a ^ b).collect();
+        Ok(self.codec.decode(&joint)?.map(<[u8]>::to_vec))
+    }
+}
+
+/// Paper Fig. 7 step 0: a uniformly random order of the client's items, and the items
+/// in it, so the server learns its bits in an order that says nothing.
+pub(super) fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    shuffle(&mut order);
+    let xs = order.iter().map(|&i| items[i].as_ref()).collect();
+    (order, xs)
 }
 
 /// The value holder's input to `sum`: one value per item, each at most `bound`.
@@ -108,7 +125,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
 ) -> Result<Outcome> {
     let n = items.len();
     if op == Operation::PrivateId {
-        return private_id::client(ch, session, items, last, report);
+        return private_id::client(ch, session, items, report);
     }
     let values = match (op, values) {
         (Operation::Sum, Some(v)) => {
@@ -126,9 +143,13 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         (Operation::Sum, None) => return Err(Error::Params("sum: the sender holds a value per item".into())),
         _ => None,
     };
-    let width = match op {
-        Operation::Union | Operation::Shares => Some(ItemCodec::for_items(items)?.width()),
-        Operation::Sum => Some(sum_width(n, values.map_or(0, |v| v.bound))),
+    let codec = match op {
+        Operation::Union | Operation::Shares => Some(ItemCodec::for_items(items)?),
+        _ => None,
+    };
+    let width = match (op, codec) {
+        (_, Some(c)) => Some(c.width()),
+        (Operation::Sum, _) => Some(sum_width(n, values.map_or(0, |v| v.bound))),
         _ => None,
     };
     if let Some(w) = width {
@@ -137,16 +158,13 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         ch.send(&m.into_vec()).during("sending the message width")?;
         report.detail("ot_message_bytes", w.to_string());
     }
-    // Paper Fig. 7 step 0: the server learns the bits in an order that says nothing.
-    let mut order: Vec<usize> = (0..n).collect();
-    shuffle(&mut order);
-    let xs: Vec<&[u8]> = order.iter().map(|&i| items[i].as_ref()).collect();
+    let (order, xs) = shuffled(items);
     report.phase("membership test", ch, |ch| client(ch, session, &xs, last))?;
     if op == Operation::Cardinality || n == 0 {
         return Ok(match op {
             Operation::Sum => Outcome::CardinalitySum { cardinality: 0, sum: 0 },
             Operation::Shares => Outcome::Shares(Shares {
-                codec: ItemCodec::for_items(items)?,
+                codec: codec.expect("set for shares"),
                 data: vec![],
                 members: vec![],
                 items: vec![],
@@ -164,14 +182,14 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             ot::send_one_sided(ch, sid, &pairs, &tags, TAG_LEN).map(|()| Outcome::Nothing)
         }
         Operation::Union => {
-            let codec = ItemCodec::for_items(items)?;
+            let codec = codec.expect("set for union");
             let w = codec.width();
             let mut enc = vec![0u8; n * w];
             enc.par_chunks_mut(w).zip(&xs).for_each(|(e, x)| codec.encode_into(x, e));
             ot::send_one_sided(ch, sid, &pairs, &enc, w).map(|()| Outcome::Nothing)
         }
         Operation::Shares => {
-            let codec = ItemCodec::for_items(items)?;
+            let codec = codec.expect("set for shares");
             let w = codec.width();
             let mut r = vec![0u8; n * w];
             csprng().fill_bytes(&mut r);
@@ -231,7 +249,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<Outcome> {
     if op == Operation::PrivateId {
-        return private_id::server(ch, session, items, last, report);
+        return private_id::server(ch, session, items, report);
     }
     let n = session.sender_size();
     let width = match op {
@@ -243,12 +261,13 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             if op == Operation::Sum && !(1..=16).contains(&w) {
                 return Err(WireError::Invalid { what: "MqrpmtWidth", why: "a sum modulus of 1 to 16 bytes" }.into());
             }
-            if op != Operation::Sum {
-                ItemCodec::from_width(w)?;
-            }
             w
         }
         _ => 0,
+    };
+    let codec = match op {
+        Operation::Union | Operation::Shares => Some(ItemCodec::from_width(width)?),
+        _ => None,
     };
     let bits = report.phase("membership test", ch, |ch| server(ch, session, items, last))?;
     let cardinality = bits.iter().filter(|&&b| b).count() as u64;
@@ -257,7 +276,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             Operation::Intersection => Outcome::Intersection(vec![]),
             Operation::Union => Outcome::Union(vec![]),
             Operation::Shares => Outcome::Shares(Shares {
-                codec: ItemCodec::from_width(width)?,
+                codec: codec.expect("set for shares"),
                 data: vec![],
                 members: vec![],
                 items: vec![],
@@ -282,7 +301,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             Ok(Outcome::Intersection(matched))
         }
         Operation::Union => {
-            let codec = ItemCodec::from_width(width)?;
+            let codec = codec.expect("set for union");
             let got = ot::receive_one_sided(ch, sid, &keys, &choices, width)?;
             // Keep each item once and none of ours: the union stays a set whatever the
             // client sends.
@@ -302,8 +321,12 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         }
         Operation::Shares => {
             let data = ot::receive_chosen(ch, sid, &keys, &choices, width)?;
-            let codec = ItemCodec::from_width(width)?;
-            Ok(Outcome::Shares(Shares { codec, data, members: bits.clone(), items: vec![] }))
+            Ok(Outcome::Shares(Shares {
+                codec: codec.expect("set for shares"),
+                data,
+                members: bits.clone(),
+                items: vec![],
+            }))
         }
         Operation::Sum => {
             let got = ot::receive_chosen(ch, sid, &keys, &choices, width)?;

@@ -17,7 +17,8 @@
 //! multiplied by the client's secret r, and linking r·G(y) to G(y) is DDH. Without the
 //! blind s, the client would compute the server's IDs itself.
 
-use super::{TAG_BLINDED, TAG_EVALUATED, TAG_TEST_SET, TAG_UNION_IDS, rpmt::LastMove};
+use super::operations::shuffled;
+use super::{TAG_BLINDED, TAG_EVALUATED, TAG_TEST_SET, TAG_UNION_IDS};
 use crate::error::{Error, NetContext, Result};
 use crate::group::{Encoded, ItemHasher, SecretScalar};
 use crate::hash::{Domain, dst};
@@ -41,18 +42,17 @@ fn evaluate(key: &SecretScalar, points: &[Encoded], what: &'static str) -> Resul
 
 /// The server P1 (the hello's receiver) with Y: its IDs and the union's.
 ///
-/// The last move does not apply: the test set must stay points the server can key.
+/// There is no last move to choose: the test set must stay points the server can key.
 pub(super) fn server<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     session: &Session,
     items: &[I],
-    _last: LastMove,
     report: &mut Report,
 ) -> Result<Outcome> {
     let (n_own, n_peer) = (session.receiver_size(), session.sender_size());
     let (k1, s) = (SecretScalar::random(), SecretScalar::random());
     let unblind = k1.times(&s.invert());
-    let (ids, bits, received) = report.phase("distributed oprf", ch, |ch| {
+    let (ids, bits) = report.phase("distributed oprf", ch, |ch| {
         send_records(ch, TAG_BLINDED, &s.hash_and_mul(&hasher(session), items), "sending blinded items")?;
         let ours = recv_all::<32>(ch, TAG_EVALUATED, "PrivateIdEvaluated", n_own, "receiving our IDs")?;
         let ids = evaluate(&unblind, &ours, "PrivateIdEvaluated")?;
@@ -62,9 +62,8 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
         let keyed = evaluate(&k1, &theirs, "PrivateIdBlinded")?;
         send_records(ch, TAG_EVALUATED, &keyed, "sending their IDs")?;
         let bits: Vec<bool> = keyed.iter().map(|w| !test.contains(w)).collect();
-        Ok::<_, Error>((ids, bits, keyed.len()))
+        Ok::<_, Error>((ids, bits))
     })?;
-    debug_assert_eq!(received, n_peer);
     // The IDs of the client's items we lack, by one-sided OT chosen by [x_i ∉ Y].
     let mut union = ids.clone();
     if n_peer > 0 {
@@ -89,18 +88,14 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     session: &Session,
     items: &[I],
-    _last: LastMove,
     report: &mut Report,
 ) -> Result<Outcome> {
     let (n_own, n_peer) = (session.sender_size(), session.receiver_size());
     let (k2, r) = (SecretScalar::random(), SecretScalar::random());
     let rk2 = r.times(&k2);
-    // The server learns its bits in this order, which says nothing about ours.
-    let mut order: Vec<usize> = (0..n_own).collect();
-    shuffle(&mut order);
-    let shuffled: Vec<&[u8]> = order.iter().map(|&i| items[i].as_ref()).collect();
+    let (order, xs) = shuffled(items);
     let ids_shuffled = report.phase("distributed oprf", ch, |ch| {
-        let blinded = rk2.hash_and_mul(&hasher(session), &shuffled);
+        let blinded = rk2.hash_and_mul(&hasher(session), &xs);
         let theirs = recv_all::<32>(ch, TAG_BLINDED, "PrivateIdBlinded", n_peer, "receiving blinded items")?;
         send_records(ch, TAG_EVALUATED, &evaluate(&k2, &theirs, "PrivateIdBlinded")?, "sending their IDs")?;
         let mut omega = evaluate(&rk2, &theirs, "PrivateIdBlinded")?;

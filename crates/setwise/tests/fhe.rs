@@ -84,9 +84,10 @@ fn noise_budget_at_the_deepest_chunk() {
                 sk.encrypt(&v).unwrap()
             })
             .collect();
-        let powers = p.plan().evaluate(&Evaluator::new(Some(&rk)), query).unwrap();
+        let ev = Evaluator::new(Some(&rk));
+        let powers = p.plan().evaluate(&ev, query).unwrap();
         let polys = vec![roots.iter().map(|r| from_roots(r, t)).collect::<Vec<_>>()];
-        let result = evaluate_group(&ctx, &p, &polys, 0, &powers).unwrap();
+        let result = evaluate_group(&ev, &ctx, &p, &polys, 0, &powers).unwrap();
         let noise = unsafe { sk.raw().measure_noise(result.raw()).unwrap() } as f64;
         let log_q: usize = he.moduli_bits.iter().sum();
         let budget = log_q as f64 - (t as f64).log2() - noise - 1.0;

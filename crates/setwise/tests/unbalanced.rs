@@ -15,7 +15,7 @@ fn small() -> UnbalancedParams {
         r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
             "item_params":{"felts_per_item":4},
             "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
-            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[36,36,37],"plain_modulus":2056193}}"#,
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
     )
     .unwrap()
 }
@@ -133,7 +133,7 @@ fn database_files_round_trip_and_refuse_damage() {
 fn parameter_files_are_checked_by_field() {
     let base = small().to_json();
     let bad = |from: &str, to: &str| UnbalancedParams::from_json(&base.replace(from, to)).unwrap_err();
-    assert!(bad("37\n", "60\n").contains("seal_params") && bad("37\n", "60\n").contains("128-bit"));
+    assert!(bad("31\n", "60\n").contains("seal_params") && bad("31\n", "60\n").contains("128-bit"));
     assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 3").contains("felts_per_item"));
     assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 2").contains("at least 80"));
     assert!(bad("\"table_size\": 1024", "\"table_size\": 1000").contains("table_size"));
@@ -372,7 +372,7 @@ fn auto_parameters_are_valid_across_a_grid() {
     // Fixed costs (this machine's order of magnitude); validity does not depend on them.
     let costs = vec![
         (
-            HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 21), moduli_bits: vec![36, 36, 37] },
+            HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 21), moduli_bits: vec![42, 32] },
             OpCosts {
                 mul_ms: 6.0,
                 mul_plain_ms: 0.1,
@@ -421,7 +421,7 @@ fn a_database_whose_bundles_break_the_false_match_bound_is_refused() {
         r#"{{"table_params":{{"hash_func_count":3,"table_size":1024,"max_items_per_bin":256}},
             "item_params":{{"felts_per_item":4}},
             "query_params":{{"ps_low_degree":0,"query_powers":[{}]}},
-            "seal_params":{{"poly_modulus_degree":4096,"coeff_modulus_bits":[36,36,37],"plain_modulus":2056193}}}}"#,
+            "seal_params":{{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}}}"#,
         powers.join(",")
     );
     let p = UnbalancedParams::from_json(&json).unwrap();

@@ -12,10 +12,12 @@
 
 mod powers;
 
-pub use powers::{PowerPlan, Powers};
+pub use powers::{PowerPlan, Powers, depth_one_sources};
 
 use crate::rng::fill_os;
 use fhe::bfv::{self, BfvParameters, BfvParametersBuilder, Encoding};
+use fhe_math::rq::traits::TryConvertFrom;
+use fhe_math::rq::{Poly, Representation};
 use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize};
 use rand_chacha09::ChaCha20Rng;
 use rand_chacha09::rand_core::SeedableRng;
@@ -203,6 +205,107 @@ impl HeContext {
     }
 }
 
+/// Low bits dropped from each polynomial of a last-level ciphertext on the wire
+/// ([`Ciphertext::to_trimmed_bytes`]): rounding `c0` to a multiple of `2^c0` adds at
+/// most `2^(c0-1)` to the noise, rounding `c1` adds at most `N·2^(c1-1)` (it is
+/// multiplied by the ternary secret).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trim {
+    /// Bits dropped from `c0`.
+    pub c0: u32,
+    /// Bits dropped from `c1`.
+    pub c1: u32,
+}
+
+impl HeContext {
+    /// The trim for last-level ciphertexts whose noise is at most `2^(T-2)`, where
+    /// `2^T = q_last / 2t` is the bound decryption needs: each rounding adds at most
+    /// `2^(T-2)`, so the total stays below `2^T`. Callers check the noise bound (the
+    /// unbalanced parameters require `2^(T-10)`).
+    pub fn result_trim(&self) -> Trim {
+        let q0 = self.bfv.moduli()[0] as f64;
+        let t_bits = (q0 / (2.0 * self.plain_modulus() as f64)).log2().floor() as i64;
+        let log_n = self.params.degree.trailing_zeros() as i64;
+        Trim { c0: (t_bits - 1).max(0) as u32, c1: (t_bits - 1 - log_n).max(0) as u32 }
+    }
+
+    /// Width in bits of a trimmed coefficient, and the largest value it may take.
+    fn trimmed_width(&self, drop: u32) -> (u32, u64) {
+        let q0 = self.bfv.moduli()[0];
+        let max = if drop == 0 { q0 - 1 } else { (q0 - 1 + (1 << (drop - 1))) >> drop };
+        (64 - max.leading_zeros(), max)
+    }
+
+    /// Exact bytes of a trimmed last-level ciphertext.
+    pub fn trimmed_bytes(&self, trim: Trim) -> usize {
+        let n = self.params.degree;
+        [trim.c0, trim.c1].iter().map(|&d| (n * self.trimmed_width(d).0 as usize).div_ceil(8)).sum()
+    }
+
+    /// Decodes a trimmed last-level ciphertext from the peer: exact length, every
+    /// coefficient in range.
+    pub fn trimmed_from_wire(&self, bytes: &[u8], trim: Trim, what: &'static str) -> Result<Ciphertext, HeError> {
+        let bad = |why: String| HeError::Malformed { what, why };
+        if bytes.len() != self.trimmed_bytes(trim) {
+            return Err(bad(format!("{} bytes instead of {}", bytes.len(), self.trimmed_bytes(trim))));
+        }
+        let ctx = self.bfv.context_at_level(self.last_level()).map_err(op_err)?;
+        let q0 = self.bfv.moduli()[0];
+        let n = self.params.degree;
+        let mut polys = Vec::with_capacity(2);
+        let mut rest = bytes;
+        for drop in [trim.c0, trim.c1] {
+            let (width, max) = self.trimmed_width(drop);
+            let len = (n * width as usize).div_ceil(8);
+            let values = unpack_bits(&rest[..len], width, n);
+            rest = &rest[len..];
+            if let Some(i) = values.iter().position(|&v| v > max) {
+                return Err(bad(format!("coefficient {i} is {}, above {max}", values[i])));
+            }
+            let coeffs: Vec<u64> = values.iter().map(|&v| ((v as u128) << drop) as u64 % q0).collect();
+            let mut poly = Poly::try_convert_from(coeffs, ctx, true, Representation::PowerBasis)
+                .map_err(|e| bad(e.to_string()))?;
+            poly.change_representation(Representation::Ntt);
+            polys.push(poly);
+        }
+        bfv::Ciphertext::new(polys, &self.bfv).map(Ciphertext).map_err(|e| bad(e.to_string()))
+    }
+}
+
+/// `count` little-endian `width`-bit values packed back to back.
+fn pack_bits(values: &[u64], width: u32, out: &mut Vec<u8>) {
+    let (mut acc, mut bits) = (0u128, 0u32);
+    for &v in values {
+        acc |= (v as u128) << bits;
+        bits += width;
+        while bits >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            bits -= 8;
+        }
+    }
+    if bits > 0 {
+        out.push(acc as u8);
+    }
+}
+
+fn unpack_bits(bytes: &[u8], width: u32, count: usize) -> Vec<u64> {
+    let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+    let (mut acc, mut bits, mut next) = (0u128, 0u32, bytes.iter());
+    (0..count)
+        .map(|_| {
+            while bits < width {
+                acc |= (*next.next().unwrap_or(&0) as u128) << bits;
+                bits += 8;
+            }
+            let v = acc as u64 & mask;
+            acc >>= width;
+            bits -= width;
+            v
+        })
+        .collect()
+}
+
 /// A ciphertext under a session's parameters.
 #[derive(Debug, Clone)]
 pub struct Ciphertext(bfv::Ciphertext);
@@ -212,6 +315,30 @@ impl Ciphertext {
     /// polynomial, so it is half the size).
     pub fn to_bytes(&self) -> Vec<u8> {
         self.0.to_bytes()
+    }
+
+    /// Polynomials: 2, or 3 for a product not yet relinearised.
+    pub fn parts(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Serialised bytes of a 2-part last-level ciphertext with the low bits `trim`
+    /// rounded away (see [`Trim`]; the caller checks the noise leaves room for it).
+    pub fn to_trimmed_bytes(&self, ctx: &HeContext, trim: Trim) -> Result<Vec<u8>, HeError> {
+        if self.0.len() != 2 || self.0[0].ctx().moduli().len() != 1 {
+            return Err(HeError::Op("only 2-part last-level ciphertexts are trimmed".into()));
+        }
+        let mut out = Vec::with_capacity(ctx.trimmed_bytes(trim));
+        for (poly, drop) in self.0.iter().zip([trim.c0, trim.c1]) {
+            let mut p = poly.clone();
+            p.change_representation(Representation::PowerBasis);
+            let half = if drop == 0 { 0 } else { 1u64 << (drop - 1) };
+            let values: Vec<u64> =
+                p.coefficients().row(0).iter().map(|&c| ((c as u128 + half as u128) >> drop) as u64).collect();
+            debug_assert!(values.iter().all(|&v| v <= ctx.trimmed_width(drop).1));
+            pack_bits(&values, ctx.trimmed_width(drop).0, &mut out);
+        }
+        Ok(out)
     }
 
     /// Drops to the last level (one modulus): smaller to send, same plaintext.
@@ -303,10 +430,35 @@ impl<'a> Evaluator<'a> {
 
     /// `a·b`, relinearised.
     pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, HeError> {
+        let mut c = self.mul_lazy(a, b)?;
+        self.relinearize(&mut c)?;
+        Ok(c)
+    }
+
+    /// `a·b` left as 3 parts: products summed before one relinearisation carry the
+    /// key-switching noise once, not per product ([`dot_plain`](Self::dot_plain) does
+    /// that). 3-part operands are relinearised first.
+    pub fn mul_lazy(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, HeError> {
+        let (a, b) = (self.two_parts(a)?, self.two_parts(b)?);
+        Ok(Ciphertext(&a.0 * &b.0))
+    }
+
+    fn two_parts<'c>(&self, c: &'c Ciphertext) -> Result<std::borrow::Cow<'c, Ciphertext>, HeError> {
+        if c.parts() == 2 {
+            return Ok(std::borrow::Cow::Borrowed(c));
+        }
+        let mut r = c.clone();
+        self.relinearize(&mut r)?;
+        Ok(std::borrow::Cow::Owned(r))
+    }
+
+    /// Brings a 3-part ciphertext back to 2 parts (no-op for 2 parts).
+    pub fn relinearize(&self, c: &mut Ciphertext) -> Result<(), HeError> {
+        if c.parts() == 2 {
+            return Ok(());
+        }
         let rk = self.rk.ok_or_else(|| HeError::Op("a ciphertext product needs a relinearisation key".into()))?;
-        let mut c = &a.0 * &b.0;
-        rk.0.relinearizes(&mut c).map_err(op_err)?;
-        Ok(Ciphertext(c))
+        rk.0.relinearizes(&mut c.0).map_err(op_err)
     }
 
     /// `a + b`.
@@ -317,7 +469,8 @@ impl<'a> Evaluator<'a> {
         Ok(Ciphertext(&a.0 + &b.0))
     }
 
-    /// `Σ cts[i]·pts[i]` (lazy reduction inside `fhe`), plus `constant` if given.
+    /// `Σ cts[i]·pts[i]` (lazy reduction inside `fhe`), plus `constant` if given, as a
+    /// 2-part ciphertext: the 3-part terms are summed first and relinearised once.
     pub fn dot_plain(
         &self,
         cts: &[&Ciphertext],
@@ -327,7 +480,21 @@ impl<'a> Evaluator<'a> {
         if cts.is_empty() || cts.len() != pts.len() {
             return Err(HeError::Op(format!("dot product of {} ciphertexts and {} plaintexts", cts.len(), pts.len())));
         }
-        let mut acc = bfv::dot_product_scalar(cts.iter().map(|c| &c.0), pts.iter().map(|p| &p.0)).map_err(op_err)?;
+        let mut acc: Option<bfv::Ciphertext> = None;
+        for parts in [2, 3] {
+            let (c, p): (Vec<_>, Vec<_>) =
+                cts.iter().zip(pts).filter(|(c, _)| c.parts() == parts).map(|(c, p)| (&c.0, &p.0)).unzip();
+            if c.is_empty() {
+                continue;
+            }
+            let mut sum = Ciphertext(bfv::dot_product_scalar(c.into_iter(), p.into_iter()).map_err(op_err)?);
+            self.relinearize(&mut sum)?;
+            match &mut acc {
+                None => acc = Some(sum.0),
+                Some(a) => *a += &sum.0,
+            }
+        }
+        let mut acc = acc.ok_or_else(|| HeError::Op("ciphertexts of neither 2 nor 3 parts".into()))?;
         if let Some(c) = constant {
             acc += &c.0;
         }
@@ -401,5 +568,68 @@ mod tests {
         last.mod_switch_to_last().unwrap();
         assert!(ctx.ciphertext_from_wire(&last.to_bytes(), ctx.last_level(), "result").is_ok());
         assert!(ctx.relin_key_from_wire(&[1, 2, 3], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn lazy_products_sum_then_relinearise_once() {
+        let ctx = HeContext::new(&small()).unwrap();
+        let t = ctx.plain_modulus();
+        let mut sk = SecretKey::generate(&ctx);
+        let rk = sk.relin_key().unwrap();
+        let ev = Evaluator::new(Some(&rk));
+        let v: Vec<u64> = (0..4096u64).map(|i| (i * 17 + 3) % t).collect();
+        let c = sk.encrypt(&v).unwrap();
+        let sq = ev.mul_lazy(&c, &c).unwrap();
+        assert_eq!(sq.parts(), 3);
+        let cube = ev.mul_lazy(&sq, &c).unwrap(); // relinearises the 3-part operand first
+        let pt = ctx.encode(&vec![2; 4096], 0).unwrap();
+        // x·2 + x²·2 + x³·2 + 1 with 2- and 3-part terms mixed.
+        let one = ctx.encode(&vec![1; 4096], 0).unwrap();
+        let r = ev.dot_plain(&[&c, &sq, &cube], &[pt.clone(), pt.clone(), pt], Some(&one)).unwrap();
+        assert_eq!(r.parts(), 2);
+        let got = sk.decrypt(&r).unwrap();
+        for (i, &x) in v.iter().enumerate() {
+            let (x, t) = (x as u128, t as u128);
+            let want = (2 * (x + x * x % t + x * x % t * x % t) + 1) % t;
+            assert_eq!(got[i] as u128, want, "slot {i}");
+        }
+    }
+
+    #[test]
+    fn trimmed_results_decrypt_and_bad_ones_are_refused() {
+        let ctx = HeContext::new(&small()).unwrap();
+        let mut sk = SecretKey::generate(&ctx);
+        let v: Vec<u64> = (0..4096u64).map(|i| i % 1000).collect();
+        let mut c = sk.encrypt(&v).unwrap();
+        c.mod_switch_to_last().unwrap();
+        let trim = ctx.result_trim();
+        assert!(trim.c0 > 0 && trim.c1 > 0, "{trim:?}");
+        let bytes = c.to_trimmed_bytes(&ctx, trim).unwrap();
+        assert_eq!(bytes.len(), ctx.trimmed_bytes(trim));
+        assert!(bytes.len() * 10 < c.to_bytes().len() * 8, "trimming saves over 20%");
+        let back = ctx.trimmed_from_wire(&bytes, trim, "result").unwrap();
+        assert_eq!(sk.decrypt(&back).unwrap(), v);
+        // Wrong length, and a coefficient above the range of its width.
+        assert!(ctx.trimmed_from_wire(&bytes[1..], trim, "result").is_err());
+        let mut high = bytes.clone();
+        let (w0, _) = ctx.trimmed_width(trim.c0);
+        let first = (4096 * w0 as usize).div_ceil(8);
+        high[..first].iter_mut().for_each(|b| *b = 0xff);
+        let e = ctx.trimmed_from_wire(&high, trim, "result").unwrap_err().to_string();
+        assert!(e.contains("above"), "{e}");
+        // Only 2-part last-level ciphertexts are trimmed.
+        assert!(sk.encrypt(&v).unwrap().to_trimmed_bytes(&ctx, trim).is_err());
+    }
+
+    #[test]
+    fn bit_packing_round_trips() {
+        for width in [1u32, 7, 13, 31, 50, 64] {
+            let mask = if width == 64 { u64::MAX } else { (1 << width) - 1 };
+            let vals: Vec<u64> = (0..100u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask).collect();
+            let mut out = Vec::new();
+            pack_bits(&vals, width, &mut out);
+            assert_eq!(out.len(), (100 * width as usize).div_ceil(8));
+            assert_eq!(unpack_bits(&out, width, 100), vals);
+        }
     }
 }

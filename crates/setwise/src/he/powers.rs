@@ -4,6 +4,7 @@
 //! every query.
 
 use super::{Ciphertext, Evaluator, HeError};
+use rayon::prelude::*;
 
 /// How to derive each needed power from the sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,17 +149,108 @@ impl PowerPlan {
         for (&e, c) in self.sources.iter().zip(sources) {
             all[e as usize] = Some(c);
         }
-        for &(t, a, b) in &self.steps {
-            let (ca, cb) = (all[a as usize].as_ref(), all[b as usize].as_ref());
-            all[t as usize] = Some(ev.mul(ca.expect("plan order"), cb.expect("plan order"))?);
+        // Layer by layer (a step's operands are shallower), each layer's products in
+        // parallel. Products stay unrelinearised (3 parts) until they are an operand or
+        // summed in a dot product, so each carries the key-switching noise at most once.
+        for d in 1..=self.depth() {
+            let layer: Vec<(u32, u32, u32)> =
+                self.steps.iter().copied().filter(|&(t, _, _)| self.depth[t as usize] == d).collect();
+            let mut operands: Vec<u32> = layer.iter().flat_map(|&(_, a, b)| [a, b]).collect();
+            operands.sort_unstable();
+            operands.dedup();
+            operands.retain(|&e| all[e as usize].as_ref().is_some_and(|c| c.parts() == 3));
+            let relinearised: Vec<(u32, Ciphertext)> = operands
+                .par_iter()
+                .map(|&e| {
+                    let mut c = all[e as usize].clone().expect("plan order");
+                    ev.relinearize(&mut c).map(|()| (e, c))
+                })
+                .collect::<Result<_, _>>()?;
+            for (e, c) in relinearised {
+                all[e as usize] = Some(c);
+            }
+            let products: Vec<(u32, Ciphertext)> = layer
+                .par_iter()
+                .map(|&(t, a, b)| {
+                    let (ca, cb) = (all[a as usize].as_ref(), all[b as usize].as_ref());
+                    ev.mul_lazy(ca.expect("plan order"), cb.expect("plan order")).map(|c| (t, c))
+                })
+                .collect::<Result<_, _>>()?;
+            for (t, c) in products {
+                all[t as usize] = Some(c);
+            }
         }
         Ok(Powers(all))
     }
 }
 
+/// A small set of sources from which every power `1..=max` is a source or a product
+/// of two sources (depth 1): randomised greedy restarts (a fixed seed, so the result is
+/// reproducible), keeping the smallest set found. Each step covers the smallest
+/// uncovered exponent with the candidate `u - s` that covers the most new exponents.
+pub fn depth_one_sources(max: u32, restarts: u32) -> Vec<u32> {
+    let n = max as usize;
+    let mut best: Vec<u32> = (1..=max).collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for _ in 0..restarts.max(1) {
+        let mut set: Vec<usize> = vec![1];
+        let mut covered = vec![false; 2 * n + 2];
+        covered[1] = true;
+        covered[2] = true;
+        while let Some(u) = (1..=n).find(|&e| !covered[e]) {
+            let gain = |x: usize, set: &[usize], covered: &[bool]| {
+                std::iter::once(2 * x)
+                    .chain(std::iter::once(x))
+                    .chain(set.iter().map(|&s| x + s))
+                    .filter(|&e| e <= n && !covered[e])
+                    .count()
+            };
+            let mut cands: Vec<(usize, usize)> = set
+                .iter()
+                .map(|&s| u - s)
+                .chain(std::iter::once(u))
+                .filter(|&x| x >= 2)
+                .map(|x| (gain(x, &set, &covered) * 4 + (next() % 8) as usize, x))
+                .collect();
+            cands.sort_unstable_by(|a, b| b.cmp(a));
+            let pick = if next() % 2 == 0 { 0 } else { (next() % 3) as usize % cands.len() };
+            let x = cands[pick].1;
+            for e in std::iter::once(2 * x).chain(std::iter::once(x)).chain(set.iter().map(|&s| x + s)) {
+                covered[e.min(2 * n + 1)] = true;
+            }
+            set.push(x);
+            if set.len() >= best.len() {
+                break;
+            }
+        }
+        if set.len() < best.len() && (1..=n).all(|e| covered[e]) {
+            set.sort_unstable();
+            best = set.into_iter().map(|x| x as u32).collect();
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn depth_one_sources_cover_every_power_at_depth_one() {
+        for max in [1u32, 2, 16, 64, 180] {
+            let s = depth_one_sources(max, 200);
+            let p = PowerPlan::new(&s, max).unwrap();
+            assert!(p.verify() && p.depth() <= 1, "max {max}: {s:?}");
+            // Far below sending every power.
+            assert!(max < 16 || s.len() * 5 < max as usize * 2, "max {max}: {} sources", s.len());
+        }
+    }
 
     #[test]
     fn binary_sources_give_log_depth() {

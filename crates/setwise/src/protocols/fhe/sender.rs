@@ -64,7 +64,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             let results = batch
                 .par_iter()
                 .map(|&(c, g)| {
-                    evaluate_group(&ctx, &p, &polys, g, &powers[c]).and_then(|mut r| {
+                    evaluate_group(&ev, &ctx, &p, &polys, g, &powers[c]).and_then(|mut r| {
                         r.mod_switch_to_last()?;
                         Ok(r.to_bytes())
                     })
@@ -87,6 +87,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
 /// value. Public for the noise-budget test; result at level 0.
 #[doc(hidden)]
 pub fn evaluate_group(
+    ev: &Evaluator<'_>,
     ctx: &HeContext,
     p: &FheParams,
     polys: &[Vec<Vec<u64>>],
@@ -121,5 +122,5 @@ pub fn evaluate_group(
     let cts: Vec<&Ciphertext> = (1..=d as u32)
         .map(|e| powers.get(e).ok_or_else(|| HeError::Op(format!("power {e} missing"))))
         .collect::<Result<_, _>>()?;
-    Evaluator::new(None).dot_plain(&cts, &pts[1..], Some(&pts[0]))
+    ev.dot_plain(&cts, &pts[1..], Some(&pts[0]))
 }

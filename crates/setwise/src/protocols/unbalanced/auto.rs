@@ -32,7 +32,10 @@ pub struct OpCosts {
 }
 
 /// The BFV configurations the search considers: N, moduli, and the plain modulus bits.
-const CONFIGS: &[(usize, &[usize], u32)] = &[(4096, &[36, 36, 37], 21), (8192, &[43, 43, 44, 44, 44], 21)];
+/// A large t suits depth 0 (all powers sent); the smallest t for N=4096 leaves room
+/// for one product level (a few sources, powers derived by the sender).
+const CONFIGS: &[(usize, &[usize], u32)] =
+    &[(4096, &[42, 32], 21), (4096, &[48, 49], 16), (8192, &[43, 43, 44, 44, 44], 21)];
 
 /// Measures `OpCosts` for each configuration (about a second in all).
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
@@ -102,11 +105,16 @@ pub fn choose(
     let mut best: Option<(f64, Choice)> = None;
     for (he, c) in costs {
         let n = he.degree;
-        let felts = 4;
-        let bpb = n / felts;
-        for degree in [4usize, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256] {
-            // Source counts: all powers (depth 0), or a few with derived powers.
-            for s in [degree, 1, 2, 3, 4, 6, 8, 12, 16].into_iter().filter(|&s| s <= degree) {
+        let felt_bits = 63 - he.plain_modulus.leading_zeros() as usize;
+        let min_felts = 80usize.div_ceil(felt_bits);
+        for (felts, degree) in (min_felts..=min_felts + 1)
+            .flat_map(|f| [4usize, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256].map(|d| (f, d)))
+        {
+            let bpb = n / felts;
+            // Sources: every power (depth 0), or a depth-one basis (powers derived by the sender).
+            let bases = [(1..=degree as u32).collect::<Vec<_>>(), crate::he::depth_one_sources(degree as u32, 300)];
+            for sources in bases {
+                let s = sources.len();
                 let mut table = bpb;
                 while crate::hashing::cuckoo::failure_log2(receiver_max.max(1), table, 3)
                     > super::params::MAX_CUCKOO_FAILURE_LOG2
@@ -121,10 +129,7 @@ pub fn choose(
                             max_items_per_bin: degree,
                         },
                         item_params: super::params::ItemParams { felts_per_item: felts },
-                        query_params: super::params::QueryParams {
-                            ps_low_degree: 0,
-                            query_powers: (1..=s as u32).collect(),
-                        },
+                        query_params: super::params::QueryParams { ps_low_degree: 0, query_powers: sources.clone() },
                         seal_params: super::params::SealParams {
                             poly_modulus_degree: n,
                             coeff_modulus_bits: he.moduli_bits.clone(),

@@ -22,7 +22,7 @@ pub const NOISE_MARGIN_BITS: f64 = 10.0;
 pub struct TableParams {
     /// Hash functions (candidate bins per item); 3 or 4.
     pub hash_func_count: usize,
-    /// Bins in the table; a multiple of the bins one ciphertext holds (N / felts).
+    /// Bins in the table; a multiple of the bins one ciphertext holds (⌊N / felts⌋).
     pub table_size: usize,
     /// Sender items per bin and bundle: the degree of each matching polynomial.
     pub max_items_per_bin: usize,
@@ -32,7 +32,7 @@ pub struct TableParams {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItemParams {
-    /// Field elements (batching slots) per item; N must be a multiple.
+    /// Field elements (batching slots) per item; a ciphertext holds ⌊N / felts⌋ bins.
     pub felts_per_item: usize,
 }
 
@@ -130,7 +130,7 @@ impl UnbalancedParams {
         }
     }
 
-    /// Bins per ciphertext: N / felts.
+    /// Bins per ciphertext: ⌊N / felts⌋ (the last N mod felts slots stay unused).
     pub fn bins_per_bundle(&self) -> usize {
         self.seal_params.poly_modulus_degree / self.item_params.felts_per_item
     }
@@ -209,23 +209,53 @@ impl UnbalancedParams {
         Ok((low.max(high) + 1, true))
     }
 
-    /// Noise budget (bits) left after a bundle's evaluation, by the empirical model of
-    /// the `fhe` crate's BFV measured in `tests/unbalanced.rs`: fresh noise 4 bits, the
-    /// first ciphertext product level log2 t + 27, each further level log2 t + 14, a
-    /// plaintext product log2 t + 10, plus log2 of the number of terms summed.
-    pub fn noise_budget_left(&self) -> Result<f64, String> {
+    /// Noise (log2 of the largest noise coefficient) of a bundle's result at level 0
+    /// and after the switch to the last level, by the empirical model of the `fhe`
+    /// crate's BFV that `tests/unbalanced.rs` checks against measurements: fresh 4 bits;
+    /// a product of two sources + log2 t + 17; a further product level takes the
+    /// larger of its operand's noise and the relinearisation noise (largest modulus
+    /// + 10 bits), + log2 t + 14; a sum of k plaintext products + log2 t + 10 + log2 k;
+    /// products are relinearised once, after the sum; the switch to the last modulus
+    /// divides by the dropped moduli and adds up to 9 bits of rounding noise.
+    pub fn noise_bits(&self) -> Result<(f64, f64), String> {
         let (depth, ps) = self.depth()?;
-        let log_t = (self.seal_params.plain_modulus as f64).log2();
-        let log_q: usize = self.seal_params.coeff_modulus_bits.iter().sum();
-        let level = |d: u32| if d == 0 { 0.0 } else { log_t + 27.0 + (d - 1) as f64 * (log_t + 14.0) };
-        let terms = (self.table_params.max_items_per_bin as f64 + 1.0).log2();
-        let noise = if ps {
-            // The low sum (depth of low powers, then ×pt) times a high power: one more level.
-            4.0 + level(depth - 1) + (log_t + 10.0) + (log_t + 14.0) + terms
-        } else {
-            4.0 + level(depth) + (log_t + 10.0) + terms
+        let lt = (self.seal_params.plain_modulus as f64).log2();
+        let bits = &self.seal_params.coeff_modulus_bits;
+        let log_q: usize = bits.iter().sum();
+        let relin = *bits.iter().max().unwrap_or(&0) as f64 + 10.0;
+        let plan = self.plan()?;
+        // Noise of a power at depth d, relinearised when `relinearised`.
+        let power = |d: u32, relinearised: bool| {
+            let mut n = 4.0;
+            for level in 1..=d {
+                n = if level == 1 { n + lt + 17.0 } else { n.max(relin) + 1.0 + lt + 14.0 };
+            }
+            if relinearised && d > 0 { n.max(relin) + 1.0 } else { n }
         };
-        Ok(log_q as f64 - log_t - 1.0 - noise)
+        let relin_sum = |n: f64| if plan.products() > 0 { n.max(relin) + 1.0 } else { n };
+        let b = self.table_params.max_items_per_bin as f64;
+        let noise = if ps {
+            let l = self.query_params.ps_low_degree as f64;
+            let low_d = d_max(&(1..=l as u32).collect::<Vec<_>>(), |e| plan.depth_of(e));
+            let low = relin_sum(power(low_d, false) + lt + 10.0 + (l + 1.0).log2());
+            let high = power(depth - 1, true);
+            let blocks = (b / (l + 1.0)).ceil() + 1.0;
+            (low.max(high) + lt + 14.0).max(relin) + 1.0 + blocks.log2()
+        } else {
+            relin_sum(power(depth, false) + lt + 10.0 + (b + 1.0).log2())
+        };
+        let dropped = (log_q - bits[0]) as f64;
+        Ok((noise, (noise - dropped).max(9.0)))
+    }
+
+    /// Noise budget (bits) left after a bundle's evaluation, at level 0 and at the last
+    /// level the result travels at: `log2(q / 2t)` minus the noise of [`noise_bits`](Self::noise_bits).
+    pub fn noise_budget_left(&self) -> Result<f64, String> {
+        let (noise, last) = self.noise_bits()?;
+        let lt = (self.seal_params.plain_modulus as f64).log2();
+        let bits = &self.seal_params.coeff_modulus_bits;
+        let log_q: usize = bits.iter().sum();
+        Ok((log_q as f64 - lt - 1.0 - noise).min(bits[0] as f64 - lt - 1.0 - last))
     }
 
     /// Checks every constraint; the error names the field and why.
@@ -233,10 +263,8 @@ impl UnbalancedParams {
         self.he().validate().map_err(|e| format!("seal_params: {e}"))?;
         let n = self.seal_params.poly_modulus_degree;
         let felts = self.item_params.felts_per_item;
-        if felts == 0 || !n.is_multiple_of(felts) {
-            return Err(format!(
-                "item_params.felts_per_item = {felts}: poly_modulus_degree {n} must be a multiple of it"
-            ));
+        if felts == 0 || felts > n {
+            return Err(format!("item_params.felts_per_item = {felts}: must be 1..=poly_modulus_degree ({n})"));
         }
         if self.item_bits() < 80 {
             return Err(format!(
@@ -252,7 +280,7 @@ impl UnbalancedParams {
         let bpb = self.bins_per_bundle();
         if t.table_size == 0 || !t.table_size.is_multiple_of(bpb) {
             return Err(format!(
-                "table_params.table_size = {}: must be a positive multiple of poly_modulus_degree / felts_per_item = {bpb}",
+                "table_params.table_size = {}: must be a positive multiple of ⌊poly_modulus_degree / felts_per_item⌋ = {bpb}",
                 t.table_size
             ));
         }

@@ -161,7 +161,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                     continue;
                 }
                 let ct =
-                    ctx.ciphertext_from_wire(r.take(r.remaining(), "Result.ciphertext")?, ctx.last_level(), "Result")?;
+                    ctx.trimmed_from_wire(r.take(r.remaining(), "Result.ciphertext")?, ctx.result_trim(), "Result")?;
                 let slots = sk.decrypt(&ct)?;
                 if first {
                     for lb in 0..bpb {

@@ -63,6 +63,7 @@ pub fn sender(ch: &mut impl Channel, session: &Session, db: &SenderDb, report: &
     })?;
     report.phase("evaluate and send", ch, |ch| {
         let counts = db.bundle_counts();
+        let trim = ctx.result_trim();
         let mut w = Writer::default();
         w.u8(TAG_RESULT_HEADER).u32(counts.len() as u32);
         for &c in &counts {
@@ -83,7 +84,7 @@ pub fn sender(ch: &mut impl Channel, session: &Session, db: &SenderDb, report: &
                         .map(|coeffs| {
                             let mut r = evaluate(&ev, &powers[bi], coeffs, low)?;
                             r.mod_switch_to_last()?;
-                            Ok(r.to_bytes())
+                            r.to_trimmed_bytes(ctx, trim)
                         })
                         .collect::<Result<Vec<_>, HeError>>()
                         .map(|parts| (bi, parts))

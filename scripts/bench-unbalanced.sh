@@ -15,7 +15,7 @@ for r in 1 "$receivers"; do
   awk -v r="$r" -v n="$n" 'BEGIN { print "email"; for (i = 0; i < r; i++) if (i % 2 == 0) printf "user%07d@example.org\n", (i * 7919) % n; else printf "member%07d@example.net\n", i }' > "$dir/q$r.csv"
 done
 echo "== database build, 2^$log items"
-/usr/bin/time -f "db build: wall %e s, peak RSS %M KiB" "$bin" db build --input "$dir/s.csv" --receiver-max "$receivers" --out "$dir/s.db" 2>&1 | grep -E "wall|plaintexts|parameters|bundles"
+/usr/bin/time -f "db build: wall %e s, peak RSS %M KiB" "$bin" db build --input "$dir/s.csv" --receiver-max "$receivers" ${PARAMS:+--params "$PARAMS"} --out "$dir/s.db" 2>&1 | grep -E "wall|plaintexts|parameters|bundles"
 port=$((20000 + RANDOM % 20000))
 /usr/bin/time -f "sender (load + 2 queries): wall %e s, peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" \
   --listen "127.0.0.1:$port" --sessions 2 2> "$dir/sender.log" &

@@ -35,7 +35,7 @@ pub struct OpCosts {
 /// A large t suits depth 0 (all powers sent); the smallest t for N=4096 leaves room
 /// for one product level (a few sources, powers derived by the sender).
 const CONFIGS: &[(usize, &[usize], u32)] =
-    &[(4096, &[42, 32], 21), (4096, &[48, 49], 16), (8192, &[43, 43, 44, 44, 44], 21)];
+    &[(4096, &[42, 32], 21), (4096, &[47, 47], 16), (8192, &[43, 43, 44, 44, 44], 21)];
 
 /// Measures `OpCosts` for each configuration (about a second in all).
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {

@@ -212,11 +212,11 @@ impl UnbalancedParams {
     /// Noise (log2 of the largest noise coefficient) of a bundle's result at level 0
     /// and after the switch to the last level, by the empirical model of the `fhe`
     /// crate's BFV that `tests/unbalanced.rs` checks against measurements: fresh 4 bits;
-    /// a product of two sources + log2 t + 17; a further product level takes the
+    /// a product of two sources + log2 t + 14; a further product level takes the
     /// larger of its operand's noise and the relinearisation noise (largest modulus
     /// + 10 bits), + log2 t + 14; a sum of k plaintext products + log2 t + 10 + log2 k;
     /// products are relinearised once, after the sum; the switch to the last modulus
-    /// divides by the dropped moduli and adds up to 9 bits of rounding noise.
+    /// divides by the dropped moduli and adds up to 10 bits of rounding noise.
     pub fn noise_bits(&self) -> Result<(f64, f64), String> {
         let (depth, ps) = self.depth()?;
         let lt = (self.seal_params.plain_modulus as f64).log2();
@@ -228,7 +228,7 @@ impl UnbalancedParams {
         let power = |d: u32, relinearised: bool| {
             let mut n = 4.0;
             for level in 1..=d {
-                n = if level == 1 { n + lt + 17.0 } else { n.max(relin) + 1.0 + lt + 14.0 };
+                n = if level == 1 { n + lt + 14.0 } else { n.max(relin) + 1.0 + lt + 14.0 };
             }
             if relinearised && d > 0 { n.max(relin) + 1.0 } else { n }
         };
@@ -245,7 +245,7 @@ impl UnbalancedParams {
             relin_sum(power(depth, false) + lt + 10.0 + (b + 1.0).log2())
         };
         let dropped = (log_q - bits[0]) as f64;
-        Ok((noise, (noise - dropped).max(9.0)))
+        Ok((noise, (noise - dropped).max(10.0)))
     }
 
     /// Noise budget (bits) left after a bundle's evaluation, at level 0 and at the last

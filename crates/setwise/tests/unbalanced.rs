@@ -137,7 +137,8 @@ fn parameter_files_are_checked_by_field() {
     assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 3").contains("felts_per_item"));
     assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 2").contains("at least 80"));
     assert!(bad("\"table_size\": 1024", "\"table_size\": 1000").contains("table_size"));
-    assert!(bad("\"hash_func_count\": 3", "\"hash_func_count\": 1").contains("hash_func_count"));
+    assert!(bad("\"hash_func_count\": 3", "\"hash_func_count\": 0").contains("hash_func_count"));
+    assert!(bad("\"hash_func_count\": 3", "\"hash_func_count\": 2").contains("too small for any receiver item"));
     // Only x^1 sent, degree 8: depth 3 at N=4096 is infeasible.
     let e = UnbalancedParams::from_json(
         &base.replace("[\n      1,\n      2,\n      3,\n      4,\n      5,\n      6,\n      7,\n      8\n    ]", "[1]"),
@@ -427,4 +428,21 @@ fn a_database_whose_bundles_break_the_false_match_bound_is_refused() {
     let p = UnbalancedParams::from_json(&json).unwrap();
     let e = SenderDb::build(&items("s", 0..100), p, "test").unwrap_err().to_string();
     assert!(e.contains("falsely match") && e.contains("> 2^-40"), "{e}");
+}
+
+#[test]
+fn single_item_parameters_use_one_hash_function() {
+    let p = UnbalancedParams::from_json(&small().to_json().replace("\"hash_func_count\": 3", "\"hash_func_count\": 1"))
+        .unwrap();
+    assert_eq!(p.receiver_max(), 1, "two items may share their only bin");
+    let sender = items("s", 0..3000);
+    let db = SenderDb::build(&sender, p, "test").unwrap();
+    // Each item is stored once: fewer bundles than three hash functions need.
+    let three = SenderDb::build(&sender, small(), "test").unwrap();
+    assert!(db.info().bundles < three.info().bundles, "{} vs {}", db.info().bundles, three.info().bundles);
+    for q in [items("s", 1234..1235), items("n", 0..1), Vec::new()] {
+        check(&db, &sender, &q);
+    }
+    let (_, r) = query(&db, &items("s", 0..2), None);
+    assert!(r.unwrap_err().to_string().contains("at most 1"));
 }

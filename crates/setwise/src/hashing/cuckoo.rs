@@ -13,11 +13,17 @@ use rand::RngExt;
 /// Eurocrypt 2019): with `ν = log2 n` and expansion `e = table_size / n`,
 /// `λ = a·e + b`, `a = 123.5·Φ((ν − 6.3)/2.3)`, `b = −130·Φ((ν − 6.45)/2.18) − ν`,
 /// failure `2^-λ`. It reproduces APSI's receiver bounds (256 items in 585 bins: 2^-110).
-/// Only `h = 3` is modelled; more hash functions only help, so `h > 3` uses it too, and
-/// `h < 3` is reported as certain failure.
+/// Only `h = 3` is modelled; more hash functions only help, so `h > 3` uses it too.
+/// With `h = 1` an item has one bin, so insertion fails when two items share a bin
+/// (union bound `n(n-1)/2 / table_size`; a single item never fails); `h = 2` is reported
+/// as certain failure.
 pub fn failure_log2(n: usize, table_size: usize, h: usize) -> f64 {
     if n == 0 {
         return f64::NEG_INFINITY;
+    }
+    if h == 1 && table_size > 0 {
+        let pairs = n as f64 * (n as f64 - 1.0) / 2.0;
+        return if pairs == 0.0 { f64::NEG_INFINITY } else { (pairs / table_size as f64).log2().min(0.0) };
     }
     if h < 3 || table_size < n {
         return 0.0;

@@ -115,48 +115,55 @@ pub fn choose(
             let bases = [(1..=degree as u32).collect::<Vec<_>>(), crate::he::depth_one_sources(degree as u32, 300)];
             for sources in bases {
                 let s = sources.len();
-                let mut table = bpb;
-                while crate::hashing::cuckoo::failure_log2(receiver_max.max(1), table, 3)
-                    > super::params::MAX_CUCKOO_FAILURE_LOG2
-                {
-                    table += bpb;
-                }
-                for table in [table, 2 * table] {
-                    let p = UnbalancedParams {
-                        table_params: super::params::TableParams {
-                            hash_func_count: 3,
-                            table_size: table,
-                            max_items_per_bin: degree,
-                        },
-                        item_params: super::params::ItemParams { felts_per_item: felts },
-                        query_params: super::params::QueryParams { ps_low_degree: 0, query_powers: sources.clone() },
-                        seal_params: super::params::SealParams {
-                            poly_modulus_degree: n,
-                            coeff_modulus_bits: he.moduli_bits.clone(),
-                            plain_modulus: he.plain_modulus,
-                        },
-                    };
-                    if p.validate().is_err() {
-                        continue;
+                // One hash function serves single-item queries: each sender item is stored once.
+                for h in if receiver_max <= 1 { vec![1, 3] } else { vec![3] } {
+                    let mut table = bpb;
+                    while crate::hashing::cuckoo::failure_log2(receiver_max.max(1), table, h)
+                        > super::params::MAX_CUCKOO_FAILURE_LOG2
+                    {
+                        table += bpb;
                     }
-                    let indices = p.bundle_indices();
-                    let lambda = 3.0 * sender as f64 / table as f64;
-                    let bundles = ((lambda + 3.0 * lambda.sqrt()) / degree as f64).ceil().max(1.0) as usize;
-                    if p.false_match_log2(receiver_max, bundles) > super::params::MAX_FALSE_MATCH_LOG2 {
-                        continue;
-                    }
-                    let parts = if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
-                    let products = p.plan().map(|pl| pl.products()).unwrap_or(usize::MAX / 4);
-                    let results = (indices * bundles * (1 + parts)) as f64;
-                    let sender_ms = (indices * products) as f64 * c.mul_ms
-                        + results * (degree as f64 * c.mul_plain_ms + c.mod_switch_ms);
-                    let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
-                    let key = if products > 0 { c.bytes[2] } else { 0 };
-                    let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
-                    let seconds = sender_ms / 2e3 + receiver_ms / 1e3;
-                    let cost = seconds + bytes as f64 / 125e6;
-                    if best.as_ref().is_none_or(|(b, _)| cost < *b) {
-                        best = Some((cost, Choice { params: p, seconds, bytes, bundles_per_index: bundles }));
+                    for table in [table, 2 * table] {
+                        let p = UnbalancedParams {
+                            table_params: super::params::TableParams {
+                                hash_func_count: h,
+                                table_size: table,
+                                max_items_per_bin: degree,
+                            },
+                            item_params: super::params::ItemParams { felts_per_item: felts },
+                            query_params: super::params::QueryParams {
+                                ps_low_degree: 0,
+                                query_powers: sources.clone(),
+                            },
+                            seal_params: super::params::SealParams {
+                                poly_modulus_degree: n,
+                                coeff_modulus_bits: he.moduli_bits.clone(),
+                                plain_modulus: he.plain_modulus,
+                            },
+                        };
+                        if p.validate().is_err() {
+                            continue;
+                        }
+                        let indices = p.bundle_indices();
+                        let lambda = h as f64 * sender as f64 / table as f64;
+                        let bundles = ((lambda + 3.0 * lambda.sqrt()) / degree as f64).ceil().max(1.0) as usize;
+                        if p.false_match_log2(receiver_max, bundles) > super::params::MAX_FALSE_MATCH_LOG2 {
+                            continue;
+                        }
+                        let parts =
+                            if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
+                        let products = p.plan().map(|pl| pl.products()).unwrap_or(usize::MAX / 4);
+                        let results = (indices * bundles * (1 + parts)) as f64;
+                        let sender_ms = (indices * products) as f64 * c.mul_ms
+                            + results * (degree as f64 * c.mul_plain_ms + c.mod_switch_ms);
+                        let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
+                        let key = if products > 0 { c.bytes[2] } else { 0 };
+                        let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
+                        let seconds = sender_ms / 2e3 + receiver_ms / 1e3;
+                        let cost = seconds + bytes as f64 / 125e6;
+                        if best.as_ref().is_none_or(|(b, _)| cost < *b) {
+                            best = Some((cost, Choice { params: p, seconds, bytes, bundles_per_index: bundles }));
+                        }
                     }
                 }
             }

@@ -20,7 +20,8 @@ pub const NOISE_MARGIN_BITS: f64 = 10.0;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableParams {
-    /// Hash functions (candidate bins per item); 3 or 4.
+    /// Hash functions (candidate bins per item): 3 or 4, or 1 for single-item queries
+    /// (the sender then stores each item once).
     pub hash_func_count: usize,
     /// Bins in the table; a multiple of the bins one ciphertext holds (⌊N / felts⌋).
     pub table_size: usize,
@@ -274,8 +275,8 @@ impl UnbalancedParams {
             ));
         }
         let t = &self.table_params;
-        if !(3..=8).contains(&t.hash_func_count) {
-            return Err(format!("table_params.hash_func_count = {}: must be 3..=8", t.hash_func_count));
+        if !(1..=8).contains(&t.hash_func_count) {
+            return Err(format!("table_params.hash_func_count = {}: must be 1..=8", t.hash_func_count));
         }
         let bpb = self.bins_per_bundle();
         if t.table_size == 0 || !t.table_size.is_multiple_of(bpb) {

@@ -212,12 +212,13 @@ impl UnbalancedParams {
 
     /// Noise (log2 of the largest noise coefficient) of a bundle's result at level 0
     /// and after the switch to the last level, by the empirical model of the `fhe`
-    /// crate's BFV that `tests/unbalanced.rs` checks against measurements: fresh 4 bits;
-    /// a product of two sources + log2 t + 14; a further product level takes the
-    /// larger of its operand's noise and the relinearisation noise (largest modulus
-    /// + 10 bits), + log2 t + 14; a sum of k plaintext products + log2 t + 10 + log2 k;
-    /// products are relinearised once, after the sum; the switch to the last modulus
-    /// divides by the dropped moduli and adds up to 10 bits of rounding noise.
+    /// crate's BFV that `tests/unbalanced_noise.rs` checks against measurements:
+    /// fresh 4 bits; a product of two sources adds `log2 t + 14`; a further product
+    /// level takes the larger of its operand's noise and the relinearisation noise
+    /// (largest modulus plus 10 bits) and adds `log2 t + 14`; a sum of k plaintext
+    /// products adds `log2 t + 10 + log2 k`; products are relinearised once, after the
+    /// sum; the switch to the last modulus divides by the dropped moduli and adds up to
+    /// 10 bits of rounding noise.
     pub fn noise_bits(&self) -> Result<(f64, f64), String> {
         let (depth, ps) = self.depth()?;
         let lt = (self.seal_params.plain_modulus as f64).log2();

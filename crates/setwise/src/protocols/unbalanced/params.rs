@@ -75,8 +75,10 @@ pub struct UnbalancedParams {
 
 /// Shipped presets: (name, JSON).
 pub const PRESETS: &[(&str, &str)] = &[
+    ("64K-1", include_str!("../../../../../params/64K-1.json")),
     ("64K-256", include_str!("../../../../../params/64K-256.json")),
     ("64K-4096", include_str!("../../../../../params/64K-4096.json")),
+    ("1M-1", include_str!("../../../../../params/1M-1.json")),
     ("1M-256", include_str!("../../../../../params/1M-256.json")),
     ("1M-4096", include_str!("../../../../../params/1M-4096.json")),
     ("16M-256", include_str!("../../../../../params/16M-256.json")),

@@ -140,9 +140,10 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
     let costs = auto::calibrate();
     for (he, c) in &costs {
         eprintln!(
-            "measured {}: ct×ct {:.2} ms, ct×pt {:.3} ms, mod-switch {:.2} ms, encrypt {:.2} ms, decrypt {:.2} ms; ciphertexts {} / {} B, key {} B",
+            "measured {}: ct×ct {:.2} ms, relinearisation {:.2} ms, ct×pt {:.3} ms, mod-switch {:.2} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
             he.fingerprint(),
             c.mul_ms,
+            c.relin_ms,
             c.mul_plain_ms,
             c.mod_switch_ms,
             c.encrypt_ms,

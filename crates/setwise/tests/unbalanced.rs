@@ -375,7 +375,8 @@ fn auto_parameters_are_valid_across_a_grid() {
         (
             HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 21), moduli_bits: vec![42, 32] },
             OpCosts {
-                mul_ms: 6.0,
+                mul_ms: 5.0,
+                relin_ms: 1.0,
                 mul_plain_ms: 0.1,
                 mod_switch_ms: 1.0,
                 encrypt_ms: 1.1,
@@ -390,7 +391,8 @@ fn auto_parameters_are_valid_across_a_grid() {
                 moduli_bits: vec![43, 43, 44, 44, 44],
             },
             OpCosts {
-                mul_ms: 24.0,
+                mul_ms: 20.0,
+                relin_ms: 4.0,
                 mul_plain_ms: 0.4,
                 mod_switch_ms: 8.0,
                 encrypt_ms: 3.5,

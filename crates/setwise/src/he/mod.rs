@@ -335,8 +335,9 @@ impl Ciphertext {
             let half = if drop == 0 { 0 } else { 1u64 << (drop - 1) };
             let values: Vec<u64> =
                 p.coefficients().row(0).iter().map(|&c| ((c as u128 + half as u128) >> drop) as u64).collect();
-            debug_assert!(values.iter().all(|&v| v <= ctx.trimmed_width(drop).1));
-            pack_bits(&values, ctx.trimmed_width(drop).0, &mut out);
+            let (width, max) = ctx.trimmed_width(drop);
+            debug_assert!(values.iter().all(|&v| v <= max));
+            pack_bits(&values, width, &mut out);
         }
         Ok(out)
     }

@@ -5,9 +5,9 @@
 //! (a 1 Gbit/s link), where, per candidate,
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
-//! - sender = indices · products · t(ct×ct) + results · (B · t(ct×pt) + t(mod-switch));
+//! - sender = indices · products · t(ct×ct) + results · (B · t(ct×pt) + [products > 0] · t(relin) + t(mod-switch));
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
-//! - bytes = indices · sources · |fresh ct| + [products > 0] · |relin key| + results · |last-level ct|.
+//! - bytes = indices · sources · |fresh ct| + [products > 0] · |relin key| + results · |trimmed result|.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
@@ -17,8 +17,10 @@ use std::time::Instant;
 /// Measured costs of one BFV configuration.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct OpCosts {
-    /// ct×ct with relinearisation, ms.
+    /// ct×ct left unrelinearised (the sender sums products before relinearising), ms.
     pub mul_ms: f64,
+    /// One relinearisation (once per result when the sender derives powers), ms.
+    pub relin_ms: f64,
     /// ct×pt, ms.
     pub mul_plain_ms: f64,
     /// Mod-switch to the last level, ms.
@@ -27,7 +29,7 @@ pub struct OpCosts {
     pub encrypt_ms: f64,
     /// Decryption of a last-level ciphertext, ms.
     pub decrypt_ms: f64,
-    /// Bytes of a fresh seeded ciphertext, a last-level ciphertext and a relinearisation key.
+    /// Bytes of a fresh seeded ciphertext, a trimmed last-level result and a relinearisation key.
     pub bytes: [usize; 3],
 }
 
@@ -37,7 +39,7 @@ pub struct OpCosts {
 const CONFIGS: &[(usize, &[usize], u32)] =
     &[(4096, &[42, 32], 21), (4096, &[47, 47], 16), (8192, &[43, 43, 44, 44, 44], 21)];
 
-/// Measures `OpCosts` for each configuration (about a second in all).
+/// Measures `OpCosts` for each configuration (about a third of a second in all).
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
     CONFIGS
         .iter()
@@ -60,7 +62,12 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             let fresh = c.to_bytes().len();
             let encrypt_ms = time(5, &mut || drop(sk.encrypt(&v)));
             let pt = ctx.encode(&v, 0).expect("encode");
-            let mul_ms = time(3, &mut || drop(ev.mul(&c, &c)));
+            let mul_ms = time(3, &mut || drop(ev.mul_lazy(&c, &c)));
+            let product = ev.mul_lazy(&c, &c).expect("product");
+            let relin_ms = time(3, &mut || {
+                let mut p = product.clone();
+                ev.relinearize(&mut p).expect("relinearise");
+            });
             let mul_plain_ms = time(20, &mut || drop(ev.dot_plain(&[&c], std::slice::from_ref(&pt), None)));
             let mut last = c.clone();
             let mod_switch_ms = time(3, &mut || {
@@ -70,11 +77,12 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             let decrypt_ms = time(5, &mut || drop(sk.decrypt(&last)));
             let costs = OpCosts {
                 mul_ms,
+                relin_ms,
                 mul_plain_ms,
                 mod_switch_ms,
                 encrypt_ms,
                 decrypt_ms,
-                bytes: [fresh, last.to_bytes().len(), rk.to_bytes().len()],
+                bytes: [fresh, ctx.trimmed_bytes(ctx.result_trim()), rk.to_bytes().len()],
             };
             (he, costs)
         })
@@ -102,17 +110,20 @@ pub fn choose(
     label_bytes: usize,
     costs: &[(HeParams, OpCosts)],
 ) -> Result<Choice, String> {
+    const DEGREES: [usize; 14] = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256];
+    // Sources per degree: every power (depth 0), or a depth-one basis (powers derived by
+    // the sender); the basis search runs once per degree, not per configuration.
+    let bases: Vec<[Vec<u32>; 2]> =
+        DEGREES.iter().map(|&d| [(1..=d as u32).collect(), crate::he::depth_one_sources(d as u32, 300)]).collect();
     let mut best: Option<(f64, Choice)> = None;
     for (he, c) in costs {
         let n = he.degree;
         let felt_bits = 63 - he.plain_modulus.leading_zeros() as usize;
         let min_felts = 80usize.div_ceil(felt_bits);
-        for (felts, degree) in (min_felts..=min_felts + 1)
-            .flat_map(|f| [4usize, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256].map(|d| (f, d)))
+        for (felts, (degree, bases)) in
+            (min_felts..=min_felts + 1).flat_map(|f| DEGREES.iter().copied().zip(&bases).map(move |d| (f, d)))
         {
             let bpb = n / felts;
-            // Sources: every power (depth 0), or a depth-one basis (powers derived by the sender).
-            let bases = [(1..=degree as u32).collect::<Vec<_>>(), crate::he::depth_one_sources(degree as u32, 300)];
             for sources in bases {
                 let s = sources.len();
                 // One hash function serves single-item queries: each sender item is stored once.
@@ -154,8 +165,9 @@ pub fn choose(
                             if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
                         let products = p.plan().map(|pl| pl.products()).unwrap_or(usize::MAX / 4);
                         let results = (indices * bundles * (1 + parts)) as f64;
+                        let relin = if products > 0 { c.relin_ms } else { 0.0 };
                         let sender_ms = (indices * products) as f64 * c.mul_ms
-                            + results * (degree as f64 * c.mul_plain_ms + c.mod_switch_ms);
+                            + results * (degree as f64 * c.mul_plain_ms + relin + c.mod_switch_ms);
                         let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
                         let key = if products > 0 { c.bytes[2] } else { 0 };
                         let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];

@@ -132,6 +132,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         let mut matched = vec![false; items.len()];
         let mut labels: Vec<Option<Vec<u8>>> = vec![None; items.len()];
         let mut remaining = counts.clone();
+        let trim = ctx.result_trim();
         let (fb, record_bytes) = (p.felt_bits(), layout.as_ref().map_or(0, |l| l.record_bytes));
         for _ in 0..total {
             // One bundle: the matching result (part 0), then `parts` label results.
@@ -160,8 +161,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 if !first && hits.is_empty() {
                     continue;
                 }
-                let ct =
-                    ctx.trimmed_from_wire(r.take(r.remaining(), "Result.ciphertext")?, ctx.result_trim(), "Result")?;
+                let ct = ctx.trimmed_from_wire(r.take(r.remaining(), "Result.ciphertext")?, trim, "Result")?;
                 let slots = sk.decrypt(&ct)?;
                 if first {
                     for lb in 0..bpb {

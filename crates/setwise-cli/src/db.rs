@@ -13,13 +13,13 @@ pub enum DbCommand {
     /// Build a sender database from a file of items.
     Build(BuildArgs),
     /// Add rows (or give existing keys new labels); only the bundles that change are
-    /// recomputed, and the file is replaced atomically.
+    /// read, edited point by point and written, and the manifest is replaced atomically.
     Insert(EditArgs),
     /// Remove rows by key; only the bundles that held them are recomputed.
     Remove(EditArgs),
     /// Print a database's sizes, parameters, build time and memory.
     Info {
-        /// The database file.
+        /// The database directory.
         #[arg(long)]
         db: PathBuf,
     },
@@ -40,7 +40,7 @@ pub struct BuildArgs {
     /// Label columns returned with each match (labelled mode), e.g. name,city.
     #[arg(long, value_delimiter = ',')]
     label: Vec<String>,
-    /// Output database file.
+    /// Output database directory.
     #[arg(long)]
     out: PathBuf,
 }
@@ -48,7 +48,8 @@ pub struct BuildArgs {
 /// `setwise db insert|remove`.
 #[derive(Args)]
 pub struct EditArgs {
-    /// The database file (rewritten in place: a new file, then a rename).
+    /// The database directory (changed bundles are written as new segment files, then the
+    /// manifest is replaced atomically by a rename).
     #[arg(long)]
     db: PathBuf,
     #[command(flatten)]
@@ -82,7 +83,7 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
         t.elapsed().as_secs_f64() - updated
     );
     eprintln!(
-        "{}: added {}, relabelled {}, removed {}, unchanged {}; recomputed {} of {} bundles; {} items now — {:.2} s",
+        "{}: added {}, relabelled {}, removed {}, unchanged {}; recomputed {} of {} bundles ({} new); {} items now — {:.2} s",
         a.db.display(),
         stats.added,
         stats.relabelled,
@@ -90,6 +91,7 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
         stats.unchanged,
         stats.bundles_touched,
         stats.bundles_total,
+        stats.bundles_new,
         db.info().sender_size,
         t.elapsed().as_secs_f64()
     );
@@ -202,7 +204,7 @@ pub fn run(cmd: DbCommand) -> Result<(), Failure> {
                 set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
             };
             let (name, params) = resolve_params(&a.params, set.items().len(), a.receiver_max, label_bytes)?;
-            let db = if a.label.is_empty() {
+            let mut db = if a.label.is_empty() {
                 SenderDb::build(set.items(), params, &name)
             } else {
                 let labels: Vec<Vec<u8>> = set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect();

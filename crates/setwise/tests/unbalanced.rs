@@ -109,23 +109,41 @@ fn database_files_round_trip_and_refuse_damage() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
     let sender = items("s", 0..1500);
-    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    let mut db = SenderDb::build(&sender, small(), "test").unwrap();
     db.save(&path).unwrap();
     let loaded = SenderDb::load(&path).unwrap();
     assert_eq!(loaded.info().sender_size, 1500);
     assert_eq!(loaded.params(), db.params());
     check(&loaded, &sender, &[items("s", 10..60), items("q", 0..40)].concat());
 
-    let bytes = std::fs::read(&path).unwrap();
-    let damaged = dir.path().join("bad.db");
-    let mut flipped = bytes.clone();
-    flipped[bytes.len() / 2] ^= 1;
-    std::fs::write(&damaged, &flipped).unwrap();
-    assert!(SenderDb::load(&damaged).unwrap_err().to_string().contains("checksum"));
-    std::fs::write(&damaged, &bytes[..bytes.len() - 1000]).unwrap();
-    assert!(SenderDb::load(&damaged).unwrap_err().to_string().contains("checksum"));
-    std::fs::write(&damaged, b"id,name\n1,ann\n").unwrap();
-    assert!(SenderDb::load(&damaged).unwrap_err().to_string().contains("not a setwise database"));
+    // A database is a directory: a MANIFEST and one segment file per bundle.
+    let manifest = std::fs::read(path.join("MANIFEST")).unwrap();
+    let segment = std::fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .unwrap();
+    let seg_bytes = std::fs::read(&segment).unwrap();
+    let damage = |file: &std::path::Path, bytes: &[u8], want: &str| {
+        std::fs::write(file, bytes).unwrap();
+        let e = SenderDb::load(&path).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    };
+    let mut flipped = manifest.clone();
+    flipped[manifest.len() / 2] ^= 1;
+    damage(&path.join("MANIFEST"), &flipped, "MANIFEST checksum");
+    damage(&path.join("MANIFEST"), &manifest[..manifest.len() - 1000], "MANIFEST checksum");
+    std::fs::write(path.join("MANIFEST"), &manifest).unwrap();
+    let mut flipped = seg_bytes.clone();
+    flipped[seg_bytes.len() / 3] ^= 4;
+    damage(&segment, &flipped, "checksum mismatch");
+    damage(&segment, &seg_bytes[..seg_bytes.len() - 4], "truncated");
+    std::fs::write(&segment, &seg_bytes).unwrap();
+    check(&SenderDb::load(&path).unwrap(), &sender, &items("s", 0..30));
+    let csv = dir.path().join("items.csv");
+    std::fs::write(&csv, b"id,name\n1,ann\n").unwrap();
+    assert!(SenderDb::load(&csv).unwrap_err().to_string().contains("not a setwise database"));
+    assert!(SenderDb::load(dir.path()).unwrap_err().to_string().contains("MANIFEST"));
     assert!(SenderDb::load(&dir.path().join("missing.db")).is_err());
 }
 
@@ -226,7 +244,7 @@ fn labelled_queries_return_exactly_the_labels_of_held_items() {
         }
     };
     let labels: Vec<Vec<u8>> = (0..sender.len()).map(label).collect();
-    let db = SenderDb::build_labelled(&sender, &labels, vec!["info".into()], small(), "test").unwrap();
+    let mut db = SenderDb::build_labelled(&sender, &labels, vec!["info".into()], small(), "test").unwrap();
     assert_eq!(db.info().label_bytes, 1024);
     let receiver: Vec<Vec<u8>> = [items("s", 0..30), items("nope", 0..30), items("s", 1990..2000)].concat();
     let got = labelled_query(&db, &receiver);
@@ -314,18 +332,25 @@ fn an_interrupted_update_leaves_the_old_database_valid() {
     let path = dir.path().join("i.db");
     let sender = items("s", 0..500);
     SenderDb::build(&sender, small(), "test").unwrap().save(&path).unwrap();
-    let original = std::fs::read(&path).unwrap();
-    // An update dies after writing part of its temporary file, before the rename.
-    std::fs::write(path.with_extension("db.tmp"), &original[..original.len() / 3]).unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), original);
+    let original = std::fs::read(path.join("MANIFEST")).unwrap();
+    // An update dies after writing a new segment and part of its manifest, before the
+    // rename.
+    std::fs::write(path.join("seg-00000000deadbeef"), vec![7u8; 4096]).unwrap();
+    std::fs::write(path.join("MANIFEST.tmp"), &original[..original.len() / 3]).unwrap();
+    assert_eq!(std::fs::read(path.join("MANIFEST")).unwrap(), original);
     let db = SenderDb::load(&path).unwrap();
     check(&db, &sender, &items("s", 0..20));
-    // The next update overwrites the stale temporary file and renames over the old one.
+    // The next update overwrites the stale manifest, renames it over the old one, and
+    // deletes the segments no manifest names.
     let mut db = SenderDb::load_for_update(&path).unwrap();
     db.insert(&items("t", 0..5), None).unwrap();
     db.save(&path).unwrap();
-    assert!(!path.with_extension("db.tmp").exists());
-    assert_eq!(SenderDb::load(&path).unwrap().info().sender_size, 505);
+    assert!(!path.join("MANIFEST.tmp").exists() && !path.join("seg-00000000deadbeef").exists());
+    let files = std::fs::read_dir(&path).unwrap().count();
+    assert_eq!(files, 1 + db.info().bundles, "the manifest and one segment per bundle");
+    let db = SenderDb::load(&path).unwrap();
+    assert_eq!(db.info().sender_size, 505);
+    check(&db, &[sender, items("t", 0..5)].concat(), &[items("s", 0..20), items("t", 0..5)].concat());
 }
 
 #[test]
@@ -408,8 +433,28 @@ fn auto_parameters_are_valid_across_a_grid() {
                     .unwrap_or_else(|e| panic!("{sender}×{receiver}×{label}: {e}"));
                 c.params.validate().unwrap();
                 assert!(c.params.receiver_max() >= receiver, "{sender}×{receiver}: max {}", c.params.receiver_max());
-                assert!(c.params.false_match_log2(receiver, c.bundles_per_index) <= -40.0);
+                assert!(c.params.false_match_log2(c.params.receiver_max(), c.bundles_per_index) <= -40.0);
                 assert!(c.seconds > 0.0 && c.bytes > 0);
+                // Feasible, not only valid: the database builds (the false-match bound is
+                // checked on its real bundles) and answers.
+                if sender <= 1 << 14 && label <= 32 {
+                    let s = items("s", 0..sender);
+                    let labels: Vec<Vec<u8>> = s.iter().map(|k| vec![k[1]; label]).collect();
+                    let db = if label == 0 {
+                        SenderDb::build(&s, c.params.clone(), "auto")
+                    } else {
+                        SenderDb::build_labelled(&s, &labels, vec!["l".into()], c.params.clone(), "auto")
+                    }
+                    .unwrap_or_else(|e| panic!("{sender}×{receiver}×{label}: {e}"));
+                    let r: Vec<Vec<u8>> = [items("s", 0..receiver.div_ceil(2)), items("r", 0..receiver / 2)].concat();
+                    if label == 0 {
+                        check(&db, &s, &r);
+                    } else {
+                        let want: Vec<(usize, Vec<u8>)> =
+                            (0..receiver.div_ceil(2).min(sender)).map(|i| (i, vec![r[i][1]; label])).collect();
+                        assert!(labelled_query(&db, &r) == want, "{sender}×{receiver}×{label}: wrong labels");
+                    }
+                }
             }
         }
     }

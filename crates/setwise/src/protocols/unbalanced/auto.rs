@@ -158,7 +158,10 @@ pub fn choose(
                         let indices = p.bundle_indices();
                         let lambda = h as f64 * sender as f64 / table as f64;
                         let bundles = ((lambda + 3.0 * lambda.sqrt()) / degree as f64).ceil().max(1.0) as usize;
-                        if p.false_match_log2(receiver_max, bundles) > super::params::MAX_FALSE_MATCH_LOG2 {
+                        // The built database is checked at the table's receiver maximum and
+                        // its real bundle count, which can exceed the estimate by a few.
+                        let margin = bundles + bundles.div_ceil(16) + 1;
+                        if p.false_match_log2(p.receiver_max(), margin) > super::params::MAX_FALSE_MATCH_LOG2 {
                             continue;
                         }
                         let parts =

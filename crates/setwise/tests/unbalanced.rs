@@ -144,6 +144,13 @@ fn database_files_round_trip_and_refuse_damage() {
     std::fs::write(&csv, b"id,name\n1,ann\n").unwrap();
     assert!(SenderDb::load(&csv).unwrap_err().to_string().contains("not a setwise database"));
     assert!(SenderDb::load(dir.path()).unwrap_err().to_string().contains("MANIFEST"));
+    // Saving into a directory that is not a database is refused (saving deletes the
+    // segment files its manifest does not name); saving elsewhere copies the segments.
+    assert!(db.save(dir.path()).unwrap_err().to_string().contains("not a setwise database"));
+    let copy = dir.path().join("copy.db");
+    let mut served = SenderDb::load(&path).unwrap();
+    served.save(&copy).unwrap();
+    check(&SenderDb::load(&copy).unwrap(), &sender, &items("s", 0..30));
     assert!(SenderDb::load(&dir.path().join("missing.db")).is_err());
 }
 

@@ -666,6 +666,14 @@ impl SenderDb {
                 why: "is a file; a database is a directory (format version 2): choose another path".into(),
             });
         }
+        // Saving deletes the segment files its manifest does not name, so it refuses a
+        // directory that holds anything but a database.
+        if path.is_dir() && !path.join(MANIFEST).exists() && std::fs::read_dir(path).map_err(io)?.next().is_some() {
+            return Err(DbError::Invalid {
+                path: name.clone(),
+                why: "is a directory that is not a setwise database: choose a new path".into(),
+            });
+        }
         std::fs::create_dir_all(path).map_err(io)?;
         let same = self.dir.as_deref().is_some_and(|d| d.canonicalize().ok() == path.canonicalize().ok());
         let src = self.dir.as_deref();
@@ -678,6 +686,7 @@ impl SenderDb {
                 (Some(seg), false, Some(src)) => {
                     let f = Segment::file_name(seg.id);
                     std::fs::copy(src.join(&f), path.join(&f)).map_err(io)?;
+                    std::fs::File::open(path.join(&f)).and_then(|f| f.sync_all()).map_err(io)?;
                     Ok(seg)
                 }
                 _ => {

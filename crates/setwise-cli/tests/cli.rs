@@ -203,15 +203,20 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
         "--listen",
         &addr,
         "--sessions",
-        "3",
+        "4",
+        "--timeout",
+        "10",
     ]);
-    // A hostile client: a valid frame prefix, then garbage, then it hangs up.
-    let mut hostile = loop {
+    let connect = || loop {
         match std::net::TcpStream::connect(&addr) {
             Ok(s) => break s,
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
     };
+    // A slow client: connects first and then says nothing while the others are served.
+    let mut slow = connect();
+    // A hostile client: a valid frame prefix, then garbage, then it hangs up.
+    let mut hostile = connect();
     hostile.write_all(&[8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
     drop(hostile);
     let receivers: Vec<_> = [(0..40, 0..40), (2990..3030, 2990..3000)]
@@ -241,11 +246,20 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
         let expected: String = std::iter::once("id\n".to_string()).chain(hits.map(|i| format!("u{i}\n"))).collect();
         assert_eq!(std::fs::read_to_string(out).unwrap(), expected);
     }
+    // The receivers were answered while the slow client's session was still open (it
+    // ends only at the 10 s timeout): it did not block them.
+    slow.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 4096];
+    match std::io::Read::read(&mut slow, &mut buf) {
+        Ok(n) if n > 0 => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the slow client's session ended before the others were answered: {other:?}"),
+    }
     let so = sender.wait_with_output().unwrap();
     assert!(so.status.success(), "{}", text(&so.stderr));
     let log = text(&so.stderr);
     assert_eq!(log.matches("answered 40 items").count(), 2, "{log}");
-    assert!(log.contains("error:"), "the hostile session is logged: {log}");
+    assert_eq!(log.matches("error:").count(), 2, "the hostile and the slow session are logged: {log}");
 }
 
 #[test]

@@ -436,7 +436,7 @@ impl SenderDb {
             if let (Some(l), Some(new)) = (&mut self.labels, labels) {
                 l.records.extend_from_slice(&seal_label(o, &new[j], &l.layout));
             }
-            layout.extend(layouts(&self.params, &[*o]));
+            layout.push(layout_of(&self.params, o));
             let (params, lab) = (&self.params, &self.labels);
             place(
                 &self.params,

@@ -52,9 +52,9 @@ impl Modulus {
         self.mul_add(a, b, 0)
     }
 
-    /// `a^(m−2)`: the inverse of `a ≠ 0` for prime `m` (Fermat).
-    pub fn inv(self, a: u64) -> u64 {
-        let (mut r, mut a, mut e) = (1 % self.m, a % self.m, self.m - 2);
+    /// `a^e mod m` (square and multiply).
+    pub fn pow(self, a: u64, mut e: u64) -> u64 {
+        let (mut r, mut a) = (1 % self.m, a % self.m);
         while e > 0 {
             if e & 1 == 1 {
                 r = self.mul(r, a);
@@ -65,6 +65,11 @@ impl Modulus {
         r
     }
 
+    /// `a⁻¹` for prime `m` and `a ≠ 0` (Fermat: `a^(m−2)`).
+    pub fn inv(self, a: u64) -> u64 {
+        self.pow(a, self.m - 2)
+    }
+
     /// `Σ` of coefficients (lowest first) times powers of `x` (Horner).
     fn eval(self, coeffs: &[u64], x: u64) -> u64 {
         let x = x % self.m;
@@ -72,19 +77,9 @@ impl Modulus {
     }
 }
 
-/// `a^e mod m`.
-pub fn pow_mod(mut a: u64, mut e: u64, m: u64) -> u64 {
-    let mut r = 1 % m;
-    a %= m;
-    debug_assert!(m > 0);
-    while e > 0 {
-        if e & 1 == 1 {
-            r = mul_mod(r, a, m);
-        }
-        a = mul_mod(a, a, m);
-        e >>= 1;
-    }
-    r
+/// `a^e mod m` for `m > 0`.
+pub fn pow_mod(a: u64, e: u64, m: u64) -> u64 {
+    Modulus::new(m).pow(a, e)
 }
 
 /// Deterministic Miller–Rabin for 64-bit integers.
@@ -222,7 +217,7 @@ pub fn remove_point(roots: &mut [u64], polys: &mut [&mut [u64]], x: u64, m: u64,
 
 /// `a⁻¹ mod m` for prime `m` and `a ≠ 0` (Fermat).
 pub fn inv_mod(a: u64, m: u64) -> u64 {
-    pow_mod(a, m - 2, m)
+    Modulus::new(m).inv(a)
 }
 
 /// Interpolation over the distinct points `xs` modulo the prime `m`: for each value
@@ -248,13 +243,13 @@ pub fn interpolate(xs: &[u64], ys: &[&[u64]], m: u64) -> Option<Vec<Vec<u64>>> {
     let mut acc = 1;
     for &v in &d {
         prefix.push(acc);
-        acc = mul_mod(acc, v, m);
+        acc = md.mul(acc, v);
     }
-    let mut inv = inv_mod(acc, m);
+    let mut inv = md.inv(acc);
     let mut w = vec![0u64; n];
     for j in (0..n).rev() {
-        w[j] = mul_mod(inv, prefix[j], m);
-        inv = mul_mod(inv, d[j], m);
+        w[j] = md.mul(inv, prefix[j]);
+        inv = md.mul(inv, d[j]);
     }
     let big = from_roots(xs, m); // degree n, monic
     let mut q = vec![0u64; n];
@@ -269,7 +264,7 @@ pub fn interpolate(xs: &[u64], ys: &[&[u64]], m: u64) -> Option<Vec<Vec<u64>>> {
             q[k] = carry;
         }
         for (o, y) in out.iter_mut().zip(ys) {
-            let c = mul_mod(y[j] % m, w[j], m);
+            let c = md.mul(y[j] % m, w[j]);
             if lazy {
                 o.iter_mut().zip(&q).for_each(|(ok, &qk)| *ok += c * qk);
             } else {

@@ -168,8 +168,8 @@ pub struct UpdateStats {
     pub unchanged: usize,
     /// Bundles recomputed.
     pub bundles_touched: usize,
-    /// Of those, bundles interpolated anew (new ones); the others were edited point by
-    /// point.
+    /// Of those, bundles interpolated anew (new ones, or ones whose coefficients were
+    /// not at hand); the others were edited point by point.
     pub bundles_new: usize,
     /// Bundles in the database afterwards.
     pub bundles_total: usize,

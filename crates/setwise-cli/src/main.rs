@@ -1,12 +1,16 @@
 //! `setwise`: private set operations between two processes.
 
-mod bench;
-mod db;
-mod demo;
-mod judge;
+mod args;
+mod commands;
+mod input;
+mod net;
 mod output;
+mod params;
 mod progress;
-mod role;
+mod report;
+mod sets;
+
+use commands::{authorize, bench, db, demo, judge, params as params_cmd, role};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -39,25 +43,29 @@ enum Command {
     /// Time both roles on generated sets and print a table.
     Bench(bench::BenchArgs),
     /// Choose unbalanced-PSI parameters for given sizes; print the JSON and the prediction.
-    Params(db::ParamsArgs),
+    Params(params_cmd::ParamsArgs),
     /// Be the judge of authorised PSI: sign clients' allowed items.
     Judge(judge::JudgeArgs),
     /// Ask a judge to sign your items; save the credentials.
-    Authorize(judge::AuthorizeArgs),
+    Authorize(authorize::AuthorizeArgs),
     /// Build or inspect an unbalanced sender's database.
     #[command(subcommand)]
     Db(db::DbCommand),
 }
 
+/// Exit code when the demo's result differs from the plain computation (a bug).
+pub const EXIT_WRONG: u8 = 1;
 /// Exit code for usage and input errors.
-const EXIT_USAGE: u8 = 2;
-/// Exit code for peer and protocol errors.
-const EXIT_PEER: u8 = 3;
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code for peer, network and protocol errors.
+pub const EXIT_PEER: u8 = 3;
 
 /// An error with the exit code it maps to.
 pub struct Failure {
-    code: u8,
-    error: anyhow::Error,
+    /// The exit code.
+    pub code: u8,
+    /// What went wrong.
+    pub error: anyhow::Error,
 }
 
 impl Failure {
@@ -89,14 +97,14 @@ fn main() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     let result = match cli.command {
-        Command::Demo(a) => demo::run(a),
+        Command::Demo(a) => demo::run_demo(a),
         Command::Sender(a) => role::run_sender(a),
         Command::Receiver(a) => role::run_receiver(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Db(c) => db::run(c),
+        Command::Bench(a) => bench::run_bench(a),
+        Command::Db(c) => db::run_db(c),
         Command::Judge(a) => judge::run_judge(a),
-        Command::Params(a) => db::run_params(a),
-        Command::Authorize(a) => judge::run_authorize(a),
+        Command::Params(a) => params_cmd::run_params(a),
+        Command::Authorize(a) => authorize::run_authorize(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,12 +2,13 @@
 
 use crate::Failure;
 use clap::Args;
-use setwise::io::{ItemSet, hex, split_key};
+use setwise::error::Deviation;
+use setwise::io::{AtomicFile, ItemSet, hex, split_key};
 use setwise::protocols::mqrpmt::Shares;
 use setwise::protocols::unbalanced;
 use setwise::{Outcome, Role};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where a role writes what it learned.
 #[derive(Args)]
@@ -25,24 +26,31 @@ pub struct OutputArgs {
     union_ids: Option<PathBuf>,
 }
 
-/// An open destination and how the summary names it.
-type Sink = (Box<dyn Write>, String);
-
 impl OutputArgs {
-    /// The destination, if any, and its description for the summary.
-    fn sink(&self) -> Result<Option<Sink>, Failure> {
-        Ok(match (&self.output, self.stdout) {
-            (Some(p), _) => {
-                Some((Box::new(std::io::BufWriter::new(create(p)?)), format!("written to {}", p.display())))
+    /// Writes through `f` to the destination, if one was given: a file appears only once
+    /// it is complete ([`AtomicFile`]). Returns `f`'s value and how the summary names the
+    /// destination.
+    fn emit<T>(&self, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<Option<(T, String)>, Failure> {
+        match (&self.output, self.stdout) {
+            (Some(p), _) => Ok(Some((to_file(p, f)?, format!("written to {}", p.display())))),
+            (None, true) => {
+                let mut out = std::io::stdout().lock();
+                let v = f(&mut out)?;
+                out.flush().map_err(io)?;
+                Ok(Some((v, "written to standard output".into())))
             }
-            (None, true) => Some((Box::new(std::io::stdout().lock()), "written to standard output".into())),
-            (None, false) => None,
-        })
+            (None, false) => Ok(None),
+        }
     }
 }
 
-fn create(p: &std::path::Path) -> Result<std::fs::File, Failure> {
-    std::fs::File::create(p).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))
+/// Writes `path` through `f`, atomically.
+fn to_file<T>(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<T, Failure> {
+    let mut file =
+        AtomicFile::create(path, false).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
+    let v = f(&mut file)?;
+    file.commit().map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
+    Ok(v)
 }
 
 fn io(e: impl std::fmt::Display) -> Failure {
@@ -63,11 +71,8 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
             println!("{}", serde_json::json!({ "cardinality": cardinality, "sum": sum.to_string() }));
             format!("intersection size {cardinality}, sum of our values over it {sum}")
         }
-        Outcome::Intersection(matched) => match out.sink()? {
-            Some((w, dest)) => {
-                let rows = set.write_rows(&matched, w)?;
-                format!("intersection size {}, {rows} rows {dest}", matched.len())
-            }
+        Outcome::Intersection(matched) => match out.emit(|w| Ok(set.write_rows(&matched, w)?))? {
+            Some((rows, dest)) => format!("intersection size {}, {rows} rows {dest}", matched.len()),
             None => format!("intersection size {} {NO_DEST}", matched.len()),
         },
         Outcome::Labelled { columns, rows } => {
@@ -78,20 +83,18 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
                     (*i, fields.unwrap_or_else(|| vec![String::new(); columns.len()]))
                 })
                 .collect();
-            let written = match out.sink()? {
-                Some((w, _)) => set.write_rows_with(&decoded, &columns, w)?,
-                None => 0,
-            };
+            let written = out.emit(|w| Ok(set.write_rows_with(&decoded, &columns, w)?))?.map_or(0, |(n, _)| n);
             format!("{} matches with labels ({}), {written} rows written", rows.len(), columns.join(","))
         }
         Outcome::Union(extra) => {
-            if extra.iter().any(|e| split_key(e, set.key_columns()).is_none()) {
-                return Err(setwise::Error::PeerMisbehaved("a union item is not a joined key".into()).into());
+            if let Some(index) = extra.iter().position(|e| split_key(e, set.key_columns()).is_none()) {
+                return Err(
+                    setwise::Error::from(Deviation::NotAnItem { what: "union item (a joined key)", index }).into()
+                );
             }
             let total = set.items().len() + extra.len();
-            match out.sink()? {
-                Some((w, dest)) => {
-                    write_union(set, &extra, w)?;
+            match out.emit(|w| write_union(set, &extra, w))? {
+                Some(((), dest)) => {
                     format!(
                         "union of {total} items ({} ours, {} only the peer's), {dest}",
                         set.items().len(),
@@ -108,28 +111,22 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
             } else {
                 format!("{} share rows, intersection size {members}", shares.rows())
             };
-            match out.sink()? {
-                Some((w, dest)) => {
-                    write_shares(set, &shares, role, w)?;
-                    format!("{what}, {dest}")
-                }
+            match out.emit(|w| write_shares(set, &shares, role, w))? {
+                Some(((), dest)) => format!("{what}, {dest}"),
                 None => format!("{what} {NO_DEST}"),
             }
         }
         Outcome::PrivateIds { own, union } => {
             let mut what = format!("IDs for our {} items, {} IDs in the union", own.len(), union.len());
-            if let Some((w, dest)) = out.sink()? {
-                let ids: Vec<(usize, Vec<String>)> = own.iter().enumerate().map(|(i, id)| (i, vec![hex(id)])).collect();
-                set.write_rows_with(&ids, &["private_id".to_string()], w)?;
+            let ids: Vec<(usize, Vec<String>)> = own.iter().enumerate().map(|(i, id)| (i, vec![hex(id)])).collect();
+            if let Some((_, dest)) = out.emit(|w| Ok(set.write_rows_with(&ids, &["private_id".to_string()], w)?))? {
                 what += &format!("; rows with IDs {dest}");
             }
             if let Some(p) = &out.union_ids {
-                let mut w = std::io::BufWriter::new(create(p)?);
-                writeln!(w, "private_id").map_err(io)?;
-                for id in &union {
-                    writeln!(w, "{}", hex(id)).map_err(io)?;
-                }
-                w.flush().map_err(io)?;
+                to_file(p, |w| {
+                    writeln!(w, "private_id").map_err(io)?;
+                    union.iter().try_for_each(|id| writeln!(w, "{}", hex(id)).map_err(io))
+                })?;
                 what += &format!("; union IDs written to {}", p.display());
             }
             what
@@ -143,8 +140,9 @@ fn write_union(set: &ItemSet, extra: &[Vec<u8>], out: impl Write) -> Result<(), 
     let mut w = csv::WriterBuilder::new().flexible(true).from_writer(out);
     w.write_record(set.key_names()).map_err(io)?;
     for item in set.items().iter().chain(extra) {
-        let fields = split_key(item, set.key_columns())
-            .ok_or_else(|| Failure::from(setwise::Error::PeerMisbehaved("a union item is not a joined key".into())))?;
+        let fields = split_key(item, set.key_columns()).ok_or_else(|| {
+            Failure::from(setwise::Error::from(Deviation::NotAnItem { what: "union item (a joined key)", index: 0 }))
+        })?;
         w.write_record(&fields).map_err(io)?;
     }
     w.flush().map_err(io)

@@ -1,7 +1,7 @@
 //! A spinner naming the current phase, shown only when stderr is a terminal.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use setwise::session::PhaseObserver;
+use setwise::protocols::PhaseObserver;
 use std::io::IsTerminal;
 use std::time::Duration;
 

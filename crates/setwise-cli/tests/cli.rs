@@ -142,7 +142,7 @@ fn demo_verifies_itself() {
     let o = bin().args(["demo", "--size", "500", "--overlap", "0.3"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains("intersection size: 150 (plain computation: 150) ✓"), "{out}");
+    assert!(out.contains("intersection: 150 items (plain computation: 150 items) ✓"), "{out}");
     for op in ["cardinality", "sum", "shares", "union", "private-id"] {
         let o = bin().args(["demo", "--protocol", "mqrpmt", "--op", op, "--size", "300"]).output().unwrap();
         assert!(o.status.success() && text(&o.stdout).contains('✓'), "{op}: {}{}", text(&o.stdout), text(&o.stderr));
@@ -260,6 +260,49 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
     let log = text(&so.stderr);
     assert_eq!(log.matches("answered 40 items").count(), 2, "{log}");
     assert_eq!(log.matches("error:").count(), 2, "the hostile and the slow session are logged: {log}");
+}
+
+/// A database of rows keyed by two columns answers receivers that join the same two
+/// columns, and refuses one that joins one (the key-column count is in the hello).
+#[test]
+fn unbalanced_with_two_key_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: String =
+        std::iter::once("first,last\n".to_string()).chain((0..500).map(|i| format!("f{i},l{}\n", i % 7))).collect();
+    let s = write(dir.path(), "s.csv", &s);
+    let db = dir.path().join("s.db");
+    let o = bin()
+        .args(["db", "build", "--input", s.to_str().unwrap(), "--key", "first,last", "--out", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let info = text(&bin().args(["db", "info", "--db", db.to_str().unwrap()]).output().unwrap().stdout);
+    assert!(info.contains("key columns:         2"), "{info}");
+    // f3,l3 and f10,l3 are rows of the sender; f4,l0 is not (f4 has l4).
+    let r = write(dir.path(), "r.csv", "first,last\nf3,l3\nf4,l0\nf10,l3\n");
+    let out = dir.path().join("out.csv");
+    let d = db.to_str().unwrap();
+    let (so, ro) = pair(
+        &["--protocol", "unbalanced", "--db", d],
+        &[
+            "--protocol",
+            "unbalanced",
+            "--input",
+            r.to_str().unwrap(),
+            "--key",
+            "first,last",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "first,last\nf3,l3\nf10,l3\n");
+    let (so, ro) = pair(
+        &["--protocol", "unbalanced", "--db", d],
+        &["--protocol", "unbalanced", "--input", r.to_str().unwrap(), "--key", "first"],
+    );
+    assert_eq!((so.status.code(), ro.status.code()), (Some(3), Some(3)));
+    assert!(text(&ro.stderr).contains("key_columns=1"), "{}", text(&ro.stderr));
 }
 
 #[test]

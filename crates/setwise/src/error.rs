@@ -1,9 +1,13 @@
-//! The library's error type. Variants separate the peer's fault (malformed or deviating
-//! messages), the transport, and the caller's input, so the CLI can map them to exit codes.
+//! The library's error type. Its variants separate the caller's mistakes (input, options,
+//! files), the peer's garbage (bytes that do not decode), the peer's deviations (messages
+//! that decode but break the protocol) and the network, so that a frontend can map them
+//! to exit codes or exceptions ([`Error::kind`]).
 
+use crate::he::HeError;
 use crate::io::InputError;
 use crate::net::NetError;
 use crate::wire::WireError;
+use std::path::PathBuf;
 
 /// A setwise failure.
 #[derive(Debug, thiserror::Error)]
@@ -41,28 +45,182 @@ pub enum Error {
     },
     /// The peer deviated from the protocol in a way that decodes but is not allowed.
     #[error("peer misbehaved: {0}")]
-    PeerMisbehaved(String),
+    PeerMisbehaved(#[from] Deviation),
     /// The peer ended the session and said why.
     #[error("the peer aborted the session: {0}")]
     PeerAborted(String),
-    /// The caller's input (files, options) is unusable.
+    /// The caller's input (items, values, labels) is unusable.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// A homomorphic-encryption failure (a peer ciphertext that does not fit, or an
-    /// operation error).
-    #[error(transparent)]
-    He(#[from] crate::he::HeError),
-    /// Parameters are invalid or unsupported.
+    /// Parameters are invalid or unsupported; the message names the field.
     #[error("invalid parameters: {0}")]
     Params(String),
+    /// The caller combined a job, role and input this library does not run.
+    #[error("{0}")]
+    Usage(String),
+    /// A file (database, credentials, key) could not be read or written.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not what it should be: foreign, truncated or corrupted.
+    #[error("{}: {why}", path.display())]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// A homomorphic-encryption failure: parameters, a peer's ciphertext or key that does
+    /// not fit them, or an operation error.
+    #[error(transparent)]
+    He(#[from] HeError),
+}
+
+/// Whose fault an [`Error`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller's: input, options, parameters, files.
+    Local,
+    /// The peer's: garbage, deviation, disagreement, abort.
+    Peer,
+    /// The network's.
+    Network,
 }
 
 impl Error {
-    /// True when the failure is the caller's (bad input or parameters) rather than the
-    /// peer's or the network's.
-    pub fn is_local(&self) -> bool {
-        matches!(self, Error::Input(_) | Error::Params(_))
+    /// Whose fault the failure is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Net { .. } => ErrorKind::Network,
+            Error::Input(_)
+            | Error::Params(_)
+            | Error::Usage(_)
+            | Error::File { .. }
+            | Error::Damaged { .. }
+            | Error::He(HeError::Params(_)) => ErrorKind::Local,
+            _ => ErrorKind::Peer,
+        }
     }
+
+    /// True when the failure is the caller's (bad input, parameters or files) rather than
+    /// the peer's or the network's.
+    pub fn is_local(&self) -> bool {
+        self.kind() == ErrorKind::Local
+    }
+
+    /// An I/O failure on `path`.
+    pub(crate) fn file(path: &std::path::Path, source: std::io::Error) -> Self {
+        Error::File { path: path.to_path_buf(), source }
+    }
+
+    /// `path` is damaged or foreign, because `why`.
+    pub(crate) fn damaged(path: &std::path::Path, why: impl Into<String>) -> Self {
+        Error::Damaged { path: path.to_path_buf(), why: why.into() }
+    }
+}
+
+/// How a peer deviated from the protocol with messages that decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Deviation {
+    /// The hello does not start with setwise's magic bytes.
+    #[error("the peer is not a setwise peer (bad magic in hello)")]
+    NotSetwise,
+    /// The peer announced more items than this side accepts.
+    #[error("announced set size {announced} exceeds the limit {limit}")]
+    SetTooLarge {
+        /// The announced size.
+        announced: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A list that must hold distinct elements repeats one.
+    #[error("{what}: repeated elements")]
+    Repeated {
+        /// The message.
+        what: &'static str,
+    },
+    /// A message holds a number of elements other than the protocol requires.
+    #[error("{what}: {got} elements where the protocol requires {expected}")]
+    Count {
+        /// The message.
+        what: &'static str,
+        /// Elements received.
+        got: u64,
+        /// Elements required.
+        expected: u64,
+    },
+    /// A value is outside what honest inputs can produce.
+    #[error("{what}: {value} is outside the possible range {min}..={max}")]
+    OutOfRange {
+        /// What the value is.
+        what: &'static str,
+        /// The value received.
+        value: u128,
+        /// The smallest possible value.
+        min: u128,
+        /// The largest possible value.
+        max: u128,
+    },
+    /// An element that must be a canonical field element is not.
+    #[error("{what}: element {index} is not a canonical field element")]
+    NotCanonical {
+        /// The message.
+        what: &'static str,
+        /// Index of the element.
+        index: usize,
+    },
+    /// The compact receiver's polynomial is constant (it would give every item one key).
+    #[error("the receiver's polynomial is constant")]
+    ConstantPolynomial,
+    /// Indices that must be in range and increasing are not.
+    #[error("{what}: indices out of range or not increasing")]
+    BadIndices {
+        /// The message.
+        what: &'static str,
+    },
+    /// Partial-APSI: the client opened another commitment than the one challenged.
+    #[error("opened commitment {got} instead of {expected}")]
+    WrongOpening {
+        /// The index opened.
+        got: usize,
+        /// The index challenged.
+        expected: usize,
+    },
+    /// A proof or signature does not verify.
+    #[error("{what} does not verify")]
+    Unverified {
+        /// What failed to verify.
+        what: &'static str,
+    },
+    /// A transferred item is not an item encoding.
+    #[error("{what} {index} is not an item encoding")]
+    NotAnItem {
+        /// The message.
+        what: &'static str,
+        /// Index of the item.
+        index: usize,
+    },
+    /// Private-ID: the union's IDs are not sorted and distinct.
+    #[error("the union IDs are not sorted and distinct")]
+    UnsortedUnion,
+    /// Private-ID: the union lacks the ID of one of our items.
+    #[error("the union IDs lack the ID of our item {index}")]
+    IncompleteUnion {
+        /// Our item.
+        index: usize,
+    },
+    /// The unbalanced sender's parameters decode but cannot be used.
+    #[error("the sender's parameters are unusable: {why}")]
+    UnusableParams {
+        /// Why.
+        why: String,
+    },
 }
 
 /// Attaches a phase name to transport errors.

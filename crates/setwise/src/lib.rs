@@ -11,29 +11,22 @@
 //!
 //! See `docs/` for each protocol's security model, leakage and wire format.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
-pub mod bloom;
-pub mod elligator;
+pub mod crypto;
 pub mod error;
-pub mod fp128;
-pub mod group;
-pub mod hash;
 pub mod hashing;
 pub mod he;
 pub mod io;
+pub mod math;
 pub mod net;
-pub mod oprf;
 pub mod ot;
-pub mod pairing;
-pub mod poly;
 pub mod protocols;
-pub mod rng;
 pub mod session;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod wideperm;
 pub mod wire;
 
 pub use error::{Error, Result};
-pub use protocols::{Operation, Outcome, Protocol};
-pub use session::{Job, Report, Role};
+pub use protocols::{Operation, Outcome, Protocol, Report, Role};
+pub use session::Job;

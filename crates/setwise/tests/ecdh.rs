@@ -4,7 +4,7 @@ mod common;
 
 use common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
-use setwise::testing::{plain_intersection, run_pair};
+use setwise::testing::{plain_intersection, run_items};
 use setwise::{Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
 
@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
     let plain = plain_intersection(sender, receiver);
     for op in [Operation::Intersection, Operation::Cardinality] {
-        let run = run_pair(&Job::new(Protocol::Ecdh, op), sender, receiver, None);
+        let run = run_items(&Job::new(Protocol::Ecdh, op), sender, receiver);
         let (s_out, s_rep) = run.sender.unwrap();
         let (r_out, r_rep) = run.receiver.unwrap();
         assert_eq!(s_out, Outcome::Nothing);

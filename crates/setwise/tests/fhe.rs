@@ -1,19 +1,19 @@
 //! FHE-PSI against the plain intersection, and the noise budget at the deepest chunk.
-#![allow(unsafe_code)] // only to call fhe's variable-time noise measurement
 
 mod common;
 
 use common::items;
 use setwise::he::{Evaluator, HeContext, SecretKey};
-use setwise::poly::from_roots;
+use setwise::math::poly::from_roots;
+use setwise::math::zp::Zp;
 use setwise::protocols::fhe::{FheParams, sender::evaluate_group};
-use setwise::testing::run_pair;
+use setwise::testing::run_items;
 use setwise::{Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
     let plain = setwise::testing::plain_intersection(sender, receiver);
-    let run = run_pair(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver, None);
+    let run = run_items(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver);
     assert_eq!(run.sender.unwrap().0, Outcome::Nothing);
     let (out, report) = run.receiver.unwrap();
     match out {
@@ -80,22 +80,23 @@ fn noise_budget_at_the_deepest_chunk() {
         let query = sources
             .iter()
             .map(|&e| {
-                let v: Vec<u64> = slots.iter().map(|&x| setwise::poly::pow_mod(x, e as u64, t)).collect();
+                let v: Vec<u64> = slots.iter().map(|&x| Zp::new(t).pow(x, e as u64)).collect();
                 sk.encrypt(&v).unwrap()
             })
             .collect();
         let ev = Evaluator::new(Some(&rk));
         let powers = p.plan().evaluate(&ev, query).unwrap();
-        let polys = vec![roots.iter().map(|r| from_roots(r, t)).collect::<Vec<_>>()];
+        let polys = vec![roots.iter().map(|r| from_roots(Zp::new(t), r)).collect::<Vec<_>>()];
         let result = evaluate_group(&ev, &ctx, &p, &polys, 0, &powers).unwrap();
-        let noise = unsafe { sk.raw().measure_noise(result.raw()).unwrap() } as f64;
+        let noise = sk.noise_bits(&result).unwrap() as f64;
         let log_q: usize = he.moduli_bits.iter().sum();
         let budget = log_q as f64 - (t as f64).log2() - noise - 1.0;
-        assert!(budget >= 10.0, "{}: budget {budget:.0} bits at depth {max_depth}", he.fingerprint());
+        assert!(budget >= 10.0, "{}: budget {budget:.0} bits at depth {max_depth}", he.describe());
         let got = sk.decrypt(&result).unwrap();
         assert!(got[..4].iter().all(|&v| v == 0), "the matching item decrypts to zeros");
-        // An empty replica slot holds the randomised constant 1: non-zero.
-        assert!(got[4..8].iter().all(|&v| v != 0) || p.replicas == 1);
-        eprintln!("{}: depth {max_depth}, noise budget left {budget:.0} bits", he.fingerprint());
+        // Every slot without a chunk holds the constant 1 times a fresh non-zero r: never zero.
+        assert_eq!(p.replicas * p.items_per_ct, 1, "one item, one chunk: only slots 0..4 hold a polynomial");
+        assert!(got[4..].iter().all(|&v| v != 0), "slots without a chunk decrypt to non-zero values");
+        eprintln!("{}: depth {max_depth}, noise budget left {budget:.0} bits", he.describe());
     }
 }

@@ -1,8 +1,12 @@
 //! A hostile or broken peer: every case ends with an error on the honest side, never a
 //! panic or a hang.
 
+use setwise::he::HeError;
 use setwise::net::{Channel, MemoryChannel, NetError, TcpChannel, TcpConfig, read_frame};
-use setwise::session::{self, Hello, Role, handshake};
+use setwise::protocols::Role;
+use setwise::protocols::fhe::FheParams;
+use setwise::session::{self, Hello, Input, handshake};
+use setwise::wire::WireError;
 use setwise::{Error, Job, Operation, Protocol};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -34,7 +38,7 @@ fn against_raw_peer(role: Role, peer: impl FnOnce(&mut TcpStream) + Send) -> Err
             let _ = std::io::copy(&mut stream, &mut std::io::sink());
         });
         let mut ch = TcpChannel::accept(&listener, config()).unwrap();
-        session::run(&mut ch, &job(), role, &items(10), None).unwrap_err()
+        session::run(&mut ch, &job(), role, Input::Items(&items(10))).unwrap_err()
     })
 }
 
@@ -44,12 +48,12 @@ fn against_peer(role: Role, peer: impl FnOnce(&mut MemoryChannel) + Send) -> Err
     let (mut a, mut b) = (a.with_timeout(Duration::from_secs(20)), b.with_timeout(Duration::from_secs(20)));
     std::thread::scope(|s| {
         s.spawn(move || peer(&mut b));
-        session::run(&mut a, &job(), role, &items(10), None).unwrap_err()
+        session::run(&mut a, &job(), role, Input::Items(&items(10))).unwrap_err()
     })
 }
 
 fn peer_hello(ch: &mut MemoryChannel, role: Role, size: usize) {
-    let hello = Hello::new("ecdh", "intersection", job().params(), role, size);
+    let hello = Hello::new("ecdh", "intersection", job().hello_params(), role, size);
     handshake(ch, &hello, u64::MAX).unwrap();
 }
 
@@ -90,9 +94,12 @@ fn invalid_point_is_named_and_the_peer_is_told() {
         peer_hello(ch, Role::Receiver, 3);
         let mut chunk = vec![0x10, 3, 0, 0, 0];
         chunk.extend_from_slice(
-            &setwise::group::SecretScalar::random()
+            &setwise::crypto::ristretto::SecretScalar::random()
                 .hash_and_mul(
-                    &setwise::group::ItemHasher::new(&setwise::hash::Domain::new("t", Default::default())),
+                    &setwise::crypto::ristretto::ItemHasher::new(&setwise::crypto::dst::Domain::new(
+                        "t",
+                        Default::default(),
+                    )),
                     &[b"a", b"b"],
                 )
                 .concat(),
@@ -101,7 +108,7 @@ fn invalid_point_is_named_and_the_peer_is_told() {
         ch.send(&chunk).unwrap();
         // The sender streams its own items while it re-blinds ours, then aborts and says why.
         let err = loop {
-            if let Err(e) = session::recv_message(ch, 0x11, "SenderBlinded", "test") {
+            if let Err(e) = setwise::wire::msg::recv_message(ch, 0x11, "SenderBlinded", "test") {
                 break e;
             }
         };
@@ -151,9 +158,9 @@ fn wrong_protocol_in_hello_fails_both_sides() {
     let (mut a, mut b) = MemoryChannel::pair(1 << 20);
     let theirs = std::thread::scope(|s| {
         let t = s.spawn(move || {
-            handshake(&mut b, &Hello::new("fhe", "intersection", job().params(), Role::Receiver, 1), u64::MAX)
+            handshake(&mut b, &Hello::new("fhe", "intersection", job().hello_params(), Role::Receiver, 1), u64::MAX)
         });
-        let ours = session::run(&mut a, &job(), Role::Sender, &items(3), None).unwrap_err();
+        let ours = session::run(&mut a, &job(), Role::Sender, Input::Items(&items(3))).unwrap_err();
         assert!(ours.to_string().contains("protocol: this side has ecdh, the peer has fhe"), "{ours}");
         t.join().unwrap().unwrap_err()
     });
@@ -174,7 +181,7 @@ fn peer_closing_mid_run() {
 #[test]
 fn announced_size_beyond_the_limit() {
     let e = against_peer(Role::Sender, |ch| {
-        let hello = Hello::new("ecdh", "intersection", job().params(), Role::Receiver, 0);
+        let hello = Hello::new("ecdh", "intersection", job().hello_params(), Role::Receiver, 0);
         let mut bytes = hello.encode();
         let at = bytes.len() - 16 - 8;
         bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -187,21 +194,49 @@ fn announced_size_beyond_the_limit() {
 #[test]
 fn fhe_sender_refuses_garbage_ciphertexts_and_keys() {
     let fhe = Job::new(Protocol::Fhe, Operation::Intersection);
-    for garbage in [vec![0x21], vec![0x21, 1, 2, 3], vec![0x21; 300_000], vec![0x20, 9, 9, 9]] {
-        let (a, b) = MemoryChannel::pair(1 << 20);
+    // 10 × 10 items: the sender's first message due is the relinearisation key (tag 0x20)
+    // if it derives powers, else a query ciphertext (0x21).
+    let p = FheParams::choose(10, 10).unwrap();
+    let key_first = p.plan().products() > 0;
+    type Pin = Box<dyn Fn(&Error) -> bool>;
+    let refused = |what: &'static str| -> Pin {
+        Box::new(move |e| matches!(e, Error::He(HeError::Malformed { what: w, .. }) if *w == what))
+    };
+    let wrong_tag = |expected: &'static str, got: u8| -> Pin {
+        Box::new(
+            move |e| matches!(e, Error::Malformed(WireError::UnexpectedMessage { expected: x, got: g }) if *x == expected && *g == got),
+        )
+    };
+    let cases: Vec<(Vec<u8>, Pin)> = if key_first {
+        vec![
+            (vec![0x20], refused("relinearisation key")),
+            (vec![0x20, 9, 9, 9], refused("relinearisation key")),
+            (vec![0x20; 30 << 20], refused("relinearisation key")),
+            (vec![0x21, 1, 2, 3], wrong_tag("RelinKey", 0x21)),
+        ]
+    } else {
+        vec![
+            (vec![0x21], refused("Ciphertext")),
+            (vec![0x21, 1, 2, 3], refused("Ciphertext")),
+            (vec![0x21; 300_000], refused("Ciphertext")),
+            (vec![0x20, 9, 9, 9], wrong_tag("Ciphertext", 0x20)),
+        ]
+    };
+    for (garbage, pinned) in cases {
+        let (a, b) = MemoryChannel::pair(64 << 20);
         let e = std::thread::scope(|s| {
             let mut b = b.with_timeout(Duration::from_secs(20));
-            let params = fhe.params();
+            let params = fhe.hello_params();
+            let g = garbage.clone();
             s.spawn(move || {
                 let hello = Hello::new("fhe", "intersection", params, Role::Receiver, 10);
                 handshake(&mut b, &hello, u64::MAX).unwrap();
-                let _ = b.send(&garbage);
+                let _ = b.send(&g);
                 let _ = b.recv();
             });
             let mut a = a.with_timeout(Duration::from_secs(20));
-            session::run(&mut a, &fhe, Role::Sender, &items(10), None).unwrap_err()
+            session::run(&mut a, &fhe, Role::Sender, Input::Items(&items(10))).unwrap_err()
         });
-        let msg = e.to_string();
-        assert!(msg.contains("does not fit the agreed HE parameters") || msg.contains("expected message"), "{msg}");
+        assert!(pinned(&e), "{:?}: {e}", &garbage[..garbage.len().min(4)]);
     }
 }

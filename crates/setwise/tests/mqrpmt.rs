@@ -3,17 +3,17 @@
 mod common;
 
 use common::items;
-use setwise::hash::SessionId;
+use setwise::crypto::dst::SessionId;
 use setwise::net::MemoryChannel;
 use setwise::protocols::mqrpmt::{self, LastMove};
-use setwise::session::{Role, Session};
+use setwise::protocols::{Context, Role};
 use std::collections::HashSet;
 
 /// Runs server (Y) and client (X); checks e_i = [x_i ∈ Y] for every x_i.
 fn check(y: &[Vec<u8>], x: &[Vec<u8>], last: LastMove) {
     let id = SessionId([5; 32]);
-    let server = Session { id, role: Role::Receiver, own_size: y.len(), peer_size: x.len() };
-    let client = Session { id, role: Role::Sender, own_size: x.len(), peer_size: y.len() };
+    let server = Context { id, role: Role::Receiver, own_size: y.len(), peer_size: x.len() };
+    let client = Context { id, role: Role::Sender, own_size: x.len(), peer_size: y.len() };
     let (mut a, mut b) = MemoryChannel::pair(1 << 26);
     let bits = std::thread::scope(|s| {
         s.spawn(move || mqrpmt::client(&mut b, &client, x, last).unwrap());

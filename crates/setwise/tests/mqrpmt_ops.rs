@@ -6,8 +6,9 @@ mod common;
 use common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel};
-use setwise::protocols::mqrpmt::{self, LastMove, Shares, Values};
-use setwise::session::{self, Hello, Role, handshake};
+use setwise::protocols::Role;
+use setwise::protocols::mqrpmt::{self, LastMove, MqrpmtParams, Shares, Values};
+use setwise::session::{self, Hello, Input, ProtocolParams, handshake};
 use setwise::{Error, Job, Operation, Outcome, Protocol, Result};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -17,7 +18,8 @@ fn ops() -> &'static [Operation] {
 }
 
 fn job(op: Operation, last: LastMove) -> Job {
-    Job { last_move: last, ..Job::new(Protocol::Mqrpmt, op) }
+    let params = MqrpmtParams { last_move: last, ..Default::default() };
+    Job::new(Protocol::Mqrpmt, op).with_params(ProtocolParams::Mqrpmt(params))
 }
 
 /// Runs sender (X, optional values) and receiver (Y); returns both outcomes.
@@ -67,15 +69,15 @@ fn run_tampered(
     std::thread::scope(|s| {
         let job = &job;
         let t = s.spawn(move || {
-            let r = session::run_with(&mut a, job, Role::Sender, x.len(), None, |ch, ses, rep| {
-                mqrpmt::sender(ch, ses, op, x, values, last, rep)
-            });
+            let input = match values {
+                Some(v) => Input::Values { items: x, values: v.values, bound: v.bound },
+                None => Input::Items(x),
+            };
+            let r = session::run(&mut a, job, Role::Sender, input);
             drop(a);
             r.map(|(o, _)| o)
         });
-        let r = session::run_with(&mut b, job, Role::Receiver, y.len(), None, |ch, ses, rep| {
-            mqrpmt::receiver(ch, ses, op, y, last, rep)
-        });
+        let r = session::run(&mut b, job, Role::Receiver, Input::Items(y));
         drop(b);
         (t.join().unwrap(), r.map(|(o, _)| o))
     })
@@ -286,17 +288,14 @@ fn receiver_refuses_bad_widths() {
         let err = std::thread::scope(|s| {
             let job = &job;
             s.spawn(move || {
-                let hello = Hello::new("mqrpmt", op.name(), job.params(), Role::Sender, 10);
+                let hello = Hello::new("mqrpmt", op.name(), job.hello_params(), Role::Sender, 10);
                 handshake(&mut a, &hello, u64::MAX).unwrap();
                 let mut frame = vec![0x74];
                 frame.extend_from_slice(&width.to_le_bytes());
                 a.send(&frame).unwrap();
                 let _ = a.recv(); // the abort
             });
-            session::run_with(&mut b, job, Role::Receiver, 10, None, |ch, ses, rep| {
-                mqrpmt::receiver(ch, ses, op, &items("a", 0..10), LastMove::Bloom, rep)
-            })
-            .unwrap_err()
+            session::run(&mut b, job, Role::Receiver, Input::Items(&items("a", 0..10))).unwrap_err()
         });
         assert!(err.to_string().contains("MqrpmtWidth"), "{op} width {width}: {err}");
     }
@@ -321,7 +320,7 @@ fn clients_refuse_what_a_cheating_server_sends() {
         // A union count beyond |X| + |Y|.
         (
             Operation::PrivateId,
-            "a union of 601 IDs",
+            "the union's size: 601 is outside the possible range 300..=600",
             Box::new(|f: &mut Vec<u8>| {
                 if f[0] == 0x78 && f.len() == 9 {
                     f[1..9].copy_from_slice(&601u64.to_le_bytes());
@@ -341,7 +340,7 @@ fn clients_refuse_what_a_cheating_server_sends() {
         // A cardinality larger than the client's set.
         (
             Operation::Sum,
-            "exceeds our 300 items",
+            "the cardinality: 301 is outside the possible range 0..=300",
             Box::new(|f: &mut Vec<u8>| {
                 if f[0] == 0x75 {
                     let n = f.len();

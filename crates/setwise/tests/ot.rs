@@ -1,7 +1,7 @@
 //! Oblivious transfer on its own: base OT, IKNP extension, chosen-message and one-sided
 //! OT, checked against the relations they must satisfy.
 
-use setwise::hash::SessionId;
+use setwise::crypto::dst::SessionId;
 use setwise::net::MemoryChannel;
 use setwise::ot::{self, Block};
 

@@ -3,9 +3,12 @@
 mod common;
 
 use common::items;
+use setwise::he::HeError;
 use setwise::net::{Channel, MemoryChannel};
+use setwise::protocols::Role;
 use setwise::protocols::unbalanced::{self, SenderDb, UnbalancedParams};
-use setwise::session::{self, Hello, Role, handshake};
+use setwise::session::{self, Hello, Input, ProtocolParams, UnbalancedJob, handshake};
+use setwise::wire::WireError;
 use setwise::{Error, Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
 
@@ -31,17 +34,15 @@ fn query(
     fingerprint: Option<&str>,
 ) -> (Result<Outcome, Error>, Result<Outcome, Error>) {
     let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+    let pinned =
+        job().with_params(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: fingerprint.map(str::to_string) }));
     std::thread::scope(|s| {
         let t = s.spawn(move || {
-            let r = session::run_with(&mut a, &job(), Role::Sender, db.info().sender_size, None, |ch, s, r| {
-                unbalanced::sender(ch, s, db, r).map(|()| Outcome::Nothing)
-            });
+            let r = session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db));
             drop(a);
             r.map(|x| x.0)
         });
-        let r = session::run_with(&mut b, &job(), Role::Receiver, receiver.len(), None, |ch, s, r| {
-            unbalanced::receiver(ch, s, receiver, fingerprint, r)
-        });
+        let r = session::run(&mut b, &pinned, Role::Receiver, Input::Items(receiver));
         drop(b);
         (t.join().unwrap(), r.map(|x| x.0))
     })
@@ -157,7 +158,7 @@ fn database_files_round_trip_and_refuse_damage() {
 #[test]
 fn parameter_files_are_checked_by_field() {
     let base = small().to_json();
-    let bad = |from: &str, to: &str| UnbalancedParams::from_json(&base.replace(from, to)).unwrap_err();
+    let bad = |from: &str, to: &str| UnbalancedParams::from_json(&base.replace(from, to)).unwrap_err().to_string();
     assert!(bad("31\n", "60\n").contains("seal_params") && bad("31\n", "60\n").contains("128-bit"));
     assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 3").contains("felts_per_item"));
     assert!(bad("\"felts_per_item\": 4", "\"felts_per_item\": 2").contains("at least 80"));
@@ -168,9 +169,10 @@ fn parameter_files_are_checked_by_field() {
     let e = UnbalancedParams::from_json(
         &base.replace("[\n      1,\n      2,\n      3,\n      4,\n      5,\n      6,\n      7,\n      8\n    ]", "[1]"),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("infeasible") && e.contains("noise budget"), "{e}");
-    assert!(UnbalancedParams::from_json("{\"table_params\": {}}").unwrap_err().contains("parameter file"));
+    assert!(UnbalancedParams::from_json("{\"table_params\": {}}").unwrap_err().to_string().contains("parameter file"));
     for (name, json) in unbalanced::params::PRESETS {
         UnbalancedParams::from_json(json).unwrap_or_else(|e| panic!("preset {name}: {e}"));
     }
@@ -194,20 +196,31 @@ fn paterson_stockmeyer_matches_direct_evaluation() {
 fn hostile_query_ciphertexts_end_the_session_with_an_error() {
     let sender = items("s", 0..100);
     let db = SenderDb::build(&sender, small(), "test").unwrap();
-    for garbage in [vec![0x34], vec![0x34; 100], vec![0x34; 2 << 20], vec![0x35, 0, 0]] {
+    // The sender expects a query ciphertext (tag 0x34; these parameters need no key).
+    type Pin = fn(&Error) -> bool;
+    let he_refusal: Pin = |e| matches!(e, Error::He(HeError::Malformed { what: "Ciphertext", .. }));
+    let wrong_tag: Pin =
+        |e| matches!(e, Error::Malformed(WireError::UnexpectedMessage { expected: "Ciphertext", got: 0x35 }));
+    let cases = [
+        (vec![0x34], he_refusal),
+        (vec![0x34; 100], he_refusal),
+        (vec![0x34; 2 << 20], he_refusal),
+        (vec![0x35, 0, 0], wrong_tag),
+    ];
+    for (garbage, pinned) in cases {
         let (mut a, mut b) = MemoryChannel::pair(64 << 20);
         let e = std::thread::scope(|s| {
             let db = &db;
-            let t = s.spawn(move || {
-                session::run_with(&mut a, &job(), Role::Sender, db.info().sender_size, None, |ch, s, r| {
-                    unbalanced::sender(ch, s, db, r).map(|()| Outcome::Nothing)
-                })
-                .unwrap_err()
-            });
-            handshake(&mut b, &Hello::new("unbalanced", "intersection", job().params(), Role::Receiver, 1), u64::MAX)
-                .unwrap();
+            let t = s
+                .spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)).unwrap_err());
+            handshake(
+                &mut b,
+                &Hello::new("unbalanced", "intersection", job().hello_params(), Role::Receiver, 1),
+                u64::MAX,
+            )
+            .unwrap();
             let _params = b.recv().unwrap();
-            let (bl, blinded) = setwise::oprf::blind(&[b"x"], setwise::hash::dst::UNBALANCED_OPRF);
+            let (bl, blinded) = setwise::crypto::oprf::blind(&[b"x"], setwise::crypto::dst::UNBALANCED_OPRF);
             drop(bl);
             let mut frame = vec![0x31, 1, 0, 0, 0];
             frame.extend_from_slice(&blinded[0]);
@@ -216,8 +229,7 @@ fn hostile_query_ciphertexts_end_the_session_with_an_error() {
             b.send(&garbage).unwrap();
             t.join().unwrap()
         });
-        let msg = e.to_string();
-        assert!(msg.contains("does not fit the agreed HE parameters") || msg.contains("expected message"), "{msg}");
+        assert!(pinned(&e), "{:?}: {e}", &garbage[..garbage.len().min(4)]);
     }
 }
 
@@ -226,9 +238,9 @@ fn hostile_parameter_values_are_refused_before_any_allocation() {
     let base = small().to_json();
     let huge_power =
         base.replacen("\"query_powers\": [\n      1,", "\"query_powers\": [\n      1,\n      4000000000,", 1);
-    assert!(UnbalancedParams::from_json(&huge_power).unwrap_err().contains("query_powers"));
+    assert!(UnbalancedParams::from_json(&huge_power).unwrap_err().to_string().contains("query_powers"));
     let huge_table = base.replace("\"table_size\": 1024", "\"table_size\": 1099511627776");
-    assert!(UnbalancedParams::from_json(&huge_table).unwrap_err().contains("table_size"));
+    assert!(UnbalancedParams::from_json(&huge_table).unwrap_err().to_string().contains("table_size"));
 }
 
 fn labelled_query(db: &SenderDb, receiver: &[Vec<u8>]) -> Vec<(usize, Vec<u8>)> {

@@ -2,7 +2,7 @@
 //! evicting and re-placing others by random walk. A failure is reported as an error,
 //! never a wrong result.
 
-use crate::rng::csprng;
+use crate::crypto::rng::csprng;
 use rand::RngExt;
 
 /// `log2` of the probability that inserting `n` items into `table_size` bins with `h`

@@ -6,19 +6,17 @@
 //! k_{c_i} = H(i, A, B_i, b_i·A). Semi-honest secure under CDH with H a random oracle
 //! (ristretto255 has prime order, so there is no small-subgroup issue).
 
-use super::{Block, TAG_BASE_A, TAG_BASE_B};
-use crate::error::{Error, NetContext, Result};
-use crate::group::{Encoded, SecretScalar, decode};
-use crate::hash::{Domain, SessionId};
+use super::Block;
+use super::messages::{BaseReceiverPoints, BaseSenderPoint};
+use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::ristretto::{Encoded, SecretScalar, decode};
+use crate::error::{Error, Result};
 use crate::net::Channel;
-use crate::session::recv_message;
-use crate::wire::{Reader, Writer};
+use crate::wire::msg::Message;
 use curve25519_dalek::constants::RISTRETTO_BASEPOINT_TABLE;
 use curve25519_dalek::ristretto::RistrettoPoint;
 use rayon::prelude::*;
 use subtle::{Choice, ConditionallySelectable};
-
-const DST: &str = "setwise/ot/v1/base-ot-key";
 
 fn key(domain: &Domain, i: usize, a: &Encoded, b: &Encoded, shared: &RistrettoPoint) -> Block {
     let mut h = domain.hasher();
@@ -31,17 +29,12 @@ fn key(domain: &Domain, i: usize, a: &Encoded, b: &Encoded, shared: &RistrettoPo
 
 /// The base-OT sender: `n` OTs; returns the key pairs (k0_i, k1_i).
 pub fn base_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {
-    let domain = Domain::new(DST, sid);
+    let domain = Domain::new(dst::OT_BASE_KEY, sid);
     let a = SecretScalar::random();
     let big_a = RISTRETTO_BASEPOINT_TABLE * a.expose();
     let a_enc = big_a.compress().0;
-    let mut w = Writer::with_capacity(33);
-    w.u8(TAG_BASE_A).raw(&a_enc);
-    ch.send(&w.into_vec()).during("sending base OT")?;
-    let body = recv_message(ch, TAG_BASE_B, "BaseOtPoints", "receiving base OT")?;
-    let mut r = Reader::new(&body);
-    let bs = r.records::<32>(n, "BaseOtPoints")?;
-    r.finish("BaseOtPoints")?;
+    BaseSenderPoint { encoded: a_enc, point: big_a }.send(ch, "sending base OT")?;
+    let bs = BaseReceiverPoints::recv(ch, "receiving base OT", n)?.0;
     bs.par_iter()
         .enumerate()
         .map(|(i, b)| {
@@ -55,12 +48,8 @@ pub fn base_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<
 
 /// The base-OT receiver with `choices`; returns k_{c_i} for each.
 pub fn base_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result<Vec<Block>> {
-    let domain = Domain::new(DST, sid);
-    let body = recv_message(ch, TAG_BASE_A, "BaseOtPoint", "receiving base OT")?;
-    let mut r = Reader::new(&body);
-    let a_enc = r.array::<32>("BaseOtPoint")?;
-    r.finish("BaseOtPoint")?;
-    let big_a = decode(&a_enc).ok_or(Error::InvalidPoint { what: "BaseOtPoint", index: 0 })?;
+    let domain = Domain::new(dst::OT_BASE_KEY, sid);
+    let BaseSenderPoint { encoded: a_enc, point: big_a } = BaseSenderPoint::recv(ch, "receiving base OT", ())?;
     let secrets: Vec<SecretScalar> = choices.iter().map(|_| SecretScalar::random()).collect();
     let bs: Vec<Encoded> = secrets
         .par_iter()
@@ -72,12 +61,9 @@ pub fn base_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> 
             p.compress().0
         })
         .collect();
-    let mut w = Writer::with_capacity(1 + 32 * bs.len());
-    w.u8(TAG_BASE_B);
-    bs.iter().for_each(|b| {
-        w.raw(b);
-    });
-    ch.send(&w.into_vec()).during("sending base OT")?;
+    let msg = BaseReceiverPoints(bs);
+    msg.send(ch, "sending base OT")?;
+    let bs = msg.0;
     Ok(secrets
         .par_iter()
         .zip(&bs)

@@ -11,20 +11,19 @@
 //! columns, so memory stays bounded.
 
 use super::base::{base_receive, base_send};
-use super::{Block, KAPPA, TAG_IKNP_U};
-use crate::error::{NetContext, Result};
-use crate::hash::{Domain, SessionId};
+use super::messages::CorrectionChunk;
+use super::{Block, KAPPA};
+use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::rng::fill_os;
+use crate::error::Result;
 use crate::net::Channel;
-use crate::rng::fill_os;
-use crate::session::recv_message;
-use crate::wire::{Reader, Writer};
+use crate::wire::msg::Message;
 use aes::Aes128;
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 use rayon::prelude::*;
 
 /// OTs per chunk of the correction matrix (256 KiB on the wire).
 const CHUNK: usize = 1 << 14;
-const DST_HASH: &str = "setwise/ot/v1/iknp-crhash-key";
 
 /// The extension sender: `n` random OTs; returns (m0_j, m1_j) for each.
 pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {
@@ -38,10 +37,7 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Ve
     let mut out = Vec::with_capacity(n);
     for start in (0..n).step_by(CHUNK) {
         let blocks = (n - start).min(CHUNK).div_ceil(128);
-        let body = recv_message(ch, TAG_IKNP_U, "IknpMatrix", "receiving the OT extension matrix")?;
-        let mut r = Reader::new(&body);
-        let u = r.records::<16>(KAPPA * blocks, "IknpMatrix")?;
-        r.finish("IknpMatrix")?;
+        let u = CorrectionChunk::recv(ch, "receiving the OT extension matrix", KAPPA * blocks)?.0;
         let rows: Vec<Vec<u128>> = prgs
             .par_iter()
             .enumerate()
@@ -91,14 +87,8 @@ pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -
                 (t, u)
             })
             .unzip();
-        let mut w = Writer::with_capacity(1 + KAPPA * blocks * 16);
-        w.u8(TAG_IKNP_U);
-        for row in &u {
-            for x in row {
-                w.raw(&x.to_le_bytes());
-            }
-        }
-        ch.send(&w.into_vec()).during("sending the OT extension matrix")?;
+        let chunk = CorrectionChunk(u.iter().flatten().map(|x| x.to_le_bytes()).collect());
+        chunk.send(ch, "sending the OT extension matrix")?;
         let cols = columns(&t, blocks);
         out.extend(hash.hash(&cols[..take], start));
     }
@@ -148,7 +138,7 @@ struct CrHash(Aes128);
 
 impl CrHash {
     fn new(sid: SessionId) -> Self {
-        let k = Domain::new(DST_HASH, sid).hash64(b"fixed AES key");
+        let k = Domain::new(dst::OT_CRHASH_KEY, sid).hash64(b"fixed AES key");
         Self(Aes128::new(&Array(k[..16].try_into().expect("16 bytes"))))
     }
 

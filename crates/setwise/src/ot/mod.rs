@@ -8,6 +8,7 @@
 
 mod base;
 mod iknp;
+pub mod messages;
 mod transfer;
 
 pub use base::{base_receive, base_send};
@@ -19,12 +20,3 @@ pub type Block = u128;
 
 /// Base OTs behind an extension: the computational security parameter κ.
 pub const KAPPA: usize = 128;
-
-/// Base OT: the base sender's point A.
-pub(crate) const TAG_BASE_A: u8 = 0x60;
-/// Base OT: the base receiver's points B_i.
-pub(crate) const TAG_BASE_B: u8 = 0x61;
-/// IKNP: a chunk of the receiver's correction matrix u.
-pub(crate) const TAG_IKNP_U: u8 = 0x62;
-/// Chosen-message / one-sided OT: a chunk of masked messages.
-pub(crate) const TAG_MASKED: u8 = 0x63;

@@ -5,17 +5,13 @@
 //! One-sided OT sends only the choice-1 message: a receiver with choice 0 gets nothing
 //! (mqRPMT uses it to hand over exactly the items the membership bits select).
 
-use super::{Block, TAG_MASKED};
+use super::Block;
+use super::messages::{FRAME_BYTES, masked};
+use crate::crypto::dst::{self, Domain, SessionId};
 use crate::error::{NetContext, Result};
-use crate::hash::{Domain, SessionId};
 use crate::net::Channel;
-use crate::protocols::chunks::recv_counted;
 use crate::wire::Writer;
 use rayon::prelude::*;
-
-const DST_PAD: &str = "setwise/ot/v1/message-pad";
-/// Bytes of masked messages per frame (about).
-const FRAME_BYTES: usize = 1 << 20;
 
 /// XORs into `buf` the pad of OT `index` under `key`.
 fn xor_pad(hasher: &blake3::Hasher, key: Block, index: usize, buf: &mut [u8]) {
@@ -42,8 +38,9 @@ fn send_masked(
     assert!(len > 0, "OT messages have at least one byte");
     let per = ways.len() * len;
     assert_eq!(messages.len(), ot.len() * per, "{} messages of {per} bytes", ot.len());
-    let hasher = Domain::new(DST_PAD, sid).hasher();
-    let per_frame = (FRAME_BYTES / per).max(1);
+    let hasher = Domain::new(dst::OT_MESSAGE_PAD, sid).hasher();
+    let stream = masked(per);
+    let per_frame = stream.per_frame;
     for (f, (keys, msgs)) in ot.chunks(per_frame).zip(messages.chunks(per_frame * per)).enumerate() {
         let mut masked = msgs.to_vec();
         masked.par_chunks_mut(per).zip(keys).enumerate().for_each(|(i, (m, k))| {
@@ -52,7 +49,7 @@ fn send_masked(
             }
         });
         let mut w = Writer::with_capacity(5 + masked.len());
-        w.u8(TAG_MASKED).u32(keys.len() as u32).raw(&masked);
+        w.u8(stream.tag).u32(keys.len() as u32).raw(&masked);
         ch.send(&w.into_vec()).during("sending OT messages")?;
     }
     Ok(())
@@ -70,12 +67,12 @@ fn receive_masked(
     let n = ot.len();
     assert!(len > 0, "OT messages have at least one byte");
     assert_eq!(choices.len(), n, "one choice per OT");
-    let hasher = Domain::new(DST_PAD, sid).hasher();
+    let hasher = Domain::new(dst::OT_MESSAGE_PAD, sid).hasher();
     let per = ways * len;
     // Grows as frames arrive: memory follows what the peer actually sent, not the count.
     let mut out = Vec::with_capacity(n.saturating_mul(len).min(FRAME_BYTES));
     let mut at = 0;
-    recv_counted(ch, TAG_MASKED, "OtMessages", n, (FRAME_BYTES / per).max(1), "receiving OT messages", |r| {
+    masked(per).recv(ch, n, "receiving OT messages", |r| {
         let rec = r.take(per, "OtMessages")?;
         // One-sided: a choice-0 receiver holds no pad for the message, so skip it.
         if ways == 2 || choices[at] {

@@ -1,14 +1,20 @@
-//! The protocol families. Each role is a function over a [`Channel`](crate::net::Channel);
-//! no protocol reads files or sockets itself.
+//! The protocol families. Each role is a function over a [`Channel`](crate::net::Channel)
+//! that gets the agreed [`Context`] and records its phases in a [`Report`]; no protocol
+//! reads files or sockets itself. [`session::run`](crate::session::run) picks the role
+//! function for a job.
 
 pub mod authorized;
-pub mod chunks;
 pub mod compact;
+mod context;
 pub mod ecdh;
 pub mod fhe;
 mod he_query;
 pub mod mqrpmt;
+mod report;
 pub mod unbalanced;
+
+pub use context::{Context, MAX_SET_SIZE, Role};
+pub use report::{Phase, PhaseObserver, Report, human_bytes};
 
 use std::fmt;
 use std::str::FromStr;
@@ -61,9 +67,8 @@ impl Protocol {
                 Operation::Union,
                 Operation::PrivateId,
             ],
-            Protocol::Fhe | Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial | Protocol::Compact => {
-                &[Operation::Intersection]
-            }
+            Protocol::Authorized | Protocol::Partial => &[Operation::Intersection, Operation::Authorize],
+            Protocol::Fhe | Protocol::Unbalanced | Protocol::Compact => &[Operation::Intersection],
         }
     }
 }
@@ -87,6 +92,9 @@ pub enum Operation {
     /// Each party gets a pseudorandom ID per item (equal items, equal IDs) and the IDs
     /// of X ∪ Y.
     PrivateId,
+    /// Authorised PSI: a judge signs the client's allowed items (the credentials for
+    /// later intersections); the client is the receiver, the judge the third role.
+    Authorize,
 }
 
 impl Operation {
@@ -99,6 +107,7 @@ impl Operation {
             Operation::Shares => "shares",
             Operation::Union => "union",
             Operation::PrivateId => "private-id",
+            Operation::Authorize => "authorize",
         }
     }
 }
@@ -143,7 +152,8 @@ named_enum!(
         Operation::Sum,
         Operation::Shares,
         Operation::Union,
-        Operation::PrivateId
+        Operation::PrivateId,
+        Operation::Authorize
     ]
 );
 
@@ -184,4 +194,14 @@ pub enum Outcome {
         /// The IDs of the union, sorted.
         union: Vec<[u8; 32]>,
     },
+    /// `authorize`, client: the judge's signatures on its allowed items, and the indices
+    /// of the items the judge refused.
+    Credentials {
+        /// The credentials, to save and present in intersections.
+        credentials: Box<authorized::Credentials>,
+        /// Indices into the client's items of the refused ones.
+        refused: Vec<usize>,
+    },
+    /// `authorize`, judge: what it signed for whom.
+    Judged(authorized::JudgeOutcome),
 }

@@ -1,11 +1,12 @@
-//! The hello exchange that opens every session, and the abort message.
+//! The hello exchange that opens every session.
 
-use crate::error::{Error, NetContext, Result};
-use crate::hash::{SessionId, session_id};
+use crate::crypto::dst::session_id;
+use crate::crypto::rng::fill_os;
+use crate::error::{Deviation, Error, NetContext, Result};
 use crate::net::Channel;
-use crate::rng::fill_os;
+use crate::protocols::{Context, Role};
+use crate::wire::msg::{TAG_ABORT, abort_error};
 use crate::wire::{Reader, WireError, Writer};
-use std::fmt;
 
 /// First bytes of every hello.
 pub const MAGIC: [u8; 8] = *b"SETWISE\0";
@@ -14,45 +15,9 @@ pub const WIRE_VERSION: u16 = 1;
 
 /// Message tag of the hello.
 pub(crate) const TAG_HELLO: u8 = 0x01;
-/// Message tag of an abort: the sender of it stops and says why.
-pub(crate) const TAG_ABORT: u8 = 0xff;
 
 /// Longest protocol, operation or parameter string accepted in a hello.
 const MAX_HELLO_FIELD: usize = 4096;
-/// Longest abort reason accepted.
-const MAX_ABORT_REASON: usize = 4096;
-
-/// Which output-learning side a party plays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Holds a set and learns nothing (or what the operation grants the sender).
-    Sender,
-    /// Holds a set and learns the output.
-    Receiver,
-    /// Authorises a client's items (authorised PSI); plays the sender's part in hellos.
-    Judge,
-}
-
-impl Role {
-    fn code(self) -> u8 {
-        match self {
-            Role::Sender => 1,
-            Role::Receiver => 2,
-            Role::Judge => 3,
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Role::Sender => "sender",
-            Role::Receiver => "receiver",
-            Role::Judge => "judge",
-        })
-    }
-}
 
 /// What one side announces before any protocol message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +49,7 @@ impl Hello {
         let mut w = Writer::with_capacity(64 + self.params.len());
         w.u8(TAG_HELLO).raw(&MAGIC).u16(WIRE_VERSION);
         w.bytes(self.protocol.as_bytes()).bytes(self.operation.as_bytes()).bytes(self.params.as_bytes());
-        w.u8(self.role.code()).u64(self.set_size).raw(&self.nonce);
+        w.u8(role_code(self.role)).u64(self.set_size).raw(&self.nonce);
         w.into_vec()
     }
 
@@ -93,7 +58,7 @@ impl Hello {
         let mut r = Reader::new(frame);
         let tag = r.u8("Hello.tag")?;
         if tag == TAG_ABORT {
-            return Err(decode_abort(&mut r));
+            return Err(abort_error(&frame[1..]));
         }
         let magic: [u8; 8] = r.array("Hello.magic").map_err(|_| not_setwise())?;
         if tag != TAG_HELLO || magic != MAGIC {
@@ -129,40 +94,24 @@ impl Hello {
     }
 }
 
+/// The role's byte in the hello.
+fn role_code(role: Role) -> u8 {
+    match role {
+        Role::Sender => 1,
+        Role::Receiver => 2,
+        Role::Judge => 3,
+    }
+}
+
 fn not_setwise() -> Error {
-    Error::PeerMisbehaved("the peer is not a setwise peer (bad magic in hello)".into())
-}
-
-/// What both sides agreed in the hello exchange.
-#[derive(Debug, Clone)]
-pub struct Session {
-    /// Per-session value for domain separation.
-    pub id: SessionId,
-    /// This side's role.
-    pub role: Role,
-    /// This side's set size.
-    pub own_size: usize,
-    /// The peer's announced set size.
-    pub peer_size: usize,
-}
-
-impl Session {
-    /// The sender's set size.
-    pub fn sender_size(&self) -> usize {
-        if self.role == Role::Receiver { self.peer_size } else { self.own_size }
-    }
-
-    /// The receiver's set size.
-    pub fn receiver_size(&self) -> usize {
-        if self.role == Role::Receiver { self.own_size } else { self.peer_size }
-    }
+    Deviation::NotSetwise.into()
 }
 
 /// Sends our hello, reads the peer's and checks that they agree.
 ///
 /// Both sides check the same fields, so on a mismatch both end with an error naming the
 /// field and both values. `max_peer_size` bounds the set size the peer may announce.
-pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Result<Session> {
+pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Result<Context> {
     ch.send(&ours.encode()).during("sending hello")?;
     let theirs = Hello::decode(&ch.recv().during("waiting for the peer's hello")?)?;
     let check = |field: &'static str, a: &str, b: &str| {
@@ -179,16 +128,13 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
         });
     }
     if theirs.set_size > max_peer_size {
-        return Err(Error::PeerMisbehaved(format!(
-            "announced set size {} exceeds the limit {max_peer_size}",
-            theirs.set_size
-        )));
+        return Err(Deviation::SetTooLarge { announced: theirs.set_size, limit: max_peer_size }.into());
     }
     let (s, r) = match ours.role {
         Role::Receiver => (&theirs.nonce, &ours.nonce),
         Role::Sender | Role::Judge => (&ours.nonce, &theirs.nonce),
     };
-    Ok(Session {
+    Ok(Context {
         id: session_id(s, r),
         role: ours.role,
         own_size: ours.set_size as usize,
@@ -196,42 +142,12 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
     })
 }
 
-/// Tells the peer we stop and why (best effort: the connection may already be gone).
-pub fn send_abort(ch: &mut impl Channel, reason: &str) {
-    let reason = &reason.as_bytes()[..reason.len().min(MAX_ABORT_REASON)];
-    let mut w = Writer::with_capacity(8 + reason.len());
-    w.u8(TAG_ABORT).bytes(reason);
-    let _ = ch.send(&w.into_vec());
-}
-
-fn decode_abort(r: &mut Reader<'_>) -> Error {
-    match r.bytes("Abort.reason", MAX_ABORT_REASON) {
-        Ok(b) => Error::PeerAborted(String::from_utf8_lossy(b).into_owned()),
-        Err(e) => e.into(),
-    }
-}
-
-/// Receives the next protocol message, which must carry `tag`; returns its body.
-/// An abort from the peer becomes [`Error::PeerAborted`].
-pub fn recv_message(ch: &mut impl Channel, tag: u8, name: &'static str, phase: &'static str) -> Result<Vec<u8>> {
-    let mut frame = ch.recv().during(phase)?;
-    match frame.first() {
-        Some(&t) if t == tag => {
-            frame.remove(0);
-            Ok(frame)
-        }
-        Some(&TAG_ABORT) => Err(decode_abort(&mut Reader::new(&frame[1..]))),
-        Some(&t) => Err(WireError::UnexpectedMessage { expected: name, got: t }.into()),
-        None => Err(WireError::Truncated { what: name, need: 1, have: 0 }.into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::net::MemoryChannel;
 
-    fn pair_handshake(a: Hello, b: Hello) -> (Result<Session>, Result<Session>) {
+    fn pair_handshake(a: Hello, b: Hello) -> (Result<Context>, Result<Context>) {
         let (mut ca, mut cb) = MemoryChannel::pair(1 << 20);
         std::thread::scope(|s| {
             let t = s.spawn(move || handshake(&mut cb, &b, u64::MAX));

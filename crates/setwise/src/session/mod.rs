@@ -1,137 +1,199 @@
-//! Sessions: the hello negotiation, running one protocol role, and the run report.
+//! Sessions: the one entry point that runs a role of any protocol.
+//!
+//! [`run`] checks the job and the input, exchanges hellos (protocol, operation,
+//! canonical parameters, set sizes, fresh nonces for the session id), dispatches to the
+//! protocol's role, records the run [`Report`] and, when this side fails, tells the peer
+//! why before returning. The CLI, the demo, the benchmarks and the judge all run through
+//! it; nothing else dispatches on the protocol.
 
 mod hello;
-mod report;
+mod job;
 
-pub use hello::{Hello, MAGIC, Role, Session, WIRE_VERSION, handshake, recv_message, send_abort};
-pub use report::{Phase, PhaseObserver, Report, human_bytes};
+pub use hello::{Hello, MAGIC, WIRE_VERSION, handshake};
+pub use job::{AuthorizedJob, Job, ProtocolParams, UnbalancedJob};
 
 use crate::error::{Error, Result};
+use crate::io::check_distinct;
 use crate::net::Channel;
-use crate::protocols::mqrpmt::{self, LastMove};
-use crate::protocols::{Operation, Outcome, Protocol, compact, ecdh, fhe, unbalanced};
+use crate::protocols::authorized::{self, Credentials, JudgeConfig, JudgeKey, Mode, Policy};
+use crate::protocols::mqrpmt::{self, Values};
+use crate::protocols::unbalanced::{self, SenderDb};
+use crate::protocols::{
+    Context, MAX_SET_SIZE, Operation, Outcome, PhaseObserver, Protocol, Report, Role, compact, ecdh, fhe,
+};
+use crate::wire::msg::send_abort;
 
-/// Largest set size a peer may announce: 2^32 items.
-pub const MAX_SET_SIZE: u64 = 1 << 32;
-
-/// What to run: everything both sides must agree on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Job {
-    /// The protocol family.
-    pub protocol: Protocol,
-    /// The operation.
-    pub operation: Operation,
-    /// Number of key columns joined into each item; both sides must use the same.
-    pub key_columns: usize,
-    /// mqRPMT: how the client returns the server's keyed items (ignored elsewhere).
-    pub last_move: LastMove,
+/// What a role brings to a run besides the job.
+#[non_exhaustive]
+pub enum Input<'a, I = Vec<u8>> {
+    /// Distinct items: every role of `ecdh`, `fhe`, `compact`, `mqrpmt` (but the `sum`
+    /// sender), the `unbalanced` receiver, the `authorized` server and an authorising
+    /// client.
+    Items(&'a [I]),
+    /// `mqrpmt` `sum`, sender: distinct items, one value per item, and the declared bound
+    /// of every value (it fixes the sum's modulus).
+    Values {
+        /// The items.
+        items: &'a [I],
+        /// One value per item.
+        values: &'a [u64],
+        /// The largest value any item may have.
+        bound: u64,
+    },
+    /// `unbalanced`, sender: the preprocessed database.
+    Database(&'a SenderDb),
+    /// `authorized` / `partial` intersection, client (receiver): its items and the judge's
+    /// credentials; only the items with a signature take part.
+    Credentials {
+        /// The items.
+        items: &'a [I],
+        /// The credentials from an authorisation.
+        credentials: &'a Credentials,
+    },
+    /// The judge of an authorisation: its key, what it allows and how it decides.
+    Judge {
+        /// The judge's key pair.
+        key: &'a JudgeKey,
+        /// Which items it signs.
+        policy: &'a dyn Policy,
+        /// Partial fraction and strictness.
+        config: JudgeConfig,
+    },
 }
 
-impl Job {
-    /// A job with one key column.
-    pub fn new(protocol: Protocol, operation: Operation) -> Self {
-        Self { protocol, operation, key_columns: 1, last_move: LastMove::default() }
+impl<I> std::fmt::Debug for Input<'_, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Input::Items(_) => "Input::Items",
+            Input::Values { .. } => "Input::Values",
+            Input::Database(_) => "Input::Database",
+            Input::Credentials { .. } => "Input::Credentials",
+            Input::Judge { .. } => "Input::Judge",
+        })
     }
+}
 
-    /// Checks that the protocol implements the operation.
-    pub fn validate(&self) -> Result<()> {
-        if self.protocol.operations().contains(&self.operation) {
-            Ok(())
-        } else {
-            let ops: Vec<&str> = self.protocol.operations().iter().map(|o| o.name()).collect();
-            Err(Error::Params(format!(
-                "protocol {} has no operation {} (it has: {})",
-                self.protocol,
-                self.operation,
-                ops.join(", ")
-            )))
+impl<I: AsRef<[u8]> + Sync> Input<'_, I> {
+    /// The items this input brings, if any.
+    fn items(&self) -> Option<&[I]> {
+        match self {
+            Input::Items(x) | Input::Values { items: x, .. } | Input::Credentials { items: x, .. } => Some(x),
+            Input::Database(_) | Input::Judge { .. } => None,
         }
     }
 
-    /// The canonical parameter string sent in the hello.
-    pub fn params(&self) -> String {
-        match self.protocol {
-            Protocol::Mqrpmt => format!("key_columns={},last_move={}", self.key_columns, self.last_move),
-            _ => format!("key_columns={}", self.key_columns),
+    /// What kind of input it is, for errors.
+    fn kind(&self) -> &'static str {
+        match self {
+            Input::Items(_) => "items",
+            Input::Values { .. } => "items with values",
+            Input::Database(_) => "a database",
+            Input::Credentials { .. } => "items with credentials",
+            Input::Judge { .. } => "a judge's key and policy",
         }
     }
 }
 
-/// Runs one role of `job` on `items` (distinct keys) over `ch`: hello, protocol, report.
+/// The input each role of each job takes.
+fn expected_input(job: &Job, role: Role) -> &'static str {
+    match (job.protocol, job.operation, role) {
+        (Protocol::Mqrpmt, Operation::Sum, Role::Sender) => "items with values",
+        (Protocol::Unbalanced, _, Role::Sender) => "a database",
+        (Protocol::Authorized | Protocol::Partial, Operation::Intersection, Role::Receiver) => "items with credentials",
+        (_, Operation::Authorize, Role::Judge) => "a judge's key and policy",
+        _ => "items",
+    }
+}
+
+/// Runs one role of `job` with `input` over `ch`: checks, hello, protocol, report.
 ///
-/// If this side fails for any reason but the transport or the peer's own abort, it
-/// tells the peer why before returning, so both sides end with a clear error.
-/// (`unbalanced` runs through [`run_with`]: its sender holds a database, not items; so
-/// does the `mqrpmt` `sum` sender, which holds values: [`mqrpmt::sender`].)
+/// Local mistakes (a wrong input for the role, repeated items, parameters that do not
+/// fit) are reported before anything is sent. If this side fails for any reason but the
+/// transport or the peer's own abort, it tells the peer why before returning, so both
+/// sides end with a clear error.
+///
+/// ```
+/// use setwise::net::MemoryChannel;
+/// use setwise::session::{Input, Job, run};
+/// use setwise::{Operation, Outcome, Protocol, Role};
+///
+/// let job = Job::new(Protocol::Ecdh, Operation::Intersection);
+/// let sender_items = [b"ann".to_vec(), b"bob".to_vec(), b"cid".to_vec()];
+/// let receiver_items = [b"bob".to_vec(), b"dan".to_vec()];
+/// let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+/// let (_, (outcome, report)) = std::thread::scope(|s| {
+///     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&sender_items)));
+///     let receiver = run(&mut b, &job, Role::Receiver, Input::Items(&receiver_items)).unwrap();
+///     (sender.join().unwrap().unwrap(), receiver)
+/// });
+/// assert_eq!(outcome, Outcome::Intersection(vec![0])); // receiver_items[0] is common
+/// assert_eq!(report.peer_set_size, 3);
+/// ```
 pub fn run<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     job: &Job,
     role: Role,
-    items: &[I],
-    observer: Option<PhaseObserver>,
+    input: Input<'_, I>,
 ) -> Result<(Outcome, Report)> {
-    run_with(ch, job, role, items.len(), observer, |ch, session, report| match (job.protocol, role) {
-        (Protocol::Ecdh, Role::Sender) => {
-            ecdh::sender(ch, session, job.operation, items, report).map(|()| Outcome::Nothing)
-        }
-        (Protocol::Ecdh, Role::Receiver) => ecdh::receiver(ch, session, job.operation, items, report),
-        (Protocol::Fhe, Role::Sender) => fhe::sender(ch, session, items, report).map(|()| Outcome::Nothing),
-        (Protocol::Fhe, Role::Receiver) => fhe::receiver(ch, session, items, report),
-        (Protocol::Compact, Role::Sender) => compact::sender(ch, session, items, report).map(|()| Outcome::Nothing),
-        (Protocol::Compact, Role::Receiver) => compact::receiver(ch, session, items, report),
-        (Protocol::Mqrpmt, Role::Sender) => {
-            mqrpmt::sender(ch, session, job.operation, items, None, job.last_move, report)
-        }
-        (Protocol::Mqrpmt, Role::Receiver) => {
-            mqrpmt::receiver(ch, session, job.operation, items, job.last_move, report)
-        }
-        (Protocol::Unbalanced, Role::Receiver) => unbalanced::receiver(ch, session, items, None, report),
-        (Protocol::Unbalanced | Protocol::Authorized | Protocol::Partial, _) | (_, Role::Judge) => {
-            Err(Error::Params(format!(
-                "{} {role}s need more than items (a database, credentials or a key): use the protocol module with session::run_with",
-                job.protocol
-            )))
-        }
-    })
+    run_observed(ch, job, role, input, None)
 }
 
-/// Runs one role with a given protocol body: validates the job, exchanges hellos
-/// (announcing `own_size` items), runs `body`, records the report, and on failure tells
-/// the peer why.
-pub fn run_with<C: Channel>(
-    ch: &mut C,
+/// [`run`], telling `observer` the name of each phase as it starts (a frontend shows
+/// progress with it).
+pub fn run_observed<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
     job: &Job,
     role: Role,
-    own_size: usize,
+    input: Input<'_, I>,
     observer: Option<PhaseObserver>,
-    body: impl FnOnce(&mut C, &Session, &mut Report) -> Result<Outcome>,
 ) -> Result<(Outcome, Report)> {
-    job.validate()?;
-    run_named(ch, (job.protocol.name(), job.operation.name()), job.params(), role, own_size, observer, body)
-}
-
-/// [`run_with`] for sessions named directly (`(protocol, operation)` and the canonical
-/// parameter string), e.g. a judge's authorisation sessions.
-pub fn run_named<C: Channel>(
-    ch: &mut C,
-    (protocol, operation): (&str, &str),
-    params: String,
-    role: Role,
-    own_size: usize,
-    observer: Option<PhaseObserver>,
-    body: impl FnOnce(&mut C, &Session, &mut Report) -> Result<Outcome>,
-) -> Result<(Outcome, Report)> {
+    job.validate(role)?;
+    let expected = expected_input(job, role);
+    if input.kind() != expected {
+        return Err(Error::Usage(format!(
+            "{} {} {role}: takes {expected}, not {}",
+            job.protocol,
+            job.operation,
+            input.kind()
+        )));
+    }
+    if let Some(items) = input.items() {
+        check_distinct(items)?;
+    }
+    // Only the items the judge signed take part in an authorised intersection.
+    let usable = match (&input, &job.params) {
+        (Input::Credentials { items, credentials }, ProtocolParams::Authorized(a)) => {
+            check_credentials(credentials, Mode::of(job.protocol).expect("an authorised protocol"), a)?;
+            Some(authorized::usable(credentials, items))
+        }
+        _ => None,
+    };
+    let own_size = match (&input, &usable) {
+        (_, Some(u)) => u.len(),
+        (Input::Database(db), _) => {
+            if db.key_columns() != job.key_columns {
+                return Err(Error::Params(format!(
+                    "key_columns: the database joins {} key columns, the job {}",
+                    db.key_columns(),
+                    job.key_columns
+                )));
+            }
+            db.info().sender_size
+        }
+        (input, _) => input.items().map_or(0, <[I]>::len),
+    };
+    let (protocol, operation) = job.hello_names();
     let mut report = Report::new(protocol, operation);
     if let Some(o) = observer {
         report.observe(o);
     }
     report.role = Some(role);
-    report.params = params.clone();
-    let hello = Hello::new(protocol, operation, params, role, own_size);
-    let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|session| {
-        report.own_set_size = session.own_size;
-        report.peer_set_size = session.peer_size;
-        body(ch, &session, &mut report)
+    report.params = job.hello_params();
+    let hello = Hello::new(protocol, operation, job.hello_params(), role, own_size);
+    let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|ctx| {
+        report.own_set_size = ctx.own_size;
+        report.peer_set_size = ctx.peer_size;
+        dispatch(ch, job, &ctx, input, usable.as_deref(), &mut report)
     });
     if let Err(e) = &result
         && !matches!(
@@ -144,7 +206,85 @@ pub fn run_named<C: Channel>(
         send_abort(ch, &e.to_string());
     }
     let outcome = result?;
-    match &outcome {
+    record(&mut report, &outcome);
+    report.finish(ch);
+    Ok((outcome, report))
+}
+
+/// The one dispatch: which role function runs for the job, the role and the input.
+fn dispatch<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    job: &Job,
+    ctx: &Context,
+    input: Input<'_, I>,
+    usable: Option<&[(usize, crate::crypto::bls12_381::G1Affine)]>,
+    report: &mut Report,
+) -> Result<Outcome> {
+    let op = job.operation;
+    let nothing = |r: Result<()>| r.map(|()| Outcome::Nothing);
+    match (job.protocol, &job.params, ctx.role, input) {
+        (Protocol::Ecdh, _, Role::Sender, Input::Items(x)) => nothing(ecdh::sender(ch, ctx, op, x, report)),
+        (Protocol::Ecdh, _, Role::Receiver, Input::Items(y)) => ecdh::receiver(ch, ctx, op, y, report),
+        (Protocol::Fhe, _, Role::Sender, Input::Items(x)) => nothing(fhe::sender(ch, ctx, x, report)),
+        (Protocol::Fhe, _, Role::Receiver, Input::Items(y)) => fhe::receiver(ch, ctx, y, report),
+        (Protocol::Compact, _, Role::Sender, Input::Items(x)) => nothing(compact::sender(ch, ctx, x, report)),
+        (Protocol::Compact, _, Role::Receiver, Input::Items(y)) => compact::receiver(ch, ctx, y, report),
+        (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Sender, Input::Items(x)) => {
+            mqrpmt::sender(ch, ctx, op, x, None, m, report)
+        }
+        (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Sender, Input::Values { items, values, bound }) => {
+            mqrpmt::sender(ch, ctx, op, items, Some(Values { values, bound }), m, report)
+        }
+        (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Receiver, Input::Items(y)) => {
+            mqrpmt::receiver(ch, ctx, op, y, m, report)
+        }
+        (Protocol::Unbalanced, _, Role::Sender, Input::Database(db)) => {
+            nothing(unbalanced::sender(ch, ctx, db, report))
+        }
+        (Protocol::Unbalanced, ProtocolParams::Unbalanced(u), Role::Receiver, Input::Items(y)) => {
+            unbalanced::receiver(ch, ctx, y, u.fingerprint.as_deref(), report)
+        }
+        (Protocol::Authorized | Protocol::Partial, ProtocolParams::Authorized(a), role, input) => {
+            let mode = Mode::of(job.protocol).expect("an authorised protocol");
+            match (op, role, input, &a.judge_key) {
+                (Operation::Intersection, Role::Sender, Input::Items(y), Some(pk)) => {
+                    nothing(authorized::sender(ch, ctx, mode, pk, &a.client_id, y, report))
+                }
+                (Operation::Intersection, Role::Receiver, Input::Credentials { credentials, .. }, _) => {
+                    authorized::receiver(ch, ctx, credentials, usable.unwrap_or_default(), report)
+                }
+                (Operation::Authorize, Role::Judge, Input::Judge { key, policy, config }, _) => {
+                    authorized::judge(ch, ctx, key, policy, &config, report).map(Outcome::Judged)
+                }
+                (Operation::Authorize, Role::Receiver, Input::Items(x), _) => {
+                    let (credentials, refused) = authorized::authorize(ch, x, &a.client_id, mode, report)?;
+                    Ok(Outcome::Credentials { credentials: Box::new(credentials), refused })
+                }
+                (_, role, input, _) => Err(unsupported(job, role, input.kind())),
+            }
+        }
+        (_, _, role, input) => Err(unsupported(job, role, input.kind())),
+    }
+}
+
+fn unsupported(job: &Job, role: Role, input: &str) -> Error {
+    Error::Usage(format!("{} {} has no {role} role that takes {input}", job.protocol, job.operation))
+}
+
+/// The client's credentials must be for the job's mode, client and judge.
+fn check_credentials(c: &Credentials, mode: Mode, job: &AuthorizedJob) -> Result<()> {
+    if c.mode != mode {
+        return Err(Error::Usage(format!("the credentials are for {}, not {}", c.mode.protocol(), mode.protocol())));
+    }
+    if c.client_id != job.client_id || Some(c.judge_pk) != job.judge_key {
+        return Err(Error::Usage("the credentials are for another client identity or judge than the job".into()));
+    }
+    Ok(())
+}
+
+/// Result counts in the report.
+fn record(report: &mut Report, outcome: &Outcome) {
+    match outcome {
         Outcome::Intersection(v) => report.result("intersection_size", v.len() as u64),
         Outcome::Cardinality(c) => report.result("intersection_size", *c),
         Outcome::Labelled { rows, .. } => report.result("intersection_size", rows.len() as u64),
@@ -163,8 +303,14 @@ pub fn run_named<C: Channel>(
             }
         }
         Outcome::PrivateIds { union, .. } => report.result("union_size", union.len() as u64),
+        Outcome::Credentials { credentials, refused } => {
+            report.result("signed", credentials.entries.len() as u64);
+            report.result("refused", refused.len() as u64);
+        }
+        Outcome::Judged(j) => {
+            report.result("signed", j.signed as u64);
+            report.result("refused", j.refused as u64);
+        }
         Outcome::Nothing => {}
     }
-    report.finish(ch);
-    Ok((outcome, report))
 }

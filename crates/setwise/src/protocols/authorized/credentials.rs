@@ -2,7 +2,9 @@
 //! many intersections.
 
 use super::Mode;
-use crate::pairing::{G1_BYTES, G1Affine, G2_BYTES, G2Affine, Secret, g1_from_bytes, g2_from_bytes};
+use crate::crypto::bls12_381::{G1_BYTES, G1Affine, G2_BYTES, G2Affine, Secret, g1_from_bytes, g2_from_bytes};
+use crate::error::{Error, Result};
+use crate::io::write_atomic;
 use crate::wire::{Reader, Writer};
 use std::path::Path;
 
@@ -10,7 +12,7 @@ const MAGIC: [u8; 8] = *b"SETWCRED";
 const VERSION: u32 = 1;
 
 /// Signatures from the judge, bound to the client's identity.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
     /// Full or partial authorisation.
     pub mode: Mode,
@@ -25,8 +27,9 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// Writes the file (it holds a secret in partial mode: mode 0600 on Unix).
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    /// Writes the file atomically, readable by its owner only (it holds a secret in
+    /// partial mode).
+    pub fn save(&self, path: &Path) -> Result<()> {
         let mut w = Writer::with_capacity(64 + self.entries.len() * 80);
         w.raw(&MAGIC).u32(VERSION).u8(self.mode.code());
         w.raw(&self.judge_pk.to_compressed()).bytes(&self.client_id);
@@ -40,40 +43,40 @@ impl Credentials {
         }
         let mut bytes = w.into_vec();
         bytes.extend_from_slice(blake3::hash(&bytes).as_bytes());
-        let _ = std::fs::remove_file(path);
-        super::write_private(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+        write_atomic(path, &bytes, true).map_err(|e| Error::file(path, e))
     }
 
     /// Reads and checks a credentials file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| Error::file(path, e))?;
+        let damaged = |why: &str| Error::damaged(path, why);
         if bytes.len() < 8 + 32 || bytes[..8] != MAGIC {
-            return Err(format!("{name}: not a setwise credentials file"));
+            return Err(damaged("not a setwise credentials file"));
         }
         let (body, sum) = bytes.split_at(bytes.len() - 32);
         if blake3::hash(body).as_bytes() != sum {
-            return Err(format!("{name}: checksum mismatch (truncated or corrupted)"));
+            return Err(damaged("checksum mismatch (truncated or corrupted)"));
         }
-        let bad = |e: crate::wire::WireError| format!("{name}: {e}");
+        let bad = |e: crate::wire::WireError| Error::damaged(path, e.to_string());
         let mut r = Reader::new(&body[8..]);
         if r.u32("version").map_err(bad)? != VERSION {
-            return Err(format!("{name}: unsupported credentials version"));
+            return Err(damaged("unsupported credentials version"));
         }
-        let mode = Mode::from_code(r.u8("mode").map_err(bad)?).ok_or_else(|| format!("{name}: unknown mode"))?;
+        let mode = Mode::from_code(r.u8("mode").map_err(bad)?).ok_or_else(|| damaged("unknown mode"))?;
         let judge_pk = g2_from_bytes(&r.array::<G2_BYTES>("judge key").map_err(bad)?)
-            .ok_or_else(|| format!("{name}: invalid judge key"))?;
+            .ok_or_else(|| damaged("invalid judge key"))?;
         let client_id = r.bytes("client id", super::MAX_CLIENT_ID).map_err(bad)?.to_vec();
         let r_secret = match r.u8("has r").map_err(bad)? {
             0 => None,
-            _ => Some(Secret::from_bytes(r.array("r").map_err(bad)?).ok_or_else(|| format!("{name}: invalid r"))?),
+            _ => Some(Secret::from_bytes(r.array("r").map_err(bad)?).ok_or_else(|| damaged("invalid r"))?),
         };
+        // Entries are read as they are present: a count the file merely claims allocates nothing.
         let n = r.u32("count").map_err(bad)? as usize;
-        let mut entries = Vec::new();
+        let mut entries = Vec::with_capacity(n.min(r.remaining() / (4 + G1_BYTES)));
         for _ in 0..n {
             let item = r.bytes("item", super::MAX_ITEM).map_err(bad)?.to_vec();
             let sig = g1_from_bytes(&r.array::<G1_BYTES>("signature").map_err(bad)?)
-                .ok_or_else(|| format!("{name}: invalid signature point"))?;
+                .ok_or_else(|| damaged("invalid signature point"))?;
             entries.push((item, sig));
         }
         r.finish("credentials").map_err(bad)?;

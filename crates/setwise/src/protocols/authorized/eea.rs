@@ -8,8 +8,8 @@
 //! `C_i ≠ h_i^r`, the combination fails except with probability ≈ 1/q over the weights,
 //! so one 80-byte proof replaces one per opening.
 
-use crate::hash::{Domain, dst};
-use crate::pairing::{G1_BYTES, G1Affine, G1Projective, Scalar, Secret, g1_from_bytes};
+use crate::crypto::bls12_381::{G1_BYTES, G1Affine, G1Projective, Scalar, Secret, g1_from_bytes};
+use crate::crypto::dst::{self, Domain};
 use group::Curve;
 
 /// The proof: `A` (compressed G1) and `z` (32 bytes).
@@ -79,7 +79,7 @@ pub fn verify(bases: &[G1Affine], commitments: &[G1Affine], proof: &[u8; PROOF_B
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pairing::hash_to_g1;
+    use crate::crypto::bls12_381::hash_to_g1;
 
     #[test]
     fn honest_proofs_verify_and_a_wrong_exponent_does_not() {

@@ -2,19 +2,18 @@
 //! secret `s` per run makes runs with the same credentials unlinkable.
 
 use super::credentials::Credentials;
-use super::{Mode, TAG_INTERSECT_DIGESTS, TAG_INTERSECT_S, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, h1, h2};
-use crate::error::{Error, NetContext, Result};
-use crate::hash::{Domain, dst};
-use crate::net::Channel;
-use crate::pairing::{
-    G1_BYTES, G1Affine, G1Projective, G2_BYTES, G2Affine, G2Prepared, G2Projective, Secret, g1_from_bytes,
-    g2_from_bytes, g2_generator, gt_digest, pair,
+use super::messages::{DIGESTS, OPRF_REQUEST, OPRF_RESPONSE, ServerKey};
+use super::{Mode, h1, h2};
+use crate::crypto::bls12_381::{
+    G1_BYTES, G1Affine, G1Projective, G2Affine, G2Prepared, G2Projective, Secret, g1_from_bytes, g2_generator,
+    gt_digest, pair,
 };
-use crate::protocols::Outcome;
-use crate::protocols::chunks::{recv_all, recv_records, send_records};
-use crate::rng::shuffle;
-use crate::session::{Report, Session, recv_message};
-use crate::wire::{Reader, Writer};
+use crate::crypto::dst::{self, Domain};
+use crate::crypto::rng::shuffle;
+use crate::error::{Error, Result};
+use crate::net::Channel;
+use crate::protocols::{Context, Outcome, Report};
+use crate::wire::msg::Message;
 use group::Curve;
 use rayon::prelude::*;
 use std::collections::HashSet;
@@ -30,7 +29,7 @@ fn decode_points(raw: &[[u8; G1_BYTES]], what: &'static str, offset: usize) -> R
 /// judge `pk`. The server learns nothing.
 pub fn sender<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     mode: Mode,
     pk: &G2Affine,
     client_id: &[u8],
@@ -47,16 +46,11 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
                 .par_iter()
                 .map(|y| (h1(y.as_ref(), client_id) * t.scalar()).to_affine().to_compressed())
                 .collect();
-            send_records(ch, TAG_OPRF_REQUEST, &blinded, "sending the OPRF request")?;
-            let raw = recv_all::<G1_BYTES>(
-                ch,
-                TAG_OPRF_RESPONSE,
-                "OprfResponse",
-                items.len(),
-                "receiving the OPRF response",
-            )?;
+            OPRF_REQUEST.send(ch, &blinded, "sending the OPRF request")?;
+            let raw = OPRF_RESPONSE.recv_all(ch, items.len(), "receiving the OPRF response")?;
             let evaluated = decode_points(&raw, "OprfResponse", 0)?;
-            let t_inv = Option::<crate::pairing::Scalar>::from(ff::Field::invert(&t.scalar())).expect("non-zero");
+            let t_inv =
+                Option::<crate::crypto::bls12_381::Scalar>::from(ff::Field::invert(&t.scalar())).expect("non-zero");
             // H1(y‖ID)^r = (H1(y‖ID)^{t·r})^{1/t}; then H2 of it.
             Ok::<_, Error>(
                 evaluated.par_iter().map(|c| h2(&(G1Projective::from(c) * t_inv).to_affine()).to_affine()).collect(),
@@ -66,13 +60,11 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     report.phase("pair and send", ch, |ch| {
         let big_s = (g2_generator() * s.scalar()).to_affine();
         let pk_s = G2Prepared::from((G2Projective::from(pk) * s.scalar()).to_affine());
-        let domain = Domain::new(dst::AUTHORIZED_DIGEST, session.id);
+        let domain = Domain::new(dst::AUTHORIZED_DIGEST, ctx.id);
         let mut digests: Vec<[u8; 16]> = points.par_iter().map(|p| gt_digest(&domain, &pair(p, &pk_s))).collect();
         shuffle(&mut digests);
-        let mut w = Writer::default();
-        w.u8(TAG_INTERSECT_S).raw(&big_s.to_compressed());
-        ch.send(&w.into_vec()).during("sending S")?;
-        send_records(ch, TAG_INTERSECT_DIGESTS, &digests, "sending encodings")
+        ServerKey(big_s).send(ch, "sending S")?;
+        DIGESTS.send(ch, &digests, "sending encodings")
     })
 }
 
@@ -87,47 +79,32 @@ pub fn usable<I: AsRef<[u8]>>(creds: &Credentials, items: &[I]) -> Vec<(usize, G
 /// credentials (the hello announced their number). Returns the matching indices.
 pub fn receiver(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     creds: &Credentials,
     usable: &[(usize, G1Affine)],
     report: &mut Report,
 ) -> Result<Outcome> {
-    let m = session.sender_size();
+    let m = ctx.sender_size();
     if creds.mode == Mode::Partial {
         let r = creds.r.as_ref().ok_or_else(|| Error::Params("partial credentials without their exponent r".into()))?;
         report.phase("OPRF for the server", ch, |ch| {
             let mut out = Vec::with_capacity(m.min(1 << 20));
-            recv_records::<G1_BYTES>(
-                ch,
-                TAG_OPRF_REQUEST,
-                "OprfRequest",
-                m,
-                "receiving the OPRF request",
-                |at, chunk| {
-                    let pts = decode_points(chunk, "OprfRequest", at)?;
-                    out.extend(
-                        pts.par_iter()
-                            .map(|p| (G1Projective::from(p) * r.scalar()).to_affine().to_compressed())
-                            .collect::<Vec<_>>(),
-                    );
-                    Ok(())
-                },
-            )?;
-            send_records(ch, TAG_OPRF_RESPONSE, &out, "sending the OPRF response")
+            OPRF_REQUEST.recv(ch, m, "receiving the OPRF request", |at, chunk| {
+                let pts = decode_points(chunk, "OprfRequest", at)?;
+                out.extend(
+                    pts.par_iter()
+                        .map(|p| (G1Projective::from(p) * r.scalar()).to_affine().to_compressed())
+                        .collect::<Vec<_>>(),
+                );
+                Ok(())
+            })?;
+            OPRF_RESPONSE.send(ch, &out, "sending the OPRF response")
         })?;
     }
     report.phase("receive and match", ch, |ch| {
-        let body = recv_message(ch, TAG_INTERSECT_S, "IntersectS", "receiving S")?;
-        let mut rd = Reader::new(&body);
-        let s_bytes: [u8; G2_BYTES] = rd.array("IntersectS.S")?;
-        rd.finish("IntersectS")?;
-        let big_s =
-            G2Prepared::from(g2_from_bytes(&s_bytes).ok_or(Error::InvalidPoint { what: "IntersectS", index: 0 })?);
-        let server: HashSet<[u8; 16]> =
-            recv_all::<16>(ch, TAG_INTERSECT_DIGESTS, "IntersectDigests", m, "receiving encodings")?
-                .into_iter()
-                .collect();
-        let domain = Domain::new(dst::AUTHORIZED_DIGEST, session.id);
+        let big_s = G2Prepared::from(ServerKey::recv(ch, "receiving S", ())?.0);
+        let server: HashSet<[u8; 16]> = DIGESTS.recv_all(ch, m, "receiving encodings")?.into_iter().collect();
+        let domain = Domain::new(dst::AUTHORIZED_DIGEST, ctx.id);
         let mut matched: Vec<usize> = usable
             .par_iter()
             .filter(|(_, sig)| server.contains(&gt_digest(&domain, &pair(sig, &big_s))))

@@ -1,27 +1,22 @@
 //! Authorize: the judge signs a client's items (full) or commitments (partial).
 
 use super::credentials::Credentials;
-use super::eea::{self, PROOF_BYTES};
-use super::{
-    JudgeKey, MAX_CLIENT_ID, MAX_ITEM, Mode, Policy, TAG_AUTH_CHALLENGE, TAG_AUTH_COMMITMENTS, TAG_AUTH_HEADER,
-    TAG_AUTH_ITEMS, TAG_AUTH_KEY, TAG_AUTH_OPENING, TAG_AUTH_SIGNATURES, h1, h2,
+use super::eea;
+use super::messages::{
+    AuthHeader, COMMITMENTS, Challenge, ITEMS, JudgeKeyMessage, Opening, SIGNATURES, read_signature, write_signature,
 };
-use crate::error::{Error, NetContext, Result};
+use super::{JudgeKey, MAX_CLIENT_ID, MAX_ITEM, Mode, Policy, h1, h2};
+use crate::crypto::bls12_381::{
+    Bls12, G1_BYTES, G1Affine, G1Projective, G2Affine, G2Prepared, Secret, g1_from_bytes, g2_generator,
+};
+use crate::error::{Deviation, Error, Result};
 use crate::net::Channel;
-use crate::pairing::{
-    Bls12, G1_BYTES, G1Affine, G1Projective, G2_BYTES, G2Affine, G2Prepared, Secret, g1_from_bytes, g2_from_bytes,
-    g2_generator,
-};
-use crate::protocols::chunks::{recv_all, recv_counted, send_records};
-use crate::session::{Report, Session, recv_message};
-use crate::wire::{Reader, WireError, Writer};
+use crate::protocols::{Context, Report};
+use crate::wire::msg::Message;
 use group::Curve;
 use pairing_lib::{MillerLoopResult, MultiMillerLoop};
 use rand::seq::index::sample;
 use rayon::prelude::*;
-
-/// Items per frame when the client sends items or the judge sends signatures.
-const ITEMS_PER_FRAME: usize = 4096;
 
 /// How the judge decides.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +29,7 @@ pub struct JudgeConfig {
 }
 
 /// What the judge did in one session.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct JudgeOutcome {
     /// The client's identity.
     pub client_id: String,
@@ -51,22 +46,15 @@ pub struct JudgeOutcome {
 /// The judge's side of one authorisation.
 pub fn judge(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     key: &JudgeKey,
     policy: &dyn Policy,
     cfg: &JudgeConfig,
     report: &mut Report,
 ) -> Result<JudgeOutcome> {
-    let mut w = Writer::default();
-    w.u8(TAG_AUTH_KEY).raw(&key.public().to_compressed());
-    ch.send(&w.into_vec()).during("sending the judge key")?;
-    let body = recv_message(ch, TAG_AUTH_HEADER, "AuthHeader", "receiving the request")?;
-    let mut r = Reader::new(&body);
-    let mode = Mode::from_code(r.u8("AuthHeader.mode")?)
-        .ok_or(WireError::Invalid { what: "AuthHeader.mode", why: "not 1 or 2" })?;
-    let client_id = r.bytes("AuthHeader.client_id", MAX_CLIENT_ID)?.to_vec();
-    r.finish("AuthHeader")?;
-    let n = session.peer_size;
+    JudgeKeyMessage(*key.public()).send(ch, "sending the judge key")?;
+    let AuthHeader { mode, client_id } = AuthHeader::recv(ch, "receiving the request", ())?;
+    let n = ctx.peer_size;
     let sk = key.secret().scalar();
     let (statuses, opened) = match mode {
         Mode::Full => {
@@ -86,57 +74,34 @@ pub fn judge(
         }
         Mode::Partial => {
             let commitments = report.phase("receive commitments", ch, |ch| {
-                let raw =
-                    recv_all::<G1_BYTES>(ch, TAG_AUTH_COMMITMENTS, "AuthCommitments", n, "receiving commitments")?;
+                let raw = COMMITMENTS.recv_all(ch, n, "receiving commitments")?;
                 raw.par_iter()
                     .enumerate()
                     .map(|(i, b)| g1_from_bytes(b).ok_or(Error::InvalidPoint { what: "AuthCommitments", index: i }))
                     .collect::<Result<Vec<_>>>()
             })?;
             let k = if n == 0 { 0 } else { ((cfg.fraction.clamp(0.0, 1.0) * n as f64).ceil() as usize).clamp(1, n) };
-            let mut challenge: Vec<usize> = sample(&mut crate::rng::csprng(), n, k).into_vec();
+            let mut challenge: Vec<usize> = sample(&mut crate::crypto::rng::csprng(), n, k).into_vec();
             challenge.sort_unstable();
-            let (revealed, proof) = report.phase("challenge and verify", ch, |ch| {
-                let mut w = Writer::with_capacity(4 + 4 * k);
-                w.u8(TAG_AUTH_CHALLENGE).u32(k as u32);
-                challenge.iter().for_each(|&i| {
-                    w.u32(i as u32);
-                });
-                ch.send(&w.into_vec()).during("sending the challenge")?;
-                let body = recv_message(ch, TAG_AUTH_OPENING, "AuthOpening", "receiving the opening")?;
-                let mut r = Reader::new(&body);
-                let count = r.count("AuthOpening.count", k)?;
-                if count != k {
-                    return Err(Error::PeerMisbehaved(format!("{count} openings for {k} challenged commitments")));
-                }
-                let mut revealed = Vec::with_capacity(k);
-                for &want in &challenge {
-                    let idx = r.u32("AuthOpening.index")? as usize;
-                    if idx != want {
-                        return Err(Error::PeerMisbehaved(format!("opened commitment {idx} instead of {want}")));
-                    }
-                    revealed.push(r.bytes("AuthOpening.item", MAX_ITEM)?.to_vec());
-                }
-                let proof: [u8; PROOF_BYTES] = r.array("AuthOpening.proof")?;
-                r.finish("AuthOpening")?;
-                Ok((revealed, proof))
+            let opening = report.phase("challenge and verify", ch, |ch| {
+                let challenge = Challenge(challenge.clone());
+                challenge.send(ch, "sending the challenge")?;
+                Opening::recv(ch, "receiving the opening", &challenge.0)
             })?;
-            let bases: Vec<G1Affine> = revealed.par_iter().map(|x| h1(x, &client_id).to_affine()).collect();
+            let bases: Vec<G1Affine> = opening.items.par_iter().map(|(_, x)| h1(x, &client_id).to_affine()).collect();
             let opened: Vec<G1Affine> = challenge.iter().map(|&i| commitments[i]).collect();
-            if !eea::verify(&bases, &opened, &proof) {
-                return Err(Error::PeerMisbehaved(
-                    "the exponent-equality proof does not verify: an opening does not match its commitment".into(),
-                ));
+            if !eea::verify(&bases, &opened, &opening.proof) {
+                return Err(Deviation::Unverified { what: "the exponent-equality proof of the opening" }.into());
             }
             // The judge cannot see unopened items, so one refused opening refuses all.
-            let all_ok = revealed.iter().all(|x| policy.allows(x));
+            let all_ok = opening.items.iter().all(|(_, x)| policy.allows(x));
             let sigs = report.phase("sign", ch, |_| {
                 commitments.par_iter().map(|c| all_ok.then(|| (h2(c) * sk).to_affine())).collect::<Vec<_>>()
             });
             (sigs, k)
         }
     };
-    report.phase("send signatures", ch, |ch| send_signatures(ch, &statuses))?;
+    report.phase("send signatures", ch, |ch| SIGNATURES.send(ch, &statuses, "sending signatures", write_signature))?;
     let signed = statuses.iter().filter(|s| s.is_some()).count();
     Ok(JudgeOutcome {
         client_id: String::from_utf8_lossy(&client_id).into_owned(),
@@ -149,38 +114,17 @@ pub fn judge(
 
 fn recv_items(ch: &mut impl Channel, n: usize) -> Result<Vec<Vec<u8>>> {
     let mut items = Vec::with_capacity(n.min(1 << 16));
-    recv_counted(ch, TAG_AUTH_ITEMS, "AuthItems", n, ITEMS_PER_FRAME, "receiving items", |r| {
+    ITEMS.recv(ch, n, "receiving items", |r| {
         items.push(r.bytes("AuthItems.item", MAX_ITEM)?.to_vec());
         Ok(())
     })?;
     Ok(items)
 }
 
-fn send_signatures(ch: &mut impl Channel, sigs: &[Option<G1Affine>]) -> Result<()> {
-    for chunk in sigs.chunks(ITEMS_PER_FRAME) {
-        let mut w = Writer::with_capacity(5 + chunk.len() * (1 + G1_BYTES));
-        w.u8(TAG_AUTH_SIGNATURES).u32(chunk.len() as u32);
-        for s in chunk {
-            match s {
-                Some(p) => w.u8(1).raw(&p.to_compressed()),
-                None => w.u8(0).raw(&[0u8; G1_BYTES]),
-            };
-        }
-        ch.send(&w.into_vec()).during("sending signatures")?;
-    }
-    Ok(())
-}
-
 fn recv_signatures(ch: &mut impl Channel, n: usize) -> Result<Vec<Option<G1Affine>>> {
     let mut out = Vec::with_capacity(n.min(1 << 16));
-    recv_counted(ch, TAG_AUTH_SIGNATURES, "AuthSignatures", n, ITEMS_PER_FRAME, "receiving signatures", |r| {
-        let status = r.u8("AuthSignatures.status")?;
-        let bytes: [u8; G1_BYTES] = r.array("AuthSignatures.signature")?;
-        let sig = match status {
-            0 => None,
-            _ => Some(g1_from_bytes(&bytes).ok_or(Error::InvalidPoint { what: "AuthSignatures", index: out.len() })?),
-        };
-        out.push(sig);
+    SIGNATURES.recv(ch, n, "receiving signatures", |r| {
+        out.push(read_signature(r, out.len())?);
         Ok(())
     })?;
     Ok(out)
@@ -220,27 +164,15 @@ pub fn authorize<I: AsRef<[u8]> + Sync>(
     if client_id.len() > MAX_CLIENT_ID {
         return Err(Error::Params(format!("the client identity is longer than {MAX_CLIENT_ID} bytes")));
     }
-    let body = recv_message(ch, TAG_AUTH_KEY, "AuthKey", "receiving the judge key")?;
-    let mut r = Reader::new(&body);
-    let pk_bytes: [u8; G2_BYTES] = r.array("AuthKey.pk")?;
-    r.finish("AuthKey")?;
-    let pk = g2_from_bytes(&pk_bytes).ok_or(Error::InvalidPoint { what: "AuthKey", index: 0 })?;
-    let mut w = Writer::default();
-    w.u8(TAG_AUTH_HEADER).u8(mode.code()).bytes(client_id);
-    ch.send(&w.into_vec()).during("sending the request")?;
+    let JudgeKeyMessage(pk) = JudgeKeyMessage::recv(ch, "receiving the judge key", ())?;
+    AuthHeader { mode, client_id: client_id.to_vec() }.send(ch, "sending the request")?;
     let n = items.len();
     let (sigs, messages, r_secret) = match mode {
         Mode::Full => {
             report.phase("send items", ch, |ch| {
-                for chunk in items.chunks(ITEMS_PER_FRAME) {
-                    let mut w = Writer::default();
-                    w.u8(TAG_AUTH_ITEMS).u32(chunk.len() as u32);
-                    chunk.iter().for_each(|x| {
-                        w.bytes(x.as_ref());
-                    });
-                    ch.send(&w.into_vec()).during("sending items")?;
-                }
-                Ok::<_, Error>(())
+                ITEMS.send(ch, items, "sending items", |w, x| {
+                    w.bytes(x.as_ref());
+                })
             })?;
             let sigs = report.phase("receive signatures", ch, |ch| recv_signatures(ch, n))?;
             let messages: Vec<G1Affine> = items.par_iter().map(|x| h1(x.as_ref(), client_id).to_affine()).collect();
@@ -253,31 +185,15 @@ pub fn authorize<I: AsRef<[u8]> + Sync>(
                 bases.par_iter().map(|h| (G1Projective::from(h) * r.scalar()).to_affine()).collect();
             report.phase("commit", ch, |ch| {
                 let enc: Vec<[u8; G1_BYTES]> = commitments.iter().map(|c| c.to_compressed()).collect();
-                send_records(ch, TAG_AUTH_COMMITMENTS, &enc, "sending commitments")
+                COMMITMENTS.send(ch, &enc, "sending commitments")
             })?;
             report.phase("open", ch, |ch| {
-                let body = recv_message(ch, TAG_AUTH_CHALLENGE, "AuthChallenge", "receiving the challenge")?;
-                let mut rd = Reader::new(&body);
-                let k = rd.count("AuthChallenge.count", n)?;
-                let mut idx = Vec::with_capacity(k);
-                for _ in 0..k {
-                    let i = rd.u32("AuthChallenge.index")? as usize;
-                    if i >= n || idx.last().is_some_and(|&l| l >= i) {
-                        return Err(Error::PeerMisbehaved("challenge indices out of range or not increasing".into()));
-                    }
-                    idx.push(i);
-                }
-                rd.finish("AuthChallenge")?;
+                let Challenge(idx) = Challenge::recv(ch, "receiving the challenge", n)?;
                 let ob: Vec<G1Affine> = idx.iter().map(|&i| bases[i]).collect();
                 let oc: Vec<G1Affine> = idx.iter().map(|&i| commitments[i]).collect();
                 let proof = eea::prove(&r, &ob, &oc);
-                let mut w = Writer::default();
-                w.u8(TAG_AUTH_OPENING).u32(k as u32);
-                for &i in &idx {
-                    w.u32(i as u32).bytes(items[i].as_ref());
-                }
-                w.raw(&proof);
-                ch.send(&w.into_vec()).during("sending the opening")
+                let items = idx.iter().map(|&i| (i, items[i].as_ref().to_vec())).collect();
+                Opening { items, proof }.send(ch, "sending the opening")
             })?;
             let sigs = report.phase("receive signatures", ch, |ch| recv_signatures(ch, n))?;
             let messages: Vec<G1Affine> = commitments.par_iter().map(|c| h2(c).to_affine()).collect();
@@ -287,7 +203,7 @@ pub fn authorize<I: AsRef<[u8]> + Sync>(
     let signed: Vec<(G1Affine, G1Affine)> =
         sigs.iter().zip(&messages).filter_map(|(s, m)| s.map(|s| (s, *m))).collect();
     if !report.phase("verify signatures", ch, |_| batch_verify(&pk, &signed)) {
-        return Err(Error::PeerMisbehaved("the judge's signatures do not verify under its public key".into()));
+        return Err(Deviation::Unverified { what: "the judge's signatures under its public key" }.into());
     }
     let mut entries = Vec::new();
     let mut refused = Vec::new();
@@ -297,7 +213,5 @@ pub fn authorize<I: AsRef<[u8]> + Sync>(
             None => refused.push(i),
         }
     }
-    report.result("signed", entries.len() as u64);
-    report.result("refused", refused.len() as u64);
     Ok((Credentials { mode, judge_pk: pk, client_id: client_id.to_vec(), r: r_secret, entries }, refused))
 }

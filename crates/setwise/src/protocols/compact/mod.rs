@@ -15,24 +15,18 @@
 //! 3. sender: checks P, then per x: m = Π(P(H1(x))), K = a₀·8·decode(m), sends the
 //!    shuffled tags H2(x, u(K)); the receiver matches them against H2(y, u(b·A)).
 
+pub mod messages;
 mod receiver;
 mod sender;
 
 pub use receiver::receiver;
 pub use sender::sender;
 
+use crate::crypto::dst::{self, Domain};
+use crate::crypto::wideperm::WidePermutation;
 use crate::error::{Error, Result};
-use crate::fp128::F128;
-use crate::hash::{Domain, dst};
-use crate::session::Session;
-use crate::wideperm::WidePermutation;
-
-/// Sender → receiver: the sender's key A (compressed Edwards point).
-pub(crate) const TAG_KEY: u8 = 0x50;
-/// Receiver → sender: the polynomial (u32 count, then 32-byte coefficient pairs).
-pub(crate) const TAG_POLYNOMIAL: u8 = 0x51;
-/// Sender → receiver: a chunk of shuffled 32-byte tags.
-pub(crate) const TAG_TAGS: u8 = 0x52;
+use crate::math::fp128::F128;
+use crate::protocols::Context;
 
 /// Largest set either side may hold: 2^16. Interpolation is quadratic, so beyond a few
 /// thousand items the `ecdh` protocol (semi-honest) or a linear-time malicious PSI is
@@ -57,11 +51,11 @@ pub(crate) struct Hashes {
 }
 
 impl Hashes {
-    pub(crate) fn new(session: &Session) -> Self {
+    pub(crate) fn new(ctx: &Context) -> Self {
         Self {
-            h1: Domain::new(dst::COMPACT_ITEM_TO_FIELD, session.id).hasher(),
-            h2: Domain::new(dst::COMPACT_TAG, session.id).hasher(),
-            perm: WidePermutation::new(&Domain::new(dst::COMPACT_PERMUTATION, session.id)),
+            h1: Domain::new(dst::COMPACT_ITEM_TO_FIELD, ctx.id).hasher(),
+            h2: Domain::new(dst::COMPACT_TAG, ctx.id).hasher(),
+            perm: WidePermutation::new(&Domain::new(dst::COMPACT_PERMUTATION, ctx.id)),
         }
     }
 
@@ -98,8 +92,8 @@ pub(crate) fn pair_from_bytes(b: &[u8; 32]) -> Option<[F128; 2]> {
 }
 
 /// Checks both announced sizes against [`MAX_SET`] before anything is allocated.
-pub(crate) fn check_sizes(session: &Session) -> Result<()> {
-    for (who, n) in [("sender", session.sender_size()), ("receiver", session.receiver_size())] {
+pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
+    for (who, n) in [("sender", ctx.sender_size()), ("receiver", ctx.receiver_size())] {
         if n > MAX_SET {
             return Err(Error::Params(format!(
                 "compact PSI takes sets of at most {MAX_SET} items, the {who} has {n}; use --protocol ecdh for larger sets"

@@ -14,24 +14,36 @@
 //!    computes a·b·H(y);
 //! 3. sender → receiver: a·b·H(y) in the receiver's order (`intersection`) or shuffled
 //!    (`cardinality`); the receiver computes b·a·H(x) and matches.
+//!
+//! The same steps run without a channel in [`steps`].
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::protocols::{Context, Outcome, Report, Role, ecdh};
+//! use setwise::{Operation, crypto::dst::SessionId};
+//!
+//! // Both roles over an in-memory channel, with a context as a hello would agree it.
+//! let (x, y) = (["a", "b", "c"], ["b", "c", "d"]);
+//! let ctx = |role, own, peer| Context { id: SessionId([7; 32]), role, own_size: own, peer_size: peer };
+//! let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+//! let got = std::thread::scope(|s| {
+//!     s.spawn(|| ecdh::sender(&mut a, &ctx(Role::Sender, 3, 3), Operation::Intersection, &x, &mut Report::default()));
+//!     ecdh::receiver(&mut b, &ctx(Role::Receiver, 3, 3), Operation::Intersection, &y, &mut Report::default())
+//! });
+//! assert_eq!(got.unwrap(), Outcome::Intersection(vec![0, 1]));
+//! ```
 
+pub mod messages;
 mod receiver;
 mod sender;
+pub mod steps;
 
 pub use receiver::receiver;
 pub use sender::sender;
 
-/// Receiver → sender: a chunk of b·H(y).
-pub(crate) const TAG_RECEIVER_BLINDED: u8 = 0x10;
-/// Sender → receiver: a chunk of a·H(x), shuffled.
-pub(crate) const TAG_SENDER_BLINDED: u8 = 0x11;
-/// Sender → receiver: a chunk of a·b·H(y).
-pub(crate) const TAG_DOUBLE_BLINDED: u8 = 0x12;
+use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::ristretto::ItemHasher;
 
-use crate::group::ItemHasher;
-use crate::hash::{Domain, dst};
-use crate::session::Session;
-
-fn item_hasher(session: &Session) -> ItemHasher {
-    ItemHasher::new(&Domain::new(dst::ECDH_ITEM_TO_GROUP, session.id))
+fn item_hasher(session: SessionId) -> ItemHasher {
+    ItemHasher::new(&Domain::new(dst::ECDH_ITEM_TO_GROUP, session))
 }

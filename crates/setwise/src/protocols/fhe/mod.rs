@@ -15,6 +15,7 @@
 //! (ct×pt only), `r` fresh uniformly random non-zero per slot. Results are switched to
 //! the last level and sent back; an item matches when all its slots decrypt to zero.
 
+pub mod messages;
 pub mod params;
 mod receiver;
 pub mod sender;
@@ -23,24 +24,14 @@ pub use params::FheParams;
 pub use receiver::receiver;
 pub use sender::sender;
 
-use crate::hash::{Domain, dst};
-use crate::session::Session;
+use crate::crypto::dst::{self, Domain};
+use crate::protocols::Context;
 use rayon::prelude::*;
-
-/// Receiver → sender: the relinearisation key (only when the sender derives powers).
-pub(crate) const TAG_KEY: u8 = 0x20;
-/// Key and query message tags.
-pub(crate) const TAGS: crate::protocols::he_query::QueryTags =
-    crate::protocols::he_query::QueryTags { key: (TAG_KEY, "FheKey"), query: (TAG_QUERY, "FheQuery") };
-/// Receiver → sender: one query ciphertext (receiver ciphertext-major, then source).
-pub(crate) const TAG_QUERY: u8 = 0x21;
-/// Sender → receiver: one result ciphertext (receiver ciphertext-major, then group).
-pub(crate) const TAG_RESULT: u8 = 0x22;
 
 /// Each item's `felts` field elements, flattened: hash the item in this session's
 /// domain and reduce 64-bit words mod t (bias ≤ t/2^64).
-pub(crate) fn item_felts<I: AsRef<[u8]> + Sync>(session: &Session, items: &[I], felts: usize, t: u64) -> Vec<u64> {
-    let domain = Domain::new(dst::FHE_ITEM_TO_FIELD, session.id);
+pub(crate) fn item_felts<I: AsRef<[u8]> + Sync>(ctx: &Context, items: &[I], felts: usize, t: u64) -> Vec<u64> {
+    let domain = Domain::new(dst::FHE_ITEM_TO_FIELD, ctx.id);
     items
         .par_iter()
         .flat_map_iter(|item| {

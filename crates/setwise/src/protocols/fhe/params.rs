@@ -172,7 +172,7 @@ impl FheParams {
     pub fn describe(&self) -> String {
         format!(
             "{} felts/item={} chunk degree={} sources=1..{} items/ct={} replicas={} receiver cts={} results={} false-match≤2^{:.0}",
-            self.he.fingerprint(),
+            self.he.describe(),
             self.felts,
             self.degree,
             self.sources.len(),

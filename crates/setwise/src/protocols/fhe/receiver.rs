@@ -1,33 +1,35 @@
 //! The FHE-PSI receiver: holds the BFV secret key and learns the intersection.
 
-use super::{FheParams, TAG_RESULT, TAGS, item_felts, slot};
+use super::messages;
+use super::{FheParams, item_felts, slot};
 use crate::error::{Error, Result};
 use crate::he::{HeContext, SecretKey};
+use crate::math::zp::Zp;
 use crate::net::Channel;
-use crate::poly::pow_mod;
 use crate::protocols::Outcome;
 use crate::protocols::he_query::send_query;
-use crate::session::{Report, Session, recv_message};
+use crate::protocols::{Context, Report};
+use crate::wire::msg::Message;
 
 /// Runs the receiver's side on its distinct `items`; returns the indices of the items
 /// in the intersection.
 pub fn receiver<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     items: &[I],
     report: &mut Report,
 ) -> Result<Outcome> {
-    let Some(p) = FheParams::choose(session.receiver_size(), session.sender_size()) else {
+    let Some(p) = FheParams::choose(ctx.receiver_size(), ctx.sender_size()) else {
         return Ok(Outcome::Intersection(Vec::new()));
     };
     report.detail("fhe", p.describe());
-    let (ctx, plan) = (HeContext::new(&p.he).map_err(he)?, p.plan());
-    let t = ctx.plain_modulus();
-    let mut sk = SecretKey::generate(&ctx);
-    let felts = item_felts(session, items, p.felts, t);
+    let (bfv, plan) = (HeContext::new(&p.he).map_err(he)?, p.plan());
+    let t = bfv.plain_modulus();
+    let mut sk = SecretKey::generate(&bfv);
+    let felts = item_felts(ctx, items, p.felts, t);
     report.phase("encrypt and send query", ch, |ch| {
         let vectors = (0..p.receiver_cts).flat_map(|c| {
-            let mut base = vec![0u64; ctx.slots()];
+            let mut base = vec![0u64; bfv.slots()];
             let first = c * p.items_per_ct;
             let here = items.len().min(first + p.items_per_ct) - first;
             for r in 0..p.replicas {
@@ -39,20 +41,19 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             }
             plan.sources()
                 .iter()
-                .map(move |&e| base.iter().map(|&v| pow_mod(v, e as u64, t)).collect::<Vec<u64>>())
+                .map(move |&e| base.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
-        send_query(ch, &mut sk, TAGS, plan.products() > 0, vectors)
+        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, plan.products() > 0, vectors)
     })?;
-    let chunks = session.sender_size().div_ceil(p.degree);
+    let chunks = ctx.sender_size().div_ceil(p.degree);
     report.phase("decrypt results", ch, |ch| {
         let mut matched = vec![false; items.len()];
         for c in 0..p.receiver_cts {
             let first = c * p.items_per_ct;
             let here = items.len().min(first + p.items_per_ct) - first;
             for g in 0..p.groups {
-                let body = recv_message(ch, TAG_RESULT, "FheResult", "receiving results")?;
-                let ct = ctx.ciphertext_from_wire(&body, ctx.last_level(), "FheResult").map_err(he)?;
+                let ct = messages::Result::recv(ch, "receiving results", (&bfv, bfv.last_level()))?.0;
                 let slots = sk.decrypt(&ct).map_err(he)?;
                 for r in (0..p.replicas).filter(|r| g * p.replicas + r < chunks) {
                     for (i, m) in matched[first..first + here].iter_mut().enumerate() {

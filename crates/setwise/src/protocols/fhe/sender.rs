@@ -1,13 +1,16 @@
 //! The FHE-PSI sender: evaluates its chunks' polynomials on the receiver's ciphertexts.
 
-use super::{FheParams, TAG_RESULT, TAGS, item_felts, slot};
-use crate::error::{Error, NetContext, Result};
+use super::messages;
+use super::{FheParams, item_felts, slot};
+use crate::crypto::rng::{csprng, shuffle};
+use crate::error::{Error, Result};
 use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plaintext, Powers};
+use crate::math::poly::from_roots;
+use crate::math::zp::Zp;
 use crate::net::Channel;
-use crate::poly::{from_roots, mul_mod};
 use crate::protocols::he_query::recv_query;
-use crate::rng::{csprng, shuffle};
-use crate::session::{Report, Session};
+use crate::protocols::{Context, Report};
+use crate::wire::msg::send_message;
 use rand::RngExt;
 use rayon::prelude::*;
 
@@ -18,19 +21,19 @@ const BATCH: usize = 32;
 /// Runs the sender's side on its distinct `items`. The sender learns nothing.
 pub fn sender<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     items: &[I],
     report: &mut Report,
 ) -> Result<()> {
-    let Some(p) = FheParams::choose(session.receiver_size(), session.sender_size()) else {
+    let Some(p) = FheParams::choose(ctx.receiver_size(), ctx.sender_size()) else {
         return Ok(());
     };
     report.detail("fhe", p.describe());
-    let (ctx, plan) = (HeContext::new(&p.he).map_err(Error::from)?, p.plan());
-    let t = ctx.plain_modulus();
+    let (bfv, plan) = (HeContext::new(&p.he).map_err(Error::from)?, p.plan());
+    let t = bfv.plain_modulus();
     // Chunk polynomials, per chunk and felt: coefficients of ∏ (z − b_f) over the chunk.
     let polys = report.phase("interpolate chunks", ch, |_| {
-        let mut felts = item_felts(session, items, p.felts, t);
+        let mut felts = item_felts(ctx, items, p.felts, t);
         let mut order: Vec<usize> = (0..items.len()).collect();
         shuffle(&mut order);
         let mut shuffled = Vec::with_capacity(felts.len());
@@ -42,14 +45,19 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
                 (0..p.felts)
                     .map(|f| {
                         let roots: Vec<u64> = chunk.iter().skip(f).step_by(p.felts).copied().collect();
-                        from_roots(&roots, t)
+                        from_roots(Zp::new(t), &roots)
                     })
                     .collect::<Vec<_>>()
             })
             .collect::<Vec<_>>()
     });
     let (key, query) = report.phase("receive query", ch, |ch| {
-        recv_query(ch, &ctx, TAGS, plan.products() > 0, p.receiver_cts * plan.sources().len())
+        recv_query::<{ messages::KEY }, { messages::QUERY }>(
+            ch,
+            &bfv,
+            plan.products() > 0,
+            p.receiver_cts * plan.sources().len(),
+        )
     })?;
     let ev = Evaluator::new(key.as_ref());
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {
@@ -64,17 +72,14 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             let results = batch
                 .par_iter()
                 .map(|&(c, g)| {
-                    evaluate_group(&ev, &ctx, &p, &polys, g, &powers[c]).and_then(|mut r| {
+                    evaluate_group(&ev, &bfv, &p, &polys, g, &powers[c]).and_then(|mut r| {
                         r.mod_switch_to_last()?;
                         Ok(r.to_bytes())
                     })
                 })
                 .collect::<Result<Vec<_>, HeError>>()?;
             for r in results {
-                let mut frame = Vec::with_capacity(r.len() + 1);
-                frame.push(TAG_RESULT);
-                frame.extend_from_slice(&r);
-                ch.send(&frame).during("sending results")?;
+                send_message(ch, messages::RESULT, &r, "sending results")?;
             }
         }
         Ok(())
@@ -88,13 +93,13 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
 #[doc(hidden)]
 pub fn evaluate_group(
     ev: &Evaluator<'_>,
-    ctx: &HeContext,
+    bfv: &HeContext,
     p: &FheParams,
     polys: &[Vec<Vec<u64>>],
     g: usize,
     powers: &Powers,
 ) -> Result<Ciphertext, HeError> {
-    let (t, n, d) = (ctx.plain_modulus(), ctx.slots(), p.degree);
+    let (t, n, d) = (bfv.plain_modulus(), bfv.slots(), p.degree);
     let mut coeffs = vec![vec![0u64; n]; d + 1];
     coeffs[0].fill(1);
     for k in 0..p.replicas {
@@ -115,8 +120,8 @@ pub fn evaluate_group(
     let pts: Vec<Plaintext> = coeffs
         .iter()
         .map(|c| {
-            let v: Vec<u64> = c.iter().zip(&r).map(|(&a, &r)| mul_mod(a, r, t)).collect();
-            ctx.encode(&v, 0)
+            let v: Vec<u64> = c.iter().zip(&r).map(|(&a, &r)| Zp::new(t).mul(a, r)).collect();
+            bfv.encode(&v, 0)
         })
         .collect::<Result<_, _>>()?;
     let cts: Vec<&Ciphertext> = (1..=d as u32)

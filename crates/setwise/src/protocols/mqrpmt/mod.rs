@@ -23,31 +23,68 @@
 //! failure probabilities: docs/protocols/mqrpmt.md. Wire: docs/wire-format.md#mqrpmt.
 
 mod codec;
+pub mod messages;
 mod operations;
 mod private_id;
 mod rpmt;
 
 pub use codec::ItemCodec;
-pub use operations::{Shares, Values, receiver, sender, sum_width};
-pub use rpmt::{LastMove, client, server};
+pub use operations::{Shares, Values, sum_width};
+pub use rpmt::{Construction, LastMove, client, server};
 
-/// Server → client: a chunk of F_k1(H(y)).
-pub(crate) const TAG_SERVER_ITEMS: u8 = 0x70;
-/// Client → server: a chunk of F_k2(F_k1(H(y))), shuffled (explicit-shuffle last move).
-pub(crate) const TAG_SHUFFLED: u8 = 0x71;
-/// Client → server: the Bloom filter of F_k2(F_k1(H(y))) (Bloom last move).
-pub(crate) const TAG_FILTER: u8 = 0x72;
-/// Client → server: a chunk of F_k2(H(x)), in the client's order.
-pub(crate) const TAG_CLIENT_ITEMS: u8 = 0x73;
-/// Client → server: the width in bytes of the OT messages (union, shares, sum).
-pub(crate) const TAG_WIDTH: u8 = 0x74;
-/// Server → client (sum): the masked sum S' and the cardinality.
-pub(crate) const TAG_SUM: u8 = 0x75;
-/// Private-ID: a chunk of blinded points s·H(z).
-pub(crate) const TAG_BLINDED: u8 = 0x76;
-/// Private-ID: a chunk of the peer's blinded points under the own key, in order.
-pub(crate) const TAG_EVALUATED: u8 = 0x77;
-/// Private-ID, client → server: the shuffled set r·k2·s·H(y) the server tests against.
-pub(crate) const TAG_TEST_SET: u8 = 0x79;
-/// Private-ID, server → client: the count, then chunks, of the sorted union IDs.
-pub(crate) const TAG_UNION_IDS: u8 = 0x78;
+use crate::crypto::rng::shuffle;
+use crate::error::Result;
+use crate::net::Channel;
+use crate::protocols::{Context, Operation, Outcome, Report};
+
+/// What both sides of an mqRPMT run agree on besides the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MqrpmtParams {
+    /// The membership test's construction.
+    pub construction: Construction,
+    /// How the client returns the server's keyed items.
+    pub last_move: LastMove,
+}
+
+/// The client P2 (the hello's sender) with its items X and, for `sum`, its values.
+///
+/// Learns nothing, except with `sum` (|X ∩ Y| and the sum of its values over X ∩ Y),
+/// `shares` (its shares) and `private-id` (the IDs).
+pub fn sender<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    ctx: &Context,
+    op: Operation,
+    items: &[I],
+    values: Option<Values<'_>>,
+    params: &MqrpmtParams,
+    report: &mut Report,
+) -> Result<Outcome> {
+    match op {
+        Operation::PrivateId => private_id::client(ch, ctx, items, report),
+        _ => operations::sender(ch, ctx, op, items, values, params.last_move, report),
+    }
+}
+
+/// The server P1 (the hello's receiver) with its items Y; learns the operation's output.
+pub fn receiver<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    ctx: &Context,
+    op: Operation,
+    items: &[I],
+    params: &MqrpmtParams,
+    report: &mut Report,
+) -> Result<Outcome> {
+    match op {
+        Operation::PrivateId => private_id::server(ch, ctx, items, report),
+        _ => operations::receiver(ch, ctx, op, items, params.last_move, report),
+    }
+}
+
+/// Paper Fig. 7 step 0: a uniformly random order of the client's items, and the items
+/// in it, so the server learns its bits in an order that says nothing.
+fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    shuffle(&mut order);
+    let xs = order.iter().map(|&i| items[i].as_ref()).collect();
+    (order, xs)
+}

@@ -3,16 +3,16 @@
 //! and one batch of IKNP OTs chosen by those bits delivers the operation's output.
 
 use super::codec::ItemCodec;
-use super::{TAG_SUM, TAG_WIDTH, private_id, rpmt};
-use super::{client, server};
-use crate::error::{Error, NetContext, Result};
-use crate::hash::{Domain, dst};
+use super::messages::{MaskedSum, Width};
+use super::{client, rpmt, server, shuffled};
+use crate::crypto::dst::{self, Domain};
+use crate::crypto::rng::csprng;
+use crate::error::{Deviation, Error, Result};
 use crate::net::Channel;
 use crate::ot;
-use crate::protocols::{Operation, Outcome};
-use crate::rng::{csprng, shuffle};
-use crate::session::{Report, Session, recv_message};
-use crate::wire::{Reader, WireError, Writer};
+use crate::protocols::{Context, Operation, Outcome, Report};
+use crate::wire::WireError;
+use crate::wire::msg::Message;
 use rand::{Rng, RngExt};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -59,15 +59,6 @@ impl Shares {
     }
 }
 
-/// Paper Fig. 7 step 0: a uniformly random order of the client's items, and the items
-/// in it, so the server learns its bits in an order that says nothing.
-pub(super) fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    shuffle(&mut order);
-    let xs = order.iter().map(|&i| items[i].as_ref()).collect();
-    (order, xs)
-}
-
 /// The value holder's input to `sum`: one value per item, each at most `bound`.
 #[derive(Debug, Clone, Copy)]
 pub struct Values<'a> {
@@ -84,8 +75,8 @@ pub fn sum_width(n: usize, bound: u64) -> usize {
     (128 - max.leading_zeros() as usize).div_ceil(8).max(1)
 }
 
-fn tag_domain(session: &Session) -> Domain {
-    Domain::new(dst::MQRPMT_TAG, session.id)
+fn tag_domain(ctx: &Context) -> Domain {
+    Domain::new(dst::MQRPMT_TAG, ctx.id)
 }
 
 fn tag(hasher: &blake3::Hasher, item: &[u8]) -> [u8; TAG_LEN] {
@@ -110,13 +101,14 @@ fn from_le(bytes: &[u8]) -> u128 {
     u128::from_le_bytes(b)
 }
 
-/// The client P2 (the hello's sender) with its items X and, for `sum`, its values.
+/// The client P2 (the hello's sender) with its items X and, for `sum`, its values;
+/// every operation but `private-id`.
 ///
 /// Learns nothing, except with `sum` (|X ∩ Y| and the sum of its values over X ∩ Y),
 /// `shares` (its shares) and `private-id` (the IDs).
-pub fn sender<I: AsRef<[u8]> + Sync>(
+pub(super) fn sender<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     op: Operation,
     items: &[I],
     values: Option<Values<'_>>,
@@ -124,9 +116,6 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<Outcome> {
     let n = items.len();
-    if op == Operation::PrivateId {
-        return private_id::client(ch, session, items, report);
-    }
     let values = match (op, values) {
         (Operation::Sum, Some(v)) => {
             if v.values.len() != n {
@@ -153,13 +142,11 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         _ => None,
     };
     if let Some(w) = width {
-        let mut m = Writer::with_capacity(5);
-        m.u8(TAG_WIDTH).u32(w as u32);
-        ch.send(&m.into_vec()).during("sending the message width")?;
+        Width(w).send(ch, "sending the message width")?;
         report.detail("ot_message_bytes", w.to_string());
     }
     let (order, xs) = shuffled(items);
-    report.phase("membership test", ch, |ch| client(ch, session, &xs, last))?;
+    report.phase("membership test", ch, |ch| client(ch, ctx, &xs, last))?;
     if op == Operation::Cardinality || n == 0 {
         return Ok(match op {
             Operation::Sum => Outcome::CardinalitySum { cardinality: 0, sum: 0 },
@@ -172,11 +159,11 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             _ => Outcome::Nothing,
         });
     }
-    let sid = session.id;
+    let sid = ctx.id;
     let pairs = report.phase("ot extension", ch, |ch| ot::extend_send(ch, sid, n))?;
     report.phase("transfer", ch, |ch| match op {
         Operation::Intersection => {
-            let hasher = tag_domain(session).hasher();
+            let hasher = tag_domain(ctx).hasher();
             let mut tags = vec![0u8; n * TAG_LEN];
             tags.par_chunks_mut(TAG_LEN).zip(&xs).for_each(|(t, x)| t.copy_from_slice(&tag(&hasher, x)));
             ot::send_one_sided(ch, sid, &pairs, &tags, TAG_LEN).map(|()| Outcome::Nothing)
@@ -217,59 +204,39 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
                 to_le(r.wrapping_add(v.values[i] as u128) & q, &mut m[w..]);
             }
             ot::send_chosen(ch, sid, &pairs, &msgs, w)?;
-            let body = recv_message(ch, TAG_SUM, "MqrpmtSum", "receiving the masked sum")?;
-            let mut rd = Reader::new(&body);
-            let masked = from_le(rd.take(w, "MqrpmtSum.sum")?);
-            let cardinality = rd.u64("MqrpmtSum.cardinality")?;
-            rd.finish("MqrpmtSum")?;
-            if cardinality > n as u64 {
-                return Err(Error::PeerMisbehaved(format!("cardinality {cardinality} exceeds our {n} items")));
-            }
+            let MaskedSum { masked, cardinality, .. } = MaskedSum::recv(ch, "receiving the masked sum", (w, n))?;
             let sum = masked.wrapping_sub(r_total) & q;
             // A cheap plausibility check: a random S' fails it with probability ≥ 1 − c/n.
-            if sum > u128::from(cardinality) * u128::from(v.bound) {
-                return Err(Error::PeerMisbehaved(format!(
-                    "the sum {sum} exceeds {cardinality} items × the bound {}",
-                    v.bound
-                )));
+            let max = u128::from(cardinality) * u128::from(v.bound);
+            if sum > max {
+                return Err(Deviation::OutOfRange { what: "the sum", value: sum, min: 0, max }.into());
             }
             Ok(Outcome::CardinalitySum { cardinality, sum })
         }
-        Operation::Cardinality | Operation::PrivateId => unreachable!("handled above"),
+        other => Err(Error::Usage(format!("mqrpmt {other} is not an operation on the membership bits"))),
     })
 }
 
-/// The server P1 (the hello's receiver) with its items Y; learns the operation's output.
-pub fn receiver<I: AsRef<[u8]> + Sync>(
+/// The server P1 (the hello's receiver) with its items Y; learns the operation's output;
+/// every operation but `private-id`.
+pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     op: Operation,
     items: &[I],
     last: rpmt::LastMove,
     report: &mut Report,
 ) -> Result<Outcome> {
-    if op == Operation::PrivateId {
-        return private_id::server(ch, session, items, report);
-    }
-    let n = session.sender_size();
+    let n = ctx.sender_size();
     let width = match op {
-        Operation::Union | Operation::Shares | Operation::Sum => {
-            let body = recv_message(ch, TAG_WIDTH, "MqrpmtWidth", "receiving the message width")?;
-            let mut r = Reader::new(&body);
-            let w = r.u32("MqrpmtWidth")? as usize;
-            r.finish("MqrpmtWidth")?;
-            if op == Operation::Sum && !(1..=16).contains(&w) {
-                return Err(WireError::Invalid { what: "MqrpmtWidth", why: "a sum modulus of 1 to 16 bytes" }.into());
-            }
-            w
-        }
+        Operation::Union | Operation::Shares | Operation::Sum => Width::recv(ch, "receiving the message width", op)?.0,
         _ => 0,
     };
     let codec = match op {
         Operation::Union | Operation::Shares => Some(ItemCodec::from_width(width)?),
         _ => None,
     };
-    let bits = report.phase("membership test", ch, |ch| server(ch, session, items, last))?;
+    let bits = report.phase("membership test", ch, |ch| server(ch, ctx, items, last))?;
     let cardinality = bits.iter().filter(|&&b| b).count() as u64;
     if op == Operation::Cardinality || n == 0 {
         return Ok(match op {
@@ -284,14 +251,14 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             _ => Outcome::Cardinality(cardinality),
         });
     }
-    let sid = session.id;
+    let sid = ctx.id;
     // Union transfers the items the server does *not* hold.
     let choices: Vec<bool> = if op == Operation::Union { bits.iter().map(|b| !b).collect() } else { bits.clone() };
     let keys = report.phase("ot extension", ch, |ch| ot::extend_receive(ch, sid, &choices))?;
     report.phase("transfer", ch, |ch| match op {
         Operation::Intersection => {
             let got = ot::receive_one_sided(ch, sid, &keys, &choices, TAG_LEN)?;
-            let hasher = tag_domain(session).hasher();
+            let hasher = tag_domain(ctx).hasher();
             let own: Vec<[u8; TAG_LEN]> = items.par_iter().map(|y| tag(&hasher, y.as_ref())).collect();
             let index: HashMap<[u8; TAG_LEN], usize> = own.into_iter().enumerate().map(|(i, t)| (t, i)).collect();
             // A tag that is none of ours is a Bloom-filter false positive: not a match.
@@ -314,7 +281,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                             extra.push(item.to_vec());
                         }
                     }
-                    _ => return Err(Error::PeerMisbehaved(format!("union item {i} is not an item encoding"))),
+                    _ => return Err(Deviation::NotAnItem { what: "union item", index: *i }.into()),
                 }
             }
             Ok(Outcome::Union(extra))
@@ -332,14 +299,9 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             let got = ot::receive_chosen(ch, sid, &keys, &choices, width)?;
             let q = mask(width);
             let masked = got.chunks(width).fold(0u128, |acc, m| acc.wrapping_add(from_le(m)) & q);
-            let mut w = Writer::with_capacity(1 + width + 8);
-            w.u8(TAG_SUM);
-            let mut s = vec![0u8; width];
-            to_le(masked, &mut s);
-            w.raw(&s).u64(cardinality);
-            ch.send(&w.into_vec()).during("sending the masked sum")?;
+            MaskedSum { width, masked, cardinality }.send(ch, "sending the masked sum")?;
             Ok(Outcome::Cardinality(cardinality))
         }
-        Operation::Cardinality | Operation::PrivateId => unreachable!("handled above"),
+        other => Err(Error::Usage(format!("mqrpmt {other} is not an operation on the membership bits"))),
     })
 }

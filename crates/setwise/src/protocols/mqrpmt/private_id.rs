@@ -17,22 +17,20 @@
 //! multiplied by the client's secret r, and linking r·G(y) to G(y) is DDH. Without the
 //! blind s, the client would compute the server's IDs itself.
 
-use super::operations::shuffled;
-use super::{TAG_BLINDED, TAG_EVALUATED, TAG_TEST_SET, TAG_UNION_IDS};
-use crate::error::{Error, NetContext, Result};
-use crate::group::{Encoded, ItemHasher, SecretScalar};
-use crate::hash::{Domain, dst};
+use super::messages::{BLINDED, EVALUATED, TEST_SET, UNION_IDS, UnionCount};
+use super::shuffled;
+use crate::crypto::dst::{self, Domain};
+use crate::crypto::ristretto::{Encoded, ItemHasher, SecretScalar};
+use crate::crypto::rng::shuffle;
+use crate::error::{Deviation, Error, Result};
 use crate::net::Channel;
 use crate::ot;
-use crate::protocols::Outcome;
-use crate::protocols::chunks::{recv_all, send_records};
-use crate::rng::shuffle;
-use crate::session::{Report, Session, recv_message};
-use crate::wire::{Reader, Writer};
+use crate::protocols::{Context, Outcome, Report};
+use crate::wire::msg::Message;
 use std::collections::HashSet;
 
-fn hasher(session: &Session) -> ItemHasher {
-    ItemHasher::new(&Domain::new(dst::MQRPMT_PRIVATE_ID, session.id))
+fn hasher(ctx: &Context) -> ItemHasher {
+    ItemHasher::new(&Domain::new(dst::MQRPMT_PRIVATE_ID, ctx.id))
 }
 
 /// Applies `key` to the peer's points.
@@ -45,29 +43,29 @@ fn evaluate(key: &SecretScalar, points: &[Encoded], what: &'static str) -> Resul
 /// There is no last move to choose: the test set must stay points the server can key.
 pub(super) fn server<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     items: &[I],
     report: &mut Report,
 ) -> Result<Outcome> {
-    let (n_own, n_peer) = (session.receiver_size(), session.sender_size());
+    let (n_own, n_peer) = (ctx.receiver_size(), ctx.sender_size());
     let (k1, s) = (SecretScalar::random(), SecretScalar::random());
     let unblind = k1.times(&s.invert());
     let (ids, bits) = report.phase("distributed oprf", ch, |ch| {
-        send_records(ch, TAG_BLINDED, &s.hash_and_mul(&hasher(session), items), "sending blinded items")?;
-        let ours = recv_all::<32>(ch, TAG_EVALUATED, "PrivateIdEvaluated", n_own, "receiving our IDs")?;
+        BLINDED.send(ch, &s.hash_and_mul(&hasher(ctx), items), "sending blinded items")?;
+        let ours = EVALUATED.recv_all(ch, n_own, "receiving our IDs")?;
         let ids = evaluate(&unblind, &ours, "PrivateIdEvaluated")?;
-        let omega = recv_all::<32>(ch, TAG_TEST_SET, "PrivateIdTestSet", n_own, "receiving the test set")?;
+        let omega = TEST_SET.recv_all(ch, n_own, "receiving the test set")?;
         let test: HashSet<Encoded> = evaluate(&unblind, &omega, "PrivateIdTestSet")?.into_iter().collect();
-        let theirs = recv_all::<32>(ch, TAG_BLINDED, "PrivateIdBlinded", n_peer, "receiving blinded items")?;
+        let theirs = BLINDED.recv_all(ch, n_peer, "receiving blinded items")?;
         let keyed = evaluate(&k1, &theirs, "PrivateIdBlinded")?;
-        send_records(ch, TAG_EVALUATED, &keyed, "sending their IDs")?;
+        EVALUATED.send(ch, &keyed, "sending their IDs")?;
         let bits: Vec<bool> = keyed.iter().map(|w| !test.contains(w)).collect();
         Ok::<_, Error>((ids, bits))
     })?;
     // The IDs of the client's items we lack, by one-sided OT chosen by [x_i ∉ Y].
     let mut union = ids.clone();
     if n_peer > 0 {
-        let sid = session.id;
+        let sid = ctx.id;
         let keys = report.phase("ot extension", ch, |ch| ot::extend_receive(ch, sid, &bits))?;
         let got = report.phase("transfer", ch, |ch| ot::receive_one_sided(ch, sid, &keys, &bits, 32))?;
         union.extend(got.iter().map(|(_, id)| <[u8; 32]>::try_from(id.as_slice()).expect("32-byte messages")));
@@ -75,10 +73,8 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
     union.sort_unstable();
     union.dedup();
     report.phase("union ids", ch, |ch| {
-        let mut w = Writer::with_capacity(9);
-        w.u8(TAG_UNION_IDS).u64(union.len() as u64);
-        ch.send(&w.into_vec()).during("sending the union IDs")?;
-        send_records(ch, TAG_UNION_IDS, &union, "sending the union IDs")
+        UnionCount(union.len() as u64).send(ch, "sending the union IDs")?;
+        UNION_IDS.send(ch, &union, "sending the union IDs")
     })?;
     Ok(Outcome::PrivateIds { own: ids, union })
 }
@@ -86,27 +82,27 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
 /// The client P2 (the hello's sender) with X: its IDs and the union's.
 pub(super) fn client<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     items: &[I],
     report: &mut Report,
 ) -> Result<Outcome> {
-    let (n_own, n_peer) = (session.sender_size(), session.receiver_size());
+    let (n_own, n_peer) = (ctx.sender_size(), ctx.receiver_size());
     let (k2, r) = (SecretScalar::random(), SecretScalar::random());
     let rk2 = r.times(&k2);
     let (order, xs) = shuffled(items);
     let ids_shuffled = report.phase("distributed oprf", ch, |ch| {
-        let blinded = rk2.hash_and_mul(&hasher(session), &xs);
-        let theirs = recv_all::<32>(ch, TAG_BLINDED, "PrivateIdBlinded", n_peer, "receiving blinded items")?;
-        send_records(ch, TAG_EVALUATED, &evaluate(&k2, &theirs, "PrivateIdBlinded")?, "sending their IDs")?;
+        let blinded = rk2.hash_and_mul(&hasher(ctx), &xs);
+        let theirs = BLINDED.recv_all(ch, n_peer, "receiving blinded items")?;
+        EVALUATED.send(ch, &evaluate(&k2, &theirs, "PrivateIdBlinded")?, "sending their IDs")?;
         let mut omega = evaluate(&rk2, &theirs, "PrivateIdBlinded")?;
         shuffle(&mut omega);
-        send_records(ch, TAG_TEST_SET, &omega, "sending the test set")?;
-        send_records(ch, TAG_BLINDED, &blinded, "sending blinded items")?;
-        let ours = recv_all::<32>(ch, TAG_EVALUATED, "PrivateIdEvaluated", n_own, "receiving our IDs")?;
+        TEST_SET.send(ch, &omega, "sending the test set")?;
+        BLINDED.send(ch, &blinded, "sending blinded items")?;
+        let ours = EVALUATED.recv_all(ch, n_own, "receiving our IDs")?;
         evaluate(&r.invert(), &ours, "PrivateIdEvaluated")
     })?;
     if n_own > 0 {
-        let sid = session.id;
+        let sid = ctx.id;
         let pairs = report.phase("ot extension", ch, |ch| ot::extend_send(ch, sid, n_own))?;
         report.phase("transfer", ch, |ch| ot::send_one_sided(ch, sid, &pairs, ids_shuffled.as_flattened(), 32))?;
     }
@@ -115,21 +111,14 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
         ids[i] = *id;
     }
     let union = report.phase("union ids", ch, |ch| {
-        let body = recv_message(ch, TAG_UNION_IDS, "PrivateIdUnionCount", "receiving the union IDs")?;
-        let mut rd = Reader::new(&body);
-        let total = rd.u64("PrivateIdUnionCount")?;
-        rd.finish("PrivateIdUnionCount")?;
-        let (lo, hi) = (n_own.max(n_peer) as u64, n_own as u64 + n_peer as u64);
-        if !(lo..=hi).contains(&total) {
-            return Err(Error::PeerMisbehaved(format!("a union of {total} IDs from sets of {n_own} and {n_peer}")));
-        }
-        recv_all::<32>(ch, TAG_UNION_IDS, "PrivateIdUnion", total as usize, "receiving the union IDs")
+        let total = UnionCount::recv(ch, "receiving the union IDs", (n_own, n_peer))?.0;
+        UNION_IDS.recv_all(ch, total as usize, "receiving the union IDs")
     })?;
     if union.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(Error::PeerMisbehaved("the union IDs are not sorted and distinct".into()));
+        return Err(Deviation::UnsortedUnion.into());
     }
-    if let Some(i) = ids.iter().position(|id| union.binary_search(id).is_err()) {
-        return Err(Error::PeerMisbehaved(format!("the union IDs lack the ID of our item {i}")));
+    if let Some(index) = ids.iter().position(|id| union.binary_search(id).is_err()) {
+        return Err(Deviation::IncompleteUnion { index }.into());
     }
     Ok(Outcome::PrivateIds { own: ids, union })
 }

@@ -6,22 +6,42 @@
 //!    in the client's order;
 //! 3. server: e_i = [F_k1(F_k2(H(x_i))) ∈ Ω].
 
-use super::{TAG_CLIENT_ITEMS, TAG_FILTER, TAG_SERVER_ITEMS, TAG_SHUFFLED};
-use crate::bloom::BloomFilter;
-use crate::error::{Error, NetContext, Result};
-use crate::group::{Encoded, ItemHasher, SecretScalar};
-use crate::hash::{Domain, dst};
+use super::messages::{CLIENT_ITEMS, FilterPart, SERVER_ITEMS, SHUFFLED};
+use crate::crypto::dst::{self, Domain};
+use crate::crypto::ristretto::{Encoded, ItemHasher, SecretScalar};
+use crate::crypto::rng::shuffle;
+use crate::error::{Error, Result};
+use crate::hashing::bloom::BloomFilter;
 use crate::net::Channel;
-use crate::protocols::chunks::{CHUNK, recv_all, recv_records, send_chunk, send_records};
-use crate::rng::shuffle;
-use crate::session::{Session, recv_message};
-use crate::wire::{Reader, WireError, Writer};
+use crate::protocols::Context;
+use crate::wire::Reader;
+use crate::wire::msg::Message;
+use crate::wire::stream::CHUNK;
 use std::collections::HashSet;
 
 /// Bloom filter false-positive exponent: 2^-40 per test.
 const LAMBDA: u32 = 40;
 /// Most filter bytes per frame: 1 MiB.
 const FILTER_FRAME: usize = 1 << 20;
+
+/// The membership test's construction (paper §4): from a commutative weak PRF, the
+/// only one setwise implements. It is named in the hello so that a peer with another
+/// construction is refused rather than misread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Construction {
+    /// Fig. 3: F_k(P) = k·P on ristretto255.
+    #[default]
+    Cwprf,
+}
+
+impl Construction {
+    /// The hello name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Construction::Cwprf => "cwprf",
+        }
+    }
+}
 
 /// How the client returns the server's doubly-keyed items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,55 +79,48 @@ impl std::str::FromStr for LastMove {
     }
 }
 
-fn hasher(session: &Session) -> ItemHasher {
-    ItemHasher::new(&Domain::new(dst::MQRPMT_ITEM_TO_GROUP, session.id))
+fn hasher(ctx: &Context) -> ItemHasher {
+    ItemHasher::new(&Domain::new(dst::MQRPMT_ITEM_TO_GROUP, ctx.id))
 }
 
-fn filter_domain(session: &Session) -> Domain {
-    Domain::new(dst::MQRPMT_FILTER, session.id)
+fn filter_domain(ctx: &Context) -> Domain {
+    Domain::new(dst::MQRPMT_FILTER, ctx.id)
 }
 
 /// The server P1 (the hello's receiver) with its items Y; returns e_i for each of the
 /// client's items, in the client's order.
 pub fn server<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     items: &[I],
     last: LastMove,
 ) -> Result<Vec<bool>> {
     let k1 = SecretScalar::random();
-    let h = hasher(session);
+    let h = hasher(ctx);
     for chunk in items.chunks(CHUNK) {
-        send_chunk(ch, TAG_SERVER_ITEMS, &k1.hash_and_mul(&h, chunk), "sending keyed items")?;
+        SERVER_ITEMS.send_chunk(ch, &k1.hash_and_mul(&h, chunk), "sending keyed items")?;
     }
     let omega: Box<dyn Fn(&Encoded) -> bool> = match last {
         LastMove::Shuffle => {
             let all: HashSet<Encoded> =
-                recv_all::<32>(ch, TAG_SHUFFLED, "MqrpmtShuffled", session.receiver_size(), "receiving Ω")?
-                    .into_iter()
-                    .collect();
+                SHUFFLED.recv_all(ch, ctx.receiver_size(), "receiving Ω")?.into_iter().collect();
             Box::new(move |e| all.contains(e))
         }
         LastMove::Bloom => {
-            let expected = BloomFilter::dimensions(session.receiver_size(), LAMBDA).0.div_ceil(64) as usize * 8;
+            let expected = BloomFilter::dimensions(ctx.receiver_size(), LAMBDA).0.div_ceil(64) as usize * 8;
             let mut body = Vec::with_capacity(expected);
             while body.len() < expected {
-                let part = recv_message(ch, TAG_FILTER, "MqrpmtFilter", "receiving Ω")?;
-                if part.is_empty() || part.len() > expected - body.len() {
-                    return Err(
-                        WireError::Invalid { what: "MqrpmtFilter", why: "a frame empty or beyond the filter" }.into()
-                    );
-                }
-                body.extend_from_slice(&part);
+                let part = FilterPart::recv(ch, "receiving Ω", expected - body.len())?;
+                body.extend_from_slice(&part.0);
             }
             let mut r = Reader::new(&body);
-            let f = BloomFilter::read(&mut r, &filter_domain(session), session.receiver_size(), LAMBDA)?;
+            let f = BloomFilter::read(&mut r, &filter_domain(ctx), ctx.receiver_size(), LAMBDA)?;
             r.finish("MqrpmtFilter")?;
             Box::new(move |e| f.contains(e))
         }
     };
-    let mut bits = Vec::with_capacity(session.sender_size().min(CHUNK)); // grows with the data
-    recv_records::<32>(ch, TAG_CLIENT_ITEMS, "MqrpmtClientItems", session.sender_size(), "testing", |at, chunk| {
+    let mut bits = Vec::with_capacity(ctx.sender_size().min(CHUNK)); // grows with the data
+    CLIENT_ITEMS.recv(ch, ctx.sender_size(), "testing", |at, chunk| {
         let keyed =
             k1.mul_encoded(chunk).map_err(|i| Error::InvalidPoint { what: "MqrpmtClientItems", index: at + i })?;
         bits.extend(keyed.iter().map(&omega));
@@ -117,34 +130,27 @@ pub fn server<I: AsRef<[u8]> + Sync>(
 }
 
 /// The client P2 (the hello's sender) with its items X; learns nothing.
-pub fn client<I: AsRef<[u8]> + Sync>(
-    ch: &mut impl Channel,
-    session: &Session,
-    items: &[I],
-    last: LastMove,
-) -> Result<()> {
+pub fn client<I: AsRef<[u8]> + Sync>(ch: &mut impl Channel, ctx: &Context, items: &[I], last: LastMove) -> Result<()> {
     let k2 = SecretScalar::random();
-    let theirs = recv_all::<32>(ch, TAG_SERVER_ITEMS, "MqrpmtServerItems", session.receiver_size(), "receiving")?;
+    let theirs = SERVER_ITEMS.recv_all(ch, ctx.receiver_size(), "receiving")?;
     let mut doubled =
         k2.mul_encoded(&theirs).map_err(|index| Error::InvalidPoint { what: "MqrpmtServerItems", index })?;
     match last {
         LastMove::Shuffle => {
             shuffle(&mut doubled);
-            send_records(ch, TAG_SHUFFLED, &doubled, "sending Ω")?;
+            SHUFFLED.send(ch, &doubled, "sending Ω")?;
         }
         LastMove::Bloom => {
-            let f = BloomFilter::from_items(&filter_domain(session), &doubled, LAMBDA);
+            let f = BloomFilter::from_items(&filter_domain(ctx), &doubled, LAMBDA);
             // In frames, so a 2^24-item filter (120 MB) stays under any frame limit.
             for part in f.to_bytes().chunks(FILTER_FRAME) {
-                let mut w = Writer::with_capacity(1 + part.len());
-                w.u8(TAG_FILTER).raw(part);
-                ch.send(&w.into_vec()).during("sending Ω")?;
+                FilterPart(part.to_vec()).send(ch, "sending Ω")?;
             }
         }
     }
-    let h = hasher(session);
+    let h = hasher(ctx);
     for chunk in items.chunks(CHUNK) {
-        send_chunk(ch, TAG_CLIENT_ITEMS, &k2.hash_and_mul(&h, chunk), "sending keyed items")?;
+        CLIENT_ITEMS.send_chunk(ch, &k2.hash_and_mul(&h, chunk), "sending keyed items")?;
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
+use crate::error::{Error, Result};
 use crate::he::{Evaluator, HeContext, HeParams, SecretKey};
 use std::time::Instant;
 
@@ -104,12 +105,7 @@ pub struct Choice {
 
 /// The cheapest feasible parameters for `sender` items, up to `receiver_max` receiver
 /// items per query and labels of `label_bytes`, under `costs` (from [`calibrate`]).
-pub fn choose(
-    sender: usize,
-    receiver_max: usize,
-    label_bytes: usize,
-    costs: &[(HeParams, OpCosts)],
-) -> Result<Choice, String> {
+pub fn choose(sender: usize, receiver_max: usize, label_bytes: usize, costs: &[(HeParams, OpCosts)]) -> Result<Choice> {
     const DEGREES: [usize; 14] = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256];
     // Sources per degree: every power (depth 0), or a depth-one basis (powers derived by
     // the sender); the basis search runs once per degree, not per configuration.
@@ -184,6 +180,7 @@ pub fn choose(
             }
         }
     }
-    best.map(|(_, c)| c)
-        .ok_or_else(|| format!("no feasible parameters for {sender} sender items and {receiver_max} receiver items"))
+    best.map(|(_, c)| c).ok_or_else(|| {
+        Error::Params(format!("no feasible parameters for {sender} sender items and {receiver_max} receiver items"))
+    })
 }

@@ -1,5 +1,7 @@
 //! Unbalanced-PSI parameters as readable JSON, in APSI's four groups, checked on load.
 
+use crate::crypto::dst::{self, fingerprint};
+use crate::error::{Error, Result};
 use crate::hashing::cuckoo;
 use crate::he::{HeParams, PowerPlan};
 use serde::{Deserialize, Serialize};
@@ -96,8 +98,8 @@ fn preset_sender_size(name: &str) -> usize {
 
 impl UnbalancedParams {
     /// Parses and validates JSON; errors name the field.
-    pub fn from_json(json: &str) -> Result<Self, String> {
-        let p: Self = serde_json::from_str(json).map_err(|e| format!("parameter file: {e}"))?;
+    pub fn from_json(json: &str) -> Result<Self> {
+        let p: Self = serde_json::from_str(json).map_err(|e| Error::Params(format!("parameter file: {e}")))?;
         p.validate()?;
         Ok(p)
     }
@@ -107,21 +109,23 @@ impl UnbalancedParams {
         serde_json::to_string_pretty(self).expect("parameters serialise")
     }
 
-    /// A short fingerprint of the canonical JSON (first 16 hex digits of BLAKE3).
+    /// A short fingerprint of the canonical JSON (16 hex digits).
     pub fn fingerprint(&self) -> String {
         let json = serde_json::to_string(self).expect("parameters serialise");
-        blake3::hash(json.as_bytes()).to_hex()[..16].to_string()
+        fingerprint(dst::FINGERPRINT_UNBALANCED_PARAMS, json.as_bytes())
     }
 
     /// The smallest preset covering `sender` items and `receiver_max` receiver items.
-    pub fn preset_for(sender: usize, receiver_max: usize) -> Result<(&'static str, Self), String> {
+    pub fn preset_for(sender: usize, receiver_max: usize) -> Result<(&'static str, Self)> {
         for (name, json) in PRESETS {
-            let p = Self::from_json(json).map_err(|e| format!("preset {name}: {e}"))?;
+            let p = Self::from_json(json).map_err(|e| Error::Params(format!("preset {name}: {e}")))?;
             if sender <= preset_sender_size(name) && receiver_max <= p.receiver_max() {
                 return Ok((name, p));
             }
         }
-        Err(format!("no preset covers {sender} sender items with up to {receiver_max} receiver items; give --params"))
+        Err(Error::Params(format!(
+            "no preset covers {sender} sender items with up to {receiver_max} receiver items; give --params"
+        )))
     }
 
     /// The BFV parameters.
@@ -193,14 +197,14 @@ impl UnbalancedParams {
     }
 
     /// The power plan from the query powers to the needed powers.
-    pub fn plan(&self) -> Result<PowerPlan, String> {
+    pub fn plan(&self) -> Result<PowerPlan> {
         PowerPlan::for_targets(&self.query_params.query_powers, &self.needed_powers())
-            .map_err(|e| format!("query_params.query_powers: {e}"))
+            .map_err(|e| Error::Params(format!("query_params.query_powers: {e}")))
     }
 
     /// Multiplicative depth of a bundle's evaluation: the deepest power used, then the
     /// plaintext product (direct), or the low-power sum times a high power (PS).
-    pub fn depth(&self) -> Result<(u32, bool), String> {
+    pub fn depth(&self) -> Result<(u32, bool)> {
         let plan = self.plan()?;
         let l = self.query_params.ps_low_degree as u32;
         let d = |e: u32| plan.depth_of(e);
@@ -221,7 +225,7 @@ impl UnbalancedParams {
     /// products adds `log2 t + 10 + log2 k`; products are relinearised once, after the
     /// sum; the switch to the last modulus divides by the dropped moduli and adds up to
     /// 10 bits of rounding noise.
-    pub fn noise_bits(&self) -> Result<(f64, f64), String> {
+    pub fn noise_bits(&self) -> Result<(f64, f64)> {
         let (depth, ps) = self.depth()?;
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
@@ -254,7 +258,7 @@ impl UnbalancedParams {
 
     /// Noise budget (bits) left after a bundle's evaluation, at level 0 and at the last
     /// level the result travels at: `log2(q / 2t)` minus the noise of [`noise_bits`](Self::noise_bits).
-    pub fn noise_budget_left(&self) -> Result<f64, String> {
+    pub fn noise_budget_left(&self) -> Result<f64> {
         let (noise, last) = self.noise_bits()?;
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
@@ -263,61 +267,72 @@ impl UnbalancedParams {
     }
 
     /// Checks every constraint; the error names the field and why.
-    pub fn validate(&self) -> Result<(), String> {
-        self.he().validate().map_err(|e| format!("seal_params: {e}"))?;
+    pub fn validate(&self) -> Result<()> {
+        self.he().validate().map_err(|e| Error::Params(format!("seal_params: {e}")))?;
         let n = self.seal_params.poly_modulus_degree;
         let felts = self.item_params.felts_per_item;
         if felts == 0 || felts > n {
-            return Err(format!("item_params.felts_per_item = {felts}: must be 1..=poly_modulus_degree ({n})"));
+            return Err(Error::Params(format!(
+                "item_params.felts_per_item = {felts}: must be 1..=poly_modulus_degree ({n})"
+            )));
         }
         if self.item_bits() < 80 {
-            return Err(format!(
+            return Err(Error::Params(format!(
                 "item_params.felts_per_item = {felts}: items get {} bits ({} per felt), at least 80 are needed",
                 self.item_bits(),
                 self.felt_bits()
-            ));
+            )));
         }
         let t = &self.table_params;
         if !(1..=8).contains(&t.hash_func_count) {
-            return Err(format!("table_params.hash_func_count = {}: must be 1..=8", t.hash_func_count));
+            return Err(Error::Params(format!("table_params.hash_func_count = {}: must be 1..=8", t.hash_func_count)));
         }
         let bpb = self.bins_per_bundle();
         if t.table_size == 0 || !t.table_size.is_multiple_of(bpb) {
-            return Err(format!(
+            return Err(Error::Params(format!(
                 "table_params.table_size = {}: must be a positive multiple of ⌊poly_modulus_degree / felts_per_item⌋ = {bpb}",
                 t.table_size
-            ));
+            )));
         }
         if t.table_size > MAX_TABLE_SIZE {
-            return Err(format!("table_params.table_size = {}: at most {MAX_TABLE_SIZE}", t.table_size));
+            return Err(Error::Params(format!("table_params.table_size = {}: at most {MAX_TABLE_SIZE}", t.table_size)));
         }
         if t.max_items_per_bin == 0 || t.max_items_per_bin > 4096 {
-            return Err(format!("table_params.max_items_per_bin = {}: must be 1..=4096", t.max_items_per_bin));
+            return Err(Error::Params(format!(
+                "table_params.max_items_per_bin = {}: must be 1..=4096",
+                t.max_items_per_bin
+            )));
         }
         let q = &self.query_params;
         if !q.query_powers.contains(&1) {
-            return Err("query_params.query_powers must contain 1".into());
+            return Err(Error::Params("query_params.query_powers must contain 1".into()));
         }
         // Checked before any power plan is built: its tables are sized by the largest power.
         if let Some(&p) = q.query_powers.iter().find(|&&p| p == 0 || p as usize > t.max_items_per_bin) {
-            return Err(format!("query_params.query_powers: {p} is outside 1..={}", t.max_items_per_bin));
+            return Err(Error::Params(format!(
+                "query_params.query_powers: {p} is outside 1..={}",
+                t.max_items_per_bin
+            )));
         }
         if q.ps_low_degree >= t.max_items_per_bin {
-            return Err(format!(
+            return Err(Error::Params(format!(
                 "query_params.ps_low_degree = {} must be below max_items_per_bin = {}",
                 q.ps_low_degree, t.max_items_per_bin
-            ));
+            )));
         }
         let budget = self.noise_budget_left()?;
         if budget < NOISE_MARGIN_BITS {
             let (depth, ps) = self.depth()?;
-            return Err(format!(
+            return Err(Error::Params(format!(
                 "infeasible: the evaluation has depth {depth}{} and would leave {budget:.0} bits of noise budget (≥ {NOISE_MARGIN_BITS} needed); use more query_powers, a smaller max_items_per_bin, or larger coeff_modulus_bits",
                 if ps { " (with Paterson–Stockmeyer)" } else { "" }
-            ));
+            )));
         }
         if self.receiver_max() == 0 {
-            return Err(format!("table_params.table_size = {} is too small for any receiver item", t.table_size));
+            return Err(Error::Params(format!(
+                "table_params.table_size = {} is too small for any receiver item",
+                t.table_size
+            )));
         }
         Ok(())
     }

@@ -1,55 +1,30 @@
 //! The unbalanced-PSI receiver: a small set queried against the sender's database.
 
-use super::params::UnbalancedParams;
-use super::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, felts_to_record, open_label};
-use super::{
-    MAX_BUNDLES_PER_INDEX, TAG_OPRF_REQUEST, TAG_OPRF_RESPONSE, TAG_PARAMS, TAG_RESULT, TAG_RESULT_HEADER, TAGS, locate,
-};
+use super::labels::{LABEL_NONCE, felts_to_record, open_label};
+use super::locate;
+use super::messages::{self, OPRF_REQUEST, OPRF_RESPONSE, Params, ResultHeader, ResultPart};
+use crate::crypto::dst;
+use crate::crypto::oprf;
 use crate::error::{Error, Result};
-use crate::hash::dst;
 use crate::hashing::cuckoo::CuckooTable;
 use crate::he::{HeContext, SecretKey};
+use crate::math::zp::Zp;
 use crate::net::Channel;
-use crate::oprf;
-use crate::poly::pow_mod;
-use crate::protocols::Outcome;
-use crate::protocols::chunks::{recv_all, send_records};
 use crate::protocols::he_query::send_query;
-use crate::session::{Report, Session, recv_message};
-use crate::wire::{Reader, WireError};
-
-/// Longest parameter JSON accepted from the sender.
-const MAX_PARAMS_JSON: usize = 1 << 16;
+use crate::protocols::{Context, Outcome, Report};
+use crate::wire::WireError;
+use crate::wire::msg::Message;
 
 /// Queries the sender with distinct `items`; returns the indices of the matching ones.
 /// With `expect_fingerprint`, refuses parameters with another fingerprint.
 pub fn receiver<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
-    session: &Session,
+    ctx: &Context,
     items: &[I],
     expect_fingerprint: Option<&str>,
     report: &mut Report,
 ) -> Result<Outcome> {
-    let body = recv_message(ch, TAG_PARAMS, "UnbalancedParams", "receiving parameters")?;
-    let mut r = Reader::new(&body);
-    let json = r.str("UnbalancedParams.json", MAX_PARAMS_JSON)?;
-    let p = UnbalancedParams::from_json(json)
-        .map_err(|e| Error::PeerMisbehaved(format!("the sender's parameters are unusable: {e}")))?;
-    let record_bytes = r.u32("UnbalancedParams.label_record_bytes")? as usize;
-    let ncols = r.count("UnbalancedParams.label_columns", 256)?;
-    let columns = (0..ncols)
-        .map(|_| r.str("UnbalancedParams.label_column", 4096).map(str::to_string))
-        .collect::<Result<Vec<_>, _>>()?;
-    r.finish("UnbalancedParams")?;
-    let max_record = LABEL_NONCE + 2 + MAX_LABEL_BYTES;
-    let layout = match record_bytes {
-        0 => None,
-        b if (LABEL_NONCE + 2..=max_record).contains(&b) => Some(LabelLayout::new(&p, columns, b - LABEL_NONCE - 2)),
-        b => {
-            let what = "UnbalancedParams.label_record_bytes";
-            return Err(WireError::Count { what, got: b as u64, bound: max_record as u64 }.into());
-        }
-    };
+    let Params { params: p, labels: layout } = Params::recv(ch, "receiving parameters", ())?;
     let parts = layout.as_ref().map_or(0, |l| l.parts);
     if let Some(l) = &layout {
         let desc =
@@ -71,8 +46,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     }
     let outputs = report.phase("OPRF", ch, |ch| {
         let (blinding, blinded) = oprf::blind(items, dst::UNBALANCED_OPRF);
-        send_records(ch, TAG_OPRF_REQUEST, &blinded, "sending the OPRF request")?;
-        let evaluated = recv_all(ch, TAG_OPRF_RESPONSE, "OprfResponse", items.len(), "receiving the OPRF response")?;
+        OPRF_REQUEST.send(ch, &blinded, "sending the OPRF request")?;
+        let evaluated = OPRF_RESPONSE.recv_all(ch, items.len(), "receiving the OPRF response")?;
         oprf::finalize(blinding, items, &evaluated, dst::UNBALANCED_OPRF_OUT)
             .map_err(|index| Error::InvalidPoint { what: "OprfResponse", index })
     })?;
@@ -88,12 +63,12 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         felts.push(f);
     }
     let table = CuckooTable::build(&candidates, p.table_params.table_size).map_err(|e| Error::Params(e.to_string()))?;
-    let ctx = HeContext::new(&p.he())?;
-    let mut sk = SecretKey::generate(&ctx);
-    let plan = p.plan().map_err(Error::Params)?;
+    let bfv = HeContext::new(&p.he())?;
+    let mut sk = SecretKey::generate(&bfv);
+    let plan = p.plan()?;
     report.phase("encrypt and send query", ch, |ch| {
         let vectors = (0..p.bundle_indices()).flat_map(|bi| {
-            let mut slots = vec![0u64; ctx.slots()];
+            let mut slots = vec![0u64; bfv.slots()];
             for lb in 0..bpb {
                 if let Some(item) = table.bins[bi * bpb + lb] {
                     slots[lb * k..(lb + 1) * k].copy_from_slice(&felts[item as usize]);
@@ -101,38 +76,23 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             }
             plan.sources()
                 .iter()
-                .map(move |&e| slots.iter().map(|&v| pow_mod(v, e as u64, t)).collect::<Vec<u64>>())
+                .map(move |&e| slots.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
-        send_query(ch, &mut sk, TAGS, plan.products() > 0 || p.query_params.ps_low_degree > 0, vectors)
+        let need_key = plan.products() > 0 || p.query_params.ps_low_degree > 0;
+        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, need_key, vectors)
     })?;
     let (outcome, worst_bundles) = report.phase("decrypt results", ch, |ch| {
-        let body = recv_message(ch, TAG_RESULT_HEADER, "ResultHeader", "receiving results")?;
-        let mut r = Reader::new(&body);
-        let n = r.u32("ResultHeader.indices")? as usize;
-        if n != p.bundle_indices() {
-            return Err(WireError::Count {
-                what: "ResultHeader.indices",
-                got: n as u64,
-                bound: p.bundle_indices() as u64,
-            }
-            .into());
-        }
-        let counts: Vec<usize> =
-            (0..n).map(|_| r.count("ResultHeader.bundles", MAX_BUNDLES_PER_INDEX)).collect::<Result<_, _>>()?;
-        r.finish("ResultHeader")?;
+        let n = p.bundle_indices();
         // Every sender item sits in at most hash_func_count bundles.
+        let max_total = ctx.sender_size().saturating_mul(p.table_params.hash_func_count);
+        let ResultHeader(counts) = ResultHeader::recv(ch, "receiving results", (n, max_total))?;
         let total: usize = counts.iter().sum();
-        if total > session.sender_size().saturating_mul(p.table_params.hash_func_count).max(n) {
-            return Err(Error::PeerMisbehaved(format!(
-                "{total} result bundles announced for {} sender items",
-                session.sender_size()
-            )));
-        }
         let mut matched = vec![false; items.len()];
         let mut labels: Vec<Option<Vec<u8>>> = vec![None; items.len()];
         let mut remaining = counts.clone();
-        let trim = ctx.result_trim();
+        let trim = bfv.result_trim();
+        let result_bytes = bfv.trimmed_bytes(trim);
         let (fb, record_bytes) = (p.felt_bits(), layout.as_ref().map_or(0, |l| l.record_bytes));
         for _ in 0..total {
             // One bundle: the matching result (part 0), then `parts` label results.
@@ -140,13 +100,10 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             let mut hits: Vec<(usize, u32)> = Vec::new();
             let mut label_felts: Vec<Vec<u64>> = Vec::new();
             for part in 0..=parts {
-                let body = recv_message(ch, TAG_RESULT, "Result", "receiving results")?;
-                let mut r = Reader::new(&body);
-                let bi = r.u32("Result.bundle_index")? as usize;
-                let got_part = r.u16("Result.part")? as usize;
+                let result = ResultPart::recv(ch, "receiving results", (n, result_bytes))?;
+                let bi = result.bundle_index;
                 let first = part == 0;
-                if bi >= n || (first && remaining[bi] == 0) || (!first && bundle_index != Some(bi)) || got_part != part
-                {
+                if (first && remaining[bi] == 0) || (!first && bundle_index != Some(bi)) || result.part != part {
                     return Err(WireError::Invalid {
                         what: "Result",
                         why: "bundle index or part out of the announced order",
@@ -161,7 +118,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 if !first && hits.is_empty() {
                     continue;
                 }
-                let ct = ctx.trimmed_from_wire(r.take(r.remaining(), "Result.ciphertext")?, trim, "Result")?;
+                let ct = result.ciphertext(&bfv, trim)?;
                 let slots = sk.decrypt(&ct)?;
                 if first {
                     for lb in 0..bpb {

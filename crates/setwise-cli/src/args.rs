@@ -1,0 +1,103 @@
+//! Arguments shared by several subcommands: where items come from, the job, the peer
+//! and the report.
+
+use clap::{ArgGroup, Args};
+use setwise::net::{DEFAULT_MAX_FRAME, TcpConfig};
+use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
+use setwise::session::{Job, ProtocolParams};
+use setwise::{Operation, Protocol};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the items come from.
+#[derive(Args)]
+pub struct InputArgs {
+    /// Input file: CSV (with a header unless --no-header) or, for .txt, one item per line.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Key columns: header names, or 1-based indices with --no-header; several are
+    /// joined. Default: the first column.
+    #[arg(long, value_delimiter = ',')]
+    pub key: Vec<String>,
+    /// The CSV input has no header row.
+    #[arg(long)]
+    pub no_header: bool,
+    /// Input format, overriding the guess from the file name.
+    #[arg(long, value_parser = ["csv", "text"])]
+    pub format: Option<String>,
+}
+
+/// What to run.
+#[derive(Args)]
+pub struct JobArgs {
+    /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact or mqrpmt.
+    #[arg(long, default_value = "ecdh")]
+    pub protocol: Protocol,
+    /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
+    /// mqrpmt: only how many); and with mqrpmt: sum (the sender holds --value; both learn
+    /// the cardinality, the sender the sum of its values over the intersection), shares
+    /// (both write XOR shares of the intersection), union (the receiver learns X ∪ Y),
+    /// private-id (both get an ID per row and the IDs of the union).
+    #[arg(long = "op", default_value = "intersection")]
+    pub operation: Operation,
+    /// mqrpmt: how the sender returns the receiver's keyed items: bloom (a Bloom filter,
+    /// 58 bits per item, false positives 2^-40) or shuffle (32 bytes per item). Both
+    /// sides must agree; private-id tests membership exactly either way.
+    #[arg(long, default_value = "bloom")]
+    pub last_move: LastMove,
+}
+
+impl JobArgs {
+    /// The job for items of `key_columns` key columns.
+    pub fn job(&self, key_columns: usize) -> Job {
+        let job = Job::new(self.protocol, self.operation).with_key_columns(key_columns);
+        match self.protocol {
+            Protocol::Mqrpmt => job
+                .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: self.last_move, ..Default::default() })),
+            _ => job,
+        }
+    }
+}
+
+/// How to reach the peer.
+#[derive(Args)]
+#[command(group(ArgGroup::new("peer").required(true).args(["listen", "connect"])))]
+pub struct NetArgs {
+    /// Address to listen on for the peer (e.g. 0.0.0.0:7700).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Address of the listening peer; retried until --connect-timeout.
+    #[arg(long)]
+    pub connect: Option<String>,
+    /// Seconds to keep retrying --connect.
+    #[arg(long, default_value_t = 30)]
+    pub connect_timeout: u64,
+    /// Seconds to wait for the peer on any read or write.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Largest frame accepted from the peer, in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_FRAME)]
+    pub max_frame: usize,
+}
+
+impl NetArgs {
+    /// The channel settings.
+    pub fn config(&self) -> TcpConfig {
+        TcpConfig {
+            max_frame: self.max_frame,
+            io_timeout: Some(Duration::from_secs(self.timeout)),
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+        }
+    }
+}
+
+/// What to tell about the run.
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Write the run report as JSON to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Also print each phase's time and traffic.
+    #[arg(long, short)]
+    pub verbose: bool,
+}

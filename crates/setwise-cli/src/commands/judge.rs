@@ -1,0 +1,83 @@
+//! `setwise judge`: the judge of authorised PSI signs clients' allowed items.
+
+use crate::Failure;
+use crate::net::serve_many;
+use clap::Args;
+use setwise::io::{Format, ItemSet, write_atomic};
+use setwise::net::TcpConfig;
+use setwise::protocols::authorized::{self, AllowList, JudgeConfig, JudgeKey, Mode};
+use setwise::protocols::human_bytes;
+use setwise::session::{Input, Job, run};
+use setwise::{Operation, Outcome, Protocol, Role};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `setwise judge`.
+#[derive(Args)]
+pub struct JudgeArgs {
+    /// Address to listen on for clients.
+    #[arg(long)]
+    listen: String,
+    /// Allow-list of the items the judge authorises (CSV with header, or .txt).
+    #[arg(long)]
+    allow: PathBuf,
+    /// Key columns of the allow-list.
+    #[arg(long, value_delimiter = ',')]
+    key: Vec<String>,
+    /// The allow-list CSV has no header.
+    #[arg(long)]
+    no_header: bool,
+    /// Partial mode: the fraction p of commitments opened (⌈p·n⌉).
+    #[arg(long, default_value_t = 0.1)]
+    fraction: f64,
+    /// Full mode: sign nothing unless every item is allowed (the paper's answer);
+    /// default: sign the allowed items and report the refused ones.
+    #[arg(long)]
+    strict: bool,
+    /// Where to write the public key (hex) for clients and servers.
+    #[arg(long)]
+    public_key: PathBuf,
+    /// The secret key file: loaded if present, created (mode 0600) otherwise.
+    #[arg(long, default_value = "judge.key")]
+    secret_key: PathBuf,
+    /// Sessions to serve before exiting (0: until stopped).
+    #[arg(long, default_value_t = 0)]
+    sessions: usize,
+    /// Seconds to wait for a client on any read or write.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+}
+
+/// Runs `setwise judge`.
+pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
+    let key = JudgeKey::load_or_create(&a.secret_key)?;
+    write_atomic(&a.public_key, format!("{}\n", authorized::public_key_hex(key.public())).as_bytes(), false)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", a.public_key.display())))?;
+    let allow = ItemSet::read(&a.allow, Format::guess(&a.allow, a.no_header), &a.key)?;
+    let policy = AllowList::new(allow.items());
+    eprintln!(
+        "judge: key {} ({}), {} allowed items, public key written to {}",
+        authorized::key_fingerprint(key.public()),
+        a.secret_key.display(),
+        allow.items().len(),
+        a.public_key.display()
+    );
+    let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
+    let config = JudgeConfig { fraction: a.fraction, strict: a.strict };
+    let tcp = TcpConfig { io_timeout: Some(Duration::from_secs(a.timeout)), ..TcpConfig::default() };
+    serve_many(&a.listen, tcp, a.sessions, |ch| {
+        let input: Input = Input::Judge { key: &key, policy: &policy, config };
+        let (outcome, report) = run(ch, &job, Role::Judge, input)?;
+        let Outcome::Judged(o) = outcome else { unreachable!("a judge's run ends judged") };
+        Ok(format!(
+            "client '{}' ({:?}): signed {}, refused {}{} in {:.2} s, sent {}",
+            o.client_id,
+            o.mode,
+            o.signed,
+            o.refused,
+            if o.mode == Mode::Partial { format!(", opened {}", o.opened) } else { String::new() },
+            report.total_ms / 1e3,
+            human_bytes(report.traffic.bytes_sent)
+        ))
+    })
+}

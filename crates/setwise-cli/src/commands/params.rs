@@ -1,0 +1,50 @@
+//! `setwise params`: unbalanced-PSI parameters chosen for given sizes.
+
+use crate::Failure;
+use clap::Args;
+use setwise::protocols::human_bytes;
+use setwise::protocols::unbalanced::auto;
+
+/// `setwise params`.
+#[derive(Args)]
+pub struct ParamsArgs {
+    /// Sender items.
+    #[arg(long)]
+    sender_size: usize,
+    /// Most receiver items per query.
+    #[arg(long, default_value_t = 256)]
+    receiver_size: usize,
+    /// Label bytes (0: unlabelled).
+    #[arg(long, default_value_t = 0)]
+    label_bytes: usize,
+}
+
+/// Runs `setwise params`: prints the chosen JSON (stdout) and the prediction (stderr).
+pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
+    let costs = auto::calibrate();
+    for (he, c) in &costs {
+        eprintln!(
+            "measured {}: ct×ct {:.2} ms, relinearisation {:.2} ms, ct×pt {:.3} ms, mod-switch {:.2} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
+            he.describe(),
+            c.mul_ms,
+            c.relin_ms,
+            c.mul_plain_ms,
+            c.mod_switch_ms,
+            c.encrypt_ms,
+            c.decrypt_ms,
+            c.bytes[0],
+            c.bytes[1],
+            c.bytes[2]
+        );
+    }
+    let choice = auto::choose(a.sender_size, a.receiver_size, a.label_bytes, &costs).map_err(Failure::usage)?;
+    eprintln!(
+        "predicted per query: {:.3} s (sender on 2 cores + receiver), {} both ways, {} bundles per index; receiver maximum {}",
+        choice.seconds,
+        human_bytes(choice.bytes as u64),
+        choice.bundles_per_index,
+        choice.params.receiver_max()
+    );
+    println!("{}", choice.params.to_json());
+    Ok(())
+}

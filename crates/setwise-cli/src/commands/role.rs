@@ -1,0 +1,185 @@
+//! `setwise sender` and `setwise receiver`.
+
+use crate::Failure;
+use crate::args::{InputArgs, JobArgs, NetArgs, ReportArgs};
+use crate::input::{read_items, sum_values};
+use crate::net::{connect, serve_many};
+use crate::output::{OutputArgs, write_outcome};
+use crate::report::{run_role, summary};
+use clap::Args;
+use setwise::protocols::authorized::{self, Credentials, read_public_key};
+use setwise::protocols::human_bytes;
+use setwise::protocols::unbalanced::SenderDb;
+use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run};
+use setwise::{Operation, Protocol, Role};
+use std::path::PathBuf;
+
+/// `setwise sender`.
+#[derive(Args)]
+pub struct SenderArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    #[command(flatten)]
+    net: NetArgs,
+    #[command(flatten)]
+    report: ReportArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+    /// mqrpmt sum: the column holding each row's value (a non-negative integer; rows with
+    /// the same key add up). The sender is the value holder and learns the sum.
+    #[arg(long)]
+    value: Option<String>,
+    /// mqrpmt sum: the declared bound of any item's value; it fixes the sum's modulus so
+    /// the sum cannot wrap (the receiver learns the modulus' width in bytes).
+    #[arg(long, default_value_t = u32::MAX as u64)]
+    value_bound: u64,
+    /// The database built by `setwise db build` (protocol unbalanced; replaces --input).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Unbalanced: sessions to serve before exiting (0: until stopped), concurrently,
+    /// each on its own thread with the database shared read-only.
+    #[arg(long, default_value_t = 1)]
+    sessions: usize,
+    /// Unbalanced: keep only the coefficients in memory and encode per query ((L+1)·2 =
+    /// 8× less memory at L = 3 moduli, slower queries; `db info` gives both figures).
+    #[arg(long)]
+    compact: bool,
+    /// Authorized/partial: the judge's public key file (hex, from `setwise judge`).
+    #[arg(long)]
+    judge_key: Option<PathBuf>,
+    /// Authorized/partial: the identity of the client the judge authorised.
+    #[arg(long)]
+    client_id: Option<String>,
+}
+
+/// `setwise receiver`.
+#[derive(Args)]
+pub struct ReceiverArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    #[command(flatten)]
+    net: NetArgs,
+    #[command(flatten)]
+    report: ReportArgs,
+    #[command(flatten)]
+    input: InputArgs,
+    /// Unbalanced: refuse to run unless the sender's parameters have this fingerprint.
+    #[arg(long)]
+    params_fingerprint: Option<String>,
+    /// Authorized/partial: the credentials file from `setwise authorize`.
+    #[arg(long)]
+    credentials: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+fn usage(msg: &str) -> Failure {
+    Failure::usage(anyhow::anyhow!("{msg}"))
+}
+
+/// Runs `setwise sender`.
+pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
+    if a.job.protocol == Protocol::Unbalanced {
+        let path =
+            a.db.as_ref().ok_or_else(|| usage("the unbalanced sender serves --db DIR (see `setwise db build`)"))?;
+        let db = if a.compact { SenderDb::load_compact(path) } else { SenderDb::load(path) }?;
+        return serve_database(&a, &db);
+    }
+    if a.db.is_some() {
+        return Err(usage("--db is for --protocol unbalanced; give --input"));
+    }
+    let set = read_items(&a.input)?;
+    let mut job = a.job.job(set.key_columns());
+    if authorized::Mode::of(a.job.protocol).is_some() {
+        let path =
+            a.judge_key.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --judge-key FILE"))?;
+        let id = a.client_id.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --client-id ID"))?;
+        job =
+            Job::authorized(a.job.protocol, id.as_bytes(), read_public_key(path)?).with_key_columns(set.key_columns());
+    }
+    let values = match (job.operation, &a.value) {
+        (Operation::Sum, Some(col)) => sum_values(&set, col, a.value_bound)?,
+        (Operation::Sum, None) => return Err(usage("--op sum: the sender holds the values; give --value COLUMN")),
+        (_, Some(_)) => return Err(usage("--value is for --protocol mqrpmt --op sum")),
+        (_, None) => Vec::new(),
+    };
+    let input = match job.operation {
+        Operation::Sum => Input::Values { items: set.items(), values: &values, bound: a.value_bound },
+        _ => Input::Items(set.items()),
+    };
+    let mut ch = connect(&a.net)?;
+    let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input, &a.report)?;
+    let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
+    summary(Role::Sender, &report, &what);
+    Ok(())
+}
+
+/// Serves `--sessions` receivers (0: forever) from `db`, each on its own thread; a
+/// failing session is logged and the others go on. With one session, or when
+/// connecting, its failure is the exit status.
+fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
+    let i = db.info();
+    eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
+    let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_key_columns(db.key_columns());
+    let input = || -> Input { Input::Database(db) };
+    match (&a.net.listen, a.sessions) {
+        (Some(addr), n) if n != 1 => serve_many(addr, a.net.config(), n, |ch| {
+            run(ch, &job, Role::Sender, input()).map(|(_, r)| {
+                format!(
+                    "answered {} items in {:.2} s, sent {}, received {}",
+                    r.peer_set_size,
+                    r.total_ms / 1e3,
+                    human_bytes(r.traffic.bytes_sent),
+                    human_bytes(r.traffic.bytes_received)
+                )
+            })
+        }),
+        _ => {
+            let mut ch = connect(&a.net)?;
+            let (_, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.report)?;
+            summary(Role::Sender, &report, "answered one query");
+            Ok(())
+        }
+    }
+}
+
+/// Runs `setwise receiver`.
+pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
+    let set = read_items(&a.input)?;
+    let kc = set.key_columns();
+    let credentials = match authorized::Mode::of(a.job.protocol) {
+        Some(_) => {
+            let path = a
+                .credentials
+                .as_deref()
+                .ok_or_else(|| usage("the authorized/partial receiver needs --credentials FILE"))?;
+            Some(Credentials::load(path)?)
+        }
+        None => None,
+    };
+    let job = match (&credentials, a.job.protocol) {
+        (Some(c), p) => Job::authorized(p, &c.client_id, c.judge_pk).with_key_columns(kc),
+        (None, Protocol::Unbalanced) => a
+            .job
+            .job(kc)
+            .with_params(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: a.params_fingerprint.clone() })),
+        (None, _) => a.job.job(kc),
+    };
+    let input = match &credentials {
+        Some(c) => {
+            let usable = authorized::usable(c, set.items()).len();
+            if usable < set.items().len() {
+                eprintln!("{usable} of {} items have credentials; only those take part", set.items().len());
+            }
+            Input::Credentials { items: set.items(), credentials: c }
+        }
+        None => Input::Items(set.items()),
+    };
+    let mut ch = connect(&a.net)?;
+    let (outcome, report) = run_role(&mut ch, &job, Role::Receiver, input, &a.report)?;
+    let what = write_outcome(&set, outcome, &a.out, Role::Receiver)?;
+    summary(Role::Receiver, &report, &what);
+    Ok(())
+}

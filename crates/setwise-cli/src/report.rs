@@ -1,0 +1,47 @@
+//! Running one role in the foreground: a spinner while it runs, the report afterwards
+//! (stderr with `-v`, JSON with `--report`) and a one-line summary.
+
+use crate::Failure;
+use crate::args::ReportArgs;
+use crate::progress::spinner;
+use setwise::io::write_atomic;
+use setwise::net::Channel;
+use setwise::protocols::human_bytes;
+use setwise::session::{Input, Job, run_observed};
+use setwise::{Outcome, Report, Role};
+
+/// Runs `role` of `job` over `ch` with a spinner, then prints and saves the report.
+pub fn run_role<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    job: &Job,
+    role: Role,
+    input: Input<'_, I>,
+    a: &ReportArgs,
+) -> Result<(Outcome, Report), Failure> {
+    let (bar, observer) = spinner(role.name());
+    let result = run_observed(ch, job, role, input, observer);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let (outcome, report) = result?;
+    if a.verbose {
+        eprint!("{report}");
+    }
+    if let Some(path) = &a.report {
+        write_atomic(path, report.to_json().as_bytes(), false)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
+    }
+    Ok((outcome, report))
+}
+
+/// The line that ends a role's run: what it learned, time and traffic.
+pub fn summary(role: Role, report: &Report, what: &str) {
+    eprintln!(
+        "{role}: {what} — {:.2} s, sent {}, received {} ({} items, peer {})",
+        report.total_ms / 1e3,
+        human_bytes(report.traffic.bytes_sent),
+        human_bytes(report.traffic.bytes_received),
+        report.own_set_size,
+        report.peer_set_size
+    );
+}

@@ -1,0 +1,61 @@
+//! Generated data for the demo and the benchmarks: e-mail-like keys with a chosen
+//! overlap, and a value per item for `sum`.
+
+use setwise::io::ItemSet;
+use setwise::session::Input;
+use setwise::{Operation, Protocol, Role, session::Job};
+
+/// Bound of the generated values of `sum`: amounts in cents up to 1000.00.
+pub const VALUE_BOUND: u64 = 100_000;
+
+/// Generated addresses: the sender's `sender_size` and the receiver's `receiver_size`,
+/// of which a fraction `overlap` of the smaller set is common.
+pub fn sets(sender_size: usize, receiver_size: usize, overlap: f64) -> (ItemSet, ItemSet) {
+    let common = ((sender_size.min(receiver_size) as f64) * overlap.clamp(0.0, 1.0)).round() as usize;
+    let mut salt = [0u8; 4];
+    setwise::crypto::rng::fill_os(&mut salt);
+    let tag = u32::from_le_bytes(salt) % 100_000;
+    let sender = (0..sender_size).map(|i| format!("user{i:07}.{tag}@example.org"));
+    let receiver = (0..receiver_size).map(|i| {
+        if i < common { format!("user{i:07}.{tag}@example.org") } else { format!("member{i:07}.{tag}@example.net") }
+    });
+    (ItemSet::from_keys(sender), ItemSet::from_keys(receiver))
+}
+
+/// A value per item for `sum` (think: purchase amounts in cents), derived from the item
+/// so a check can recompute it.
+pub fn values(items: &[Vec<u8>]) -> Vec<u64> {
+    items
+        .iter()
+        .map(|i| u64::from_le_bytes(blake3::hash(i).as_bytes()[..8].try_into().expect("8 bytes")) % (VALUE_BOUND + 1))
+        .collect()
+}
+
+/// The sender's input on generated data: its items, with values for `sum`, or its
+/// database for `unbalanced`.
+pub fn sender_input<'a>(
+    job: &Job,
+    items: &'a [Vec<u8>],
+    values: &'a [u64],
+    db: Option<&'a setwise::protocols::unbalanced::SenderDb>,
+) -> Input<'a> {
+    match (job.protocol, job.operation, db) {
+        (Protocol::Unbalanced, _, Some(db)) => Input::Database(db),
+        (Protocol::Mqrpmt, Operation::Sum, _) => Input::Values { items, values, bound: VALUE_BOUND },
+        _ => Input::Items(items),
+    }
+}
+
+/// The input of `role` on generated data (the receiver always brings its items).
+pub fn input_for<'a>(
+    job: &Job,
+    role: Role,
+    items: &'a [Vec<u8>],
+    values: &'a [u64],
+    db: Option<&'a setwise::protocols::unbalanced::SenderDb>,
+) -> Input<'a> {
+    match role {
+        Role::Sender => sender_input(job, items, values, db),
+        _ => Input::Items(items),
+    }
+}

@@ -1,0 +1,136 @@
+//! Domain-separated hashing.
+//!
+//! Every hash in setwise is keyed by a [`Domain`]: a named protocol and purpose (the
+//! label constants of this module) plus the per-session identifier, so values from one protocol,
+//! purpose or session never collide with another's.
+
+use blake3::Hasher;
+
+// Domain-separation labels, one per (protocol, purpose).
+
+/// DH-PSI: items hashed to ristretto255.
+pub const ECDH_ITEM_TO_GROUP: &str = "setwise/ecdh/v1/item-to-group";
+/// FHE-PSI: items hashed to field elements of the plaintext modulus.
+pub const FHE_ITEM_TO_FIELD: &str = "setwise/fhe/v1/item-to-field";
+/// Unbalanced PSI: items hashed to ristretto255 for the OPRF (no session).
+pub const UNBALANCED_OPRF: &str = "setwise/unbalanced/v1/oprf-to-group";
+/// Unbalanced PSI: OPRF output.
+pub const UNBALANCED_OPRF_OUT: &str = "setwise/unbalanced/v1/oprf-output";
+/// Unbalanced PSI: an OPRF output to its bins and field elements.
+pub const UNBALANCED_ITEM: &str = "setwise/unbalanced/v1/item-to-bins";
+/// Authorised PSI: H1(item ‖ client id) to G1 (BLS signatures).
+pub const AUTHORIZED_H1: &str = "setwise/authorized/v1/H1-item-to-G1";
+/// Partial-APSI: H2 from a G1 commitment to G1.
+pub const AUTHORIZED_H2: &str = "setwise/authorized/v1/H2-G1-to-G1";
+/// Authorised PSI: digests of pairing values.
+pub const AUTHORIZED_DIGEST: &str = "setwise/authorized/v1/gt-digest";
+/// Partial-APSI: the exponent-equality argument's batching weights.
+pub const AUTHORIZED_EEA_WEIGHT: &str = "setwise/authorized/v1/eea-weight";
+/// Partial-APSI: the exponent-equality argument's challenge.
+pub const AUTHORIZED_EEA_CHALLENGE: &str = "setwise/authorized/v1/eea-challenge";
+/// Unbalanced PSI: a label's encryption key from its item's OPRF output.
+pub const UNBALANCED_LABEL_KEY: &str = "setwise/unbalanced/v1/label-key";
+/// Compact PSI: H1, items to points of GF(2^128 − 159).
+pub const COMPACT_ITEM_TO_FIELD: &str = "setwise/compact/v1/H1-item-to-field";
+/// Compact PSI: H2, an item and its agreed key to the tag the receiver matches.
+pub const COMPACT_TAG: &str = "setwise/compact/v1/H2-tag";
+/// Compact PSI: the round keys of the wide permutation Π.
+pub const COMPACT_PERMUTATION: &str = "setwise/compact/v1/permutation";
+/// mqRPMT: items hashed to ristretto255 for the cwPRF.
+pub const MQRPMT_ITEM_TO_GROUP: &str = "setwise/mqrpmt/v1/item-to-group";
+/// mqRPMT: the Bloom filter's positions.
+pub const MQRPMT_FILTER: &str = "setwise/mqrpmt/v1/bloom-filter";
+/// mqRPMT intersection: the 128-bit tag of an item the receiver looks up.
+pub const MQRPMT_TAG: &str = "setwise/mqrpmt/v1/item-tag";
+/// mqRPMT private-ID: items hashed to ristretto255 for the distributed OPRF.
+pub const MQRPMT_PRIVATE_ID: &str = "setwise/mqrpmt/v1/private-id-to-group";
+/// Base OT (Chou–Orlandi): the OT keys.
+pub const OT_BASE_KEY: &str = "setwise/ot/v1/base-ot-key";
+/// IKNP: the fixed AES key of the correlation-robust hash.
+pub const OT_CRHASH_KEY: &str = "setwise/ot/v1/iknp-crhash-key";
+/// Chosen-message and one-sided OT: the pads of the masked messages.
+pub const OT_MESSAGE_PAD: &str = "setwise/ot/v1/message-pad";
+/// Session identifier derived from both hellos' nonces.
+pub const SESSION_ID: &str = "setwise/session/v1/id";
+/// Fingerprint of a judge's public key (hellos, reports).
+pub const FINGERPRINT_JUDGE_KEY: &str = "setwise/authorized/v1/key-fingerprint";
+/// Fingerprint of unbalanced-PSI parameters (canonical JSON).
+pub const FINGERPRINT_UNBALANCED_PARAMS: &str = "setwise/unbalanced/v1/params-fingerprint";
+
+/// A 32-byte per-session value both parties agree on in the hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionId(pub [u8; 32]);
+
+/// A hashing domain: label and session.
+#[derive(Debug, Clone, Copy)]
+pub struct Domain {
+    label: &'static str,
+    session: SessionId,
+}
+
+impl Domain {
+    /// The domain `label` within `session`.
+    pub fn new(label: &'static str, session: SessionId) -> Self {
+        Self { label, session }
+    }
+
+    /// A domain without a session, for values that outlive one session (an OPRF
+    /// whose outputs a sender database stores). The label alone separates it.
+    pub fn fixed(label: &'static str) -> Self {
+        Self { label, session: SessionId([0; 32]) }
+    }
+
+    /// The domain's tag bytes: length-prefixed label, then the session id.
+    pub fn tag(&self) -> Vec<u8> {
+        let mut t = Vec::with_capacity(2 + self.label.len() + 32);
+        t.extend_from_slice(&(self.label.len() as u16).to_le_bytes());
+        t.extend_from_slice(self.label.as_bytes());
+        t.extend_from_slice(&self.session.0);
+        t
+    }
+
+    /// A 64-byte hash of `input` in this domain (BLAKE3 XOF, keyed by the domain).
+    pub fn hash64(&self, input: &[u8]) -> [u8; 64] {
+        let mut h = self.hasher();
+        h.update(input);
+        let mut out = [0u8; 64];
+        h.finalize_xof().fill(&mut out);
+        out
+    }
+
+    /// A BLAKE3 hasher keyed by this domain, to stream input into.
+    pub fn hasher(&self) -> Hasher {
+        let key = blake3::derive_key("setwise domain key v1", &self.tag());
+        Hasher::new_keyed(&key)
+    }
+}
+
+/// A short public name for `bytes` in the domain `label`: 16 hex digits (64 bits) of
+/// their hash, enough to tell apart the keys or parameter sets one deployment uses.
+pub fn fingerprint(label: &'static str, bytes: &[u8]) -> String {
+    blake3::Hash::from_slice(&Domain::fixed(label).hash64(bytes)[..32]).expect("32 bytes").to_hex()[..16].to_string()
+}
+
+/// Derives the session id from the two hello nonces, in role order.
+pub fn session_id(sender_nonce: &[u8; 16], receiver_nonce: &[u8; 16]) -> SessionId {
+    let mut h = Hasher::new_derive_key(SESSION_ID);
+    h.update(sender_nonce);
+    h.update(receiver_nonce);
+    SessionId(*h.finalize().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains_separate() {
+        let s1 = SessionId([1; 32]);
+        let s2 = SessionId([2; 32]);
+        let a = Domain::new(ECDH_ITEM_TO_GROUP, s1).hash64(b"x");
+        assert_eq!(a, Domain::new(ECDH_ITEM_TO_GROUP, s1).hash64(b"x"));
+        assert_ne!(a, Domain::new(ECDH_ITEM_TO_GROUP, s2).hash64(b"x"));
+        assert_ne!(a, Domain::new(SESSION_ID, s1).hash64(b"x"));
+        assert_ne!(session_id(&[0; 16], &[1; 16]), session_id(&[1; 16], &[0; 16]));
+    }
+}

@@ -1,0 +1,13 @@
+//! Users' files: items from CSV or text (key columns, values, labels) and matching rows
+//! written back ([`ItemSet`]), the check that a caller's items form a set, outputs that
+//! appear complete or not at all ([`AtomicFile`]), and hexadecimal text.
+
+mod atomic;
+mod distinct;
+mod hex;
+mod items;
+
+pub use atomic::{AtomicFile, sync_dir, write_atomic};
+pub use distinct::check_distinct;
+pub use hex::{from_hex, hex};
+pub use items::{Format, InputError, ItemSet, ReadStats, split_key};

@@ -1,0 +1,10 @@
+//! Finite fields and polynomials over them: word-sized primes ([`zp`], the BFV plaintext
+//! moduli) and GF(2^128 − 159) ([`fp128`], compact PSI), both [`PrimeField`]s, so one
+//! polynomial module ([`poly`]) serves both.
+
+pub mod field;
+pub mod fp128;
+pub mod poly;
+pub mod zp;
+
+pub use field::PrimeField;

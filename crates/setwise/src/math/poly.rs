@@ -1,0 +1,265 @@
+//! Polynomials over any [`PrimeField`], coefficients lowest degree first: the product of
+//! linear factors, evaluation, interpolation of several value lists at shared points,
+//! and adding or removing one interpolation point in linear time.
+
+use super::field::PrimeField;
+use rayon::prelude::*;
+
+/// Points from which interpolation splits its work over threads.
+const PARALLEL_FROM: usize = 256;
+
+/// Coefficients of `∏ (z − r)` over the roots: monic, degree `roots.len()`.
+pub fn from_roots<F: PrimeField>(f: F, roots: &[F::Elem]) -> Vec<F::Elem> {
+    let mut c = vec![f.zero(); roots.len() + 1];
+    c[0] = f.one();
+    for (d, &r) in roots.iter().enumerate() {
+        mul_linear(f, &mut c[..d + 2], r);
+    }
+    c
+}
+
+/// Multiplies `c` (degree below `c.len() − 1`) by `(z − r)` in place.
+fn mul_linear<F: PrimeField>(f: F, c: &mut [F::Elem], r: F::Elem) {
+    let neg = f.neg(r);
+    for i in (0..c.len()).rev() {
+        let lower = if i > 0 { c[i - 1] } else { f.zero() };
+        c[i] = f.mul_add(c[i], neg, lower);
+    }
+}
+
+/// The value at `x` (Horner).
+#[inline]
+pub fn eval<F: PrimeField>(f: F, coeffs: &[F::Elem], x: F::Elem) -> F::Elem {
+    coeffs.iter().rev().fold(f.zero(), |acc, &c| f.mul_add(acc, x, c))
+}
+
+/// The quotient of the monic `m` by `(z − r)` into `q` (length `deg m`), when `r` is a
+/// root (synthetic division).
+#[inline]
+fn divide_linear<F: PrimeField>(f: F, m: &[F::Elem], r: F::Elem, q: &mut [F::Elem]) {
+    let mut carry = f.zero();
+    for k in (0..q.len()).rev() {
+        carry = f.mul_add(carry, r, m[k + 1]);
+        q[k] = carry;
+    }
+}
+
+/// Interpolation over the points `xs`: for each value list in `ys`, the coefficients
+/// (`xs.len()` of them) of the polynomial of degree below `xs.len()` through
+/// `(xs[j], ys[j])`. Lagrange form from `M(z) = ∏(z − x_j)`:
+/// `Σ_j y_j·w_j·M(z)/(z − x_j)` with `w_j = 1/M'(x_j)` (one batched inversion), so all
+/// value lists share the O(n²) work on the points. Returns the index of a repeated point
+/// if the points are not distinct.
+pub fn interpolate<F: PrimeField>(f: F, xs: &[F::Elem], ys: &[&[F::Elem]]) -> Result<Vec<Vec<F::Elem>>, usize> {
+    let n = xs.len();
+    assert!(ys.iter().all(|y| y.len() == n), "one value per point");
+    if n == 0 {
+        return Ok(vec![Vec::new(); ys.len()]);
+    }
+    let m = from_roots(f, xs);
+    // w_j = 1 / M'(x_j); M'(x_j) is zero exactly when x_j repeats.
+    let derivative: Vec<F::Elem> = m.iter().enumerate().skip(1).map(|(k, &c)| f.mul(c, f.elem(k as u64))).collect();
+    let weight = |&x: &F::Elem| eval(f, &derivative, x);
+    let mut weights: Vec<F::Elem> =
+        if n >= PARALLEL_FROM { xs.par_iter().map(weight).collect() } else { xs.iter().map(weight).collect() };
+    f.batch_invert(&mut weights)?;
+    // Each block of points adds its terms into wide sums, reduced every `capacity` terms.
+    let block_sum = |points: std::ops::Range<usize>| {
+        let mut wide = vec![vec![F::Wide::default(); n]; ys.len()];
+        let mut q = vec![f.zero(); n];
+        let mut pending = 0;
+        for j in points {
+            if pending == f.wide_capacity() {
+                wide.iter_mut().flatten().for_each(|w| *w = f.widen(f.wide_reduce(*w)));
+                pending = 0;
+            }
+            divide_linear(f, &m, xs[j], &mut q);
+            for (acc, y) in wide.iter_mut().zip(ys) {
+                let c = f.mul(y[j], weights[j]);
+                acc.iter_mut().zip(&q).for_each(|(a, &qk)| *a = f.wide_mul_add(*a, c, qk));
+            }
+            pending += 1;
+        }
+        wide.into_iter().map(|v| v.into_iter().map(|w| f.wide_reduce(w)).collect::<Vec<_>>()).collect::<Vec<_>>()
+    };
+    if n < PARALLEL_FROM {
+        return Ok(block_sum(0..n));
+    }
+    let block = n.div_ceil(rayon::current_num_threads() * 4).max(16);
+    let zero = || vec![vec![f.zero(); n]; ys.len()];
+    Ok((0..n).into_par_iter().step_by(block).map(|start| block_sum(start..(start + block).min(n))).reduce(
+        zero,
+        |mut a, b| {
+            a.iter_mut().flatten().zip(b.iter().flatten()).for_each(|(x, &y)| *x = f.add(*x, y));
+            a
+        },
+    ))
+}
+
+/// The degree of a monic (non-zero) polynomial: the index of its last non-zero coefficient.
+fn degree<F: PrimeField>(f: F, c: &[F::Elem]) -> usize {
+    c.iter().rposition(|&v| v != f.zero()).unwrap_or(0)
+}
+
+/// Adds the point `x` to an interpolation kept incrementally, in O(d) per polynomial
+/// instead of redoing the O(d²) interpolation. `roots` is `∏(z − x_j)` over the current
+/// `d` points (monic); `polys[p]` is the polynomial of degree < `d` through
+/// `(x_j, y_pj)`, zero-padded to `roots.len()`. Afterwards `roots` has the root `x` and
+/// each `polys[p]` also passes through `(x, ys[p])`: `P + (y − P(x))/M(x) · M`, the same
+/// coefficients as interpolating all points anew. `scratch` is reused between calls.
+/// Returns `None` (and changes nothing) if `x` is already a point or the slices have no
+/// room for degree `d + 1`.
+pub fn add_point<F: PrimeField>(
+    f: F,
+    roots: &mut [F::Elem],
+    polys: &mut [&mut [F::Elem]],
+    x: F::Elem,
+    ys: &[F::Elem],
+    scratch: &mut Vec<F::Elem>,
+) -> Option<()> {
+    let d = degree(f, roots);
+    if d + 1 >= roots.len() || polys.iter().any(|p| p.len() < roots.len()) {
+        return None;
+    }
+    // Horner on M and every P at once: independent chains keep the multiplier busy.
+    scratch.clear();
+    scratch.resize(polys.len() + 1, f.zero());
+    let (mx, px) = scratch.split_first_mut().expect("one value for M");
+    for i in (0..=d).rev() {
+        *mx = f.mul_add(*mx, x, roots[i]);
+        for (v, p) in px.iter_mut().zip(polys.iter()) {
+            // P has degree < d: its coefficient d is zero.
+            *v = f.mul_add(*v, x, p[i]);
+        }
+    }
+    let inv = f.inv(*mx)?;
+    for ((p, &y), &v) in polys.iter_mut().zip(ys).zip(px.iter()) {
+        let s = f.mul(f.sub(y, v), inv);
+        p[..=d].iter_mut().zip(&roots[..=d]).for_each(|(pi, &ri)| *pi = f.mul_add(s, ri, *pi));
+    }
+    mul_linear(f, &mut roots[..d + 2], x);
+    Some(())
+}
+
+/// Removes the point `x` from an interpolation kept as in [`add_point`]: `M ← M/(z − x)`
+/// by synthetic division, and `P ← P − P_{d−1}·M`, which drops `P`'s degree below `d − 1`
+/// and keeps its values at the other points (the same coefficients as interpolating them
+/// anew). `scratch` is reused between calls. Returns `None` (and changes nothing) if `x`
+/// is not a root.
+pub fn remove_point<F: PrimeField>(
+    f: F,
+    roots: &mut [F::Elem],
+    polys: &mut [&mut [F::Elem]],
+    x: F::Elem,
+    scratch: &mut Vec<F::Elem>,
+) -> Option<()> {
+    let d = degree(f, roots);
+    if d == 0 {
+        return None;
+    }
+    scratch.clear();
+    scratch.resize(d, f.zero());
+    divide_linear(f, &roots[..=d], x, scratch);
+    if f.mul_add(scratch[0], x, roots[0]) != f.zero() {
+        return None;
+    }
+    for p in polys.iter_mut() {
+        let c = f.neg(p[d - 1]);
+        p[..d].iter_mut().zip(scratch.iter()).for_each(|(pi, &qi)| *pi = f.mul_add(c, qi, *pi));
+    }
+    roots[..d].copy_from_slice(scratch);
+    roots[d] = f.zero();
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fp128::{F128, Fp128, P};
+    use super::super::zp::Zp;
+    use super::*;
+
+    /// Interpolation passes through every point, in both fields, below and above the
+    /// parallel threshold, with several value lists.
+    fn passes_through<F: PrimeField>(f: F, point: impl Fn(u64) -> F::Elem, value: impl Fn(u64, u64) -> F::Elem) {
+        for n in [0u64, 1, 2, 7, 64, 300] {
+            let xs: Vec<F::Elem> = (0..n).map(&point).collect();
+            let a: Vec<F::Elem> = (0..n).map(|i| value(i, 1)).collect();
+            let b: Vec<F::Elem> = (0..n).map(|i| value(i, 2)).collect();
+            let polys = interpolate(f, &xs, &[&a, &b]).unwrap();
+            for (poly, ys) in polys.iter().zip([&a, &b]) {
+                assert_eq!(poly.len(), n as usize);
+                for (x, y) in xs.iter().zip(ys.iter()) {
+                    assert_eq!(eval(f, poly, *x), *y);
+                }
+            }
+        }
+        let repeated = [point(3), point(4), point(3)];
+        assert_eq!(interpolate(f, &repeated, &[&[f.one(); 3]]), Err(0));
+    }
+
+    #[test]
+    fn interpolation_in_every_field() {
+        let m = 2056193;
+        passes_through(Zp::new(m), |i| (i * 7919 + 3) % m, |i, s| (i * i * s + 11) % m);
+        // Above the lazy-reduction bound, and above 2^32 (no Barrett fast path).
+        for m in [(1u64 << 31) - 1, 4611686018427387847] {
+            passes_through(Zp::new(m), |i| (i * 7919 + 3) % m, |i, s| (m - 1 - i * s) % m);
+        }
+        passes_through(
+            Fp128,
+            |i| F128::reduce((i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c) + 5),
+            |i, s| F128::reduce(P - 1 - (i as u128) * s as u128),
+        );
+    }
+
+    #[test]
+    fn roots_vanish_and_nothing_else_does() {
+        let m = 1032193;
+        let f = Zp::new(m);
+        let roots = [5, 17, 1032192, 99];
+        let c = from_roots(f, &roots);
+        assert_eq!(c.len(), 5);
+        assert_eq!(c[4], 1);
+        for r in roots {
+            assert_eq!(eval(f, &c, r), 0);
+        }
+        for x in [0, 1, 6, 100, 1000] {
+            let direct = roots.iter().fold(1, |acc, &r| f.mul(acc, (x + m - r) % m));
+            assert_eq!(eval(f, &c, x), direct);
+        }
+        assert_eq!(from_roots(f, &[]), vec![1]);
+    }
+
+    #[test]
+    fn incremental_points_match_interpolating_anew() {
+        let m = 40961;
+        let f = Zp::new(m);
+        let xs: Vec<u64> = (0..40).map(|i| (i * 7919 + 13) % m).collect();
+        let ys: Vec<Vec<u64>> = (0..3).map(|p| xs.iter().map(|x| (x * (p + 3) + 11) % m).collect()).collect();
+        let (mut roots, mut polys) = (vec![0u64; 42], vec![vec![0u64; 42]; 3]);
+        roots[0] = 1;
+        let mut scratch = Vec::new();
+        let mut ps: Vec<&mut [u64]> = polys.iter_mut().map(|p| &mut p[..]).collect();
+        for (j, &x) in xs.iter().enumerate() {
+            add_point(f, &mut roots, &mut ps, x, &[ys[0][j], ys[1][j], ys[2][j]], &mut scratch).unwrap();
+        }
+        assert!(add_point(f, &mut roots, &mut ps, xs[5], &[1, 2, 3], &mut scratch).is_none(), "a repeated point");
+        // Remove every third point; the rest must be what interpolating them anew gives.
+        let kept: Vec<usize> = (0..40).filter(|j| j % 3 != 0).collect();
+        for j in (0..40).filter(|j| j % 3 == 0) {
+            remove_point(f, &mut roots, &mut ps, xs[j], &mut scratch).unwrap();
+        }
+        assert!(remove_point(f, &mut roots, &mut ps, xs[0], &mut scratch).is_none(), "an absent point");
+        drop(ps);
+        let kx: Vec<u64> = kept.iter().map(|&j| xs[j]).collect();
+        let ky: Vec<Vec<u64>> = ys.iter().map(|y| kept.iter().map(|&j| y[j]).collect()).collect();
+        let want = interpolate(f, &kx, &ky.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+        let mut want_roots = from_roots(f, &kx);
+        want_roots.resize(42, 0);
+        assert_eq!(roots, want_roots);
+        for (p, w) in polys.iter().zip(&want) {
+            assert_eq!(&p[..w.len()], &w[..]);
+            assert!(p[w.len()..].iter().all(|&c| c == 0));
+        }
+    }
+}

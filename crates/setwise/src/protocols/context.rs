@@ -1,0 +1,63 @@
+//! What a running role knows: its role, the session id agreed in the hello and both set
+//! sizes. The session layer builds a [`Context`] from the hello; a protocol role only
+//! reads it.
+
+use crate::crypto::dst::SessionId;
+use std::fmt;
+
+/// Largest set size a peer may announce: 2^32 items.
+pub const MAX_SET_SIZE: u64 = 1 << 32;
+
+/// Which side a party plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Holds a set and learns nothing (or what the operation grants the sender).
+    Sender,
+    /// Holds a set and learns the output.
+    Receiver,
+    /// Authorises a client's items (authorised PSI); plays the sender's part in hellos.
+    Judge,
+}
+
+impl Role {
+    /// The CLI and report name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Sender => "sender",
+            Role::Receiver => "receiver",
+            Role::Judge => "judge",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What both sides agreed before the protocol's first message.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Per-session value for domain separation.
+    pub id: SessionId,
+    /// This side's role.
+    pub role: Role,
+    /// This side's set size.
+    pub own_size: usize,
+    /// The peer's announced set size.
+    pub peer_size: usize,
+}
+
+impl Context {
+    /// The sender's set size.
+    pub fn sender_size(&self) -> usize {
+        if self.role == Role::Receiver { self.peer_size } else { self.own_size }
+    }
+
+    /// The receiver's set size.
+    pub fn receiver_size(&self) -> usize {
+        if self.role == Role::Receiver { self.own_size } else { self.peer_size }
+    }
+}

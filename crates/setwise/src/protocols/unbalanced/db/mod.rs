@@ -1,0 +1,613 @@
+//! The sender database: OPRF outputs hashed into bins, cut into bundles, each bundle's
+//! matching (and label) polynomials kept as plaintexts ready for products. Built once,
+//! saved as a directory (a checksummed manifest and one hashed segment file per bundle),
+//! loaded without recomputing anything but the plaintexts' NTT form, shared read-only by
+//! concurrent sessions. Inserts and removes edit only the bundles they change, point by
+//! point, and write only those segments and the manifest (docs/protocols/unbalanced.md).
+//!
+//! The jobs are split by file: this module is the API and the update logic;
+//! [`placement`] puts items into bins and bundles; [`coefficients`] interpolates bundles
+//! and edits them point by point; [`encoding`] turns coefficients into plaintexts (or
+//! keeps only the coefficients, in compact mode); [`storage`] is the on-disk format.
+
+mod coefficients;
+mod encoding;
+mod placement;
+mod storage;
+
+use super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, record_to_felts, seal_label};
+use super::locate;
+use super::params::UnbalancedParams;
+use crate::crypto::dst;
+use crate::crypto::oprf::{OprfKey, Output};
+use crate::crypto::ristretto::SecretScalar;
+use crate::error::{Error, Result};
+use crate::he::HeContext;
+use crate::he::Plaintext;
+use coefficients::{apply_edits, interpolate_bundle};
+use placement::{BinFelts, layout_of, layouts, place};
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::time::Instant;
+use storage::{Segment, read_segment};
+
+/// One change to one bin of a bundle whose coefficients are known, applied in
+/// O(B) per polynomial ([`add_point`], [`remove_point`]) instead of re-interpolating.
+#[derive(Debug)]
+struct Edit {
+    /// The bin within the bundle.
+    bin: u32,
+    /// Add the item (else remove it).
+    add: bool,
+    /// The item's felts.
+    felts: Vec<u64>,
+    /// Labelled add: the label felts, `parts` chunks of `felts_per_item`.
+    values: Vec<u64>,
+}
+
+/// One bundle: up to `max_items_per_bin` items in each of its bins, and the
+/// coefficients of each slot's matching (and label) polynomials.
+#[derive(Debug)]
+struct Bundle {
+    /// Item ids per bin.
+    bins: Vec<Vec<u32>>,
+    /// `(1 + parts) × (B + 1) × N` coefficients: the matching polynomial, then each label
+    /// part; polynomial-major, then coefficient-major. `None` when not loaded (an update
+    /// reads only the bundles it changes) or dropped once encoded.
+    coeffs: Option<Vec<u32>>,
+    /// The coefficients as plaintexts at level 0, in the same order.
+    plaintexts: Vec<Plaintext>,
+    /// Where the coefficients are saved, while they are unchanged since.
+    saved: Option<Segment>,
+    /// New, or its coefficients are unknown: interpolate every bin anew.
+    rebuild: bool,
+    /// Changes since the coefficients were computed, in order.
+    edits: Vec<Edit>,
+}
+
+impl Bundle {
+    fn empty(bpb: usize) -> Self {
+        Self {
+            bins: vec![Vec::new(); bpb],
+            coeffs: None,
+            plaintexts: Vec::new(),
+            saved: None,
+            rebuild: true,
+            edits: Vec::new(),
+        }
+    }
+
+    fn dirty(&self) -> bool {
+        self.rebuild || !self.edits.is_empty()
+    }
+
+    /// Records a change to bin `bin` (nothing to record if it is rebuilt anyway).
+    fn edit(&mut self, bin: usize, add: bool, felts: &[u64], values: impl FnOnce() -> Vec<u64>) {
+        if !self.rebuild {
+            let values = if add { values() } else { Vec::new() };
+            self.edits.push(Edit { bin: bin as u32, add, felts: felts.to_vec(), values });
+        }
+    }
+}
+
+/// Facts about a database, for `db info` and reports.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DbInfo {
+    /// Distinct sender items.
+    pub sender_size: usize,
+    /// Preset the parameters came from, if any.
+    pub preset: String,
+    /// Parameter fingerprint.
+    pub fingerprint: String,
+    /// Bundles in all.
+    pub bundles: usize,
+    /// Most bundles at one bundle index.
+    pub max_bundles_per_index: usize,
+    /// Build time, milliseconds.
+    pub build_ms: u64,
+    /// Bytes of the loaded plaintexts (the database's memory when served encoded).
+    pub plaintext_bytes: usize,
+    /// Bytes of the coefficients alone (the database's memory in compact mode).
+    pub compact_bytes: usize,
+    /// Served in compact mode (plaintexts encoded per query).
+    pub compact: bool,
+    /// The most receiver items per query.
+    pub receiver_max: usize,
+    /// Labelled: the longest label in bytes (0 if unlabelled).
+    pub label_bytes: usize,
+    /// Labelled: label polynomials per bundle slot.
+    pub label_parts: usize,
+    /// Per-query false-match probability at the receiver maximum, log2.
+    pub false_match_log2: f64,
+}
+
+/// What an insert or remove changed.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct UpdateStats {
+    /// New items.
+    pub added: usize,
+    /// Existing items given a new label.
+    pub relabelled: usize,
+    /// Items removed.
+    pub removed: usize,
+    /// Items asked for that were already there (insert) or absent (remove).
+    pub unchanged: usize,
+    /// Bundles recomputed.
+    pub bundles_touched: usize,
+    /// Of those, bundles interpolated anew (new ones, or ones whose coefficients were
+    /// not at hand); the others were edited point by point.
+    pub bundles_new: usize,
+    /// Bundles in the database afterwards.
+    pub bundles_total: usize,
+}
+
+/// Encrypted labels of a database: one record of `layout.record_bytes` per item, end to
+/// end (one allocation, written and read as one slice).
+#[derive(Debug)]
+struct Labels {
+    layout: LabelLayout,
+    records: Vec<u8>,
+}
+
+impl Labels {
+    fn record(&self, id: u32) -> &[u8] {
+        let rb = self.layout.record_bytes;
+        &self.records[id as usize * rb..][..rb]
+    }
+
+    fn set(&mut self, id: u32, record: &[u8]) {
+        let rb = self.layout.record_bytes;
+        self.records[id as usize * rb..][..rb].copy_from_slice(record);
+    }
+}
+
+/// The preprocessed sender database.
+#[derive(Debug)]
+pub struct SenderDb {
+    params: UnbalancedParams,
+    ctx: HeContext,
+    oprf: OprfKey,
+    items: Vec<Output>,
+    /// Bundles per bundle index.
+    indices: Vec<Vec<Bundle>>,
+    labels: Option<Labels>,
+    /// The database directory the saved segments are in.
+    dir: Option<PathBuf>,
+    /// Key columns joined into each item (receivers must join as many).
+    key_columns: usize,
+    info: DbInfo,
+}
+
+fn oprf_key(scalar: SecretScalar) -> OprfKey {
+    OprfKey::from_scalar(scalar, dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT)
+}
+
+impl SenderDb {
+    /// Builds a database from distinct `items` under `params` (`preset` names where
+    /// they came from).
+    pub fn build<I: AsRef<[u8]> + Sync>(items: &[I], params: UnbalancedParams, preset: &str) -> Result<Self> {
+        Self::build_inner(items, None, params, preset)
+    }
+
+    /// Builds a labelled database: `labels[i]` (at most 1 KiB, the serialised label
+    /// columns named `columns`) is returned to a receiver that holds `items[i]`.
+    pub fn build_labelled<I: AsRef<[u8]> + Sync>(
+        items: &[I],
+        labels: &[Vec<u8>],
+        columns: Vec<String>,
+        params: UnbalancedParams,
+        preset: &str,
+    ) -> Result<Self> {
+        if labels.len() != items.len() {
+            return Err(Error::Params(format!("{} labels for {} items", labels.len(), items.len())));
+        }
+        if let Some(l) = labels.iter().find(|l| l.len() > MAX_LABEL_BYTES) {
+            return Err(Error::Params(format!("a label has {} bytes; at most {MAX_LABEL_BYTES}", l.len())));
+        }
+        Self::build_inner(items, Some((labels, columns)), params, preset)
+    }
+
+    fn build_inner<I: AsRef<[u8]> + Sync>(
+        items: &[I],
+        labels: Option<(&[Vec<u8>], Vec<String>)>,
+        params: UnbalancedParams,
+        preset: &str,
+    ) -> Result<Self> {
+        let start = Instant::now();
+        params.validate()?;
+        let ctx = HeContext::new(&params.he()).map_err(|e| Error::Params(e.to_string()))?;
+        let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
+        let outputs = oprf.evaluate_items(items);
+        let labels = labels.map(|(l, columns)| {
+            let layout = LabelLayout::new(&params, columns, l.iter().map(Vec::len).max().unwrap_or(0));
+            let mut records = vec![0u8; outputs.len() * layout.record_bytes];
+            records
+                .par_chunks_mut(layout.record_bytes)
+                .zip(outputs.par_iter().zip(l))
+                .for_each(|(r, (o, label))| r.copy_from_slice(&seal_label(o, label, &layout)));
+            Labels { layout, records }
+        });
+        let mut db = Self {
+            params,
+            ctx,
+            oprf,
+            items: outputs,
+            indices: Vec::new(),
+            labels,
+            dir: None,
+            key_columns: 1,
+            info: DbInfo::default(),
+        };
+        db.fill_bundles()?;
+        db.compute_coefficients()?;
+        db.info.preset = preset.to_string();
+        db.info.build_ms = start.elapsed().as_millis() as u64;
+        db.refresh_info();
+        db.check_false_matches()?;
+        Ok(db)
+    }
+
+    /// Places every item (see [`place`]).
+    fn fill_bundles(&mut self) -> Result<()> {
+        let layout = layouts(&self.params, &self.items);
+        let mut indices: Vec<Vec<Bundle>> = (0..self.params.bundle_indices()).map(|_| Vec::new()).collect();
+        let mut seen = BinFelts::new();
+        for id in 0..self.items.len() as u32 {
+            // Every bundle is new, so no change is recorded and no label felts are asked for.
+            place(&self.params, &mut indices, id, &layout, &|_| Vec::new(), &mut seen)?;
+        }
+        self.indices = indices;
+        Ok(())
+    }
+
+    /// Label felts of a sealed record: `parts` chunks of `felts_per_item`.
+    fn label_felts(labels: &Option<Labels>, p: &UnbalancedParams, id: u32) -> Vec<u64> {
+        labels.as_ref().map_or_else(Vec::new, |l| {
+            record_to_felts(l.record(id), l.layout.parts * p.item_params.felts_per_item, p.felt_bits())
+        })
+    }
+
+    /// Adds `items` (with `labels` in a labelled database); an item already present gets
+    /// the new label. Only the bundles that change are recomputed, and only their
+    /// changed points (O(B) per point and polynomial).
+    pub fn insert<I: AsRef<[u8]> + Sync>(&mut self, items: &[I], labels: Option<&[Vec<u8>]>) -> Result<UpdateStats> {
+        match (&self.labels, labels) {
+            (Some(_), None) => {
+                return Err(Error::Params("this database is labelled: give the new items' labels".into()));
+            }
+            (None, Some(_)) => {
+                return Err(Error::Params("this database has no labels: rebuild it with labels".into()));
+            }
+            (_, Some(l)) if l.len() != items.len() => {
+                return Err(Error::Params(format!("{} labels for {} items", l.len(), items.len())));
+            }
+            _ => {}
+        }
+        if let (Some(l), Some(new)) = (&self.labels, labels) {
+            let max = l.layout.record_bytes - LABEL_NONCE - 2;
+            if let Some(x) = new.iter().find(|x| x.len() > max) {
+                return Err(Error::Params(format!(
+                    "a label of {} bytes exceeds this database's label size of {max}; rebuild it",
+                    x.len()
+                )));
+            }
+        }
+        let outputs = self.oprf.evaluate_items(items);
+        let index = self.find(&outputs);
+        // Placing an item compares its felts only with the items of bins that have room,
+        // so only those items' layouts are computed.
+        let cap = self.params.table_params.max_items_per_bin;
+        let mut open = vec![false; self.items.len()];
+        for bin in self.indices.iter().flatten().flat_map(|b| &b.bins).filter(|bin| bin.len() < cap) {
+            bin.iter().for_each(|&id| open[id as usize] = true);
+        }
+        let p = &self.params;
+        let mut layout: Vec<(Vec<u32>, Vec<u64>)> = self
+            .items
+            .par_iter()
+            .zip(&open)
+            .map(|(o, &open)| if open { layout_of(p, o) } else { (Vec::new(), Vec::new()) })
+            .collect();
+        let mut stats = UpdateStats::default();
+        let bpb = self.params.bins_per_bundle();
+        let mut seen = std::collections::HashSet::new();
+        let mut bin_felts = BinFelts::new();
+        for (j, o) in outputs.iter().enumerate() {
+            // An item given twice in one insert keeps its first label.
+            if let Some(&id) = index.get(o).or_else(|| seen.contains(o).then_some(&u32::MAX)) {
+                match (&mut self.labels, labels) {
+                    (Some(l), Some(new)) if id != u32::MAX => l.set(id, &seal_label(o, &new[j], &l.layout)),
+                    _ => {
+                        stats.unchanged += 1;
+                        continue;
+                    }
+                }
+                let values = Self::label_felts(&self.labels, &self.params, id);
+                if layout[id as usize].1.is_empty() {
+                    layout[id as usize] = layout_of(&self.params, o);
+                }
+                // A new label is the same point with a new value: remove it, then add it.
+                let felts = &layout[id as usize].1;
+                for &bin in &layout[id as usize].0 {
+                    let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
+                    for b in self.indices[bi].iter_mut().filter(|b| b.bins[lb].contains(&id)) {
+                        b.edit(lb, false, felts, Vec::new);
+                        b.edit(lb, true, felts, || values.clone());
+                    }
+                }
+                stats.relabelled += 1;
+                continue;
+            }
+            let id = self.items.len() as u32;
+            self.items.push(*o);
+            seen.insert(*o);
+            if let (Some(l), Some(new)) = (&mut self.labels, labels) {
+                l.records.extend_from_slice(&seal_label(o, &new[j], &l.layout));
+            }
+            layout.push(layout_of(&self.params, o));
+            let (params, lab) = (&self.params, &self.labels);
+            place(
+                &self.params,
+                &mut self.indices,
+                id,
+                &layout,
+                &|id| Self::label_felts(lab, params, id),
+                &mut bin_felts,
+            )?;
+            stats.added += 1;
+        }
+        self.finish_update(stats)
+    }
+
+    /// The ids of those `outputs` already in the database: a set of the (few) outputs
+    /// asked for, scanned against every item in parallel, instead of an index of the
+    /// whole database per update.
+    fn find(&self, outputs: &[Output]) -> std::collections::HashMap<Output, u32> {
+        let wanted: std::collections::HashSet<&Output> = outputs.iter().collect();
+        self.items.par_iter().enumerate().filter(|(_, o)| wanted.contains(o)).map(|(i, o)| (*o, i as u32)).collect()
+    }
+
+    /// Removes `items`; only the bundles that held them are recomputed (bundles left
+    /// empty are dropped).
+    pub fn remove<I: AsRef<[u8]> + Sync>(&mut self, items: &[I]) -> Result<UpdateStats> {
+        let outputs = self.oprf.evaluate_items(items);
+        let index = self.find(&outputs);
+        let mut gone = vec![false; self.items.len()];
+        let mut stats = UpdateStats::default();
+        for o in &outputs {
+            match index.get(o) {
+                Some(&id) if !gone[id as usize] => {
+                    gone[id as usize] = true;
+                    stats.removed += 1;
+                }
+                _ => stats.unchanged += 1,
+            }
+        }
+        // Ids stay dense: item `i` becomes `remap[i]`.
+        let mut remap = vec![u32::MAX; self.items.len()];
+        let mut next = 0u32;
+        for (i, g) in gone.iter().enumerate() {
+            if !g {
+                remap[i] = next;
+                next += 1;
+            }
+        }
+        let (items, p) = (&self.items, &self.params);
+        let (mut bins_buf, mut felts) = (Vec::new(), Vec::new());
+        for bundles in &mut self.indices {
+            for b in bundles.iter_mut() {
+                for lb in 0..b.bins.len() {
+                    for i in 0..b.bins[lb].len() {
+                        let id = b.bins[lb][i];
+                        if gone[id as usize] {
+                            locate(p, &items[id as usize], &mut bins_buf, &mut felts);
+                            b.edit(lb, false, &felts, Vec::new);
+                        }
+                    }
+                    let bin = &mut b.bins[lb];
+                    bin.retain(|&id| !gone[id as usize]);
+                    bin.iter_mut().for_each(|id| *id = remap[*id as usize]);
+                }
+            }
+            bundles.retain(|b| b.bins.iter().any(|bin| !bin.is_empty()));
+        }
+        let mut keep = gone.iter().map(|g| !g);
+        self.items.retain(|_| keep.next().expect("one flag per item"));
+        if let Some(l) = &mut self.labels {
+            let rb = l.layout.record_bytes;
+            l.records = l.records.chunks(rb).zip(&gone).filter(|(_, g)| !**g).flat_map(|(r, _)| r).copied().collect();
+        }
+        self.finish_update(stats)
+    }
+
+    fn finish_update(&mut self, mut stats: UpdateStats) -> Result<UpdateStats> {
+        stats.bundles_touched = self.indices.iter().flatten().filter(|b| b.dirty()).count();
+        let serving = self.indices.iter().flatten().any(|b| !b.plaintexts.is_empty());
+        stats.bundles_new = self.compute_coefficients()?;
+        if serving {
+            self.encode()?;
+        }
+        self.refresh_info();
+        self.check_false_matches()?;
+        stats.bundles_total = self.info.bundles;
+        Ok(stats)
+    }
+
+    /// Brings every changed bundle's coefficients up to date (in parallel): a new
+    /// bundle, or one whose coefficients are unknown, is interpolated anew; an edited
+    /// one reads its saved coefficients if they are not in memory and applies its
+    /// edits point by point. Returns how many were interpolated anew.
+    fn compute_coefficients(&mut self) -> Result<usize> {
+        let (items, labels, p, dir) = (&self.items, &self.labels, &self.params, self.dir.as_deref());
+        let parts = labels.as_ref().map_or(0, |l| l.layout.parts);
+        let len = (1 + parts) * (p.table_params.max_items_per_bin + 1) * p.seal_params.poly_modulus_degree;
+        self.indices
+            .par_iter_mut()
+            .flatten()
+            .filter(|b| b.dirty())
+            .try_fold(
+                || 0,
+                |anew, bundle| {
+                    bundle.plaintexts.clear();
+                    if !bundle.rebuild && bundle.coeffs.is_none() {
+                        match (bundle.saved, dir) {
+                            (Some(seg), Some(dir)) => bundle.coeffs = Some(read_segment(dir, seg, len, p)?),
+                            _ => bundle.rebuild = true,
+                        }
+                    }
+                    if !bundle.rebuild {
+                        let coeffs = bundle.coeffs.as_mut().expect("loaded above");
+                        if apply_edits(p, parts, &bundle.edits, coeffs).is_none() {
+                            // Not the points the coefficients were made from: interpolate anew.
+                            bundle.rebuild = true;
+                        }
+                    }
+                    let rebuilt = bundle.rebuild;
+                    if rebuilt {
+                        bundle.coeffs = Some(interpolate_bundle(p, parts, &bundle.bins, items, labels));
+                    }
+                    bundle.edits.clear();
+                    bundle.rebuild = false;
+                    bundle.saved = None;
+                    Ok(anew + usize::from(rebuilt))
+                },
+            )
+            .try_reduce(|| 0, |a, b| Ok(a + b))
+    }
+
+    /// The false-match bound depends on how many bundles the items fill, so it is checked
+    /// on the built database, not only on the parameters.
+    fn check_false_matches(&self) -> Result<()> {
+        let fm = self.info.false_match_log2;
+        if fm > super::params::MAX_FALSE_MATCH_LOG2 {
+            return Err(Error::Params(format!(
+                "with {} bundles at a bundle index, a query of {} items would falsely match with probability 2^{fm:.1} (> 2^-40): use a smaller max_items_per_bin or more felts_per_item",
+                self.info.max_bundles_per_index, self.info.receiver_max
+            )));
+        }
+        Ok(())
+    }
+
+    fn refresh_info(&mut self) {
+        // An `fhe` plaintext keeps its N slot values and its NTT form over L moduli.
+        let n = self.params.seal_params.poly_modulus_degree;
+        let per_pt = (self.params.seal_params.coeff_modulus_bits.len() + 1) * n * 8;
+        let bundles: usize = self.indices.iter().map(Vec::len).sum();
+        let max_bpi = self.indices.iter().map(Vec::len).max().unwrap_or(0);
+        self.info.sender_size = self.items.len();
+        self.info.fingerprint = self.params.fingerprint();
+        self.info.bundles = bundles;
+        self.info.max_bundles_per_index = max_bpi;
+        let parts = self.labels.as_ref().map_or(0, |l| l.layout.parts);
+        let polys = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1);
+        self.info.plaintext_bytes = polys * per_pt;
+        self.info.compact_bytes = polys * n * 4;
+        self.info.label_parts = parts;
+        self.info.label_bytes = self.labels.as_ref().map_or(0, |l| l.layout.record_bytes - LABEL_NONCE - 2);
+        self.info.receiver_max = self.params.receiver_max();
+        self.info.false_match_log2 = self.params.false_match_log2(self.info.receiver_max, max_bpi);
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &UnbalancedParams {
+        &self.params
+    }
+
+    /// Facts for `db info`.
+    pub fn info(&self) -> &DbInfo {
+        &self.info
+    }
+
+    /// Key columns joined into each item (1 unless set by
+    /// [`with_key_columns`](Self::with_key_columns)); a receiver must join as many.
+    pub fn key_columns(&self) -> usize {
+        self.key_columns
+    }
+
+    /// Records that each item joins `n` key columns (saved with the database; a query
+    /// whose job names another number is refused in the hello).
+    pub fn with_key_columns(mut self, n: usize) -> Self {
+        self.key_columns = n.max(1);
+        self
+    }
+
+    pub(crate) fn context(&self) -> &HeContext {
+        &self.ctx
+    }
+
+    pub(crate) fn oprf(&self) -> &OprfKey {
+        &self.oprf
+    }
+
+    /// Number of bundles at each bundle index.
+    pub(crate) fn bundle_counts(&self) -> Vec<usize> {
+        self.indices.iter().map(Vec::len).collect()
+    }
+
+    /// The label layout, if the database is labelled.
+    pub fn label_layout(&self) -> Option<&LabelLayout> {
+        self.labels.as_ref().map(|l| &l.layout)
+    }
+
+    /// Drops the coefficient copies once the database is saved (memory then is the
+    /// plaintexts').
+    pub fn drop_coefficients(&mut self) {
+        self.indices.iter_mut().flatten().for_each(|b| b.coeffs = None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> UnbalancedParams {
+        UnbalancedParams::from_json(
+            r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+                "item_params":{"felts_per_item":4},
+                "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+                "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
+        )
+        .unwrap()
+    }
+
+    fn keys(prefix: &str, range: std::ops::Range<u32>) -> Vec<Vec<u8>> {
+        range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
+    }
+
+    /// Every bundle's coefficients after point-by-point edits equal interpolating its
+    /// bins anew, and edits were applied (not silently rebuilt).
+    #[test]
+    fn edited_bundles_equal_interpolating_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.db");
+        let sender = keys("s", 0..2500);
+        let labels: Vec<Vec<u8>> = sender.iter().map(|k| [b"v0:", &k[..]].concat()).collect();
+        let mut db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], params(), "t").unwrap();
+        db.save(&path).unwrap();
+        let mut db = SenderDb::load_for_update(&path).unwrap();
+        let added = keys("n", 0..200);
+        let relabel = keys("s", 100..140);
+        let ins = [added, relabel].concat();
+        let new_labels: Vec<Vec<u8>> = ins.iter().map(|k| [b"v1:", &k[..5.min(k.len())]].concat()).collect();
+        let before = db.info.bundles;
+        let st = db.insert(&ins, Some(&new_labels)).unwrap();
+        assert_eq!(st.bundles_new, st.bundles_total - before, "only new bundles are interpolated anew: {st:?}");
+        assert!(st.bundles_touched > st.bundles_new, "{st:?}");
+        let st = db.remove(&keys("s", 1000..1300)).unwrap();
+        assert!(st.bundles_touched > 0 && st.bundles_new == 0, "{st:?}");
+        let parts = db.labels.as_ref().unwrap().layout.parts;
+        for b in db.indices.iter().flatten().filter(|b| b.coeffs.is_some()) {
+            let anew = interpolate_bundle(&db.params, parts, &b.bins, &db.items, &db.labels);
+            assert!(b.coeffs.as_ref().unwrap() == &anew, "an edited bundle differs from interpolating it anew");
+        }
+        // Applying the same edits twice cannot fit: the second add of a point is refused.
+        let b = db.indices.iter().flatten().find(|b| b.coeffs.is_some()).unwrap();
+        let (bin, id) = b.bins.iter().enumerate().find_map(|(i, ids)| ids.first().map(|&id| (i, id))).unwrap();
+        let (mut bins, mut felts) = (Vec::new(), Vec::new());
+        locate(&db.params, &db.items[id as usize], &mut bins, &mut felts);
+        let values = SenderDb::label_felts(&db.labels, &db.params, id);
+        let edit = Edit { bin: bin as u32, add: true, felts, values };
+        let mut coeffs = b.coeffs.clone().unwrap();
+        assert!(apply_edits(&db.params, parts, &[edit], &mut coeffs).is_none());
+    }
+}

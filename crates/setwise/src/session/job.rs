@@ -1,0 +1,217 @@
+//! What to run: the protocol, the operation and the typed parameters both sides agree
+//! on, and their one canonical encoding in the hello.
+
+use crate::crypto::bls12_381::G2Affine;
+use crate::error::{Error, Result};
+use crate::io::hex;
+use crate::protocols::authorized::{self, Mode};
+use crate::protocols::mqrpmt::MqrpmtParams;
+use crate::protocols::{Operation, Protocol, Role};
+
+/// What to run.
+///
+/// Both sides build the same job: the hello carries its canonical encoding
+/// ([`Job::hello_params`]) and a difference in any field ends both runs with an error
+/// naming it. Fields that only one side has (a receiver's expected database
+/// fingerprint) stay out of the hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The protocol family.
+    pub protocol: Protocol,
+    /// The operation.
+    pub operation: Operation,
+    /// Number of key columns joined into each item; both sides must use the same.
+    pub key_columns: usize,
+    /// The protocol's own parameters.
+    pub params: ProtocolParams,
+}
+
+/// Per-protocol parameters of a [`Job`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ProtocolParams {
+    /// `ecdh`, `fhe`, `compact`: nothing beyond the protocol and the operation (the FHE
+    /// parameters follow from the two set sizes).
+    #[default]
+    None,
+    /// `mqrpmt`: the construction and the last move of the membership test.
+    Mqrpmt(MqrpmtParams),
+    /// `unbalanced`: what the receiver expects of the sender's database.
+    Unbalanced(UnbalancedJob),
+    /// `authorized`, `partial`: whose credentials, signed by which judge.
+    Authorized(AuthorizedJob),
+}
+
+/// `unbalanced` job parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UnbalancedJob {
+    /// Receiver: refuse a database whose parameters have another fingerprint
+    /// (`UnbalancedParams::fingerprint`). The sender ignores it.
+    pub fingerprint: Option<String>,
+}
+
+/// `authorized` / `partial` job parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthorizedJob {
+    /// The client identity the judge's signatures are bound to. An intersection's server
+    /// and client must both name it; an authorisation's client asks for it (the judge
+    /// learns it from the request).
+    pub client_id: Vec<u8>,
+    /// The judge's public key (intersection: both sides; authorisation: unused).
+    pub judge_key: Option<G2Affine>,
+}
+
+impl Job {
+    /// A job with one key column and the protocol's default parameters.
+    pub fn new(protocol: Protocol, operation: Operation) -> Self {
+        let params = match protocol {
+            Protocol::Mqrpmt => ProtocolParams::Mqrpmt(MqrpmtParams::default()),
+            Protocol::Unbalanced => ProtocolParams::Unbalanced(UnbalancedJob::default()),
+            Protocol::Authorized | Protocol::Partial => ProtocolParams::Authorized(AuthorizedJob::default()),
+            _ => ProtocolParams::None,
+        };
+        Self { protocol, operation, key_columns: 1, params }
+    }
+
+    /// The same job with `n` key columns.
+    pub fn with_key_columns(mut self, n: usize) -> Self {
+        self.key_columns = n;
+        self
+    }
+
+    /// The same job with these parameters.
+    pub fn with_params(mut self, params: ProtocolParams) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// An authorised intersection for the client `client_id` under the judge key `pk`
+    /// (`protocol` is `authorized` or `partial`).
+    pub fn authorized(protocol: Protocol, client_id: &[u8], pk: G2Affine) -> Self {
+        Self::new(protocol, Operation::Intersection).with_params(ProtocolParams::Authorized(AuthorizedJob {
+            client_id: client_id.to_vec(),
+            judge_key: Some(pk),
+        }))
+    }
+
+    /// An authorisation of the client `client_id`'s items by a judge, in `mode`.
+    pub fn authorize(mode: Mode, client_id: &[u8]) -> Self {
+        Self::new(mode.protocol(), Operation::Authorize)
+            .with_params(ProtocolParams::Authorized(AuthorizedJob { client_id: client_id.to_vec(), judge_key: None }))
+    }
+
+    /// Checks that the protocol implements the operation, that `role` plays in it and
+    /// that the parameters belong to the protocol and are complete.
+    pub fn validate(&self, role: Role) -> Result<()> {
+        if !self.protocol.operations().contains(&self.operation) {
+            let ops: Vec<&str> = self.protocol.operations().iter().map(|o| o.name()).collect();
+            return Err(Error::Params(format!(
+                "protocol {} has no operation {} (it has: {})",
+                self.protocol,
+                self.operation,
+                ops.join(", ")
+            )));
+        }
+        if (role == Role::Judge) != (self.operation == Operation::Authorize && role != Role::Receiver) {
+            return Err(Error::Usage(format!("a {role} takes no part in {} {}", self.protocol, self.operation)));
+        }
+        if self.key_columns == 0 {
+            return Err(Error::Params("key_columns: at least one key column".into()));
+        }
+        let fits = matches!(
+            (self.protocol, &self.params),
+            (Protocol::Ecdh | Protocol::Fhe | Protocol::Compact, ProtocolParams::None)
+                | (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(_))
+                | (Protocol::Unbalanced, ProtocolParams::Unbalanced(_))
+                | (Protocol::Authorized | Protocol::Partial, ProtocolParams::Authorized(_))
+        );
+        if !fits {
+            return Err(Error::Usage(format!("protocol {} does not take {:?}", self.protocol, self.params)));
+        }
+        if let ProtocolParams::Authorized(a) = &self.params {
+            if a.client_id.len() > authorized::MAX_CLIENT_ID {
+                return Err(Error::Params(format!(
+                    "client_id: {} bytes, at most {}",
+                    a.client_id.len(),
+                    authorized::MAX_CLIENT_ID
+                )));
+            }
+            let intersect = self.operation == Operation::Intersection;
+            if intersect && a.judge_key.is_none() {
+                return Err(Error::Params(format!("{}: the judge's public key is needed", self.protocol)));
+            }
+            if (intersect || role == Role::Receiver) && a.client_id.is_empty() {
+                return Err(Error::Params(format!("{}: the client identity is needed", self.protocol)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The protocol and operation names the hello carries. An authorisation is one
+    /// session type whatever the mode (the client's request says which): `judge`,
+    /// `authorize`.
+    pub fn hello_names(&self) -> (&'static str, &'static str) {
+        match self.operation {
+            Operation::Authorize => ("judge", "authorize"),
+            op => (self.protocol.name(), op.name()),
+        }
+    }
+
+    /// The canonical parameter string of the hello: `key=value` pairs joined by `;`, in a
+    /// fixed order, holding exactly what both sides must agree on.
+    pub fn hello_params(&self) -> String {
+        let mut fields = vec![("key_columns", self.key_columns.to_string())];
+        match (&self.params, self.operation) {
+            (ProtocolParams::Mqrpmt(m), _) => {
+                fields.push(("rpmt", m.construction.name().to_string()));
+                fields.push(("last_move", m.last_move.name().to_string()));
+            }
+            (ProtocolParams::Authorized(a), Operation::Intersection) => {
+                fields.push(("client_id", hex(&a.client_id)));
+                fields.push(("judge", a.judge_key.as_ref().map_or_else(String::new, authorized::key_fingerprint)));
+            }
+            _ => {}
+        }
+        fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocols::authorized::JudgeKey;
+    use crate::protocols::mqrpmt::LastMove;
+
+    #[test]
+    fn hello_params_are_canonical() {
+        assert_eq!(Job::new(Protocol::Ecdh, Operation::Intersection).hello_params(), "key_columns=1");
+        let m = Job::new(Protocol::Mqrpmt, Operation::Sum)
+            .with_key_columns(2)
+            .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: LastMove::Shuffle, ..Default::default() }));
+        assert_eq!(m.hello_params(), "key_columns=2;rpmt=cwprf;last_move=shuffle");
+        let key = JudgeKey::generate();
+        let a = Job::authorized(Protocol::Partial, b"ab", *key.public()).with_key_columns(3);
+        let p = a.hello_params();
+        assert!(p.starts_with("key_columns=3;client_id=6162;judge=") && p.len() > 40, "{p}");
+        assert_eq!(Job::authorize(Mode::Full, b"ab").hello_params(), "key_columns=1");
+        assert_eq!(Job::authorize(Mode::Partial, b"ab").hello_names(), ("judge", "authorize"));
+    }
+
+    #[test]
+    fn validation_names_what_is_missing() {
+        let bad_op = Job::new(Protocol::Fhe, Operation::Sum).validate(Role::Sender).unwrap_err();
+        assert!(bad_op.to_string().contains("has no operation sum"), "{bad_op}");
+        let judge = Job::new(Protocol::Ecdh, Operation::Intersection).validate(Role::Judge).unwrap_err();
+        assert!(judge.to_string().contains("judge takes no part"), "{judge}");
+        let no_key = Job::new(Protocol::Authorized, Operation::Intersection).validate(Role::Sender).unwrap_err();
+        assert!(no_key.to_string().contains("public key"), "{no_key}");
+        let wrong = Job::new(Protocol::Ecdh, Operation::Intersection)
+            .with_params(ProtocolParams::Mqrpmt(MqrpmtParams::default()))
+            .validate(Role::Sender)
+            .unwrap_err();
+        assert!(wrong.to_string().contains("does not take"), "{wrong}");
+        Job::authorize(Mode::Full, b"id").validate(Role::Judge).unwrap();
+        Job::authorize(Mode::Full, b"id").validate(Role::Receiver).unwrap();
+        assert!(Job::authorize(Mode::Full, b"").validate(Role::Receiver).is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! The wire layer: the byte codec every decoder reads through ([`Reader`], [`Writer`]),
+//! tagged messages and the abort ([`msg`]), and chunked record streams ([`stream`]).
+//! It sits on [`net`](crate::net) and knows nothing of protocols.
+
+mod codec;
+pub mod msg;
+pub mod stream;
+
+pub use codec::{Reader, WireError, Writer};

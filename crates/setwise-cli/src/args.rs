@@ -91,6 +91,19 @@ impl NetArgs {
     }
 }
 
+/// What a party of a two-party run gives: the job, the peer, the report, its items.
+#[derive(Args)]
+pub struct PartyArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
 /// What to tell about the run.
 #[derive(Args)]
 pub struct ReportArgs {

@@ -1,15 +1,45 @@
-//! setwise: private set operations between parties who do not trust each other.
+//! setwise: private set operations between parties who do not trust each other:
+//! intersection, its size, a sum over it, secret shares of it, the union, shared IDs,
+//! labelled look-ups and judge-authorised intersection.
 //!
-//! Layers, top to bottom (data flows down, never up):
-//! - [`session`]: the hello negotiation, running a role, reports;
+//! One entry point runs any role of any protocol: [`run`] takes a channel to the peer,
+//! the [`Job`] both sides agreed on, this side's [`Role`] and its [`Input`], and returns
+//! what the role learned ([`Outcome`]) with a [`Report`] of phases, times and bytes.
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! // Two parties in one process, over an in-memory channel (TCP and the CLI work alike).
+//! let job = Job::new(Protocol::Mqrpmt, Operation::Cardinality);
+//! let sender: Vec<&str> = vec!["ann@x.org", "bob@y.org", "cid@z.org"];
+//! let receiver: Vec<&str> = vec!["bob@y.org", "cid@z.org", "dan@w.org", "eve@v.org"];
+//! let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+//! let (sent, got) = std::thread::scope(|s| {
+//!     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&sender)));
+//!     let got = run(&mut b, &job, Role::Receiver, Input::Items(&receiver)).unwrap();
+//!     (sender.join().unwrap().unwrap(), got)
+//! });
+//! assert_eq!(sent.0, Outcome::Nothing); // the sender learns nothing
+//! assert_eq!(got.0, Outcome::Cardinality(2)); // the receiver learns |X ∩ Y| only
+//! assert_eq!(got.1.peer_set_size, 3); // and both learn the set sizes
+//! ```
+//!
+//! Layers, top to bottom (data flows down, never up; `scripts/check-layers.py` checks the
+//! imports):
+//! - [`session`]: the hello and the one dispatch, [`run`];
 //! - [`protocols`]: one module per protocol family, each role a function over a
-//!   [`net::Channel`];
-//! - building blocks: [`group`] (ristretto255), [`hash`] (domain separation),
-//!   [`rng`] (OS randomness, shuffling);
-//! - [`io`]: items from users' files, matching rows back out;
-//! - [`net`] and [`wire`]: framed, metered, bounded channels and message codecs.
+//!   [`net::Channel`], with its messages as types (`messages.rs`);
+//! - building blocks, which do no I/O and know no protocol: [`crypto`] (randomness,
+//!   domain separation, ristretto255, Elligator, BLS12-381, OPRF, wide permutation),
+//!   [`math`] (prime fields and polynomials), [`hashing`] (cuckoo, Bloom), [`he`]
+//!   (BFV), [`ot`] (base OT, IKNP);
+//! - [`wire`]: the bounded codec, tagged messages, chunked streams;
+//! - [`io`]: items from users' files, outputs that appear complete or not at all;
+//! - [`net`]: framed, metered, bounded channels (memory, TCP, shaping).
 //!
-//! See `docs/` for each protocol's security model, leakage and wire format.
+//! See `docs/` for each protocol's security model, leakage, failure probability and
+//! wire format.
 
 #![deny(unsafe_code)]
 
@@ -29,4 +59,4 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use protocols::{Operation, Outcome, Protocol, Report, Role};
-pub use session::Job;
+pub use session::{Input, Job, run};

@@ -1,7 +1,7 @@
 //! `setwise sender` and `setwise receiver`.
 
 use crate::Failure;
-use crate::args::{InputArgs, JobArgs, NetArgs, ReportArgs};
+use crate::args::PartyArgs;
 use crate::input::{read_items, sum_values};
 use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
@@ -18,13 +18,7 @@ use std::path::PathBuf;
 #[derive(Args)]
 pub struct SenderArgs {
     #[command(flatten)]
-    job: JobArgs,
-    #[command(flatten)]
-    net: NetArgs,
-    #[command(flatten)]
-    report: ReportArgs,
-    #[command(flatten)]
-    input: InputArgs,
+    party: PartyArgs,
     #[command(flatten)]
     out: OutputArgs,
     /// mqrpmt sum: the column holding each row's value (a non-negative integer; rows with
@@ -58,13 +52,7 @@ pub struct SenderArgs {
 #[derive(Args)]
 pub struct ReceiverArgs {
     #[command(flatten)]
-    job: JobArgs,
-    #[command(flatten)]
-    net: NetArgs,
-    #[command(flatten)]
-    report: ReportArgs,
-    #[command(flatten)]
-    input: InputArgs,
+    party: PartyArgs,
     /// Unbalanced: refuse to run unless the sender's parameters have this fingerprint.
     #[arg(long)]
     params_fingerprint: Option<String>,
@@ -81,7 +69,7 @@ fn usage(msg: &str) -> Failure {
 
 /// Runs `setwise sender`.
 pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
-    if a.job.protocol == Protocol::Unbalanced {
+    if a.party.job.protocol == Protocol::Unbalanced {
         let path =
             a.db.as_ref().ok_or_else(|| usage("the unbalanced sender serves --db DIR (see `setwise db build`)"))?;
         let db = if a.compact { SenderDb::load_compact(path) } else { SenderDb::load(path) }?;
@@ -90,14 +78,14 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     if a.db.is_some() {
         return Err(usage("--db is for --protocol unbalanced; give --input"));
     }
-    let set = read_items(&a.input)?;
-    let mut job = a.job.job(set.key_columns());
-    if authorized::Mode::of(a.job.protocol).is_some() {
+    let set = read_items(&a.party.input)?;
+    let mut job = a.party.job.job(set.key_columns());
+    if authorized::Mode::of(a.party.job.protocol).is_some() {
         let path =
             a.judge_key.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --judge-key FILE"))?;
         let id = a.client_id.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --client-id ID"))?;
-        job =
-            Job::authorized(a.job.protocol, id.as_bytes(), read_public_key(path)?).with_key_columns(set.key_columns());
+        job = Job::authorized(a.party.job.protocol, id.as_bytes(), read_public_key(path)?)
+            .with_key_columns(set.key_columns());
     }
     let values = match (job.operation, &a.value) {
         (Operation::Sum, Some(col)) => sum_values(&set, col, a.value_bound)?,
@@ -109,8 +97,8 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         Operation::Sum => Input::Values { items: set.items(), values: &values, bound: a.value_bound },
         _ => Input::Items(set.items()),
     };
-    let mut ch = connect(&a.net)?;
-    let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input, &a.report)?;
+    let mut ch = connect(&a.party.net)?;
+    let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input, &a.party.report)?;
     let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
     summary(Role::Sender, &report, &what);
     Ok(())
@@ -124,8 +112,8 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
     let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_key_columns(db.key_columns());
     let input = || -> Input { Input::Database(db) };
-    match (&a.net.listen, a.sessions) {
-        (Some(addr), n) if n != 1 => serve_many(addr, a.net.config(), n, |ch| {
+    match (&a.party.net.listen, a.sessions) {
+        (Some(addr), n) if n != 1 => serve_many(addr, a.party.net.config(), n, |ch| {
             run(ch, &job, Role::Sender, input()).map(|(_, r)| {
                 format!(
                     "answered {} items in {:.2} s, sent {}, received {}",
@@ -137,8 +125,8 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
             })
         }),
         _ => {
-            let mut ch = connect(&a.net)?;
-            let (_, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.report)?;
+            let mut ch = connect(&a.party.net)?;
+            let (_, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.party.report)?;
             summary(Role::Sender, &report, "answered one query");
             Ok(())
         }
@@ -147,9 +135,9 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
 
 /// Runs `setwise receiver`.
 pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
-    let set = read_items(&a.input)?;
+    let set = read_items(&a.party.input)?;
     let kc = set.key_columns();
-    let credentials = match authorized::Mode::of(a.job.protocol) {
+    let credentials = match authorized::Mode::of(a.party.job.protocol) {
         Some(_) => {
             let path = a
                 .credentials
@@ -159,13 +147,14 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
         }
         None => None,
     };
-    let job = match (&credentials, a.job.protocol) {
+    let job = match (&credentials, a.party.job.protocol) {
         (Some(c), p) => Job::authorized(p, &c.client_id, c.judge_pk).with_key_columns(kc),
         (None, Protocol::Unbalanced) => a
+            .party
             .job
             .job(kc)
             .with_params(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: a.params_fingerprint.clone() })),
-        (None, _) => a.job.job(kc),
+        (None, _) => a.party.job.job(kc),
     };
     let input = match &credentials {
         Some(c) => {
@@ -177,8 +166,8 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
         }
         None => Input::Items(set.items()),
     };
-    let mut ch = connect(&a.net)?;
-    let (outcome, report) = run_role(&mut ch, &job, Role::Receiver, input, &a.report)?;
+    let mut ch = connect(&a.party.net)?;
+    let (outcome, report) = run_role(&mut ch, &job, Role::Receiver, input, &a.party.report)?;
     let what = write_outcome(&set, outcome, &a.out, Role::Receiver)?;
     summary(Role::Receiver, &report, &what);
     Ok(())

@@ -108,7 +108,9 @@ impl Domain {
 /// A short public name for `bytes` in the domain `label`: 16 hex digits (64 bits) of
 /// their hash, enough to tell apart the keys or parameter sets one deployment uses.
 pub fn fingerprint(label: &'static str, bytes: &[u8]) -> String {
-    blake3::Hash::from_slice(&Domain::fixed(label).hash64(bytes)[..32]).expect("32 bytes").to_hex()[..16].to_string()
+    let mut h = Domain::fixed(label).hasher();
+    h.update(bytes);
+    h.finalize().to_hex()[..16].to_string()
 }
 
 /// Derives the session id from the two hello nonces, in role order.

@@ -8,7 +8,7 @@ pub mod compact;
 mod context;
 pub mod ecdh;
 pub mod fhe;
-mod he_query;
+pub mod he_query;
 pub mod mqrpmt;
 mod report;
 pub mod unbalanced;

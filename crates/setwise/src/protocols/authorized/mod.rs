@@ -15,6 +15,42 @@
 //! Intersect (client ↔ server): the server sends `S = g2^s` and digests of
 //! `e(H1(y‖ID), pk^s)` (partial: `e(H2(H1(y‖ID)^r), pk^s)` after a DH-OPRF with the client's
 //! `r`), shuffled; the client computes `e(σ, S)` and matches.
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey, Mode};
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! let judge = JudgeKey::generate();
+//! let allowed = AllowList::new(["a", "b", "c"]);
+//! let client_items = ["a", "b", "x"]; // "x" is not allowed
+//! // 1. The judge signs the client's allowed items.
+//! let (mut j, mut c) = MemoryChannel::pair(1 << 20);
+//! let credentials = std::thread::scope(|s| {
+//!     let config = JudgeConfig { fraction: 1.0, strict: false };
+//!     let judging: Input = Input::Judge { key: &judge, policy: &allowed, config };
+//!     let job = Job::new(Protocol::Authorized, Operation::Authorize);
+//!     let t = s.spawn(move || run(&mut j, &job, Role::Judge, judging));
+//!     let got = run(&mut c, &Job::authorize(Mode::Full, b"client-7"), Role::Receiver, Input::Items(&client_items));
+//!     t.join().unwrap().unwrap();
+//!     match got.unwrap().0 {
+//!         Outcome::Credentials { credentials, refused } => { assert_eq!(refused, [2]); credentials }
+//!         other => panic!("{other:?}"),
+//!     }
+//! });
+//! // 2. The client intersects with a server that trusts the judge's key.
+//! let job = Job::authorized(Protocol::Authorized, b"client-7", *judge.public());
+//! let server_items = ["b", "x", "y"];
+//! let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+//! let got = std::thread::scope(|s| {
+//!     let server = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&server_items)));
+//!     let input = Input::Credentials { items: &client_items, credentials: &credentials };
+//!     let got = run(&mut b, &job, Role::Receiver, input).unwrap();
+//!     server.join().unwrap().unwrap();
+//!     got
+//! });
+//! assert_eq!(got.0, Outcome::Intersection(vec![1])); // "b"; "x" is common but not authorised
+//! ```
 
 pub mod credentials;
 pub mod eea;

@@ -14,6 +14,22 @@
 //!    P(H1(y)) = f over GF(2^128 − 159)² and sends its coefficients;
 //! 3. sender: checks P, then per x: m = Π(P(H1(x))), K = a₀·8·decode(m), sends the
 //!    shuffled tags H2(x, u(K)); the receiver matches them against H2(y, u(b·A)).
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! let job = Job::new(Protocol::Compact, Operation::Intersection);
+//! let (x, y) = (["a", "b", "c", "d"], ["d", "e", "b"]);
+//! let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+//! let got = std::thread::scope(|s| {
+//!     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&x)));
+//!     let got = run(&mut b, &job, Role::Receiver, Input::Items(&y)).unwrap();
+//!     sender.join().unwrap().unwrap();
+//!     got
+//! });
+//! assert_eq!(got.0, Outcome::Intersection(vec![0, 2]));
+//! ```
 
 pub mod messages;
 mod receiver;

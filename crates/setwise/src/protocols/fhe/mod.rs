@@ -14,6 +14,24 @@
 //! items evaluates `r ⊙ ∏(c − b)` as `Σ (r·a_i) c^i` with plaintext coefficients `a_i`
 //! (ct×pt only), `r` fresh uniformly random non-zero per slot. Results are switched to
 //! the last level and sent back; an item matches when all its slots decrypt to zero.
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! let job = Job::new(Protocol::Fhe, Operation::Intersection);
+//! let x: Vec<String> = (0..200).map(|i| format!("item{i}")).collect();
+//! let y: Vec<String> = (150..170).map(|i| format!("item{i}")).collect();
+//! let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+//! let got = std::thread::scope(|s| {
+//!     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&x)));
+//!     let got = run(&mut b, &job, Role::Receiver, Input::Items(&y)).unwrap();
+//!     sender.join().unwrap().unwrap();
+//!     got
+//! });
+//! assert_eq!(got.0, Outcome::Intersection((0..20).collect()));
+//! assert!(got.1.details["fhe"].starts_with("N=")); // the parameters chosen from the sizes
+//! ```
 
 pub mod messages;
 pub mod params;

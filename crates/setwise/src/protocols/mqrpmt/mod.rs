@@ -21,6 +21,25 @@
 //! Security: semi-honest, DDH in ristretto255 with hash-to-group as a random oracle,
 //! IKNP OT with a fixed-key-AES correlation-robust hash. What each party learns and the
 //! failure probabilities: docs/protocols/mqrpmt.md. Wire: docs/wire-format.md#mqrpmt.
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! // `sum`: the sender holds a value per item and learns their sum over X ∩ Y.
+//! let job = Job::new(Protocol::Mqrpmt, Operation::Sum);
+//! let (x, values) = (["ann", "bob", "cid"], [250u64, 100, 75]);
+//! let y = ["bob", "cid", "dan"];
+//! let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+//! let (sender, receiver) = std::thread::scope(|s| {
+//!     let input = Input::Values { items: &x, values: &values, bound: 1000 };
+//!     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, input));
+//!     let receiver = run(&mut b, &job, Role::Receiver, Input::Items(&y)).unwrap();
+//!     (sender.join().unwrap().unwrap(), receiver)
+//! });
+//! assert_eq!(sender.0, Outcome::CardinalitySum { cardinality: 2, sum: 175 });
+//! assert_eq!(receiver.0, Outcome::Cardinality(2));
+//! ```
 
 mod codec;
 pub mod messages;

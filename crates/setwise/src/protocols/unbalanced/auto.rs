@@ -5,9 +5,9 @@
 //! (a 1 Gbit/s link), where, per candidate,
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
-//! - sender = indices · products · t(ct×ct) + results · (B · t(ct×pt) + [products > 0] · t(relin) + t(mod-switch));
+//! - sender = indices · products · t(ct×ct) + results · (B · t(ct×pt) + \[products > 0\] · t(relin) + t(mod-switch));
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
-//! - bytes = indices · sources · |fresh ct| + [products > 0] · |relin key| + results · |trimmed result|.
+//! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;

@@ -16,6 +16,28 @@
 //! powers once per bundle index, evaluates every bundle (directly or with
 //! Paterson–Stockmeyer), switches each result to the last level and streams it back;
 //! the receiver's item matches when all its slots in some result are zero.
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams};
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! // The sender preprocesses its set once; each query then costs little.
+//! let x: Vec<String> = (0..2000).map(|i| format!("user{i}@example.org")).collect();
+//! let (preset, params) = UnbalancedParams::preset_for(x.len(), 16).unwrap();
+//! let mut db = SenderDb::build(&x, params, preset).unwrap();
+//! db.prepare().unwrap(); // encode the plaintexts once, to serve fast
+//! let y = ["user7@example.org", "nobody@example.net", "user1999@example.org"];
+//! let job = Job::new(Protocol::Unbalanced, Operation::Intersection);
+//! let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+//! let got = std::thread::scope(|s| {
+//!     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, Input::<Vec<u8>>::Database(&db)));
+//!     let got = run(&mut b, &job, Role::Receiver, Input::Items(&y)).unwrap();
+//!     sender.join().unwrap().unwrap();
+//!     got
+//! });
+//! assert_eq!(got.0, Outcome::Intersection(vec![0, 2]));
+//! ```
 
 pub mod auto;
 pub mod db;

@@ -6,9 +6,9 @@
 //! point, and write only those segments and the manifest (docs/protocols/unbalanced.md).
 //!
 //! The jobs are split by file: this module is the API and the update logic;
-//! [`placement`] puts items into bins and bundles; [`coefficients`] interpolates bundles
-//! and edits them point by point; [`encoding`] turns coefficients into plaintexts (or
-//! keeps only the coefficients, in compact mode); [`storage`] is the on-disk format.
+//! `placement` puts items into bins and bundles; `coefficients` interpolates bundles
+//! and edits them point by point; `encoding` turns coefficients into plaintexts (or
+//! keeps only the coefficients, in compact mode); `storage` is the on-disk format.
 
 mod coefficients;
 mod encoding;

@@ -8,9 +8,8 @@
 use super::Block;
 use super::messages::{FRAME_BYTES, masked};
 use crate::crypto::dst::{self, Domain, SessionId};
-use crate::error::{NetContext, Result};
+use crate::error::Result;
 use crate::net::Channel;
-use crate::wire::Writer;
 use rayon::prelude::*;
 
 /// XORs into `buf` the pad of OT `index` under `key`.
@@ -48,9 +47,7 @@ fn send_masked(
                 xor_pad(&hasher, k[which], f * per_frame + i, &mut m[w * len..(w + 1) * len]);
             }
         });
-        let mut w = Writer::with_capacity(5 + masked.len());
-        w.u8(stream.tag).u32(keys.len() as u32).raw(&masked);
-        ch.send(&w.into_vec()).during("sending OT messages")?;
+        stream.send_encoded(ch, keys.len(), &masked, "sending OT messages")?;
     }
     Ok(())
 }

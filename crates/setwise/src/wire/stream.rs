@@ -128,6 +128,15 @@ impl Counted {
         Ok(())
     }
 
+    /// Sends one frame of `count` records already encoded back to back in `records`
+    /// (for senders that prepare a frame's records in bulk).
+    pub fn send_encoded(&self, ch: &mut impl Channel, count: usize, records: &[u8], phase: &'static str) -> Result<()> {
+        debug_assert!(count > 0 && count <= self.per_frame);
+        let mut w = Writer::with_capacity(5 + records.len());
+        w.u8(self.tag).u32(count as u32).raw(records);
+        ch.send(&w.into_vec()).during(phase)
+    }
+
     /// Decodes one frame's body (without its tag): a count of 1 to
     /// `due.min(per_frame)`, then that many records, each read by `read`; the frame must
     /// end with its last record.

@@ -25,6 +25,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     report.detail("fhe", p.describe());
     let (bfv, plan) = (HeContext::new(&p.he).map_err(he)?, p.plan());
     let t = bfv.plain_modulus();
+    let zp = Zp::new(t);
     let mut sk = SecretKey::generate(&bfv);
     let felts = item_felts(ctx, items, p.felts, t);
     report.phase("encrypt and send query", ch, |ch| {
@@ -41,7 +42,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             }
             plan.sources()
                 .iter()
-                .map(move |&e| base.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<u64>>())
+                .map(move |&e| base.iter().map(|&v| zp.pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
         send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, plan.products() > 0, vectors)

@@ -100,6 +100,7 @@ pub fn evaluate_group(
     powers: &Powers,
 ) -> Result<Ciphertext, HeError> {
     let (t, n, d) = (bfv.plain_modulus(), bfv.slots(), p.degree);
+    let zp = Zp::new(t);
     let mut coeffs = vec![vec![0u64; n]; d + 1];
     coeffs[0].fill(1);
     for k in 0..p.replicas {
@@ -120,7 +121,7 @@ pub fn evaluate_group(
     let pts: Vec<Plaintext> = coeffs
         .iter()
         .map(|c| {
-            let v: Vec<u64> = c.iter().zip(&r).map(|(&a, &r)| Zp::new(t).mul(a, r)).collect();
+            let v: Vec<u64> = c.iter().zip(&r).map(|(&a, &r)| zp.mul(a, r)).collect();
             bfv.encode(&v, 0)
         })
         .collect::<Result<_, _>>()?;

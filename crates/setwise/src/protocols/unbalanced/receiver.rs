@@ -54,7 +54,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     if items.is_empty() {
         return Ok(Outcome::Intersection(Vec::new()));
     }
-    let (k, bpb, t) = (p.item_params.felts_per_item, p.bins_per_bundle(), p.seal_params.plain_modulus);
+    let (k, bpb) = (p.item_params.felts_per_item, p.bins_per_bundle());
+    let zp = Zp::new(p.seal_params.plain_modulus);
     let (mut candidates, mut felts) = (Vec::with_capacity(items.len()), Vec::with_capacity(items.len()));
     for o in &outputs {
         let (mut b, mut f) = (Vec::new(), Vec::new());
@@ -76,7 +77,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
             }
             plan.sources()
                 .iter()
-                .map(move |&e| slots.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<u64>>())
+                .map(move |&e| slots.iter().map(|&v| zp.pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
         let need_key = plan.products() > 0 || p.query_params.ps_low_degree > 0;

@@ -26,6 +26,7 @@ pub(super) fn interpolate_bundle(
         p.seal_params.plain_modulus,
     );
     let fb = p.felt_bits();
+    let zp = Zp::new(t);
     let mut coeffs = vec![0u32; (1 + parts) * (b + 1) * n];
     let (mut bins_buf, mut felts) = (Vec::new(), Vec::new());
     let mut roots: Vec<Vec<u64>> = vec![Vec::with_capacity(b); k];
@@ -50,13 +51,13 @@ pub(super) fn interpolate_bundle(
         }
         for (f, r) in roots.iter().enumerate() {
             let slot = lb * k + f;
-            for (i, c) in from_roots(Zp::new(t), r).into_iter().enumerate() {
+            for (i, c) in from_roots(zp, r).into_iter().enumerate() {
                 coeffs[i * n + slot] = c as u32;
             }
             if parts > 0 {
                 let ys: Vec<&[u64]> = values[f].iter().map(Vec::as_slice).collect();
                 // Distinct points: a bundle bin never holds two equal felts (see `place`).
-                let polys = interpolate(Zp::new(t), r, &ys).expect("distinct felts per bundle bin");
+                let polys = interpolate(zp, r, &ys).expect("distinct felts per bundle bin");
                 for (part, poly) in polys.iter().enumerate() {
                     for (i, &c) in poly.iter().enumerate() {
                         coeffs[((1 + part) * (b + 1) + i) * n + slot] = c as u32;
@@ -78,6 +79,7 @@ pub(super) fn apply_edits(p: &UnbalancedParams, parts: usize, edits: &[Edit], co
         p.table_params.max_items_per_bin + 1,
         p.seal_params.plain_modulus,
     );
+    let zp = Zp::new(t);
     let mut order: Vec<usize> = (0..edits.len()).collect();
     order.sort_by_key(|&i| edits[i].bin);
     let (mut cols, mut ys, mut scratch) = (vec![0u64; (1 + parts) * rows], Vec::new(), Vec::new());
@@ -93,9 +95,9 @@ pub(super) fn apply_edits(p: &UnbalancedParams, parts: usize, edits: &[Edit], co
                 if e.add {
                     ys.clear();
                     ys.extend((0..parts).map(|part| e.values[part * k + f]));
-                    add_point(Zp::new(t), roots, &mut polys, e.felts[f], &ys, &mut scratch)?;
+                    add_point(zp, roots, &mut polys, e.felts[f], &ys, &mut scratch)?;
                 } else {
-                    remove_point(Zp::new(t), roots, &mut polys, e.felts[f], &mut scratch)?;
+                    remove_point(zp, roots, &mut polys, e.felts[f], &mut scratch)?;
                 }
             }
             for (j, &c) in cols.iter().enumerate() {

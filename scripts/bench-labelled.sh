@@ -8,8 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log=${1:-20}; label=${2:-32}
 n=$((1 << log))
-cargo build --release -q -p setwise-cli
-bin=$PWD/target/release/setwise
+source scripts/bench-common.sh
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 awk -v n="$n" -v l="$label" 'BEGIN { print "email,label"; for (i = 0; i < n; i++) { s = sprintf("%08d", i); v = ""; while (length(v) < l) v = v s; printf "user%07d@example.org,%s\n", i, substr(v, 1, l) } }' > "$dir/s.csv"
 for r in 1 256; do

@@ -6,8 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log=${1:-20}; protocol=${2:-ecdh}; op=${3:-intersection}
 n=$((1 << log))
-cargo build --release -q -p setwise-cli
-bin=target/release/setwise
+source scripts/bench-common.sh
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 awk -v n="$n" 'BEGIN { print "email,id"; for (i = 0; i < n; i++) printf "user%07d@example.org,%d\n", i, i }' > "$dir/s.csv"
 awk -v n="$n" 'BEGIN { print "id,email"; for (i = 0; i < n; i++) if (i < n / 2) printf "%d,user%07d@example.org\n", i, i; else printf "%d,member%07d@example.net\n", i, i }' > "$dir/r.csv"

@@ -7,8 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log=${1:-20}; receivers=${2:-256}
 n=$((1 << log))
-cargo build --release -q -p setwise-cli
-bin=$PWD/target/release/setwise
+source scripts/bench-common.sh
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 awk -v n="$n" 'BEGIN { print "email"; for (i = 0; i < n; i++) printf "user%07d@example.org\n", i }' > "$dir/s.csv"
 for r in 1 "$receivers"; do

@@ -512,3 +512,69 @@ fn single_item_parameters_use_one_hash_function() {
     let (_, r) = query(&db, &items("s", 0..2), None);
     assert!(r.unwrap_err().to_string().contains("at most 1"));
 }
+
+/// A relinearisation key whose `c0` polynomials claim the NTT form instead of NTT-Shoup
+/// (or another level, a decomposition base, explicit `c1`): refused by name before any
+/// product, never a panic in the sender.
+#[test]
+fn crafted_relinearisation_keys_are_refused() {
+    use common::fhe_proto::{edit_key, remark};
+    use setwise::he::{HeContext, SecretKey};
+    use setwise::math::zp::Zp;
+    // Parameters whose sender derives powers: the key is needed and used.
+    let p = UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":2048,"max_items_per_bin":15},
+        "item_params":{"felts_per_item":4},
+        "query_params":{"ps_low_degree":3,"query_powers":[1,2,4]},
+        "seal_params":{"poly_modulus_degree":8192,"coeff_modulus_bits":[43,43,44,44,44],"plain_modulus":1785857}}"#,
+    )
+    .unwrap();
+    let sender = items("s", 0..300);
+    let db = SenderDb::build(&sender, p.clone(), "test").unwrap();
+    let he = HeContext::new(&p.he()).unwrap();
+    let mut sk = SecretKey::generate(&he);
+    let good = sk.relin_key().unwrap().to_bytes();
+    let crafted: Vec<(&str, Vec<u8>)> = vec![
+        ("c0 marked NTT", edit_key(&good, |k| remark(k, 0, 2))),
+        ("c0 in the power basis", edit_key(&good, |k| remark(k, 1, 1))),
+        ("another level", edit_key(&good, |k| k.ciphertext_level = 1)),
+        ("a decomposition base", edit_key(&good, |k| k.log_base = 20)),
+        ("c1 sent instead of its seed", edit_key(&good, |k| k.c1 = k.c0.clone())),
+    ];
+    let plan = p.plan().unwrap();
+    let t = p.seal_params.plain_modulus;
+    for (what, key) in crafted {
+        let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+        let e = std::thread::scope(|s| {
+            let db = &db;
+            let t_sender = s.spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)));
+            handshake(
+                &mut b,
+                &Hello::new("unbalanced", "intersection", job().hello_params(), Role::Receiver, 1),
+                u64::MAX,
+            )
+            .unwrap();
+            let _params = b.recv().unwrap();
+            let (bl, blinded) = setwise::crypto::oprf::blind(&[b"x"], setwise::crypto::dst::UNBALANCED_OPRF);
+            drop(bl);
+            let mut frame = vec![0x31, 1, 0, 0, 0];
+            frame.extend_from_slice(&blinded[0]);
+            b.send(&frame).unwrap();
+            let _resp = b.recv().unwrap();
+            b.send(&[&[0x33][..], &key].concat()).unwrap();
+            // Valid query ciphertexts follow, so a key that passed would be used.
+            for _ in 0..p.bundle_indices() {
+                for &e in plan.sources() {
+                    let v: Vec<u64> = (0..he.slots() as u64).map(|x| Zp::new(t).pow(x % t, e as u64)).collect();
+                    let _ = b.send(&[&[0x34][..], &sk.encrypt(&v).unwrap().to_bytes()].concat());
+                }
+            }
+            let e = t_sender.join().expect("the sender must not panic").unwrap_err();
+            let told = b.recv().map(|f| f.first().copied());
+            (e, told)
+        });
+        let (e, told) = e;
+        assert!(matches!(e, Error::He(HeError::Malformed { what: "relinearisation key", .. })), "{what}: {e}");
+        assert_eq!(told.ok().flatten(), Some(0xff), "{what}: the receiver is told (abort)");
+    }
+}

@@ -13,14 +13,16 @@
 mod params;
 mod powers;
 mod trim;
+mod wire;
 
 pub use params::{HeParams, SECURITY_128};
 pub use powers::{PowerPlan, Powers, depth_one_sources};
 pub use trim::Trim;
+use trim::unpack_bits;
 
 use crate::crypto::rng::fill_os;
 use fhe::bfv::{self, BfvParameters, BfvParametersBuilder, Encoding};
-use fhe_traits::{DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize};
+use fhe_traits::{FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize};
 use rand_chacha09::ChaCha20Rng;
 use rand_chacha09::rand_core::SeedableRng;
 use std::sync::Arc;
@@ -99,48 +101,12 @@ impl HeContext {
         bfv::Plaintext::try_encode(values, Encoding::simd_at_level(level), &self.bfv).map(Plaintext).map_err(op_err)
     }
 
-    /// Decodes a ciphertext from the peer, accepting it only if it is a 2-polynomial
-    /// ciphertext in NTT form at `level` under these parameters, at most `max_bytes`.
-    pub fn ciphertext_from_wire(&self, bytes: &[u8], level: usize, what: &'static str) -> Result<Ciphertext, HeError> {
-        let bad = |why: String| HeError::Malformed { what, why };
-        let max = self.ciphertext_bytes(level, true);
-        if bytes.len() > max {
-            return Err(bad(format!("{} bytes, more than the {max} a ciphertext at level {level} takes", bytes.len())));
-        }
-        let ct = bfv::Ciphertext::from_bytes(bytes, &self.bfv).map_err(|e| bad(e.to_string()))?;
-        if ct.len() != 2 {
-            return Err(bad(format!("{} polynomials instead of 2", ct.len())));
-        }
-        let ct_level = self.bfv.moduli().len() - ct[0].ctx().moduli().len();
-        if ct_level != level {
-            return Err(bad(format!("level {ct_level} instead of {level}")));
-        }
-        // Re-assembling checks that both polynomials are in NTT form over one context.
-        let ct = bfv::Ciphertext::new(ct.to_vec(), &self.bfv).map_err(|e| bad(e.to_string()))?;
-        Ok(Ciphertext(ct))
-    }
-
     /// Serialised size bound of a ciphertext at `level` (both polynomials, plus slack
     /// for the encoding's framing).
     pub fn ciphertext_bytes(&self, level: usize, full: bool) -> usize {
         let bits: usize = self.params.moduli_bits[..self.params.moduli_bits.len() - level].iter().sum();
         let polys = if full { 2 } else { 1 };
         polys * bits * self.params.degree / 8 + 256
-    }
-
-    /// Decodes a relinearisation key from the peer; refused above 16 level-0
-    /// ciphertexts' bytes (a key of these parameters takes fewer).
-    pub fn relin_key_from_wire(&self, bytes: &[u8]) -> Result<RelinKey, HeError> {
-        let max_bytes = 16 * self.ciphertext_bytes(0, true);
-        if bytes.len() > max_bytes {
-            return Err(HeError::Malformed {
-                what: "relinearisation key",
-                why: format!("{} bytes, limit {max_bytes}", bytes.len()),
-            });
-        }
-        bfv::RelinearizationKey::from_bytes(bytes, &self.bfv)
-            .map(RelinKey)
-            .map_err(|e| HeError::Malformed { what: "relinearisation key", why: e.to_string() })
     }
 }
 

@@ -91,7 +91,7 @@ fn pack_bits(values: &[u64], width: u32, out: &mut Vec<u8>) {
     }
 }
 
-fn unpack_bits(bytes: &[u8], width: u32, count: usize) -> Vec<u64> {
+pub(super) fn unpack_bits(bytes: &[u8], width: u32, count: usize) -> Vec<u64> {
     let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
     let (mut acc, mut bits, mut next) = (0u128, 0u32, bytes.iter());
     (0..count)

@@ -44,3 +44,59 @@ pub fn overlapping_sets() -> impl Strategy<Value = SetPair> {
         (bytes(&xs), bytes(&ys))
     })
 }
+
+/// The protobuf layout of `fhe` 0.1's keys and polynomials, to craft hostile ones.
+pub mod fhe_proto {
+    /// A polynomial (fhe-math `Rq`): representation 1 power basis, 2 NTT, 3 NTT-Shoup.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Rq {
+        #[prost(int32, tag = "1")]
+        pub representation: i32,
+        #[prost(uint32, tag = "2")]
+        pub degree: u32,
+        #[prost(bytes = "vec", tag = "3")]
+        pub coefficients: Vec<u8>,
+        #[prost(bool, tag = "4")]
+        pub allow_variable_time: bool,
+    }
+
+    /// A key-switching key.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct KeySwitchingKey {
+        #[prost(bytes = "vec", repeated, tag = "1")]
+        pub c0: Vec<Vec<u8>>,
+        #[prost(bytes = "vec", repeated, tag = "2")]
+        pub c1: Vec<Vec<u8>>,
+        #[prost(bytes = "vec", tag = "3")]
+        pub seed: Vec<u8>,
+        #[prost(uint32, tag = "4")]
+        pub ciphertext_level: u32,
+        #[prost(uint32, tag = "5")]
+        pub ksk_level: u32,
+        #[prost(uint32, tag = "6")]
+        pub log_base: u32,
+    }
+
+    /// A relinearisation key.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct RelinearizationKey {
+        #[prost(message, optional, tag = "1")]
+        pub ksk: Option<KeySwitchingKey>,
+    }
+
+    /// `key` (a serialised relinearisation key) with `edit` applied to its protobuf.
+    pub fn edit_key(key: &[u8], edit: impl FnOnce(&mut KeySwitchingKey)) -> Vec<u8> {
+        use prost::Message;
+        let mut rk = RelinearizationKey::decode(key).unwrap();
+        edit(rk.ksk.as_mut().unwrap());
+        rk.encode_to_vec()
+    }
+
+    /// A c0 polynomial of `ksk` re-marked with another representation.
+    pub fn remark(ksk: &mut KeySwitchingKey, index: usize, representation: i32) {
+        use prost::Message;
+        let mut rq = Rq::decode(&ksk.c0[index][..]).unwrap();
+        rq.representation = representation;
+        ksk.c0[index] = rq.encode_to_vec();
+    }
+}

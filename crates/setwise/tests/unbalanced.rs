@@ -578,3 +578,18 @@ fn crafted_relinearisation_keys_are_refused() {
         assert_eq!(told.ok().flatten(), Some(0xff), "{what}: the receiver is told (abort)");
     }
 }
+
+/// A plain modulus above 2^32 would not fit the database's 32-bit coefficients: refused
+/// by name (it used to pass, and the database then matched wrongly).
+#[test]
+fn plain_moduli_above_32_bits_are_refused() {
+    let t = setwise::he::HeParams::batching_prime(4096, 40);
+    let json = format!(
+        r#"{{"table_params":{{"hash_func_count":3,"table_size":2048,"max_items_per_bin":4}},
+            "item_params":{{"felts_per_item":3}},
+            "query_params":{{"ps_low_degree":0,"query_powers":[1,2,3,4]}},
+            "seal_params":{{"poly_modulus_degree":4096,"coeff_modulus_bits":[54,54],"plain_modulus":{t}}}}}"#
+    );
+    let e = UnbalancedParams::from_json(&json).unwrap_err().to_string();
+    assert!(e.contains("plain_modulus") && e.contains("2^32"), "{e}");
+}

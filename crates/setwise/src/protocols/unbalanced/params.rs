@@ -269,6 +269,12 @@ impl UnbalancedParams {
     /// Checks every constraint; the error names the field and why.
     pub fn validate(&self) -> Result<()> {
         self.he().validate().map_err(|e| Error::Params(format!("seal_params: {e}")))?;
+        if self.seal_params.plain_modulus > u32::MAX as u64 {
+            return Err(Error::Params(format!(
+                "seal_params.plain_modulus = {}: must be below 2^32 (the database stores coefficients in 32 bits)",
+                self.seal_params.plain_modulus
+            )));
+        }
         let n = self.seal_params.poly_modulus_degree;
         let felts = self.item_params.felts_per_item;
         if felts == 0 || felts > n {

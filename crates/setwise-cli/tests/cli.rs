@@ -305,6 +305,34 @@ fn unbalanced_with_two_key_columns() {
     assert!(text(&ro.stderr).contains("key_columns=1"), "{}", text(&ro.stderr));
 }
 
+/// `db strip` moves the OPRF key out of the directory: the sender then needs
+/// `--key-file`, and says so.
+#[test]
+fn a_database_with_its_key_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: String = std::iter::once("id\n".to_string()).chain((0..300).map(|i| format!("u{i}\n"))).collect();
+    let s = write(dir.path(), "s.csv", &s);
+    let (db, key) = (dir.path().join("s.db"), dir.path().join("s.key"));
+    let (d, k) = (db.to_str().unwrap(), key.to_str().unwrap());
+    let o = bin().args(["db", "build", "--input", s.to_str().unwrap(), "--out", d]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = bin().args(["db", "strip", "--db", d, "--key-file", k]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let info = text(&bin().args(["db", "info", "--db", d]).output().unwrap().stdout);
+    assert!(info.contains("kept apart"), "{info}");
+    let o = bin().args(["sender", "--protocol", "unbalanced", "--db", d, "--listen", "127.0.0.1:1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--key-file"), "{}", text(&o.stderr));
+    let r = write(dir.path(), "r.csv", "id\nu7\nzz\n");
+    let out = dir.path().join("out.csv");
+    let (so, ro) = pair(
+        &["--protocol", "unbalanced", "--db", d, "--key-file", k],
+        &["--protocol", "unbalanced", "--input", r.to_str().unwrap(), "--output", out.to_str().unwrap()],
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "id\nu7\n");
+}
+
 #[test]
 fn judge_client_and_server_as_three_processes() {
     let dir = tempfile::tempdir().unwrap();

@@ -323,6 +323,7 @@ fn inserts_and_removes_answer_like_a_rebuild_and_touch_few_bundles() {
     let st = db.remove(&removed).unwrap();
     assert_eq!((st.removed, st.unchanged), (80, 10));
     db.save(&path).unwrap();
+    drop(db); // releases the update's lock
 
     // The plain edited set and its labels.
     let mut expect: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
@@ -366,7 +367,8 @@ fn an_interrupted_update_leaves_the_old_database_valid() {
     db.save(&path).unwrap();
     assert!(!path.join("MANIFEST.tmp").exists() && !path.join("seg-00000000deadbeef").exists());
     let files = std::fs::read_dir(&path).unwrap().count();
-    assert_eq!(files, 1 + db.info().bundles, "the manifest and one segment per bundle");
+    assert_eq!(files, 3 + db.info().bundles, "the manifest, the key, the lock and one segment per bundle");
+    drop(db); // releases the update's lock
     let db = SenderDb::load(&path).unwrap();
     assert_eq!(db.info().sender_size, 505);
     check(&db, &[sender, items("t", 0..5)].concat(), &[items("s", 0..20), items("t", 0..5)].concat());

@@ -6,6 +6,7 @@ use crate::input::read_items;
 use crate::params::resolve;
 use clap::{Args, Subcommand};
 use setwise::protocols::human_bytes;
+use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::unbalanced::{SenderDb, encode_label};
 use std::path::PathBuf;
 
@@ -25,6 +26,17 @@ pub enum DbCommand {
         #[arg(long)]
         db: PathBuf,
     },
+    /// Move the OPRF key out of the database directory into a key file of its own
+    /// (0600): the directory alone then lets no one test items or open labels, and
+    /// serving or updating it needs `--key-file`.
+    Strip {
+        /// The database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// Where to keep the key (a path outside the directory).
+        #[arg(long)]
+        key_file: PathBuf,
+    },
 }
 
 /// `setwise db build`.
@@ -42,9 +54,13 @@ pub struct BuildArgs {
     /// Label columns returned with each match (labelled mode), e.g. name,city.
     #[arg(long, value_delimiter = ',')]
     label: Vec<String>,
-    /// Output database directory.
+    /// Output database directory (created readable by its owner only).
     #[arg(long)]
     out: PathBuf,
+    /// Keep the OPRF key in this file (0600) instead of the database directory; serving
+    /// and updating then need it (`--key-file`).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
 }
 
 /// `setwise db insert|remove`.
@@ -59,12 +75,15 @@ pub struct EditArgs {
     /// Insert into a labelled database: the label columns.
     #[arg(long, value_delimiter = ',')]
     label: Vec<String>,
+    /// The key file of a database that keeps its OPRF key apart.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
 }
 
 fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
     let t = std::time::Instant::now();
     let set = read_items(&a.input)?;
-    let mut db = SenderDb::load_for_update(&a.db)?;
+    let mut db = SenderDb::open(&a.db, Open::Update, a.key_file.as_deref())?;
     let loaded = t.elapsed().as_secs_f64();
     let stats = if insert {
         let labels = if a.label.is_empty() {
@@ -117,6 +136,9 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
                 SenderDb::build_labelled(set.items(), &labels, a.label.clone(), params, &name)
             }?
             .with_key_columns(set.key_columns());
+            if let Some(k) = &a.key_file {
+                db.keep_key_apart(k)?;
+            }
             db.save(&a.out)?;
             eprintln!("built {} in {:.2} s", a.out.display(), db.info().build_ms as f64 / 1e3);
             print_info(&db);
@@ -125,8 +147,15 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
         DbCommand::Insert(a) => edit(a, true),
         DbCommand::Remove(a) => edit(a, false),
         DbCommand::Info { db } => {
-            let db = SenderDb::load(&db)?;
+            let db = SenderDb::open(&db, Open::Inspect, None)?;
             print_info(&db);
+            Ok(())
+        }
+        DbCommand::Strip { db: path, key_file } => {
+            let mut db = SenderDb::open(&path, Open::Update, None)?;
+            db.keep_key_apart(&key_file)?;
+            db.save(&path)?;
+            eprintln!("{}: the OPRF key is now in {} only", path.display(), key_file.display());
             Ok(())
         }
     }
@@ -137,6 +166,10 @@ fn print_info(db: &SenderDb) {
     let p = db.params();
     println!("sender items:        {}", i.sender_size);
     println!("key columns:         {}", db.key_columns());
+    println!(
+        "OPRF key:            {}",
+        if db.key_kept_apart() { "kept apart (serving and updates need --key-file)" } else { "in the directory (KEY)" }
+    );
     println!("parameters:          {} (fingerprint {})", i.preset, i.fingerprint);
     println!(
         "  table:             {} bins, {} hash functions, ≤ {} items per bin and bundle",

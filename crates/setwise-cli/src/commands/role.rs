@@ -10,6 +10,7 @@ use clap::Args;
 use setwise::protocols::authorized::{self, Credentials, read_public_key};
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::SenderDb;
+use setwise::protocols::unbalanced::db::Open;
 use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run};
 use setwise::{Operation, Protocol, Role};
 use std::path::PathBuf;
@@ -36,6 +37,9 @@ pub struct SenderArgs {
     /// each on its own thread with the database shared read-only.
     #[arg(long, default_value_t = 1)]
     sessions: usize,
+    /// Unbalanced: the key file of a database that keeps its OPRF key apart.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
     /// Unbalanced: keep only the coefficients in memory and encode per query ((L+1)·2 =
     /// 8× less memory at L = 3 moduli, slower queries; `db info` gives both figures).
     #[arg(long)]
@@ -72,7 +76,8 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     if a.party.job.protocol == Protocol::Unbalanced {
         let path =
             a.db.as_ref().ok_or_else(|| usage("the unbalanced sender serves --db DIR (see `setwise db build`)"))?;
-        let db = if a.compact { SenderDb::load_compact(path) } else { SenderDb::load(path) }?;
+        let how = if a.compact { Open::Compact } else { Open::Serve };
+        let db = SenderDb::open(path, how, a.key_file.as_deref())?;
         return serve_database(&a, &db);
     }
     if a.db.is_some() {

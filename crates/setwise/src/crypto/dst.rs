@@ -16,7 +16,12 @@ pub const FHE_ITEM_TO_FIELD: &str = "setwise/fhe/v1/item-to-field";
 pub const UNBALANCED_OPRF: &str = "setwise/unbalanced/v1/oprf-to-group";
 /// Unbalanced PSI: OPRF output.
 pub const UNBALANCED_OPRF_OUT: &str = "setwise/unbalanced/v1/oprf-output";
-/// Unbalanced PSI: an OPRF output to its bins and field elements.
+/// Unbalanced PSI: what the database keeps of an item, a hash of its OPRF output (the
+/// output itself keys the item's label and stays out of the database's files).
+pub const UNBALANCED_DIGEST: &str = "setwise/unbalanced/v1/item-digest";
+/// Unbalanced PSI: the check value of a database's OPRF key, kept with the database.
+pub const UNBALANCED_KEY_CHECK: &str = "setwise/unbalanced/v1/oprf-key-check";
+/// Unbalanced PSI: an item digest to its bins and field elements.
 pub const UNBALANCED_ITEM: &str = "setwise/unbalanced/v1/item-to-bins";
 /// Authorised PSI: H1(item ‖ client id) to G1 (BLS signatures).
 pub const AUTHORIZED_H1: &str = "setwise/authorized/v1/H1-item-to-G1";

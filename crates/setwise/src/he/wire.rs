@@ -210,9 +210,12 @@ mod tests {
             ("levels", edit(&|k| k.ksk_level = 2)),
             ("decomposition", edit(&|k| k.log_base = 7)),
             ("seed", edit(&|k| k.seed.clear())),
-            ("c0 polynomials", edit(&|k| {
-                k.c0.pop();
-            })),
+            (
+                "c0 polynomials",
+                edit(&|k| {
+                    k.c0.pop();
+                }),
+            ),
             ("does not decode", vec![0xff; 64]),
         ];
         for (why, bytes) in cases {

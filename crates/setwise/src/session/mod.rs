@@ -171,6 +171,7 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     let own_size = match (&input, &usable) {
         (_, Some(u)) => u.len(),
         (Input::Database(db), _) => {
+            db.key()?;
             if db.key_columns() != job.key_columns {
                 return Err(Error::Params(format!(
                     "key_columns: the database joins {} key columns, the job {}",

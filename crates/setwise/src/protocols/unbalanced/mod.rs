@@ -55,14 +55,27 @@ pub use receiver::receiver;
 pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
+use crate::crypto::oprf::Output;
 
 /// Largest number of bundles at one bundle index a receiver accepts.
 pub(crate) const MAX_BUNDLES_PER_INDEX: usize = 1 << 16;
 
-/// Where an item (by OPRF output) goes: its candidate bins and its field elements.
-pub(crate) fn locate(p: &UnbalancedParams, output: &[u8; 32], bins: &mut Vec<u32>, felts: &mut Vec<u64>) {
-    let mut h = Domain::fixed(dst::UNBALANCED_ITEM).hasher();
+/// What the database keeps of an item: a hash of its OPRF output. Bins and field
+/// elements follow from it; the output itself (which keys the item's label) is known
+/// only to whoever evaluated the OPRF on the item.
+pub type Digest = [u8; 32];
+
+/// The digest of an OPRF output.
+pub(crate) fn digest(output: &Output) -> Digest {
+    let mut h = Domain::fixed(dst::UNBALANCED_DIGEST).hasher();
     h.update(output);
+    *h.finalize().as_bytes()
+}
+
+/// Where an item (by digest) goes: its candidate bins and its field elements.
+pub(crate) fn locate(p: &UnbalancedParams, digest: &Digest, bins: &mut Vec<u32>, felts: &mut Vec<u64>) {
+    let mut h = Domain::fixed(dst::UNBALANCED_ITEM).hasher();
+    h.update(digest);
     let mut xof = h.finalize_xof();
     let mut w = [0u8; 8];
     bins.clear();

@@ -1,8 +1,8 @@
 //! The unbalanced-PSI receiver: a small set queried against the sender's database.
 
 use super::labels::{LABEL_NONCE, felts_to_record, open_label};
-use super::locate;
 use super::messages::{self, OPRF_REQUEST, OPRF_RESPONSE, Params, ResultHeader, ResultPart};
+use super::{digest, locate};
 use crate::crypto::dst;
 use crate::crypto::oprf;
 use crate::error::{Error, Result};
@@ -59,7 +59,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let (mut candidates, mut felts) = (Vec::with_capacity(items.len()), Vec::with_capacity(items.len()));
     for o in &outputs {
         let (mut b, mut f) = (Vec::new(), Vec::new());
-        locate(&p, o, &mut b, &mut f);
+        locate(&p, &digest(o), &mut b, &mut f);
         candidates.push(b);
         felts.push(f);
     }

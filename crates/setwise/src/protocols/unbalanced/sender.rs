@@ -16,6 +16,7 @@ const BATCH: usize = 16;
 
 /// Answers one query. The sender learns nothing about the receiver's items.
 pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut Report) -> Result<()> {
+    let key = db.key()?;
     let p = db.params();
     report.detail("parameters", format!("{} ({})", p.fingerprint(), db.info().preset));
     Params { params: p.clone(), labels: db.label_layout().cloned() }.send(ch, "sending parameters")?;
@@ -29,7 +30,7 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     report.phase("OPRF", ch, |ch| {
         let blinded = OPRF_REQUEST.recv_all(ch, ctx.receiver_size(), "receiving the OPRF request")?;
         let evaluated =
-            db.oprf().evaluate_blinded(&blinded).map_err(|index| Error::InvalidPoint { what: "OprfRequest", index })?;
+            key.evaluate_blinded(&blinded).map_err(|index| Error::InvalidPoint { what: "OprfRequest", index })?;
         OPRF_RESPONSE.send(ch, &evaluated, "sending the OPRF response")
     })?;
     if ctx.receiver_size() == 0 {

@@ -1,24 +1,25 @@
 //! A bundle's coefficients: interpolated anew from its bins, or edited point by point
 //! (O(B) per point and polynomial) when only a few items changed.
 
+use super::super::Digest;
 use super::super::labels::record_to_felts;
 use super::super::locate;
 use super::super::params::UnbalancedParams;
 use super::Edit;
 use super::Labels;
-use crate::crypto::oprf::Output;
 use crate::math::poly::{add_point, from_roots, interpolate, remove_point};
 use crate::math::zp::Zp;
 
 /// Interpolates a bundle anew: each slot's matching polynomial ∏(x − y_f), and for a
-/// labelled database its label polynomials through (y_f, label felt).
+/// labelled database its label polynomials through (y_f, label felt); `None` if two
+/// items of a bin share a field element (placement rules it out).
 pub(super) fn interpolate_bundle(
     p: &UnbalancedParams,
     parts: usize,
     bins: &[Vec<u32>],
-    items: &[Output],
+    items: &[Digest],
     labels: &Option<Labels>,
-) -> Vec<u32> {
+) -> Option<Vec<u32>> {
     let (n, k, b, t) = (
         p.seal_params.poly_modulus_degree,
         p.item_params.felts_per_item,
@@ -57,7 +58,9 @@ pub(super) fn interpolate_bundle(
             if parts > 0 {
                 let ys: Vec<&[u64]> = values[f].iter().map(Vec::as_slice).collect();
                 // Distinct points: a bundle bin never holds two equal felts (see `place`).
-                let polys = interpolate(zp, r, &ys).expect("distinct felts per bundle bin");
+                // Distinct points: a bundle bin never holds two equal felts (see `place`,
+                // and the manifest check on load).
+                let polys = interpolate(zp, r, &ys).ok()?;
                 for (part, poly) in polys.iter().enumerate() {
                     for (i, &c) in poly.iter().enumerate() {
                         coeffs[((1 + part) * (b + 1) + i) * n + slot] = c as u32;
@@ -66,7 +69,7 @@ pub(super) fn interpolate_bundle(
             }
         }
     }
-    coeffs
+    Some(coeffs)
 }
 
 /// Applies a bundle's edits to its coefficients point by point, grouped by bin (in

@@ -16,10 +16,10 @@ mod placement;
 mod storage;
 
 use super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, record_to_felts, seal_label};
-use super::locate;
 use super::params::UnbalancedParams;
+use super::{Digest, digest, locate};
 use crate::crypto::dst;
-use crate::crypto::oprf::{OprfKey, Output};
+use crate::crypto::oprf::OprfKey;
 use crate::crypto::ristretto::SecretScalar;
 use crate::error::{Error, Result};
 use crate::he::HeContext;
@@ -29,7 +29,8 @@ use placement::{BinFelts, layout_of, layouts, place};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::Instant;
-use storage::{Segment, read_segment};
+pub use storage::Open;
+use storage::{DirLock, KeyPlace, Segment, read_segment};
 
 /// One change to one bin of a bundle whose coefficients are known, applied in
 /// O(B) per polynomial ([`add_point`], [`remove_point`]) instead of re-interpolating.
@@ -166,8 +167,10 @@ impl Labels {
 pub struct SenderDb {
     params: UnbalancedParams,
     ctx: HeContext,
-    oprf: OprfKey,
-    items: Vec<Output>,
+    /// The OPRF key; `None` when the database was opened without its key (to inspect).
+    oprf: Option<OprfKey>,
+    /// Each item's digest (not its OPRF output, which would open its label).
+    items: Vec<Digest>,
     /// Bundles per bundle index.
     indices: Vec<Vec<Bundle>>,
     labels: Option<Labels>,
@@ -175,6 +178,12 @@ pub struct SenderDb {
     dir: Option<PathBuf>,
     /// Key columns joined into each item (receivers must join as many).
     key_columns: usize,
+    /// Where the OPRF key is kept.
+    key_place: KeyPlace,
+    /// The key's check value from the manifest (a wrong key file is refused).
+    key_check: Option<[u8; 32]>,
+    /// The directory's lock, held while the database is open for an update.
+    lock: Option<DirLock>,
     info: DbInfo,
 }
 
@@ -218,6 +227,7 @@ impl SenderDb {
         let ctx = HeContext::new(&params.he()).map_err(|e| Error::Params(e.to_string()))?;
         let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
         let outputs = oprf.evaluate_items(items);
+        let digests = outputs.par_iter().map(digest).collect();
         let labels = labels.map(|(l, columns)| {
             let layout = LabelLayout::new(&params, columns, l.iter().map(Vec::len).max().unwrap_or(0));
             let mut records = vec![0u8; outputs.len() * layout.record_bytes];
@@ -230,12 +240,15 @@ impl SenderDb {
         let mut db = Self {
             params,
             ctx,
-            oprf,
-            items: outputs,
+            oprf: Some(oprf),
+            items: digests,
             indices: Vec::new(),
             labels,
             dir: None,
             key_columns: 1,
+            key_place: KeyPlace::Directory,
+            key_check: None,
+            lock: None,
             info: DbInfo::default(),
         };
         db.fill_bundles()?;
@@ -292,8 +305,9 @@ impl SenderDb {
                 )));
             }
         }
-        let outputs = self.oprf.evaluate_items(items);
-        let index = self.find(&outputs);
+        let outputs = self.key()?.evaluate_items(items);
+        let digests: Vec<Digest> = outputs.par_iter().map(digest).collect();
+        let index = self.find(&digests);
         // Placing an item compares its felts only with the items of bins that have room,
         // so only those items' layouts are computed.
         let cap = self.params.table_params.max_items_per_bin;
@@ -312,9 +326,9 @@ impl SenderDb {
         let bpb = self.params.bins_per_bundle();
         let mut seen = std::collections::HashSet::new();
         let mut bin_felts = BinFelts::new();
-        for (j, o) in outputs.iter().enumerate() {
+        for (j, (o, d)) in outputs.iter().zip(&digests).enumerate() {
             // An item given twice in one insert keeps its first label.
-            if let Some(&id) = index.get(o).or_else(|| seen.contains(o).then_some(&u32::MAX)) {
+            if let Some(&id) = index.get(d).or_else(|| seen.contains(d).then_some(&u32::MAX)) {
                 match (&mut self.labels, labels) {
                     (Some(l), Some(new)) if id != u32::MAX => l.set(id, &seal_label(o, &new[j], &l.layout)),
                     _ => {
@@ -324,7 +338,7 @@ impl SenderDb {
                 }
                 let values = Self::label_felts(&self.labels, &self.params, id);
                 if layout[id as usize].1.is_empty() {
-                    layout[id as usize] = layout_of(&self.params, o);
+                    layout[id as usize] = layout_of(&self.params, d);
                 }
                 // A new label is the same point with a new value: remove it, then add it.
                 let felts = &layout[id as usize].1;
@@ -339,12 +353,12 @@ impl SenderDb {
                 continue;
             }
             let id = self.items.len() as u32;
-            self.items.push(*o);
-            seen.insert(*o);
+            self.items.push(*d);
+            seen.insert(*d);
             if let (Some(l), Some(new)) = (&mut self.labels, labels) {
                 l.records.extend_from_slice(&seal_label(o, &new[j], &l.layout));
             }
-            layout.push(layout_of(&self.params, o));
+            layout.push(layout_of(&self.params, d));
             let (params, lab) = (&self.params, &self.labels);
             place(
                 &self.params,
@@ -359,23 +373,24 @@ impl SenderDb {
         self.finish_update(stats)
     }
 
-    /// The ids of those `outputs` already in the database: a set of the (few) outputs
+    /// The ids of those `digests` already in the database: a set of the (few) digests
     /// asked for, scanned against every item in parallel, instead of an index of the
     /// whole database per update.
-    fn find(&self, outputs: &[Output]) -> std::collections::HashMap<Output, u32> {
-        let wanted: std::collections::HashSet<&Output> = outputs.iter().collect();
+    fn find(&self, digests: &[Digest]) -> std::collections::HashMap<Digest, u32> {
+        let wanted: std::collections::HashSet<&Digest> = digests.iter().collect();
         self.items.par_iter().enumerate().filter(|(_, o)| wanted.contains(o)).map(|(i, o)| (*o, i as u32)).collect()
     }
 
     /// Removes `items`; only the bundles that held them are recomputed (bundles left
     /// empty are dropped).
     pub fn remove<I: AsRef<[u8]> + Sync>(&mut self, items: &[I]) -> Result<UpdateStats> {
-        let outputs = self.oprf.evaluate_items(items);
-        let index = self.find(&outputs);
+        let outputs = self.key()?.evaluate_items(items);
+        let digests: Vec<Digest> = outputs.par_iter().map(digest).collect();
+        let index = self.find(&digests);
         let mut gone = vec![false; self.items.len()];
         let mut stats = UpdateStats::default();
-        for o in &outputs {
-            match index.get(o) {
+        for d in &digests {
+            match index.get(d) {
                 Some(&id) if !gone[id as usize] => {
                     gone[id as usize] = true;
                     stats.removed += 1;
@@ -464,7 +479,12 @@ impl SenderDb {
                     }
                     let rebuilt = bundle.rebuild;
                     if rebuilt {
-                        bundle.coeffs = Some(interpolate_bundle(p, parts, &bundle.bins, items, labels));
+                        let coeffs = interpolate_bundle(p, parts, &bundle.bins, items, labels).ok_or_else(|| {
+                            Error::Usage(
+                                "two items of a bundle's bin share a field element: placement was bypassed".into(),
+                            )
+                        })?;
+                        bundle.coeffs = Some(coeffs);
                     }
                     bundle.edits.clear();
                     bundle.rebuild = false;
@@ -518,6 +538,12 @@ impl SenderDb {
         &self.info
     }
 
+    /// Whether the OPRF key is kept apart from the data (see
+    /// [`keep_key_apart`](Self::keep_key_apart)).
+    pub fn key_kept_apart(&self) -> bool {
+        self.key_place == KeyPlace::Apart
+    }
+
     /// Key columns joined into each item (1 unless set by
     /// [`with_key_columns`](Self::with_key_columns)); a receiver must join as many.
     pub fn key_columns(&self) -> usize {
@@ -535,8 +561,14 @@ impl SenderDb {
         &self.ctx
     }
 
-    pub(crate) fn oprf(&self) -> &OprfKey {
-        &self.oprf
+    /// The OPRF key, or an error naming where it is when the database was opened
+    /// without it.
+    pub(crate) fn key(&self) -> Result<&OprfKey> {
+        self.oprf.as_ref().ok_or_else(|| {
+            Error::Usage(
+                "this database was opened without its OPRF key: open it with its key file to serve or update it".into(),
+            )
+        })
     }
 
     /// Number of bundles at each bundle index.
@@ -547,6 +579,24 @@ impl SenderDb {
     /// The label layout, if the database is labelled.
     pub fn label_layout(&self) -> Option<&LabelLayout> {
         self.labels.as_ref().map(|l| &l.layout)
+    }
+
+    /// The OPRF key's bytes, for tests that look for it where it must not be.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn key_bytes(&self) -> Option<[u8; 32]> {
+        self.oprf.as_ref().map(|k| k.scalar().to_bytes())
+    }
+
+    /// Edits the item ids of one bin in memory, for tests that need a database whose
+    /// manifest lies (the next save writes it with a valid checksum).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn tamper_bin(&mut self, index: usize, bundle: usize, bin: usize, f: impl FnOnce(&mut Vec<u32>)) {
+        let b = &mut self.indices[index][bundle];
+        f(&mut b.bins[bin]);
+        b.saved = None;
+        b.rebuild = true;
     }
 
     /// Drops the coefficient copies once the database is saved (memory then is the
@@ -597,7 +647,7 @@ mod tests {
         assert!(st.bundles_touched > 0 && st.bundles_new == 0, "{st:?}");
         let parts = db.labels.as_ref().unwrap().layout.parts;
         for b in db.indices.iter().flatten().filter(|b| b.coeffs.is_some()) {
-            let anew = interpolate_bundle(&db.params, parts, &b.bins, &db.items, &db.labels);
+            let anew = interpolate_bundle(&db.params, parts, &b.bins, &db.items, &db.labels).unwrap();
             assert!(b.coeffs.as_ref().unwrap() == &anew, "an edited bundle differs from interpolating it anew");
         }
         // Applying the same edits twice cannot fit: the second add of a point is refused.

@@ -2,15 +2,15 @@
 //! bundle at that bundle index whose bin has room and no equal felt at the same position
 //! (so label interpolation has distinct points), or a new bundle.
 
+use super::super::Digest;
 use super::super::params::UnbalancedParams;
 use super::super::{MAX_BUNDLES_PER_INDEX, locate};
 use super::Bundle;
-use crate::crypto::oprf::Output;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
 /// An item's distinct candidate bins and its field elements.
-pub(super) fn layout_of(p: &UnbalancedParams, o: &Output) -> (Vec<u32>, Vec<u64>) {
+pub(super) fn layout_of(p: &UnbalancedParams, o: &Digest) -> (Vec<u32>, Vec<u64>) {
     let (mut bins, mut felts) = (Vec::new(), Vec::new());
     locate(p, o, &mut bins, &mut felts);
     bins.sort_unstable();
@@ -19,7 +19,7 @@ pub(super) fn layout_of(p: &UnbalancedParams, o: &Output) -> (Vec<u32>, Vec<u64>
 }
 
 /// Each item's distinct candidate bins and field elements.
-pub(super) fn layouts(p: &UnbalancedParams, outputs: &[Output]) -> Vec<(Vec<u32>, Vec<u64>)> {
+pub(super) fn layouts(p: &UnbalancedParams, outputs: &[Digest]) -> Vec<(Vec<u32>, Vec<u64>)> {
     outputs.par_iter().map(|o| layout_of(p, o)).collect()
 }
 

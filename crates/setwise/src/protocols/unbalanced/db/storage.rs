@@ -1,27 +1,50 @@
-//! The on-disk format: a database is a directory with a `MANIFEST` (parameters, key,
-//! items, labels, bins, and each bundle's segment name and hash; its own BLAKE3 hash
-//! last) and one `seg-<id>` file of coefficients per bundle. Saving writes new segments
-//! first and replaces the manifest atomically by a rename.
+//! The on-disk format. A database is a directory, its owner's only (0700, files 0600):
+//!
+//! - `MANIFEST`: parameters, preset, build time, key columns, where the OPRF key is and
+//!   its check value, each item's digest, the labels, each bundle's bins and the name and
+//!   hash of its segment; its own BLAKE3 hash last;
+//! - one `seg-<id>` file of coefficients per bundle;
+//! - `KEY`: the OPRF key, unless the operator keeps it apart (a key file elsewhere);
+//! - `LOCK`: the advisory lock that serialises updates.
+//!
+//! Saving writes new segments first, then the manifest to a temporary file with a unique
+//! name, and renames it over `MANIFEST` (the atomic step); segments no manifest names
+//! are deleted last, under the lock. Loading checks everything the manifest says against
+//! the parameters and the items' own bins before anything uses it.
 
-use super::super::MAX_BUNDLES_PER_INDEX;
 use super::super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES};
 use super::super::params::UnbalancedParams;
+use super::super::{Digest, MAX_BUNDLES_PER_INDEX, locate};
 use super::{Bundle, DbInfo, Labels, SenderDb, oprf_key};
-use crate::crypto::oprf::Output;
+use crate::crypto::dst::{self, Domain};
+use crate::crypto::oprf::OprfKey;
 use crate::crypto::ristretto::SecretScalar;
 use crate::error::{Error, Result};
 use crate::he::HeContext;
+use crate::io::{sync_dir, write_atomic};
 use crate::wire::{Reader, Writer};
 use rayon::prelude::*;
-use std::path::Path;
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
 
 /// First bytes of a database manifest.
 const MAGIC: [u8; 8] = *b"SETWISDB";
-/// Version of the file layout: 3 adds the number of key columns (version 2 databases,
-/// which lack it, load with one).
-const VERSION: u32 = 3;
+/// Version of the layout. 4: item digests instead of OPRF outputs, the key in its own
+/// file, the number of key columns. Older databases are refused with a request to
+/// rebuild them (they keep the key and every OPRF output in the manifest).
+const VERSION: u32 = 4;
 /// Longest parameter JSON or preset name accepted from a file.
 const MAX_TEXT: usize = 1 << 16;
+/// First bytes of a key file.
+const KEY_MAGIC: [u8; 8] = *b"SETWIKEY";
+
+/// The manifest's file name in a database directory.
+const MANIFEST: &str = "MANIFEST";
+/// The key's file name in a database directory that keeps its key.
+const KEY: &str = "KEY";
+/// The lock file's name.
+const LOCK: &str = "LOCK";
 
 /// A bundle's coefficients as saved: the segment file `seg-<id>` in the database
 /// directory and the BLAKE3 hash of its bytes (kept in the manifest).
@@ -37,6 +60,112 @@ impl Segment {
     }
 }
 
+/// How a database is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    /// To serve queries: every segment read, checked and encoded as plaintexts.
+    Serve,
+    /// To serve in compact mode: the coefficients kept, plaintexts encoded per query.
+    Compact,
+    /// To update ([`insert`](SenderDb::insert), [`remove`](SenderDb::remove),
+    /// [`save`](SenderDb::save)): the manifest only, and the directory locked until the
+    /// database is dropped, so updates take turns.
+    Update,
+    /// To inspect ([`info`](SenderDb::info)): the manifest only; no key needed.
+    Inspect,
+}
+
+/// Where a database's OPRF key is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum KeyPlace {
+    /// In the database directory's `KEY` file.
+    Directory,
+    /// Apart from the data, in a file the operator names when opening it.
+    Apart,
+}
+
+/// An advisory lock on a database directory (`flock` on its `LOCK` file), released
+/// when dropped. Another process waits for it; so does another thread of this process
+/// (file locks alone do not order threads that share a process); the thread that holds a
+/// directory open for an update gets an error instead of waiting for itself.
+#[derive(Debug)]
+pub(super) struct DirLock {
+    file: File,
+    dir: PathBuf,
+    exclusive: bool,
+}
+
+/// Directories this process holds open for an update, and by which thread.
+static UPDATING: std::sync::Mutex<Vec<(PathBuf, std::thread::ThreadId)>> = std::sync::Mutex::new(Vec::new());
+/// Woken when an update lock of this process is released.
+static RELEASED: std::sync::Condvar = std::sync::Condvar::new();
+
+impl DirLock {
+    /// Locks `dir` (exclusive for updates, shared for readers), waiting for the holder.
+    fn take(dir: &Path, exclusive: bool) -> Result<Self> {
+        let path = dir.join(LOCK);
+        let file = private_options().read(true).write(true).create(true).truncate(false).open(&path);
+        let file = file.map_err(|e| Error::file(&path, e))?;
+        let canonical = dir.canonicalize().map_err(|e| Error::file(dir, e))?;
+        let me = std::thread::current().id();
+        let mut updating = UPDATING.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((_, holder)) = updating.iter().find(|(d, _)| *d == canonical) {
+            if *holder == me {
+                return Err(Error::Usage(format!(
+                    "{} is open for an update by this thread: drop that handle before opening it again",
+                    dir.display()
+                )));
+            }
+            updating = RELEASED.wait(updating).unwrap_or_else(|e| e.into_inner());
+        }
+        if exclusive {
+            updating.push((canonical.clone(), me));
+        }
+        drop(updating);
+        let locked = if exclusive { file.lock() } else { file.lock_shared() };
+        let lock = Self { file, dir: canonical, exclusive };
+        locked.map_err(|e| Error::file(&path, e))?;
+        Ok(lock)
+    }
+
+    fn covers(&self, dir: &Path) -> bool {
+        dir.canonicalize().is_ok_and(|d| d == self.dir)
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+        if self.exclusive {
+            let mut updating = UPDATING.lock().unwrap_or_else(|e| e.into_inner());
+            updating.retain(|(d, _)| *d != self.dir);
+            RELEASED.notify_all();
+        }
+    }
+}
+
+/// Open options for a new file readable by its owner only.
+fn private_options() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o
+}
+
+/// Creates `dir` (and its parents) and makes it its owner's only.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
 /// A writer that hashes what it writes.
 struct HashingWriter<W: std::io::Write> {
     out: W,
@@ -50,19 +179,48 @@ impl<W: std::io::Write> HashingWriter<W> {
     }
 }
 
-/// The manifest's file name in a database directory.
-const MANIFEST: &str = "MANIFEST";
-/// Where a save writes the manifest before renaming it.
-const MANIFEST_TMP: &str = "MANIFEST.tmp";
+/// The check value of an OPRF key, kept in the manifest so a wrong key file is refused.
+fn key_check(key: &OprfKey) -> [u8; 32] {
+    let mut bytes = zeroize::Zeroizing::new(key.scalar().to_bytes());
+    let mut h = Domain::fixed(dst::UNBALANCED_KEY_CHECK).hasher();
+    h.update(&bytes[..]);
+    zeroize::Zeroize::zeroize(&mut bytes[..]);
+    *h.finalize().as_bytes()
+}
 
-/// Writes coefficients as a new segment file (little-endian u32s) in `dir`, synced, and
-/// names it by a random id.
+/// Writes a key file: magic, the scalar, a BLAKE3 checksum; 0600, atomically.
+pub(super) fn write_key(path: &Path, key: &OprfKey) -> Result<()> {
+    let mut w = Writer::with_capacity(72);
+    w.raw(&KEY_MAGIC).raw(&key.scalar().to_bytes());
+    let mut bytes = zeroize::Zeroizing::new(w.into_vec());
+    let sum = *blake3::hash(&bytes).as_bytes();
+    bytes.extend_from_slice(&sum);
+    write_atomic(path, &bytes, true).map_err(|e| Error::file(path, e))
+}
+
+/// Reads a key file and checks it against the manifest's check value.
+fn read_key(path: &Path, check: &[u8; 32]) -> Result<OprfKey> {
+    let bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(|e| Error::file(path, e))?);
+    if bytes.len() != 72 || bytes[..8] != KEY_MAGIC || blake3::hash(&bytes[..40]).as_bytes() != &bytes[40..] {
+        return Err(Error::damaged(path, "not a setwise database key file, or damaged"));
+    }
+    let scalar = SecretScalar::from_bytes(bytes[8..40].try_into().expect("32 bytes"))
+        .ok_or_else(|| Error::damaged(path, "not a valid OPRF key"))?;
+    let key = oprf_key(scalar);
+    if &key_check(&key) != check {
+        return Err(Error::damaged(path, "the key of another database"));
+    }
+    Ok(key)
+}
+
+/// Writes coefficients as a new segment file (little-endian u32s) in `dir`, synced, 0600,
+/// and names it by a random id.
 fn write_segment(dir: &Path, coeffs: &[u32]) -> std::io::Result<Segment> {
     let bytes: Vec<u8> = coeffs.iter().flat_map(|c| c.to_le_bytes()).collect();
     let mut id = [0u8; 8];
     crate::crypto::rng::fill_os(&mut id);
     let seg = Segment { id: u64::from_le_bytes(id), hash: *blake3::hash(&bytes).as_bytes() };
-    let mut f = std::fs::File::create(dir.join(Segment::file_name(seg.id)))?;
+    let mut f = private_options().write(true).create_new(true).open(dir.join(Segment::file_name(seg.id)))?;
     std::io::Write::write_all(&mut f, &bytes)?;
     f.sync_all()?;
     Ok(seg)
@@ -85,7 +243,7 @@ pub(super) fn read_segment(dir: &Path, seg: Segment, len: usize, p: &UnbalancedP
         return Err(bad("checksum mismatch: the file is corrupted".into()));
     }
     let t = p.seal_params.plain_modulus;
-    let coeffs: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+    let coeffs: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     if coeffs.iter().any(|&c| c as u64 >= t) {
         return Err(bad("a coefficient is not below the plain modulus".into()));
     }
@@ -93,13 +251,12 @@ pub(super) fn read_segment(dir: &Path, seg: Segment, len: usize, p: &UnbalancedP
 }
 
 impl SenderDb {
-    /// Saves the database as the directory `path`: a segment file per bundle changed
-    /// since it was last saved there (written and synced first), then the manifest —
-    /// parameters, key, items, labels, bins and each segment's name and hash — written to
-    /// a temporary file and renamed over the old one, which is the atomic step: an
+    /// Saves the database as the directory `path` (created 0700): a segment file per
+    /// bundle changed since it was last saved there (written and synced first), the key
+    /// file unless the key is kept apart, then the manifest, written to a temporary file
+    /// with a unique name and renamed over the old one, which is the atomic step: an
     /// interrupted save leaves the old manifest and the segments it names. Segments no
-    /// manifest names are deleted last. An update therefore writes only the bundles it
-    /// changed (and the manifest).
+    /// manifest names are deleted last. All of it happens under the directory's lock.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         let io = |source| Error::file(path, source);
         if path.is_file() {
@@ -107,10 +264,17 @@ impl SenderDb {
         }
         // Saving deletes the segment files its manifest does not name, so it refuses a
         // directory that holds anything but a database.
-        if path.is_dir() && !path.join(MANIFEST).exists() && std::fs::read_dir(path).map_err(io)?.next().is_some() {
+        let foreign = |e: &std::fs::DirEntry| ![MANIFEST, LOCK].contains(&e.file_name().to_string_lossy().as_ref());
+        if path.is_dir()
+            && !path.join(MANIFEST).exists()
+            && std::fs::read_dir(path).map_err(io)?.flatten().any(|e| foreign(&e))
+        {
             return Err(Error::damaged(path, "is a directory that is not a setwise database: choose a new path"));
         }
-        std::fs::create_dir_all(path).map_err(io)?;
+        private_dir(path).map_err(io)?;
+        let held = self.lock.as_ref().is_some_and(|l| l.covers(path));
+        let _lock = if held { None } else { Some(DirLock::take(path, true)?) };
+        let key = self.key()?.clone();
         let same = self.dir.as_deref().is_some_and(|d| d.canonicalize().ok() == path.canonicalize().ok());
         let src = self.dir.as_deref();
         let segments = self
@@ -121,53 +285,84 @@ impl SenderDb {
                 (Some(seg), true, _) => Ok(seg),
                 (Some(seg), false, Some(src)) => {
                     let f = Segment::file_name(seg.id);
-                    std::fs::copy(src.join(&f), path.join(&f)).map_err(io)?;
-                    std::fs::File::open(path.join(&f)).and_then(|f| f.sync_all()).map_err(io)?;
+                    let mut to =
+                        private_options().write(true).create(true).truncate(true).open(path.join(&f)).map_err(io)?;
+                    std::io::copy(&mut File::open(src.join(&f)).map_err(io)?, &mut to).map_err(io)?;
+                    to.sync_all().map_err(io)?;
                     Ok(seg)
                 }
                 _ => {
                     let coeffs = b
                         .coeffs
                         .as_ref()
-                        .ok_or_else(|| Error::Params("coefficients were dropped before saving".into()))?;
+                        .ok_or_else(|| Error::Usage("coefficients were dropped before saving".into()))?;
                     write_segment(path, coeffs).map_err(io)
                 }
             })
             .collect::<Result<Vec<Segment>>>()?;
-        let tmp = path.join(MANIFEST_TMP);
-        let f = std::fs::File::create(&tmp).map_err(io)?;
-        self.write_manifest(&segments, &f).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path.join(MANIFEST)).map_err(io)?;
-        // The rename is durable once the directory is synced.
-        std::fs::File::open(path).and_then(|d| d.sync_all()).map_err(io)?;
+        match self.key_place {
+            KeyPlace::Directory => write_key(&path.join(KEY), &key)?,
+            KeyPlace::Apart => match std::fs::remove_file(path.join(KEY)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                _ => {}
+            },
+        }
+        let mut nonce = [0u8; 8];
+        crate::crypto::rng::fill_os(&mut nonce);
+        let tmp = path.join(format!("{MANIFEST}.{:016x}.tmp", u64::from_le_bytes(nonce)));
+        let written = (|| {
+            let f = private_options().write(true).create_new(true).open(&tmp)?;
+            self.write_manifest(&segments, &key, &f)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path.join(MANIFEST))?;
+            // The rename is durable once the directory is synced.
+            sync_dir(&path.join(MANIFEST))
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(e));
+        }
         for (b, seg) in self.indices.iter_mut().flatten().zip(&segments) {
             b.saved = Some(*seg);
         }
         self.dir = Some(path.to_path_buf());
-        // Segments of replaced bundles, and of an interrupted earlier save.
-        let live: std::collections::HashSet<String> = segments.iter().map(|s| Segment::file_name(s.id)).collect();
+        // Segments of replaced bundles, and what an interrupted earlier save left.
+        let live: HashSet<String> = segments.iter().map(|s| Segment::file_name(s.id)).collect();
         for entry in std::fs::read_dir(path).map_err(io)?.flatten() {
             let file = entry.file_name().to_string_lossy().into_owned();
-            if file.starts_with("seg-") && !live.contains(&file) {
+            let stale_manifest = file.starts_with("MANIFEST.") && file.ends_with(".tmp");
+            if (file.starts_with("seg-") && !live.contains(&file)) || stale_manifest {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
         Ok(())
     }
 
-    /// Writes the manifest, BLAKE3 hash last, streaming the large sections (items,
+    /// Keeps the OPRF key apart from the data: writes it to `key_file` (0600,
+    /// atomically); the database directory then holds no key (the next
+    /// [`save`](Self::save) deletes its `KEY` file), and opening it to serve or update
+    /// needs the key file. A reader of the directory alone can neither test items nor
+    /// open labels.
+    pub fn keep_key_apart(&mut self, key_file: &Path) -> Result<()> {
+        write_key(key_file, self.key()?)?;
+        self.key_place = KeyPlace::Apart;
+        Ok(())
+    }
+
+    /// Writes the manifest, BLAKE3 hash last, streaming the large sections (digests,
     /// labels) from memory instead of copying them into one buffer.
-    fn write_manifest(&self, segments: &[Segment], out: impl std::io::Write) -> std::io::Result<()> {
+    fn write_manifest(&self, segments: &[Segment], key: &OprfKey, out: impl std::io::Write) -> std::io::Result<()> {
         let mut out =
             HashingWriter { out: std::io::BufWriter::with_capacity(1 << 20, out), hash: blake3::Hasher::new() };
         let mut w = Writer::with_capacity(1 << 16);
         w.raw(&MAGIC).u32(VERSION);
         w.bytes(self.params.to_json().as_bytes());
-        let mut key = self.oprf.scalar().to_bytes();
-        w.raw(&key);
-        zeroize::Zeroize::zeroize(&mut key);
         w.bytes(self.info.preset.as_bytes()).u64(self.info.build_ms).u32(self.key_columns as u32);
+        w.u8(match self.key_place {
+            KeyPlace::Directory => 0,
+            KeyPlace::Apart => 1,
+        })
+        .raw(&key_check(key));
         w.u32(self.items.len() as u32);
         out.put(&w.into_vec())?;
         out.put(self.items.as_flattened())?;
@@ -189,8 +384,7 @@ impl SenderDb {
         let mut segments = segments.iter();
         for bundles in &self.indices {
             out.put(&(bundles.len() as u32).to_le_bytes())?;
-            for b in bundles {
-                let seg = segments.next().expect("one segment per bundle");
+            for (b, seg) in bundles.iter().zip(segments.by_ref()) {
                 let mut w = Writer::with_capacity(40 + b.bins.iter().map(|x| 4 + 4 * x.len()).sum::<usize>());
                 w.u64(seg.id).raw(&seg.hash);
                 for ids in &b.bins {
@@ -213,14 +407,33 @@ impl SenderDb {
         (1 + parts) * (self.params.table_params.max_items_per_bin + 1) * self.params.seal_params.poly_modulus_degree
     }
 
-    /// Loads a database to edit it ([`insert`](Self::insert), [`remove`](Self::remove),
-    /// [`save`](Self::save)): the manifest only; an update reads the segments of the
-    /// bundles it changes.
+    /// Loads a database to serve it (see [`open`](Self::open)); its key in its directory.
+    pub fn load(path: &Path) -> Result<Self> {
+        Self::open(path, Open::Serve, None)
+    }
+
+    /// Loads a database to serve it in compact mode (see [`open`](Self::open)).
+    pub fn load_compact(path: &Path) -> Result<Self> {
+        Self::open(path, Open::Compact, None)
+    }
+
+    /// Loads a database to update it (see [`open`](Self::open)).
     pub fn load_for_update(path: &Path) -> Result<Self> {
+        Self::open(path, Open::Update, None)
+    }
+
+    /// Opens the database directory `path` for `how`, with its OPRF key from `key_file`
+    /// if it keeps the key apart (else from the directory; [`Open::Inspect`] needs none).
+    /// Everything the manifest says is checked first: magic, version, checksum, counts
+    /// against the parameters, and every bin's items against the items' own bins (an
+    /// item twice in a bin, or in a bin it does not hash to, is refused by name).
+    /// Readers hold the directory's shared lock while they load, updaters its exclusive
+    /// lock until the database is dropped.
+    pub fn open(path: &Path, how: Open, key_file: Option<&Path>) -> Result<Self> {
         let bad = |why: String| Error::damaged(path, why);
         if path.is_file() {
             let mut head = [0u8; 8];
-            let old = std::fs::File::open(path)
+            let old = File::open(path)
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
                 .is_ok_and(|()| head == MAGIC);
             return Err(bad(if old {
@@ -229,8 +442,55 @@ impl SenderDb {
                 "not a setwise database (a database is a directory with a MANIFEST)".into()
             }));
         }
+        if !path.join(MANIFEST).is_file() {
+            return Err(bad("not a setwise database (no MANIFEST)".into()));
+        }
+        let lock = DirLock::take(path, how == Open::Update)?;
         let manifest = path.join(MANIFEST);
         let bytes = std::fs::read(&manifest).map_err(|e| Error::file(&manifest, e))?;
+        let mut db = Self::decode_manifest(&bytes, path)?;
+        let key = match (&db.key_place, key_file, how) {
+            (_, _, Open::Inspect) => None,
+            (_, Some(file), _) => Some(file.to_path_buf()),
+            (KeyPlace::Directory, None, _) => Some(path.join(KEY)),
+            (KeyPlace::Apart, None, _) => {
+                return Err(Error::Usage(format!(
+                    "{} keeps its OPRF key apart: give its key file (--key-file)",
+                    path.display()
+                )));
+            }
+        };
+        if let (Some(file), Some(check)) = (key, db.key_check) {
+            db.oprf = Some(read_key(&file, &check)?);
+        }
+        let (p, len) = (&db.params, db.segment_len());
+        match how {
+            Open::Serve => {
+                let (ctx, n) = (&db.ctx, db.params.seal_params.poly_modulus_degree);
+                db.indices.par_iter_mut().flatten().try_for_each(|b| {
+                    let coeffs = read_segment(path, b.saved.expect("every loaded bundle is saved"), len, p)?;
+                    b.plaintexts = super::encoding::encode_coefficients(ctx, n, &coeffs)?;
+                    Ok::<_, Error>(())
+                })?;
+            }
+            Open::Compact => {
+                db.indices.par_iter_mut().flatten().try_for_each(|b| {
+                    b.coeffs = Some(read_segment(path, b.saved.expect("every loaded bundle is saved"), len, p)?);
+                    Ok::<_, Error>(())
+                })?;
+                db.info.compact = true;
+            }
+            Open::Update => db.lock = Some(lock),
+            Open::Inspect => {}
+        }
+        db.refresh_info();
+        Ok(db)
+    }
+
+    /// Decodes and checks a manifest (of the directory `path`, for errors). The key is
+    /// not read here: the database comes back without it.
+    pub fn decode_manifest(bytes: &[u8], path: &Path) -> Result<Self> {
+        let bad = |why: String| Error::damaged(path, why);
         if bytes.len() < MAGIC.len() + 4 + 32 || bytes[..8] != MAGIC {
             return Err(bad("not a setwise database (bad magic in MANIFEST)".into()));
         }
@@ -241,24 +501,27 @@ impl SenderDb {
         let mut r = Reader::new(&body[8..]);
         let wire = |e: crate::wire::WireError| Error::damaged(path, e.to_string());
         let version = r.u32("version").map_err(wire)?;
-        if !(2..=VERSION).contains(&version) {
-            return Err(bad(format!("database format version {version}, this setwise reads versions 2 to {VERSION}")));
+        if version != VERSION {
+            return Err(bad(format!(
+                "database format version {version}, this setwise reads version {VERSION}: rebuild it with `setwise db build`"
+            )));
         }
         let json = r.str("parameters", MAX_TEXT).map_err(wire)?;
         let params = UnbalancedParams::from_json(json).map_err(|e| bad(e.to_string()))?;
-        let key = SecretScalar::from_bytes(r.array("oprf key").map_err(wire)?)
-            .ok_or_else(|| bad("invalid OPRF key".into()))?;
         let preset = r.str("preset", MAX_TEXT).map_err(wire)?.to_string();
         let build_ms = r.u64("build time").map_err(wire)?;
-        let key_columns = match version {
-            2 => 1,
-            _ => match r.u32("key columns").map_err(wire)? {
-                0 => return Err(bad("zero key columns".into())),
-                n => n as usize,
-            },
+        let key_columns = match r.u32("key columns").map_err(wire)? {
+            0 => return Err(bad("zero key columns".into())),
+            n => n as usize,
         };
+        let key_place = match r.u8("key place").map_err(wire)? {
+            0 => KeyPlace::Directory,
+            1 => KeyPlace::Apart,
+            _ => return Err(bad("unknown key place".into())),
+        };
+        let key_check = Some(r.array("key check").map_err(wire)?);
         let n_items = r.u32("item count").map_err(wire)? as usize;
-        let items: Vec<Output> = r.records::<32>(n_items, "items").map_err(wire)?.to_vec();
+        let items: Vec<Digest> = r.records::<32>(n_items, "items").map_err(wire)?.to_vec();
         let labels = match r.u8("labelled").map_err(wire)? {
             0 => None,
             _ => {
@@ -287,12 +550,8 @@ impl SenderDb {
                 let mut bins = Vec::with_capacity(bpb);
                 for _ in 0..bpb {
                     let m = r.count("bin size", b).map_err(wire)?;
-                    let ids: Vec<u32> =
-                        r.records::<4>(m, "bin items").map_err(wire)?.iter().map(|x| u32::from_le_bytes(*x)).collect();
-                    if ids.iter().any(|&id| id as usize >= n_items) {
-                        return Err(bad("a bin names an item that does not exist".into()));
-                    }
-                    bins.push(ids);
+                    let ids = r.records::<4>(m, "bin items").map_err(wire)?.iter().map(|x| u32::from_le_bytes(*x));
+                    bins.push(ids.collect::<Vec<u32>>());
                 }
                 let mut bundle = Bundle::empty(0);
                 bundle.bins = bins;
@@ -303,19 +562,78 @@ impl SenderDb {
             indices.push(bundles);
         }
         r.finish("database").map_err(wire)?;
+        check_placement(&params, &items, &indices, labels.is_some()).map_err(bad)?;
         let ctx = HeContext::new(&params.he()).map_err(|e| bad(e.to_string()))?;
         let mut db = Self {
             params,
             ctx,
-            oprf: oprf_key(key),
+            oprf: None,
             items,
             indices,
             labels,
             dir: Some(path.to_path_buf()),
             key_columns,
+            key_place,
+            key_check,
+            lock: None,
             info: DbInfo { preset, build_ms, ..Default::default() },
         };
         db.refresh_info();
         Ok(db)
     }
+}
+
+/// Checks that the bins a manifest lists are what placing its items gives: every id names
+/// an item, no bin lists an item twice, each item sits in each of its distinct candidate
+/// bins exactly once (at one bundle of that bin's index), and in a labelled database no
+/// two items of a bundle's bin share a field element at one position (label
+/// interpolation needs distinct points).
+fn check_placement(
+    p: &UnbalancedParams,
+    items: &[Digest],
+    indices: &[Vec<Bundle>],
+    labelled: bool,
+) -> std::result::Result<(), String> {
+    let (bpb, k) = (p.bins_per_bundle(), p.item_params.felts_per_item);
+    let layouts: Vec<(Vec<u32>, Vec<u64>)> = items
+        .par_iter()
+        .map(|d| {
+            let (mut bins, mut felts) = (Vec::new(), Vec::new());
+            locate(p, d, &mut bins, &mut felts);
+            bins.sort_unstable();
+            bins.dedup();
+            (bins, felts)
+        })
+        .collect();
+    let mut placed = vec![0u32; items.len()];
+    let mut seen: HashSet<(u32, u32)> = HashSet::new();
+    for (bi, bundles) in indices.iter().enumerate() {
+        for bundle in bundles {
+            for (lb, ids) in bundle.bins.iter().enumerate() {
+                let bin = (bi * bpb + lb) as u32;
+                for &id in ids {
+                    let (candidates, _) = layouts.get(id as usize).ok_or("a bin names an item that does not exist")?;
+                    if !seen.insert((id, bin)) {
+                        return Err(format!("bin {bin} lists item {id} twice"));
+                    }
+                    if candidates.binary_search(&bin).is_err() {
+                        return Err(format!("bin {bin} lists item {id}, which does not hash to it"));
+                    }
+                    placed[id as usize] += 1;
+                }
+                if labelled {
+                    for f in 0..k {
+                        let mut values = HashSet::with_capacity(ids.len());
+                        if !ids.iter().all(|&id| values.insert(layouts[id as usize].1[f])) {
+                            return Err(format!("two items of bin {bin} share a field element"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(id) = (0..items.len()).find(|&i| placed[i] as usize != layouts[i].0.len()) {
+        return Err(format!("item {id} is in {} bins, not its {}", placed[id], layouts[id].0.len()));
+    }
+    Ok(())
 }

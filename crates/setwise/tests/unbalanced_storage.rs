@@ -1,0 +1,200 @@
+//! The unbalanced database on disk under hostile conditions: who may read it, two
+//! updates at once, an update while serving, a manifest that lies.
+
+mod common;
+
+use common::items;
+use setwise::net::MemoryChannel;
+use setwise::protocols::Role;
+use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams};
+use setwise::session::{self, Input};
+use setwise::{Error, Job, Operation, Outcome, Protocol};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn small() -> UnbalancedParams {
+    UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
+    )
+    .unwrap()
+}
+
+/// The receiver's matching indices for `receiver` against `db`.
+fn query(db: &SenderDb, receiver: &[Vec<u8>]) -> BTreeSet<usize> {
+    let job = Job::new(Protocol::Unbalanced, Operation::Intersection);
+    let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+    let (_, r) = std::thread::scope(|s| {
+        let t = s.spawn(|| session::run(&mut a, &job, Role::Sender, Input::<Vec<u8>>::Database(db)));
+        let r = session::run(&mut b, &job, Role::Receiver, Input::Items(receiver));
+        drop(b);
+        (t.join().unwrap(), r)
+    });
+    match r.unwrap().0 {
+        Outcome::Intersection(v) => v.into_iter().collect(),
+        Outcome::Labelled { rows, .. } => rows.into_iter().map(|(i, _)| i).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[cfg(unix)]
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// The directory is its owner's only: 0700, every file 0600.
+#[cfg(unix)]
+#[test]
+fn only_the_owner_can_read_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let mut db = SenderDb::build(&items("s", 0..500), small(), "test").unwrap();
+    db.save(&path).unwrap();
+    assert_eq!(mode(&path), 0o700);
+    for entry in std::fs::read_dir(&path).unwrap() {
+        let p = entry.unwrap().path();
+        assert_eq!(mode(&p), 0o600, "{}", p.display());
+    }
+}
+
+/// Two updates at once: each sees the other's result, and the database stays whole.
+#[test]
+fn concurrent_updates_are_serialised() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let base = items("s", 0..800);
+    SenderDb::build(&base, small(), "test").unwrap().save(&path).unwrap();
+    let (a, b) = (items("a", 0..40), items("b", 0..40));
+    std::thread::scope(|s| {
+        for new in [&a, &b] {
+            let path = &path;
+            s.spawn(move || {
+                let mut db = SenderDb::load_for_update(path).unwrap();
+                db.insert(new, None).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                db.save(path).unwrap();
+            });
+        }
+    });
+    let db = SenderDb::load(&path).unwrap();
+    assert_eq!(db.info().sender_size, 880, "both inserts are in");
+    let probe: Vec<Vec<u8>> = [items("a", 0..40), items("b", 0..40), items("s", 0..20)].concat();
+    assert_eq!(query(&db, &probe), (0..100).collect());
+}
+
+/// A sender serving a loaded database keeps answering from that version while an
+/// update of the directory runs; a new load sees the update.
+#[test]
+fn serving_goes_on_during_an_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    SenderDb::build(&items("s", 0..600), small(), "test").unwrap().save(&path).unwrap();
+    let served = SenderDb::load(&path).unwrap();
+    let probe: Vec<Vec<u8>> = [items("s", 590..600), items("n", 0..10)].concat();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut db = SenderDb::load_for_update(&path).unwrap();
+            db.insert(&items("n", 0..10), None).unwrap();
+            db.remove(&items("s", 590..600)).unwrap();
+            db.save(&path).unwrap();
+        });
+        for _ in 0..3 {
+            assert_eq!(query(&served, &probe), (0..10).collect(), "the loaded version answers");
+        }
+    });
+    assert_eq!(query(&SenderDb::load(&path).unwrap(), &probe), (10..20).collect(), "a new load sees the update");
+}
+
+/// A manifest whose bin lists an item twice (checksum valid) is refused by name on load,
+/// before an update could trip over it.
+#[test]
+fn a_manifest_that_lies_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let sender = items("s", 0..500);
+    let labels: Vec<Vec<u8>> = sender.to_vec();
+    let mut db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap();
+    let bin = (0..256).find(|&bin| !db_bin_is_empty(&mut db, bin)).unwrap();
+    db.tamper_bin(0, 0, bin, |ids| ids.push(ids[0]));
+    db.save(&path).unwrap();
+    let e = SenderDb::load_for_update(&path).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::Damaged { .. }) && e.to_string().contains("twice"), "{e}");
+    let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::Damaged { .. }), "{e}");
+}
+
+fn db_bin_is_empty(db: &mut SenderDb, bin: usize) -> bool {
+    let mut empty = false;
+    db.tamper_bin(0, 0, bin, |ids| empty = ids.is_empty());
+    empty
+}
+
+/// Every file of the directory, concatenated.
+fn all_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        out.extend(std::fs::read(e.unwrap().path()).unwrap());
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A database whose key is kept apart: its directory holds neither the key nor any
+/// item's OPRF output (which keys the item's label), so a reader of the directory can
+/// neither test items nor open labels; opening it to serve needs the key file, a wrong
+/// key file is refused, and inspecting needs none.
+#[test]
+fn a_key_kept_apart_is_needed_to_serve_and_absent_from_the_data() {
+    use setwise::crypto::dst::{UNBALANCED_OPRF, UNBALANCED_OPRF_OUT};
+    use setwise::crypto::oprf::OprfKey;
+    use setwise::crypto::ristretto::SecretScalar;
+    use setwise::protocols::unbalanced::db::Open;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, key_file) = (dir.path().join("s.db"), dir.path().join("s.key"));
+    let sender = items("s", 0..400);
+    let labels: Vec<Vec<u8>> = sender.iter().map(|k| [b"label-", &k[..]].concat()).collect();
+    let mut db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap();
+    let key = db.key_bytes().unwrap();
+    // Kept in the directory by default: its KEY file (0600), not the manifest.
+    db.save(&path).unwrap();
+    assert!(path.join("KEY").exists() && !contains(&std::fs::read(path.join("MANIFEST")).unwrap(), &key));
+    db.keep_key_apart(&key_file).unwrap();
+    db.save(&path).unwrap();
+    let data = all_bytes(&path);
+    assert!(!path.join("KEY").exists() && !contains(&data, &key), "no key in the directory");
+    let oprf = OprfKey::from_scalar(SecretScalar::from_bytes(key).unwrap(), UNBALANCED_OPRF, UNBALANCED_OPRF_OUT);
+    for output in oprf.evaluate_items(&sender[..50]) {
+        assert!(!contains(&data, &output), "no OPRF output in the directory");
+    }
+    let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
+    assert!(e.is_local() && e.to_string().contains("--key-file"), "{e}");
+    let inspected = SenderDb::open(&path, Open::Inspect, None).unwrap();
+    assert_eq!(inspected.info().sender_size, 400);
+    let served = SenderDb::open(&path, Open::Serve, Some(&key_file)).unwrap();
+    assert_eq!(query(&served, &[items("s", 0..5), items("x", 0..5)].concat()), (0..5).collect());
+    // Another database's key file.
+    let other_key = dir.path().join("other.key");
+    SenderDb::build(&items("o", 0..10), small(), "test").unwrap().keep_key_apart(&other_key).unwrap();
+    let e = SenderDb::open(&path, Open::Serve, Some(&other_key)).map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("the key of another database"), "{e}");
+}
+
+/// A thread that holds a database open for an update and opens it again gets an error,
+/// not a wait for itself.
+#[test]
+fn reopening_a_database_this_thread_updates_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    SenderDb::build(&items("s", 0..100), small(), "test").unwrap().save(&path).unwrap();
+    let update = SenderDb::load_for_update(&path).unwrap();
+    let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("open for an update by this thread"), "{e}");
+    drop(update);
+    SenderDb::load(&path).unwrap();
+}

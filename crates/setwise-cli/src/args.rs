@@ -2,7 +2,7 @@
 //! and the report.
 
 use clap::{ArgGroup, Args};
-use setwise::net::{DEFAULT_MAX_FRAME, TcpConfig};
+use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig};
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
 use setwise::{Operation, Protocol};
@@ -72,7 +72,7 @@ pub struct NetArgs {
     /// Seconds to keep retrying --connect.
     #[arg(long, default_value_t = 30)]
     pub connect_timeout: u64,
-    /// Seconds to wait for the peer on any read or write.
+    /// Seconds a whole frame from or to the peer may take (however slowly it trickles).
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
     /// Largest frame accepted from the peer, in bytes.
@@ -86,7 +86,32 @@ impl NetArgs {
         TcpConfig {
             max_frame: self.max_frame,
             io_timeout: Some(Duration::from_secs(self.timeout)),
+            session_timeout: None,
             connect_timeout: Duration::from_secs(self.connect_timeout),
+        }
+    }
+}
+
+/// Limits of a server: the unbalanced sender with `--sessions` other than 1, the judge.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Server: sessions served at once; further connections wait their turn.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_concurrent: u64,
+    /// Server: seconds a whole session may take (0: no limit), so that a slow peer
+    /// cannot hold its place for ever.
+    #[arg(long, default_value_t = 3600)]
+    pub session_timeout: u64,
+}
+
+impl ServeArgs {
+    /// The server settings around each connection's channel settings `tcp`.
+    pub fn config(&self, tcp: TcpConfig, sessions: usize) -> ServeConfig {
+        let session_timeout = (self.session_timeout > 0).then(|| Duration::from_secs(self.session_timeout));
+        ServeConfig {
+            tcp: TcpConfig { session_timeout, ..tcp },
+            max_concurrent: self.max_concurrent as usize,
+            sessions,
         }
     }
 }

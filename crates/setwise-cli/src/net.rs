@@ -3,7 +3,7 @@
 
 use crate::Failure;
 use crate::args::NetArgs;
-use setwise::net::{NetError, TcpChannel, TcpConfig};
+use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, serve};
 use std::net::TcpListener;
 
 /// A transport failure while `phase`, as an exit-3 failure.
@@ -35,42 +35,24 @@ pub fn loopback() -> Result<(TcpChannel, TcpChannel), Failure> {
     Ok((a.map_err(|e| net_failure("accepting", e))?, b.map_err(|e| net_failure("connecting", e))?))
 }
 
-/// Accepts `sessions` connections on `addr` (0: forever) and runs `handle` on each in
-/// its own thread, logging each session's summary or error; one bad peer never stops
-/// the others.
+/// Serves sessions on `addr` until `config.sessions` have completed (0: until stopped),
+/// each on its own thread within the server's limits, logging one line per session;
+/// no peer, however bad, stops the others or counts as a session it did not complete.
 pub fn serve_many(
     addr: &str,
-    config: TcpConfig,
-    sessions: usize,
+    config: ServeConfig,
     handle: impl Fn(&mut TcpChannel) -> setwise::Result<String> + Sync,
 ) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr).map_err(|e| net_failure("listening", e.into()))?;
-    let what = if sessions == 0 { "any number of sessions".to_string() } else { format!("{sessions} sessions") };
-    eprintln!("listening on {addr} for {what}");
-    let handle = &handle;
-    std::thread::scope(|s| {
-        let mut served = 0usize;
-        while sessions == 0 || served < sessions {
-            let stream = match listener.accept() {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    eprintln!("accept failed: {e}");
-                    continue;
-                }
-            };
-            served += 1;
-            let n = served;
-            s.spawn(move || {
-                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                let result = TcpChannel::from_stream(stream, config)
-                    .map_err(|e| setwise::Error::Net { phase: "accepting", source: e })
-                    .and_then(|mut ch| handle(&mut ch));
-                match result {
-                    Ok(line) => eprintln!("session {n} ({peer}): {line}"),
-                    Err(e) => eprintln!("session {n} ({peer}): error: {e}"),
-                }
-            });
-        }
-    });
+    let what = match config.sessions {
+        0 => "any number of sessions".to_string(),
+        n => format!("{n} sessions"),
+    };
+    eprintln!("listening on {addr} for {what}, at most {} at once", config.max_concurrent);
+    let stats =
+        serve(&listener, config, handle, |line| eprintln!("{line}")).map_err(|e| net_failure("listening", e.into()))?;
+    if stats.failed + stats.panicked > 0 {
+        eprintln!("served {} sessions; {} failed, {} panicked", stats.completed, stats.failed, stats.panicked);
+    }
     Ok(())
 }

@@ -203,7 +203,7 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
         "--listen",
         &addr,
         "--sessions",
-        "4",
+        "2",
         "--timeout",
         "10",
     ]);
@@ -303,6 +303,48 @@ fn unbalanced_with_two_key_columns() {
     );
     assert_eq!((so.status.code(), ro.status.code()), (Some(3), Some(3)));
     assert!(text(&ro.stderr).contains("key_columns=1"), "{}", text(&ro.stderr));
+}
+
+/// Connections that never complete a session do not count towards `--sessions`: after
+/// three junk connections the sender still answers its two real receivers, then exits.
+#[test]
+fn junk_connections_do_not_count_as_sessions() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let s: String = std::iter::once("id\n".to_string()).chain((0..200).map(|i| format!("u{i}\n"))).collect();
+    let s = write(dir.path(), "s.csv", &s);
+    let db = dir.path().join("s.db");
+    let o =
+        bin().args(["db", "build", "--input", s.to_str().unwrap(), "--out", db.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let addr = free_port();
+    let args = ["sender", "--protocol", "unbalanced", "--db", db.to_str().unwrap(), "--listen", &addr];
+    let sender = spawn(&[&args[..], &["--sessions", "2", "--timeout", "5"]].concat());
+    let connect = || loop {
+        match std::net::TcpStream::connect(&addr) {
+            Ok(s) => break s,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    for junk in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xff; 8], &[]] {
+        let mut c = connect();
+        let _ = c.write_all(junk);
+        drop(c);
+    }
+    let r = write(dir.path(), "r.csv", "id\nu3\nnope\n");
+    for k in 0..2 {
+        let out = dir.path().join(format!("out{k}.csv"));
+        let o = bin()
+            .args(["receiver", "--protocol", "unbalanced", "--input", r.to_str().unwrap(), "--connect", &addr])
+            .args(["--connect-timeout", "10", "--output", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "receiver {k}: {}", text(&o.stderr));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "id\nu3\n");
+    }
+    let so = sender.wait_with_output().unwrap();
+    assert!(so.status.success(), "{}", text(&so.stderr));
+    assert_eq!(text(&so.stderr).matches("answered 2 items").count(), 2, "{}", text(&so.stderr));
 }
 
 /// `db strip` moves the OPRF key out of the directory: the sender then needs

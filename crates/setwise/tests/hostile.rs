@@ -74,6 +74,8 @@ fn truncated_frame() {
 #[test]
 fn length_prefix_above_the_maximum() {
     let e = against_raw_peer(Role::Sender, |s| {
+        let hello = Hello::new("ecdh", "intersection", job().hello_params(), Role::Receiver, 10).encode();
+        s.write_all(&frame(hello.len() as u32, &hello)).unwrap();
         s.write_all(&frame(u32::MAX, b"")).unwrap();
     });
     assert!(matches!(e, Error::Net { source: NetError::FrameTooLarge { max: 1048576, .. }, .. }), "{e}");
@@ -239,4 +241,40 @@ fn fhe_sender_refuses_garbage_ciphertexts_and_keys() {
         });
         assert!(pinned(&e), "{:?}: {e}", &garbage[..garbage.len().min(4)]);
     }
+}
+
+/// A peer that sends a frame one byte at a time, each byte well within the timeout:
+/// the whole frame must still arrive within it (a per-read timeout never fires).
+#[test]
+fn a_trickling_peer_hits_the_frame_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let trickle = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let _ = s.write_all(&frame(1000, &[]));
+        for _ in 0..40 {
+            std::thread::sleep(Duration::from_millis(150));
+            if s.write_all(&[0]).is_err() {
+                break;
+            }
+        }
+    });
+    let config = TcpConfig { io_timeout: Some(Duration::from_secs(1)), ..Default::default() };
+    let mut ch = TcpChannel::accept(&listener, config).unwrap();
+    let started = std::time::Instant::now();
+    let e = ch.recv().unwrap_err();
+    assert!(matches!(e, NetError::Timeout(_)), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3), "ended after {:?}", started.elapsed());
+    drop(ch);
+    trickle.join().unwrap();
+}
+
+/// A hello is a few hundred bytes: a first frame announced larger is refused before
+/// anything is read, whatever the channel's frame limit.
+#[test]
+fn an_oversized_hello_is_refused_at_once() {
+    let e = against_raw_peer(Role::Sender, |s| {
+        s.write_all(&frame(1 << 20, &[1; 64])).unwrap();
+    });
+    assert!(matches!(e, Error::Net { source: NetError::FrameTooLarge { max: 16384, .. }, .. }), "{e}");
 }

@@ -1,6 +1,7 @@
 //! `setwise judge`: the judge of authorised PSI signs clients' allowed items.
 
 use crate::Failure;
+use crate::args::ServeArgs;
 use crate::net::serve_many;
 use clap::Args;
 use setwise::io::{Format, ItemSet, write_atomic};
@@ -37,15 +38,18 @@ pub struct JudgeArgs {
     /// Where to write the public key (hex) for clients and servers.
     #[arg(long)]
     public_key: PathBuf,
-    /// The secret key file: loaded if present, created (mode 0600) otherwise.
-    #[arg(long, default_value = "judge.key")]
+    /// The secret key file: loaded if present, created (mode 0600) otherwise. Required:
+    /// a judge's key is its identity, so it is never put in the working directory unasked.
+    #[arg(long)]
     secret_key: PathBuf,
     /// Sessions to serve before exiting (0: until stopped).
     #[arg(long, default_value_t = 0)]
     sessions: usize,
-    /// Seconds to wait for a client on any read or write.
+    /// Seconds a whole frame from or to a client may take.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
 /// Runs `setwise judge`.
@@ -65,7 +69,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
     let config = JudgeConfig { fraction: a.fraction, strict: a.strict };
     let tcp = TcpConfig { io_timeout: Some(Duration::from_secs(a.timeout)), ..TcpConfig::default() };
-    serve_many(&a.listen, tcp, a.sessions, |ch| {
+    serve_many(&a.listen, a.serve.config(tcp, a.sessions), |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
         let (outcome, report) = run(ch, &job, Role::Judge, input)?;
         let Outcome::Judged(o) = outcome else { unreachable!("a judge's run ends judged") };

@@ -1,7 +1,7 @@
 //! `setwise sender` and `setwise receiver`.
 
 use crate::Failure;
-use crate::args::PartyArgs;
+use crate::args::{PartyArgs, ServeArgs};
 use crate::input::{read_items, sum_values};
 use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
@@ -37,6 +37,8 @@ pub struct SenderArgs {
     /// each on its own thread with the database shared read-only.
     #[arg(long, default_value_t = 1)]
     sessions: usize,
+    #[command(flatten)]
+    serve: ServeArgs,
     /// Unbalanced: the key file of a database that keeps its OPRF key apart.
     #[arg(long)]
     key_file: Option<PathBuf>,
@@ -118,7 +120,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_key_columns(db.key_columns());
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
-        (Some(addr), n) if n != 1 => serve_many(addr, a.party.net.config(), n, |ch| {
+        (Some(addr), n) if n != 1 => serve_many(addr, a.serve.config(a.party.net.config(), n), |ch| {
             run(ch, &job, Role::Sender, input()).map(|(_, r)| {
                 format!(
                     "answered {} items in {:.2} s, sent {}, received {}",

@@ -7,11 +7,13 @@
 
 mod frame;
 mod memory;
+mod server;
 mod shaping;
 mod tcp;
 
 pub use frame::{read_frame, write_frame};
 pub use memory::MemoryChannel;
+pub use server::{ServeConfig, ServeStats, serve};
 pub use shaping::{NetProfile, Shaped};
 pub use tcp::{TcpChannel, TcpConfig};
 
@@ -46,9 +48,12 @@ pub enum NetError {
         /// The configured maximum.
         max: usize,
     },
-    /// No frame arrived (or could be written) within the I/O timeout.
+    /// A frame did not arrive (or leave) whole within the frame timeout.
     #[error("timed out after {0:?} waiting for the peer")]
     Timeout(Duration),
+    /// The session's deadline passed.
+    #[error("the session took longer than its limit of {0:?}")]
+    SessionDeadline(Duration),
     /// Connecting failed until the connect timeout ran out.
     #[error("could not connect to {addr} within {waited:?}: {source}")]
     Connect {
@@ -110,6 +115,15 @@ pub trait Channel: Send {
     fn send(&mut self, frame: &[u8]) -> Result<(), NetError>;
     /// Receives the next frame, at most the configured maximum frame size.
     fn recv(&mut self) -> Result<Vec<u8>, NetError>;
+    /// Receives the next frame, refusing one above `max` bytes (less than the configured
+    /// maximum: e.g. a hello) before reading it where the transport allows.
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        let frame = self.recv()?;
+        if frame.len() > max {
+            return Err(NetError::FrameTooLarge { len: frame.len(), max });
+        }
+        Ok(frame)
+    }
     /// Counters since the channel was opened.
     fn stats(&self) -> Stats;
 }
@@ -120,6 +134,9 @@ impl<C: Channel + ?Sized> Channel for &mut C {
     }
     fn recv(&mut self) -> Result<Vec<u8>, NetError> {
         (**self).recv()
+    }
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        (**self).recv_limited(max)
     }
     fn stats(&self) -> Stats {
         (**self).stats()
@@ -132,6 +149,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn recv(&mut self) -> Result<Vec<u8>, NetError> {
         (**self).recv()
+    }
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        (**self).recv_limited(max)
     }
     fn stats(&self) -> Stats {
         (**self).stats()

@@ -79,14 +79,13 @@ impl<C: Channel> Channel for Shaped<C> {
     }
 
     fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        let mut frame = self.inner.recv()?;
-        if frame.len() < HEADER {
-            return Err(NetError::Truncated { got: frame.len(), expected: HEADER });
-        }
-        let arrive = u64::from_le_bytes(frame[..HEADER].try_into().expect("8 bytes"));
-        sleep_until(arrive);
-        frame.drain(..HEADER);
-        Ok(frame)
+        let frame = self.inner.recv()?;
+        Self::arrive(frame)
+    }
+
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        let frame = self.inner.recv_limited(max.saturating_add(HEADER))?;
+        Self::arrive(frame)
     }
 
     fn stats(&self) -> Stats {
@@ -94,6 +93,19 @@ impl<C: Channel> Channel for Shaped<C> {
         s.bytes_sent -= s.messages_sent * HEADER as u64;
         s.bytes_received -= s.messages_received * HEADER as u64;
         s
+    }
+}
+
+impl<C: Channel> Shaped<C> {
+    /// Waits until a shaped frame would have arrived; returns its payload.
+    fn arrive(mut frame: Vec<u8>) -> Result<Vec<u8>, NetError> {
+        if frame.len() < HEADER {
+            return Err(NetError::Truncated { got: frame.len(), expected: HEADER });
+        }
+        let arrive = u64::from_le_bytes(frame[..HEADER].try_into().expect("8 bytes"));
+        sleep_until(arrive);
+        frame.drain(..HEADER);
+        Ok(frame)
     }
 }
 

@@ -18,6 +18,9 @@ pub(crate) const TAG_HELLO: u8 = 0x01;
 
 /// Longest protocol, operation or parameter string accepted in a hello.
 const MAX_HELLO_FIELD: usize = 4096;
+/// Largest hello frame read: its three strings at their longest and the fixed fields.
+/// A peer that announces more is refused before its frame is read.
+pub const MAX_HELLO_FRAME: usize = 16 << 10;
 
 /// What one side announces before any protocol message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +116,7 @@ fn not_setwise() -> Error {
 /// field and both values. `max_peer_size` bounds the set size the peer may announce.
 pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Result<Context> {
     ch.send(&ours.encode()).during("sending hello")?;
-    let theirs = Hello::decode(&ch.recv().during("waiting for the peer's hello")?)?;
+    let theirs = Hello::decode(&ch.recv_limited(MAX_HELLO_FRAME).during("waiting for the peer's hello")?)?;
     let check = |field: &'static str, a: &str, b: &str| {
         if a == b { Ok(()) } else { Err(Error::Mismatch { field, ours: a.into(), theirs: b.into() }) }
     };

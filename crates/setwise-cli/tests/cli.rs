@@ -95,6 +95,44 @@ fn mismatched_operations_fail_both_sides_with_exit_3() {
     assert!(text(&ro.stderr).contains("operation: this side has intersection, the peer has cardinality"));
 }
 
+/// A run that fails leaves no file under the output's name, no temporary file beside
+/// it, and an older output of the same name as it was.
+#[test]
+fn a_failed_run_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.txt", "a\nb\n");
+    let fresh = dir.path().join("fresh.csv");
+    let kept = write(dir.path(), "kept.csv", "id\nfrom an earlier run\n");
+    for out in [&fresh, &kept] {
+        let (so, ro) = pair(
+            &["--op", "cardinality", "--input", s.to_str().unwrap()],
+            &["--op", "intersection", "--input", s.to_str().unwrap(), "--output", out.to_str().unwrap()],
+        );
+        assert_eq!((so.status.code(), ro.status.code()), (Some(3), Some(3)));
+    }
+    assert!(!fresh.exists());
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "id\nfrom an earlier run\n");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["kept.csv", "s.txt"], "no temporary file is left behind");
+}
+
+/// The judge's secret key goes where the operator says, never to a default file in
+/// the working directory.
+#[test]
+fn the_judge_needs_an_explicit_secret_key_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let allow = write(dir.path(), "allow.txt", "a\n");
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["judge", "--listen", "127.0.0.1:0", "--allow", allow.to_str().unwrap(), "--public-key", "j.pub"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--secret-key"), "{}", text(&o.stderr));
+    assert!(!dir.path().join("judge.key").exists() && !dir.path().join("j.pub").exists());
+}
+
 #[test]
 fn different_key_column_counts_are_a_parameter_mismatch() {
     let dir = tempfile::tempdir().unwrap();

@@ -278,3 +278,27 @@ fn an_oversized_hello_is_refused_at_once() {
     });
     assert!(matches!(e, Error::Net { source: NetError::FrameTooLarge { max: 16384, .. }, .. }), "{e}");
 }
+
+/// Text a peer chooses (abort reasons, hello fields) reaches logs and terminals: control
+/// and reordering characters arrive escaped and the text is cut to a bounded length.
+#[test]
+fn peer_text_is_escaped_and_bounded() {
+    let nasty = format!("\x1b[2J\x1b]0;owned\x07\r\n\u{202e}{}", "x".repeat(10_000));
+    let shown_safely = |e: &Error| {
+        let s = e.to_string();
+        assert!(!s.chars().any(|c| c.is_control() || c == '\u{202e}'), "{s:?}");
+        assert!(s.len() < 1024, "{} bytes", s.len());
+        assert!(s.contains("\\u{1b}[2J"), "{s:?}");
+    };
+    let e = against_peer(Role::Sender, |ch| {
+        peer_hello(ch, Role::Receiver, 10);
+        setwise::wire::msg::send_abort(ch, &nasty);
+    });
+    assert!(matches!(e, Error::PeerAborted(_)), "{e}");
+    shown_safely(&e);
+    let e = against_peer(Role::Sender, |ch| {
+        let _ = handshake(ch, &Hello::new(&nasty[..200], "intersection", job().hello_params(), Role::Receiver, 1), 9);
+    });
+    assert!(matches!(e, Error::Mismatch { field: "protocol", .. }), "{e}");
+    shown_safely(&e);
+}

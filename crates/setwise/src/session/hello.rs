@@ -6,6 +6,7 @@ use crate::error::{Deviation, Error, NetContext, Result};
 use crate::net::Channel;
 use crate::protocols::{Context, Role};
 use crate::wire::msg::{TAG_ABORT, abort_error};
+use crate::wire::text::{MAX_SHOWN, printable};
 use crate::wire::{Reader, WireError, Writer};
 
 /// First bytes of every hello.
@@ -118,7 +119,7 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
     ch.send(&ours.encode()).during("sending hello")?;
     let theirs = Hello::decode(&ch.recv_limited(MAX_HELLO_FRAME).during("waiting for the peer's hello")?)?;
     let check = |field: &'static str, a: &str, b: &str| {
-        if a == b { Ok(()) } else { Err(Error::Mismatch { field, ours: a.into(), theirs: b.into() }) }
+        if a == b { Ok(()) } else { Err(Error::Mismatch { field, ours: a.into(), theirs: printable(b, MAX_SHOWN) }) }
     };
     check("protocol", &ours.protocol, &theirs.protocol)?;
     check("operation", &ours.operation, &theirs.operation)?;

@@ -13,6 +13,7 @@ use crate::error::{Deviation, Error, Result};
 use crate::net::Channel;
 use crate::protocols::{Context, Report};
 use crate::wire::msg::Message;
+use crate::wire::text::{MAX_SHOWN, printable_bytes};
 use group::Curve;
 use pairing_lib::{MillerLoopResult, MultiMillerLoop};
 use rand::seq::index::sample;
@@ -104,7 +105,7 @@ pub fn judge(
     report.phase("send signatures", ch, |ch| SIGNATURES.send(ch, &statuses, "sending signatures", write_signature))?;
     let signed = statuses.iter().filter(|s| s.is_some()).count();
     Ok(JudgeOutcome {
-        client_id: String::from_utf8_lossy(&client_id).into_owned(),
+        client_id: printable_bytes(&client_id, MAX_SHOWN),
         mode,
         signed,
         refused: statuses.len() - signed,

@@ -8,6 +8,7 @@ use crate::he::{Ciphertext, HeContext, Trim};
 use crate::protocols::he_query::{CiphertextMessage, KeyMessage};
 use crate::wire::msg::Message;
 use crate::wire::stream::Stream;
+use crate::wire::text::{MAX_SHOWN, printable};
 use crate::wire::{Reader, WireError, Writer};
 
 /// Longest parameter JSON accepted from the sender.
@@ -61,12 +62,13 @@ impl Message for Params {
 
     fn read(r: &mut Reader<'_>, (): ()) -> Result<Self> {
         let json = r.str("UnbalancedParams.json", MAX_PARAMS_JSON)?;
-        let params = UnbalancedParams::from_json(json)
-            .map_err(|e| Deviation::UnusableParams { why: e.to_string().replace("invalid parameters: ", "") })?;
+        let params = UnbalancedParams::from_json(json).map_err(|e| Deviation::UnusableParams {
+            why: printable(&e.to_string().replace("invalid parameters: ", ""), MAX_SHOWN),
+        })?;
         let record_bytes = r.u32("UnbalancedParams.label_record_bytes")? as usize;
         let ncols = r.count("UnbalancedParams.label_columns", MAX_LABEL_COLUMNS)?;
         let columns = (0..ncols)
-            .map(|_| r.str("UnbalancedParams.label_column", MAX_COLUMN_NAME).map(str::to_string))
+            .map(|_| r.str("UnbalancedParams.label_column", MAX_COLUMN_NAME).map(|c| printable(c, MAX_SHOWN)))
             .collect::<Result<Vec<_>, _>>()?;
         let max_record = LABEL_NONCE + 2 + MAX_LABEL_BYTES;
         let labels = match record_bytes {

@@ -322,7 +322,7 @@ fn clients_refuse_what_a_cheating_server_sends() {
             Operation::PrivateId,
             "the union's size: 601 is outside the possible range 300..=600",
             Box::new(|f: &mut Vec<u8>| {
-                if f[0] == 0x78 && f.len() == 9 {
+                if f[0] == 0x7a && f.len() == 9 {
                     f[1..9].copy_from_slice(&601u64.to_le_bytes());
                 }
             }),

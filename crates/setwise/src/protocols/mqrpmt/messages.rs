@@ -125,7 +125,7 @@ impl Message for MaskedSum {
 pub struct UnionCount(pub u64);
 
 impl Message for UnionCount {
-    const TAG: u8 = 0x78;
+    const TAG: u8 = 0x7a;
     const NAME: &'static str = "PrivateIdUnionCount";
     /// The two set sizes: the union has between the larger and their sum.
     type Agreed<'a> = (usize, usize);

@@ -138,6 +138,11 @@ impl ItemSet {
     pub fn read(path: &Path, format: Format, key: &[String]) -> Result<Self, InputError> {
         let io = |source| InputError::Io { path: path.to_owned(), source };
         let file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io)?);
+        Self::parse(file, path, format, key)
+    }
+
+    /// [`ItemSet::read`] from any reader; `path` names the input in errors.
+    pub fn parse(file: impl Read, path: &Path, format: Format, key: &[String]) -> Result<Self, InputError> {
         match format {
             Format::Text => {
                 if !key.is_empty() && key != ["1"] {

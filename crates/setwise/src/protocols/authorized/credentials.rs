@@ -49,6 +49,12 @@ impl Credentials {
     /// Reads and checks a credentials file.
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|e| Error::file(path, e))?;
+        Self::decode(&bytes, path)
+    }
+
+    /// Decodes and checks the bytes of a credentials file (`path` names it in errors):
+    /// magic, checksum, version, every point, every length.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<Self> {
         let damaged = |why: &str| Error::damaged(path, why);
         if bytes.len() < 8 + 32 || bytes[..8] != MAGIC {
             return Err(damaged("not a setwise credentials file"));

@@ -1,0 +1,6 @@
+//! Decoding unbalanced parameter JSON.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| setwise_fuzz::params_json(data));

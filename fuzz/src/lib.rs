@@ -1,0 +1,558 @@
+//! What the fuzz targets share: fixtures built once per process, the honest parties a
+//! scripted peer is played against, and one entry point per decoder family.
+//!
+//! A session target's input is one selector byte (which honest party, modulo the
+//! family's cases) and then a script: the frames a hostile peer sends, each a `u32`
+//! little-endian length and its payload, exactly as on the TCP wire. `seed-corpus`
+//! records the scripts of real runs as the seeds.
+//!
+//! Every entry point may return any error; it must not panic, hang or allocate without
+//! bound. That is what the fuzzer checks.
+
+use setwise::crypto::dst::{Domain, SessionId};
+use setwise::hashing::bloom::BloomFilter;
+use setwise::he::HeContext;
+use setwise::io::{Format, ItemSet};
+use setwise::net::read_frame;
+use setwise::protocols::authorized::{AllowList, Credentials, JudgeConfig, JudgeKey, Mode, messages as auth};
+use setwise::protocols::ecdh::steps::ReceiverState;
+use setwise::protocols::fhe::FheParams;
+use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams, messages as mq};
+use setwise::protocols::unbalanced::db::Open;
+use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label, messages as ub};
+use setwise::protocols::{compact, ecdh, fhe};
+use setwise::session::{self, Hello, Input, Job, ProtocolParams};
+use setwise::testing::{Party, ScriptedChannel};
+use setwise::wire::Reader;
+use setwise::wire::msg::Message;
+use setwise::{Operation, Outcome, Protocol, Role, ot};
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// Largest frame a scripted peer may send: big enough for every message of the small
+/// fixtures, small enough that the fuzzer spends its time on structure.
+pub const MAX_FRAME: usize = 4 << 20;
+
+/// Sender items `s0..s39` and receiver items `s30..s49`: 10 in common.
+pub fn sender_items() -> &'static [Vec<u8>] {
+    static S: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    S.get_or_init(|| (0..40).map(|i| format!("s{i}").into_bytes()).collect())
+}
+
+/// See [`sender_items`].
+pub fn receiver_items() -> &'static [Vec<u8>] {
+    static R: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    R.get_or_init(|| (30..50).map(|i| format!("s{i}").into_bytes()).collect())
+}
+
+fn values() -> &'static [u64] {
+    static V: OnceLock<Vec<u64>> = OnceLock::new();
+    V.get_or_init(|| (0..40).collect())
+}
+
+/// Small unbalanced parameters: one bundle index of 1024 bins, 8 items a bin.
+pub fn unbalanced_params() -> UnbalancedParams {
+    UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
+    )
+    .expect("valid parameters")
+}
+
+fn database(labelled: bool) -> &'static SenderDb {
+    static PLAIN: OnceLock<SenderDb> = OnceLock::new();
+    static LABELLED: OnceLock<SenderDb> = OnceLock::new();
+    let (cell, items) = (if labelled { &LABELLED } else { &PLAIN }, sender_items());
+    cell.get_or_init(|| {
+        if labelled {
+            let labels: Vec<Vec<u8>> = items.iter().map(|i| encode_label(&[String::from_utf8_lossy(i)])).collect();
+            SenderDb::build_labelled(items, &labels, vec!["label".into()], unbalanced_params(), "fuzz")
+        } else {
+            SenderDb::build(items, unbalanced_params(), "fuzz")
+        }
+        .expect("a small database builds")
+    })
+}
+
+/// The judge's key, the same in every process (so recorded client hellos, which name
+/// the judge's public key, still match): loaded from a fixed secret.
+pub fn judge_key() -> &'static JudgeKey {
+    static K: OnceLock<JudgeKey> = OnceLock::new();
+    K.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("judge-secret");
+        std::fs::write(&path, [7u8; 32]).expect("write the fixed judge secret");
+        JudgeKey::load_or_create(&path).expect("a fixed valid judge secret")
+    })
+}
+
+fn allow_list() -> &'static AllowList {
+    static A: OnceLock<AllowList> = OnceLock::new();
+    A.get_or_init(|| AllowList::new(&receiver_items()[..15]))
+}
+
+const CLIENT: &[u8] = b"fuzz-client";
+const JUDGING: JudgeConfig = JudgeConfig { fraction: 0.5, strict: false };
+
+fn judge_input() -> Input<'static> {
+    Input::Judge { key: judge_key(), policy: allow_list(), config: JUDGING }
+}
+
+/// Credentials of the receiver's items, from a real authorisation in `mode`.
+pub fn credentials(mode: Mode) -> &'static Credentials {
+    static FULL: OnceLock<Credentials> = OnceLock::new();
+    static PARTIAL: OnceLock<Credentials> = OnceLock::new();
+    let cell = if mode == Mode::Full { &FULL } else { &PARTIAL };
+    cell.get_or_init(|| {
+        let (mut a, mut b) = setwise::net::MemoryChannel::pair(MAX_FRAME);
+        let job = Job::new(Protocol::Authorized, Operation::Authorize);
+        std::thread::scope(|s| {
+            s.spawn(move || session::run(&mut a, &job, Role::Judge, judge_input()));
+            let run =
+                session::run(&mut b, &Job::authorize(mode, CLIENT), Role::Receiver, Input::Items(receiver_items()));
+            match run.expect("authorisation").0 {
+                Outcome::Credentials { credentials, .. } => *credentials,
+                other => panic!("an authorisation gave {other:?}"),
+            }
+        })
+    })
+}
+
+/// An honest party and the peer whose recorded messages seed the fuzzing.
+pub struct Case {
+    /// Names the seed file.
+    pub name: &'static str,
+    /// The party under test.
+    pub honest: fn() -> Party<'static>,
+    /// The party whose messages are recorded as the seed script.
+    pub peer: fn() -> Party<'static>,
+}
+
+fn items_party(job: Job, role: Role) -> Party<'static> {
+    let items = if role == Role::Sender { sender_items() } else { receiver_items() };
+    Party { job, role, input: Input::Items(items) }
+}
+
+macro_rules! case {
+    ($name:literal, $honest:expr, $peer:expr) => {
+        Case { name: $name, honest: || $honest, peer: || $peer }
+    };
+}
+
+fn job(p: Protocol, op: Operation) -> Job {
+    Job::new(p, op)
+}
+
+fn mqrpmt(op: Operation, last_move: LastMove) -> Job {
+    job(Protocol::Mqrpmt, op).with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move, ..Default::default() }))
+}
+
+fn mqrpmt_party(op: Operation, last_move: LastMove, role: Role) -> Party<'static> {
+    match (op, role) {
+        (Operation::Sum, Role::Sender) => Party {
+            job: mqrpmt(op, last_move),
+            role,
+            input: Input::Values { items: sender_items(), values: values(), bound: 1 << 20 },
+        },
+        _ => items_party(mqrpmt(op, last_move), role),
+    }
+}
+
+fn intersect_job(mode: Mode) -> Job {
+    Job::authorized(mode.protocol(), CLIENT, *judge_key().public())
+}
+
+fn client_party(mode: Mode) -> Party<'static> {
+    let input = Input::Credentials { items: receiver_items(), credentials: credentials(mode) };
+    Party { job: intersect_job(mode), role: Role::Receiver, input }
+}
+
+/// The cases of a session target's family.
+pub fn cases(family: &str) -> Vec<Case> {
+    use Operation::*;
+    use Role::{Receiver as R, Sender as S};
+    match family {
+        "ecdh" => vec![
+            case!(
+                "sender",
+                items_party(job(Protocol::Ecdh, Intersection), S),
+                items_party(job(Protocol::Ecdh, Intersection), R)
+            ),
+            case!(
+                "receiver",
+                items_party(job(Protocol::Ecdh, Intersection), R),
+                items_party(job(Protocol::Ecdh, Intersection), S)
+            ),
+            case!(
+                "sender-cardinality",
+                items_party(job(Protocol::Ecdh, Cardinality), S),
+                items_party(job(Protocol::Ecdh, Cardinality), R)
+            ),
+            case!(
+                "receiver-cardinality",
+                items_party(job(Protocol::Ecdh, Cardinality), R),
+                items_party(job(Protocol::Ecdh, Cardinality), S)
+            ),
+        ],
+        "compact" => vec![
+            case!(
+                "sender",
+                items_party(job(Protocol::Compact, Intersection), S),
+                items_party(job(Protocol::Compact, Intersection), R)
+            ),
+            case!(
+                "receiver",
+                items_party(job(Protocol::Compact, Intersection), R),
+                items_party(job(Protocol::Compact, Intersection), S)
+            ),
+        ],
+        "mqrpmt" => vec![
+            case!(
+                "sender-intersection",
+                mqrpmt_party(Intersection, LastMove::Bloom, S),
+                mqrpmt_party(Intersection, LastMove::Bloom, R)
+            ),
+            case!(
+                "receiver-intersection",
+                mqrpmt_party(Intersection, LastMove::Bloom, R),
+                mqrpmt_party(Intersection, LastMove::Bloom, S)
+            ),
+            case!(
+                "sender-shuffle",
+                mqrpmt_party(Intersection, LastMove::Shuffle, S),
+                mqrpmt_party(Intersection, LastMove::Shuffle, R)
+            ),
+            case!(
+                "receiver-shuffle",
+                mqrpmt_party(Intersection, LastMove::Shuffle, R),
+                mqrpmt_party(Intersection, LastMove::Shuffle, S)
+            ),
+            case!(
+                "sender-cardinality",
+                mqrpmt_party(Cardinality, LastMove::Bloom, S),
+                mqrpmt_party(Cardinality, LastMove::Bloom, R)
+            ),
+            case!(
+                "receiver-cardinality",
+                mqrpmt_party(Cardinality, LastMove::Bloom, R),
+                mqrpmt_party(Cardinality, LastMove::Bloom, S)
+            ),
+            case!("sender-sum", mqrpmt_party(Sum, LastMove::Bloom, S), mqrpmt_party(Sum, LastMove::Bloom, R)),
+            case!("receiver-sum", mqrpmt_party(Sum, LastMove::Bloom, R), mqrpmt_party(Sum, LastMove::Bloom, S)),
+            case!("sender-shares", mqrpmt_party(Shares, LastMove::Bloom, S), mqrpmt_party(Shares, LastMove::Bloom, R)),
+            case!(
+                "receiver-shares",
+                mqrpmt_party(Shares, LastMove::Bloom, R),
+                mqrpmt_party(Shares, LastMove::Bloom, S)
+            ),
+            case!("sender-union", mqrpmt_party(Union, LastMove::Bloom, S), mqrpmt_party(Union, LastMove::Bloom, R)),
+            case!("receiver-union", mqrpmt_party(Union, LastMove::Bloom, R), mqrpmt_party(Union, LastMove::Bloom, S)),
+            case!(
+                "sender-private-id",
+                mqrpmt_party(PrivateId, LastMove::Bloom, S),
+                mqrpmt_party(PrivateId, LastMove::Bloom, R)
+            ),
+            case!(
+                "receiver-private-id",
+                mqrpmt_party(PrivateId, LastMove::Bloom, R),
+                mqrpmt_party(PrivateId, LastMove::Bloom, S)
+            ),
+        ],
+        "fhe" => vec![
+            case!(
+                "sender",
+                items_party(job(Protocol::Fhe, Intersection), S),
+                items_party(job(Protocol::Fhe, Intersection), R)
+            ),
+            case!(
+                "receiver",
+                items_party(job(Protocol::Fhe, Intersection), R),
+                items_party(job(Protocol::Fhe, Intersection), S)
+            ),
+        ],
+        "unbalanced" => vec![
+            case!(
+                "sender",
+                Party {
+                    job: job(Protocol::Unbalanced, Intersection),
+                    role: S,
+                    input: Input::Database(database(false))
+                },
+                items_party(job(Protocol::Unbalanced, Intersection), R)
+            ),
+            case!(
+                "sender-labelled",
+                Party { job: job(Protocol::Unbalanced, Intersection), role: S, input: Input::Database(database(true)) },
+                items_party(job(Protocol::Unbalanced, Intersection), R)
+            ),
+            case!(
+                "receiver",
+                items_party(job(Protocol::Unbalanced, Intersection), R),
+                Party {
+                    job: job(Protocol::Unbalanced, Intersection),
+                    role: S,
+                    input: Input::Database(database(false))
+                }
+            ),
+            case!(
+                "receiver-labelled",
+                items_party(job(Protocol::Unbalanced, Intersection), R),
+                Party { job: job(Protocol::Unbalanced, Intersection), role: S, input: Input::Database(database(true)) }
+            ),
+        ],
+        "authorized" => vec![
+            case!(
+                "judge-full",
+                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() },
+                items_party(Job::authorize(Mode::Full, CLIENT), R)
+            ),
+            case!(
+                "judge-partial",
+                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() },
+                items_party(Job::authorize(Mode::Partial, CLIENT), R)
+            ),
+            case!(
+                "client-authorize-full",
+                items_party(Job::authorize(Mode::Full, CLIENT), R),
+                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() }
+            ),
+            case!(
+                "client-authorize-partial",
+                items_party(Job::authorize(Mode::Partial, CLIENT), R),
+                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() }
+            ),
+            case!("server-full", items_party(intersect_job(Mode::Full), S), client_party(Mode::Full)),
+            case!("server-partial", items_party(intersect_job(Mode::Partial), S), client_party(Mode::Partial)),
+            case!("client-full", client_party(Mode::Full), items_party(intersect_job(Mode::Full), S)),
+            case!("client-partial", client_party(Mode::Partial), items_party(intersect_job(Mode::Partial), S)),
+        ],
+        other => panic!("no session family {other}"),
+    }
+}
+
+/// The session families, one fuzz target each (`session_<family>`).
+pub const FAMILIES: [&str; 6] = ["ecdh", "compact", "mqrpmt", "fhe", "unbalanced", "authorized"];
+
+/// Runs the honest party `data[0]` selects against the peer script `data[1..]`.
+pub fn session(cases: &[Case], data: &[u8]) {
+    let Some((&select, script)) = data.split_first() else { return };
+    let party = (cases[select as usize % cases.len()].honest)();
+    let mut ch = ScriptedChannel::new(script, MAX_FRAME);
+    let _ = session::run(&mut ch, &party.job, party.role, party.input);
+}
+
+/// The fixtures every `session` call would otherwise build on first use: built before
+/// fuzzing so that the first inputs do not time out.
+pub fn warm_up(family: &str) -> Vec<Case> {
+    match family {
+        "unbalanced" => {
+            database(false);
+            database(true);
+        }
+        "authorized" => {
+            credentials(Mode::Full);
+            credentials(Mode::Partial);
+        }
+        _ => {}
+    }
+    cases(family)
+}
+
+/// A reader over a frame stream: the `frame` target.
+pub fn frames(data: &[u8]) {
+    let mut r = data;
+    while let Ok(f) = read_frame(&mut r, 1 << 16) {
+        assert!(f.len() <= 1 << 16);
+    }
+}
+
+/// The `hello` target: a hello decodes, or is refused; a decoded one re-encodes to the
+/// same bytes (the encoding is canonical).
+pub fn hello(data: &[u8]) {
+    if let Ok(h) = Hello::decode(data) {
+        assert_eq!(h.encode(), data, "a hello decodes from its one encoding only");
+    }
+}
+
+fn he_context(unbalanced: bool) -> &'static HeContext {
+    static FHE: OnceLock<HeContext> = OnceLock::new();
+    static UNBALANCED: OnceLock<HeContext> = OnceLock::new();
+    if unbalanced {
+        UNBALANCED.get_or_init(|| HeContext::new(&unbalanced_params().he()).expect("context"))
+    } else {
+        FHE.get_or_init(|| {
+            let p = FheParams::choose(receiver_items().len(), sender_items().len()).expect("fhe parameters");
+            HeContext::new(&p.he).expect("context")
+        })
+    }
+}
+
+/// Agreed sizes the `messages` target decodes against.
+const N: usize = 64;
+
+/// The `messages` target: a frame (tag, then body) decoded as the message its tag
+/// names, against fixed agreed sizes; chunks of record streams as well.
+pub fn messages(data: &[u8]) {
+    let Some((&tag, body)) = data.split_first() else { return };
+    let he_fhe = || he_context(false);
+    let he_unb = || he_context(true);
+    let _ = match tag {
+        0x13 => ecdh::messages::Request::decode(body, ()).map(drop),
+        0x14 => ecdh::messages::Response::decode(body, N).map(drop),
+        0x10..=0x12 | 0x31 | 0x32 | 0x52 | 0x70 | 0x71 | 0x73 | 0x76..=0x79 => {
+            ecdh::messages::RECEIVER_BLINDED.decode_chunk(body, N).map(drop).map_err(Into::into)
+        }
+        0x20 => fhe::messages::Key::decode(body, he_fhe()).map(drop),
+        0x21 => fhe::messages::Query::decode(body, (he_fhe(), 0)).map(drop),
+        0x22 => fhe::messages::Result::decode(body, (he_fhe(), he_fhe().last_level())).map(drop),
+        0x30 => ub::Params::decode(body, ()).map(drop),
+        0x33 => ub::Key::decode(body, he_unb()).map(drop),
+        0x34 => ub::Query::decode(body, (he_unb(), 0)).map(drop),
+        0x35 => ub::ResultHeader::decode(body, (4, 2)).map(drop),
+        0x36 => ub::ResultPart::decode(body, (4, 2)).map(drop),
+        0x40 => auth::JudgeKeyMessage::decode(body, ()).map(drop),
+        0x41 | 0x45 => auth::SIGNATURES.decode_chunk(body, N, |r| auth::read_signature(r, 0).map(drop)).map(drop),
+        0x42 | 0x48 | 0x49 => auth::COMMITMENTS.decode_chunk(body, N).map(drop).map_err(Into::into),
+        0x43 => auth::Challenge::decode(body, N).map(drop),
+        0x44 => auth::Opening::decode(body, &[0, 3, 5, 9]).map(drop),
+        0x46 => auth::ServerKey::decode(body, ()).map(drop),
+        0x47 => auth::DIGESTS.decode_chunk(body, N).map(drop).map_err(Into::into),
+        0x4a => auth::AuthHeader::decode(body, ()).map(drop),
+        0x50 => compact::messages::SenderKey::decode(body, ()).map(drop),
+        0x51 => compact::messages::Polynomial::decode(body, N).map(drop),
+        0x60 => ot::messages::BaseSenderPoint::decode(body, ()).map(drop),
+        0x61 => ot::messages::BaseReceiverPoints::decode(body, 128).map(drop),
+        0x62..=0x6f => ot::messages::CorrectionChunk::decode(body, N).map(drop),
+        0x72 => mq::FilterPart::decode(body, 4096).map(drop),
+        0x74 => mq::Width::decode(body, Operation::Sum).map(drop),
+        0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
+        0x7a => mq::UnionCount::decode(body, (N, N)).map(drop),
+        _ => Ok(()),
+    };
+}
+
+/// The `he_wire` target: a relinearisation key or a ciphertext at some level of either
+/// context, decoded field by field. The first byte selects: bit 0 the context
+/// (unbalanced or fhe), bit 1 a ciphertext rather than a key, bits 2.. its level.
+pub fn he_wire(data: &[u8]) {
+    let Some((&select, bytes)) = data.split_first() else { return };
+    let ctx = he_context(select & 1 == 1);
+    if select & 2 == 0 {
+        let _ = ctx.relin_key_from_wire(bytes);
+    } else {
+        let _ = ctx.ciphertext_from_wire(bytes, (select as usize >> 2) % (ctx.last_level() + 1), "fuzz");
+    }
+}
+
+/// The `he_wire` selector byte of a key or a ciphertext at `level` in either context.
+pub fn he_select(unbalanced: bool, ciphertext_level: Option<usize>) -> u8 {
+    let ctx = unbalanced as u8;
+    match ciphertext_level {
+        None => ctx,
+        Some(level) => ctx | 2 | (level as u8) << 2,
+    }
+}
+
+/// The fhe and unbalanced contexts' last levels (for seeds).
+pub fn last_levels() -> (usize, usize) {
+    (he_context(false).last_level(), he_context(true).last_level())
+}
+
+/// The `bloom` target: a filter for `n` items at 2^-λ read from the wire.
+pub fn bloom(data: &[u8]) {
+    let Some((&select, bytes)) = data.split_first() else { return };
+    let domain = Domain::new("setwise/fuzz/bloom", SessionId([0; 32]));
+    let n = 1 + (select as usize & 0x3f);
+    let mut r = Reader::new(bytes);
+    if let Ok(f) = BloomFilter::read(&mut r, &domain, n, 40) {
+        let _ = f.contains(b"x");
+        assert_eq!(&f.to_bytes()[..], &bytes[..f.to_bytes().len()], "a filter re-encodes as read");
+    }
+}
+
+/// The `manifest` target: a database manifest body, given its magic and a valid
+/// checksum (else every input would stop at the checksum).
+pub fn manifest(body: &[u8]) {
+    let bytes = with_checksum([&b"SETWISDB"[..], body].concat());
+    let _ = SenderDb::decode_manifest(&bytes, Path::new("fuzz.db"));
+}
+
+/// `bytes` with their blake3 checksum appended, as the file formats end.
+fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
+    let sum = *blake3::hash(&bytes).as_bytes();
+    bytes.extend_from_slice(&sum);
+    bytes
+}
+
+/// The `db_files` target: a saved database directory with one of its files (selected by
+/// the first byte: the manifest, the key file or a segment) replaced by the input, opened
+/// to serve.
+pub fn db_files(data: &[u8]) {
+    let Some((&select, bytes)) = data.split_first() else { return };
+    static SAVED: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let saved = SAVED.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut db = SenderDb::build(sender_items(), unbalanced_params(), "fuzz").expect("database");
+        db.save(&dir.path().join("db")).expect("save");
+        dir
+    });
+    let work = tempfile::tempdir().expect("temporary directory");
+    let db = work.path().join("db");
+    std::fs::create_dir(&db).expect("create");
+    let mut files: Vec<_> =
+        std::fs::read_dir(saved.path().join("db")).expect("list").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    for f in &files {
+        std::fs::copy(f, db.join(f.file_name().expect("name"))).expect("copy");
+    }
+    let target = &files[select as usize % files.len()];
+    std::fs::write(db.join(target.file_name().expect("name")), bytes).expect("write");
+    let _ = SenderDb::open(&db, Open::Serve, None);
+}
+
+/// The `credentials` target: a credentials file body with its magic and a valid checksum.
+pub fn credentials_file(body: &[u8]) {
+    let bytes = with_checksum([&b"SETWCRED"[..], body].concat());
+    let _ = Credentials::decode(&bytes, Path::new("fuzz.creds"));
+}
+
+/// The `params_json` target: unbalanced parameters from JSON text, and what they imply.
+pub fn params_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(p) = UnbalancedParams::from_json(text) {
+        let _ = (p.receiver_max(), p.plan(), p.false_match_log2(1, 1), p.fingerprint());
+        let again = UnbalancedParams::from_json(&p.to_json()).expect("parameters re-read as written");
+        assert_eq!(again.fingerprint(), p.fingerprint());
+    }
+}
+
+/// The `csv` target: an input file in the format the first byte selects, keyed by the
+/// first column or by name.
+pub fn csv(data: &[u8]) {
+    let Some((&select, bytes)) = data.split_first() else { return };
+    let format = match select % 3 {
+        0 => Format::Text,
+        1 => Format::Csv { header: true },
+        _ => Format::Csv { header: false },
+    };
+    let key: Vec<String> = match (select / 3) % 3 {
+        0 => vec![],
+        1 => vec!["id".into()],
+        _ => vec!["2".into(), "1".into()],
+    };
+    if let Ok(set) = ItemSet::parse(bytes, Path::new("fuzz.csv"), format, &key) {
+        let mut out = Vec::new();
+        let all: Vec<usize> = (0..set.items().len()).collect();
+        let _ = set.write_rows(&all, &mut out);
+    }
+}
+
+/// The `ecdh_state` target: a receiver state stored between the steps of the sans-I/O
+/// API; what loads must store back to the same bytes.
+pub fn ecdh_state(data: &[u8]) {
+    if let Ok(state) = ReceiverState::from_bytes(data) {
+        assert_eq!(&state.to_bytes()[..], data, "a state stores as it was loaded");
+    }
+}

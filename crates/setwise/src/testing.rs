@@ -176,6 +176,33 @@ pub fn transcripts(a: Party<'_>, b: Party<'_>) -> ([Vec<u8>; 2], [bool; 2]) {
     })
 }
 
+/// Hostile variants of a serialised relinearisation key `good`, each named: the forms
+/// that made `fhe` 0.1 assert before keys were checked field by field (a `c0`
+/// polynomial marked NTT or power basis instead of NTT-Shoup, another ciphertext level,
+/// another decomposition base, `c1` sent in full instead of its seed). A sender must
+/// refuse every one.
+pub fn crafted_relin_keys(good: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+    use crate::he::wire::{KeySwitchingKey, RelinearizationKey, Rq};
+    use prost::Message;
+    let edit = |f: &dyn Fn(&mut KeySwitchingKey)| {
+        let mut rk = RelinearizationKey::decode(good).expect("a relinearisation key");
+        f(rk.ksk.as_mut().expect("a key-switching key"));
+        rk.encode_to_vec()
+    };
+    let remark = |ksk: &mut KeySwitchingKey, index: usize, representation: i32| {
+        let mut rq = Rq::decode(&ksk.c0[index][..]).expect("a polynomial");
+        rq.representation = representation;
+        ksk.c0[index] = rq.encode_to_vec();
+    };
+    vec![
+        ("c0 marked NTT", edit(&|k| remark(k, 0, 2))),
+        ("c0 in the power basis", edit(&|k| remark(k, 1, 1))),
+        ("another level", edit(&|k| k.ciphertext_level = 1)),
+        ("a decomposition base", edit(&|k| k.log_base = 20)),
+        ("c1 sent instead of its seed", edit(&|k| k.c1 = k.c0.clone())),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

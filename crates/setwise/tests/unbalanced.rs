@@ -520,7 +520,6 @@ fn single_item_parameters_use_one_hash_function() {
 /// product, never a panic in the sender.
 #[test]
 fn crafted_relinearisation_keys_are_refused() {
-    use common::fhe_proto::{edit_key, remark};
     use setwise::he::{HeContext, SecretKey};
     use setwise::math::zp::Zp;
     // Parameters whose sender derives powers: the key is needed and used.
@@ -536,13 +535,8 @@ fn crafted_relinearisation_keys_are_refused() {
     let he = HeContext::new(&p.he()).unwrap();
     let mut sk = SecretKey::generate(&he);
     let good = sk.relin_key().unwrap().to_bytes();
-    let crafted: Vec<(&str, Vec<u8>)> = vec![
-        ("c0 marked NTT", edit_key(&good, |k| remark(k, 0, 2))),
-        ("c0 in the power basis", edit_key(&good, |k| remark(k, 1, 1))),
-        ("another level", edit_key(&good, |k| k.ciphertext_level = 1)),
-        ("a decomposition base", edit_key(&good, |k| k.log_base = 20)),
-        ("c1 sent instead of its seed", edit_key(&good, |k| k.c1 = k.c0.clone())),
-    ];
+    let crafted = setwise::testing::crafted_relin_keys(&good);
+    assert_eq!(crafted.len(), 5);
     let plan = p.plan().unwrap();
     let t = p.seal_params.plain_modulus;
     for (what, key) in crafted {

@@ -13,7 +13,7 @@
 mod params;
 mod powers;
 mod trim;
-mod wire;
+pub(crate) mod wire;
 
 pub use params::{HeParams, SECURITY_128};
 pub use powers::{PowerPlan, Powers, depth_one_sources};

@@ -14,39 +14,39 @@ use prost::Message;
 
 /// fhe-math's polynomial message.
 #[derive(Clone, PartialEq, prost::Message)]
-struct Rq {
+pub(crate) struct Rq {
     #[prost(int32, tag = "1")]
-    representation: i32,
+    pub(crate) representation: i32,
     #[prost(uint32, tag = "2")]
-    degree: u32,
+    pub(crate) degree: u32,
     #[prost(bytes = "vec", tag = "3")]
-    coefficients: Vec<u8>,
+    pub(crate) coefficients: Vec<u8>,
     #[prost(bool, tag = "4")]
-    allow_variable_time: bool,
+    pub(crate) allow_variable_time: bool,
 }
 
 /// fhe's key-switching key message.
 #[derive(Clone, PartialEq, prost::Message)]
-struct KeySwitchingKey {
+pub(crate) struct KeySwitchingKey {
     #[prost(bytes = "vec", repeated, tag = "1")]
-    c0: Vec<Vec<u8>>,
+    pub(crate) c0: Vec<Vec<u8>>,
     #[prost(bytes = "vec", repeated, tag = "2")]
-    c1: Vec<Vec<u8>>,
+    pub(crate) c1: Vec<Vec<u8>>,
     #[prost(bytes = "vec", tag = "3")]
-    seed: Vec<u8>,
+    pub(crate) seed: Vec<u8>,
     #[prost(uint32, tag = "4")]
-    ciphertext_level: u32,
+    pub(crate) ciphertext_level: u32,
     #[prost(uint32, tag = "5")]
-    ksk_level: u32,
+    pub(crate) ksk_level: u32,
     #[prost(uint32, tag = "6")]
-    log_base: u32,
+    pub(crate) log_base: u32,
 }
 
 /// fhe's relinearisation key message.
 #[derive(Clone, PartialEq, prost::Message)]
-struct RelinearizationKey {
+pub(crate) struct RelinearizationKey {
     #[prost(message, optional, tag = "1")]
-    ksk: Option<KeySwitchingKey>,
+    pub(crate) ksk: Option<KeySwitchingKey>,
 }
 
 /// fhe's ciphertext message.
@@ -133,7 +133,9 @@ impl HeContext {
             (0, moduli.len())
         };
         if ksk.log_base as usize != log_base {
-            return Err(bad(format!("decomposition base 2^{} instead of 2^{log_base}", ksk.log_base)));
+            // log_base 0: no digit decomposition (one key part per modulus).
+            let base = |b: u32| if b == 0 { "none (one part per modulus)".to_string() } else { format!("2^{b}") };
+            return Err(bad(format!("decomposition base {} instead of {}", base(ksk.log_base), base(log_base as u32))));
         }
         if ksk.seed.len() != SEED_BYTES || !ksk.c1.is_empty() {
             return Err(bad("c1 must come from a 32-byte seed, not be sent".into()));

@@ -3,7 +3,7 @@
 # with --max-concurrent 8 and a 5 s frame deadline, CONNECTIONS connections from PROCS
 # client processes at once (examples/soak_clients.rs): one in three an honest receiver
 # whose answer is checked against the plain set computation, the others garbage, a
-# truncated frame, a byte-at-a-time trickle, silence, a frame claiming 4 GiB, or a
+# truncated frame, a byte a second, silence, a frame claiming 4 GiB, or a
 # crafted relinearisation key. Checks that every honest query was answered right, that
 # the server logged each hostile client once and is still serving, and prints the
 # server's peak RSS and the wall time.
@@ -44,7 +44,8 @@ start=$(date +%s.%N)
 pids=()
 per=$(((connections + procs - 1) / procs))
 for p in $(seq "$procs"); do
-  "$clients" "127.0.0.1:$port" "$n" "$per" "$p" 8 > "$dir/clients$p.out" 2> "$dir/clients$p.err" &
+  # Bounded: the whole load must be through within 2 minutes.
+  timeout 120 "$clients" "127.0.0.1:$port" "$n" "$per" "$p" 8 > "$dir/clients$p.out" 2> "$dir/clients$p.err" &
   pids+=($!)
 done
 status=0

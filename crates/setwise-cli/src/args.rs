@@ -1,12 +1,14 @@
 //! Arguments shared by several subcommands: where items come from, the job, the peer
 //! and the report.
 
+use crate::Failure;
 use clap::{ArgGroup, Args};
-use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig};
+use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig};
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
 use setwise::{Operation, Protocol};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where the items come from.
@@ -78,18 +80,85 @@ pub struct NetArgs {
     /// Largest frame accepted from the peer, in bytes.
     #[arg(long, default_value_t = DEFAULT_MAX_FRAME)]
     pub max_frame: usize,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 impl NetArgs {
-    /// The channel settings.
-    pub fn config(&self) -> TcpConfig {
-        TcpConfig {
+    /// The channel settings (TLS as the flags say; plain TCP only as `TlsArgs` allows).
+    pub fn config(&self) -> Result<TcpConfig, Failure> {
+        let addr = self.listen.as_deref().or(self.connect.as_deref()).unwrap_or_default();
+        Ok(TcpConfig {
             max_frame: self.max_frame,
             io_timeout: Some(Duration::from_secs(self.timeout)),
             session_timeout: None,
             connect_timeout: Duration::from_secs(self.connect_timeout),
-        }
+            tls: self.tls.config(addr)?,
+        })
     }
+}
+
+/// TLS 1.3 (rustls) around the connection. The listening side is the TLS server and
+/// needs a certificate and key; the connecting side needs the CA that signed the
+/// listener. A CA on the listener makes client certificates mandatory (mutual TLS).
+#[derive(Args, Default, Clone)]
+pub struct TlsArgs {
+    /// This party's certificate chain (PEM).
+    #[arg(long, env = "SETWISE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// This party's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "SETWISE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// The CA certificate(s) that must have signed the peer (PEM). On a listener: mutual
+    /// TLS, every client must present a certificate from this CA.
+    #[arg(long, env = "SETWISE_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// The name the listener's certificate must carry, when connecting by address or by
+    /// another name than its certificate's.
+    #[arg(long, env = "SETWISE_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+    /// Refuse a peer whose TLS certificate is not valid for this name.
+    #[arg(long, env = "SETWISE_PEER_NAME")]
+    pub peer_name: Option<String>,
+    /// Allow plain TCP to or from a non-loopback address: anyone on the path reads the
+    /// outputs that travel and anyone who reaches the listener can run a session.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca", "tls_server_name", "peer_name"])]
+    pub insecure_no_tls: bool,
+}
+
+impl TlsArgs {
+    /// The TLS settings for a channel on `addr` (listened on or connected to): `None`
+    /// (plain TCP) only when no TLS flag is given and `addr` is a loopback address or
+    /// --insecure-no-tls is set.
+    pub fn config(&self, addr: &str) -> Result<Option<Arc<TlsConfig>>, Failure> {
+        let any = self.tls_cert.is_some() || self.tls_key.is_some() || self.tls_ca.is_some();
+        if !any {
+            if self.tls_server_name.is_some() || self.peer_name.is_some() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--tls-server-name and --peer-name need TLS: give --tls-ca (and --tls-cert/--tls-key)"
+                )));
+            }
+            if self.insecure_no_tls || is_loopback(addr) {
+                return Ok(None);
+            }
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{addr} is not a loopback address: give --tls-cert, --tls-key and --tls-ca (see docs/deployment.md), \
+                 or --insecure-no-tls to send everything in the clear"
+            )));
+        }
+        let mut tls =
+            TlsConfig::from_pem_files(self.tls_cert.as_deref(), self.tls_key.as_deref(), self.tls_ca.as_deref())
+                .map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
+        tls.server_name = self.tls_server_name.clone();
+        tls.peer_name = self.peer_name.clone();
+        Ok(Some(Arc::new(tls)))
+    }
+}
+
+/// Whether `addr` (`host:port`) names this machine only: 127.0.0.0/8, ::1 or localhost.
+fn is_loopback(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Limits of a server: the unbalanced sender with `--sessions` other than 1, the judge.

@@ -10,7 +10,7 @@ mod progress;
 mod report;
 mod sets;
 
-use commands::{authorize, bench, db, demo, judge, params as params_cmd, role};
+use commands::{authorize, bench, db, demo, judge, params as params_cmd, role, tls};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,6 +51,9 @@ enum Command {
     /// Build or inspect an unbalanced sender's database.
     #[command(subcommand)]
     Db(db::DbCommand),
+    /// Make a throwaway CA and certificates for trying TLS out.
+    #[command(subcommand)]
+    Tls(tls::TlsCommand),
 }
 
 /// Exit code when the demo's result differs from the plain computation (a bug).
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Receiver(a) => role::run_receiver(a),
         Command::Bench(a) => bench::run_bench(a),
         Command::Db(c) => db::run_db(c),
+        Command::Tls(c) => tls::run_tls(c),
         Command::Judge(a) => judge::run_judge(a),
         Command::Params(a) => params_cmd::run_params(a),
         Command::Authorize(a) => authorize::run_authorize(a),
@@ -109,8 +113,21 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("error: {:#}", f.error);
+            eprintln!("error: {}", explain(&f.error));
             ExitCode::from(f.code)
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: library errors already show
+/// their source in their own text, so a cause is added only when it says something new.
+fn explain(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text = format!("{text}: {cause}");
+        }
+    }
+    text
 }

@@ -16,9 +16,9 @@ pub fn connect(a: &NetArgs) -> Result<TcpChannel, Failure> {
     match (&a.listen, &a.connect) {
         (Some(addr), _) => {
             eprintln!("listening on {addr}");
-            TcpChannel::listen(addr, a.config()).map_err(|e| net_failure("listening", e))
+            TcpChannel::listen(addr, a.config()?).map_err(|e| net_failure("listening", e))
         }
-        (_, Some(addr)) => TcpChannel::connect(addr, a.config()).map_err(|e| net_failure("connecting", e)),
+        (_, Some(addr)) => TcpChannel::connect(addr, a.config()?).map_err(|e| net_failure("connecting", e)),
         _ => Err(Failure::usage(anyhow::anyhow!("give --listen or --connect"))),
     }
 }

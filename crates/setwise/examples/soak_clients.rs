@@ -1,6 +1,6 @@
 //! Clients for the soak test of an unbalanced sender (`scripts/soak-unbalanced.sh`):
 //! honest receivers whose answers are checked against the plain set computation, mixed
-//! with hostile ones: garbage, a truncated frame, a byte-at-a-time trickle, silence, a
+//! with hostile ones: garbage, a truncated frame, a byte a second, silence, a
 //! frame claiming 4 GiB, and crafted relinearisation keys.
 //!
 //! ```text
@@ -183,7 +183,7 @@ fn connection(kind: Kind, addr: &str, set_size: u64, rng: &mut Rng, keys: &[(&st
     }
 }
 
-/// A hello sent one byte every 200 ms, for as long as the server listens.
+/// A hello sent one byte a second, for as long as the server listens.
 fn trickle(s: &mut TcpStream) -> std::io::Result<()> {
     let start = Instant::now();
     for b in hello_frame(QUERY).iter().cycle() {
@@ -191,7 +191,7 @@ fn trickle(s: &mut TcpStream) -> std::io::Result<()> {
         if start.elapsed() > PATIENCE {
             break;
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_secs(1));
     }
     Ok(())
 }

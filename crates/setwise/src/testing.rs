@@ -146,6 +146,14 @@ impl<C: Channel> Channel for Recording<C> {
     fn stats(&self) -> Stats {
         self.inner.stats()
     }
+
+    fn peer_identity(&self) -> Option<String> {
+        self.inner.peer_identity()
+    }
+
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        self.inner.session_binding()
+    }
 }
 
 /// One side of a session: its job, role and input.

@@ -1,7 +1,7 @@
 //! `setwise authorize`: a client asks the judge to sign its items and saves the
 //! credentials.
 
-use crate::args::InputArgs;
+use crate::args::{InputArgs, TlsArgs};
 use crate::input::read_items;
 use crate::net::net_failure;
 use crate::{EXIT_PEER, Failure};
@@ -34,13 +34,19 @@ pub struct AuthorizeArgs {
     /// Seconds to keep retrying --connect.
     #[arg(long, default_value_t = 30)]
     connect_timeout: u64,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// Runs `setwise authorize`.
 pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
     let set = read_items(&a.input)?;
     let mode = if a.partial { Mode::Partial } else { Mode::Full };
-    let config = TcpConfig { connect_timeout: Duration::from_secs(a.connect_timeout), ..TcpConfig::default() };
+    let config = TcpConfig {
+        connect_timeout: Duration::from_secs(a.connect_timeout),
+        tls: a.tls.config(&a.connect)?,
+        ..TcpConfig::default()
+    };
     let mut ch = TcpChannel::connect(&a.connect, config).map_err(|e| net_failure("connecting", e))?;
     let job = Job::authorize(mode, a.client_id.as_bytes()).with_key_columns(set.key_columns());
     let (outcome, report) = run(&mut ch, &job, Role::Receiver, Input::Items(set.items()))?;

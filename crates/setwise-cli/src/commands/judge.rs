@@ -1,7 +1,7 @@
 //! `setwise judge`: the judge of authorised PSI signs clients' allowed items.
 
 use crate::Failure;
-use crate::args::ServeArgs;
+use crate::args::{ServeArgs, TlsArgs};
 use crate::net::serve_many;
 use clap::Args;
 use setwise::io::{Format, ItemSet, write_atomic};
@@ -50,6 +50,8 @@ pub struct JudgeArgs {
     timeout: u64,
     #[command(flatten)]
     serve: ServeArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// Runs `setwise judge`.
@@ -68,7 +70,11 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     );
     let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
     let config = JudgeConfig { fraction: a.fraction, strict: a.strict };
-    let tcp = TcpConfig { io_timeout: Some(Duration::from_secs(a.timeout)), ..TcpConfig::default() };
+    let tcp = TcpConfig {
+        io_timeout: Some(Duration::from_secs(a.timeout)),
+        tls: a.tls.config(&a.listen)?,
+        ..TcpConfig::default()
+    };
     serve_many(&a.listen, a.serve.config(tcp, a.sessions), |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
         let (outcome, report) = run(ch, &job, Role::Judge, input)?;

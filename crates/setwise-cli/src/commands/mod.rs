@@ -8,3 +8,4 @@ pub mod demo;
 pub mod judge;
 pub mod params;
 pub mod role;
+pub mod tls;

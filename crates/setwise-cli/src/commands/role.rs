@@ -120,7 +120,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_key_columns(db.key_columns());
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
-        (Some(addr), n) if n != 1 => serve_many(addr, a.serve.config(a.party.net.config(), n), |ch| {
+        (Some(addr), n) if n != 1 => serve_many(addr, a.serve.config(a.party.net.config()?, n), |ch| {
             run(ch, &job, Role::Sender, input()).map(|(_, r)| {
                 format!(
                     "answered {} items in {:.2} s, sent {}, received {}",

@@ -118,11 +118,16 @@ pub fn fingerprint(label: &'static str, bytes: &[u8]) -> String {
     h.finalize().to_hex()[..16].to_string()
 }
 
-/// Derives the session id from the two hello nonces, in role order.
-pub fn session_id(sender_nonce: &[u8; 16], receiver_nonce: &[u8; 16]) -> SessionId {
+/// Derives the session id from the two hello nonces, in role order, and the TLS
+/// session's exporter value when the channel has one (so the id is bound to it).
+pub fn session_id(sender_nonce: &[u8; 16], receiver_nonce: &[u8; 16], binding: Option<&[u8; 32]>) -> SessionId {
     let mut h = Hasher::new_derive_key(SESSION_ID);
     h.update(sender_nonce);
     h.update(receiver_nonce);
+    if let Some(b) = binding {
+        h.update(b"tls-exporter");
+        h.update(b);
+    }
     SessionId(*h.finalize().as_bytes())
 }
 
@@ -138,6 +143,7 @@ mod tests {
         assert_eq!(a, Domain::new(ECDH_ITEM_TO_GROUP, s1).hash64(b"x"));
         assert_ne!(a, Domain::new(ECDH_ITEM_TO_GROUP, s2).hash64(b"x"));
         assert_ne!(a, Domain::new(SESSION_ID, s1).hash64(b"x"));
-        assert_ne!(session_id(&[0; 16], &[1; 16]), session_id(&[1; 16], &[0; 16]));
+        assert_ne!(session_id(&[0; 16], &[1; 16], None), session_id(&[1; 16], &[0; 16], None));
+        assert_ne!(session_id(&[0; 16], &[1; 16], None), session_id(&[0; 16], &[1; 16], Some(&[0; 32])));
     }
 }

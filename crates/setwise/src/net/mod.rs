@@ -10,12 +10,14 @@ mod memory;
 mod server;
 mod shaping;
 mod tcp;
+mod tls;
 
 pub use frame::{read_frame, write_frame};
 pub use memory::MemoryChannel;
 pub use server::{ServeConfig, ServeStats, serve};
 pub use shaping::{NetProfile, Shaped};
 pub use tcp::{TcpChannel, TcpConfig};
+pub use tls::{TlsConfig, TlsError, certificate_identity, read_certificates};
 
 use std::time::Duration;
 
@@ -65,6 +67,9 @@ pub enum NetError {
         #[source]
         source: std::io::Error,
     },
+    /// TLS failed or was missing on one side.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// Another I/O error.
     #[error("network I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -126,6 +131,16 @@ pub trait Channel: Send {
     }
     /// Counters since the channel was opened.
     fn stats(&self) -> Stats;
+    /// The identity the peer's TLS certificate names, on a channel that authenticated it.
+    fn peer_identity(&self) -> Option<String> {
+        None
+    }
+    /// A value both ends derive from their TLS session (an exporter), mixed into the
+    /// setwise session id so that a run cannot be spliced across two TLS sessions;
+    /// `None` without TLS.
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        None
+    }
 }
 
 impl<C: Channel + ?Sized> Channel for &mut C {
@@ -141,6 +156,12 @@ impl<C: Channel + ?Sized> Channel for &mut C {
     fn stats(&self) -> Stats {
         (**self).stats()
     }
+    fn peer_identity(&self) -> Option<String> {
+        (**self).peer_identity()
+    }
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        (**self).session_binding()
+    }
 }
 
 impl<C: Channel + ?Sized> Channel for Box<C> {
@@ -155,5 +176,11 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn stats(&self) -> Stats {
         (**self).stats()
+    }
+    fn peer_identity(&self) -> Option<String> {
+        (**self).peer_identity()
+    }
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        (**self).session_binding()
     }
 }

@@ -16,7 +16,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// Settings of a server.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// Each connection's channel settings: frame size, frame and session deadlines.
     pub tcp: TcpConfig,
@@ -105,10 +105,11 @@ pub fn serve<E: Display>(
                 continue;
             }
             *active.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            let tcp = config.tcp.clone();
             let session = move || {
                 let _slot = Slot { active, freed };
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    let mut ch = TcpChannel::from_stream(stream, config.tcp).map_err(|e| e.to_string())?;
+                    let mut ch = TcpChannel::from_stream(stream, tcp).map_err(|e| e.to_string())?;
                     handle(&mut ch).map_err(|e| e.to_string())
                 }));
                 match outcome {

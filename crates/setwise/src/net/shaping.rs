@@ -94,6 +94,14 @@ impl<C: Channel> Channel for Shaped<C> {
         s.bytes_received -= s.messages_received * HEADER as u64;
         s
     }
+
+    fn peer_identity(&self) -> Option<String> {
+        self.inner.peer_identity()
+    }
+
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        self.inner.session_binding()
+    }
 }
 
 impl<C: Channel> Shaped<C> {

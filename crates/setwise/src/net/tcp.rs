@@ -5,15 +5,20 @@
 //! leave) within `io_timeout`, however slowly the peer trickles its bytes, and the whole
 //! session must end within `session_timeout`. Each read or write on the socket is given
 //! only the time left until the nearer of the two.
+//!
+//! With a [`TlsConfig`] the frames travel inside TLS 1.3 (the listener is the TLS
+//! server); without one, in the clear, and a TLS peer is recognised by its first bytes.
 
 use super::frame::{map_io, read_frame, write_frame};
+use super::tls::{Established, TlsConfig, TlsError, TlsLink, looks_like_tls, map_tls_io};
 use super::{Channel, DEFAULT_MAX_FRAME, NetError, Stats};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Settings of a TCP channel.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TcpConfig {
     /// Largest frame accepted or sent.
     pub max_frame: usize,
@@ -23,6 +28,8 @@ pub struct TcpConfig {
     pub session_timeout: Option<Duration>,
     /// How long `connect` keeps retrying.
     pub connect_timeout: Duration,
+    /// TLS 1.3 around the frames; `None`: plain TCP.
+    pub tls: Option<Arc<TlsConfig>>,
 }
 
 impl Default for TcpConfig {
@@ -33,6 +40,7 @@ impl Default for TcpConfig {
             io_timeout: Some(Duration::from_secs(600)),
             session_timeout: None,
             connect_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }
@@ -78,13 +86,49 @@ impl Write for Deadlined {
 /// A framed TCP connection to the peer.
 #[derive(Debug)]
 pub struct TcpChannel {
-    reader: BufReader<Deadlined>,
-    writer: BufWriter<Deadlined>,
+    link: Link,
     peer: SocketAddr,
     config: TcpConfig,
     /// When the session must end.
     session_deadline: Option<Instant>,
     stats: Stats,
+    /// What TLS established, on a TLS channel.
+    tls: Option<Established>,
+}
+
+/// The byte stream under the frames.
+enum Link {
+    Plain {
+        reader: BufReader<Deadlined>,
+        writer: BufWriter<Deadlined>,
+    },
+    /// The frame being sent is assembled in `out`, so that prefix and payload leave in
+    /// the same TLS records.
+    Tls {
+        link: Box<TlsLink<Deadlined>>,
+        out: Vec<u8>,
+    },
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Link::Plain { .. } => "Plain",
+            Link::Tls { .. } => "Tls",
+        })
+    }
+}
+
+impl Link {
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        match self {
+            Link::Plain { reader, writer } => {
+                reader.get_mut().deadline = deadline;
+                writer.get_mut().deadline = deadline;
+            }
+            Link::Tls { link, .. } => link.sock.deadline = deadline,
+        }
+    }
 }
 
 impl TcpChannel {
@@ -99,7 +143,7 @@ impl TcpChannel {
                     .and_then(|a| TcpStream::connect_timeout(&a, config.connect_timeout))
             });
             match attempt {
-                Ok(stream) => return Self::from_stream(stream, config),
+                Ok(stream) => return Self::over(stream, config, Some(addr)),
                 Err(e) if start.elapsed() >= config.connect_timeout => {
                     return Err(NetError::Connect { addr: addr.to_string(), waited: start.elapsed(), source: e });
                 }
@@ -108,7 +152,7 @@ impl TcpChannel {
         }
     }
 
-    /// Accepts one connection on `listener`.
+    /// Accepts one connection on `listener` (and, with TLS, runs the server handshake).
     pub fn accept(listener: &TcpListener, config: TcpConfig) -> Result<Self, NetError> {
         let (stream, _) = listener.accept()?;
         Self::from_stream(stream, config)
@@ -120,14 +164,49 @@ impl TcpChannel {
         Self::accept(&listener, config)
     }
 
-    /// Wraps an established stream; the session deadline starts now.
+    /// Wraps an accepted stream (with TLS: as the server); the session deadline starts
+    /// now and covers the TLS handshake.
     pub fn from_stream(stream: TcpStream, config: TcpConfig) -> Result<Self, NetError> {
+        Self::over(stream, config, None)
+    }
+
+    /// `connected_to`: the address we connected to (we are the TLS client), or `None`
+    /// for an accepted stream (the TLS server).
+    fn over(stream: TcpStream, config: TcpConfig, connected_to: Option<&str>) -> Result<Self, NetError> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
-        let reader = BufReader::with_capacity(1 << 16, Deadlined { stream: stream.try_clone()?, deadline: None });
-        let writer = BufWriter::with_capacity(1 << 16, Deadlined { stream, deadline: None });
         let session_deadline = config.session_timeout.map(|t| Instant::now() + t);
-        Ok(Self { reader, writer, peer, config, session_deadline, stats: Stats::default() })
+        let mut channel = Self {
+            link: Link::Plain {
+                reader: BufReader::with_capacity(1 << 16, Deadlined { stream: stream.try_clone()?, deadline: None }),
+                writer: BufWriter::with_capacity(1 << 16, Deadlined { stream: stream.try_clone()?, deadline: None }),
+            },
+            peer,
+            config,
+            session_deadline,
+            stats: Stats::default(),
+            tls: None,
+        };
+        let Some(tls) = channel.config.tls.clone() else { return Ok(channel) };
+        let (deadline, session) = channel.frame_deadline();
+        let sock = Deadlined { stream, deadline };
+        let conn = match connected_to {
+            Some(addr) => tls.client_connection(addr)?,
+            None => {
+                refuse_plain_peer(&sock)?;
+                tls.server_connection()?
+            }
+        };
+        let mut link = Box::new(TlsLink { conn, sock });
+        channel.tls = Some(link.handshake(&tls).map_err(|e| channel.timeout(e, session))?);
+        channel.link = Link::Tls { link, out: Vec::new() };
+        Ok(channel)
+    }
+
+    /// The identity in the peer's TLS certificate (its first DNS name, else its common
+    /// name), on a TLS channel where the peer presented one.
+    pub fn peer_identity(&self) -> Option<&str> {
+        self.tls.as_ref().and_then(|t| t.identity.as_deref())
     }
 
     /// The peer's address.
@@ -159,19 +238,67 @@ impl TcpChannel {
 
     fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
         let (deadline, session) = self.frame_deadline();
-        self.reader.get_mut().deadline = deadline;
-        let frame = read_frame(&mut self.reader, max).map_err(|e| self.timeout(e, session))?;
+        self.link.set_deadline(deadline);
+        let first = self.stats.messages_received == 0;
+        let frame = match &mut self.link {
+            Link::Plain { reader, .. } => {
+                // A TLS peer's first bytes are a handshake record, never a setwise frame
+                // (the first frame is a hello of at most 16 KiB).
+                if first && reader.fill_buf().is_ok_and(looks_like_tls) {
+                    return Err(TlsError::PeerUsesTls.into());
+                }
+                read_frame(reader, max)
+            }
+            Link::Tls { link, .. } => read_frame(link.as_mut(), max).map_err(tls_io_error),
+        }
+        .map_err(|e| self.timeout(e, session))?;
         self.stats.count_received(frame.len());
         Ok(frame)
+    }
+}
+
+/// A TLS listener's check of an accepted connection before its handshake: a peer
+/// whose first bytes are not a TLS handshake record is told in a plain abort frame (the
+/// wire's tag 0xff and a u32-prefixed reason) and refused.
+fn refuse_plain_peer(sock: &Deadlined) -> Result<(), NetError> {
+    let mut first = [0u8; 3];
+    sock.stream.set_read_timeout(sock.time_left()?)?;
+    let n = sock.stream.peek(&mut first).map_err(map_io)?;
+    if n == 0 || looks_like_tls(&first[..n]) || (n < 3 && first[0] == 0x16) {
+        return Ok(());
+    }
+    let reason: &[u8] = b"this peer requires TLS: configure TLS on your side (the CA that signed this peer)";
+    let mut frame = Vec::with_capacity(9 + reason.len());
+    frame.extend_from_slice(&(5 + reason.len() as u32).to_le_bytes());
+    frame.push(0xff);
+    frame.extend_from_slice(&(reason.len() as u32).to_le_bytes());
+    frame.extend_from_slice(reason);
+    let _ = (&sock.stream).write_all(&frame);
+    Err(TlsError::PeerWithoutTls.into())
+}
+
+/// Frame errors on a TLS link: I/O errors carrying a rustls error become TLS errors.
+fn tls_io_error(e: NetError) -> NetError {
+    match e {
+        NetError::Io(io) => map_tls_io(io),
+        e => e,
     }
 }
 
 impl Channel for TcpChannel {
     fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
         let (deadline, session) = self.frame_deadline();
-        self.writer.get_mut().deadline = deadline;
-        write_frame(&mut self.writer, frame, self.config.max_frame).map_err(|e| self.timeout(e, session))?;
-        self.writer.flush().map_err(|e| self.timeout(map_io(e), session))?;
+        self.link.set_deadline(deadline);
+        let max = self.config.max_frame;
+        let sent = match &mut self.link {
+            Link::Plain { writer, .. } => write_frame(writer, frame, max).and_then(|()| writer.flush().map_err(map_io)),
+            Link::Tls { link, out } => {
+                out.clear();
+                write_frame(out, frame, max)
+                    .and_then(|()| link.write_all(out).and_then(|()| link.flush()).map_err(map_tls_io))
+            }
+        };
+        sent.map_err(|e| self.timeout(e, session))?;
         self.stats.count_sent(frame.len());
         Ok(())
     }
@@ -186,5 +313,13 @@ impl Channel for TcpChannel {
 
     fn stats(&self) -> Stats {
         self.stats
+    }
+
+    fn peer_identity(&self) -> Option<String> {
+        TcpChannel::peer_identity(self).map(str::to_string)
+    }
+
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        self.tls.as_ref().map(|t| t.binding)
     }
 }

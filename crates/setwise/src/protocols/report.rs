@@ -2,6 +2,7 @@
 
 use super::Role;
 use crate::net::{Channel, Stats};
+use crate::wire::text::{MAX_SHOWN, printable};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,6 +38,8 @@ pub struct Report {
     pub own_set_size: usize,
     /// The peer's announced distinct items.
     pub peer_set_size: usize,
+    /// The identity in the peer's TLS certificate, when the channel authenticated one.
+    pub peer_identity: Option<String>,
     /// Worker threads used.
     pub threads: usize,
     /// Timed phases, in order.
@@ -128,6 +131,9 @@ impl fmt::Display for Report {
             "{} {} ({role}): {} items, peer {} items, {} threads",
             self.protocol, self.operation, self.own_set_size, self.peer_set_size, self.threads
         )?;
+        if let Some(peer) = &self.peer_identity {
+            writeln!(f, "  peer (TLS certificate): {}", printable(peer, MAX_SHOWN))?;
+        }
         for p in &self.phases {
             writeln!(
                 f,

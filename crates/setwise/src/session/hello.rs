@@ -139,7 +139,7 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
         Role::Sender | Role::Judge => (&ours.nonce, &theirs.nonce),
     };
     Ok(Context {
-        id: session_id(s, r),
+        id: session_id(s, r, ch.session_binding().as_ref()),
         role: ours.role,
         own_size: ours.set_size as usize,
         peer_size: theirs.set_size as usize,

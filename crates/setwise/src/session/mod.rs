@@ -190,6 +190,7 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     }
     report.role = Some(role);
     report.params = job.hello_params();
+    report.peer_identity = ch.peer_identity();
     let hello = Hello::new(protocol, operation, job.hello_params(), role, own_size);
     let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|ctx| {
         report.own_set_size = ctx.own_size;

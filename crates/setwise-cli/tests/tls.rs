@@ -1,0 +1,206 @@
+//! TLS 1.3 and mutual TLS between two `setwise` processes, with certificates made by
+//! `setwise tls init`: every protocol over mTLS, and each way a connection should fail
+//! (clearly, exit 3) while a listening sender keeps serving.
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_setwise"))
+}
+
+fn free_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A directory with a test CA and certificates for alice, bob and (expired) old, and a
+/// second CA with mallory.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let init = |sub: &str, names: &str, extra: &[&str]| {
+            let o =
+                bin().args(["tls", "init", s(&dir.path().join(sub)), "--names", names]).args(extra).output().unwrap();
+            assert!(o.status.success(), "{}", text(&o.stderr));
+        };
+        init("pki", "alice,bob", &[]);
+        init("pki", "old", &["--not-after", "2021-01-01"]);
+        init("other", "mallory", &[]);
+        Self { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// `--tls-cert/--tls-key` of `name` (in `pki` or `other`), and the pki CA.
+    fn flags(&self, name: &str) -> Vec<String> {
+        let sub = if name == "mallory" { "other" } else { "pki" };
+        vec![
+            "--tls-cert".into(),
+            s(&self.path(&format!("{sub}/{name}.pem"))).into(),
+            "--tls-key".into(),
+            s(&self.path(&format!("{sub}/{name}.key"))).into(),
+            "--tls-ca".into(),
+            s(&self.path("pki/ca.pem")).into(),
+        ]
+    }
+}
+
+fn items(dir: &Path, name: &str, range: std::ops::Range<usize>) -> PathBuf {
+    let p = dir.join(name);
+    let body: String = std::iter::once("id\n".to_string()).chain(range.map(|i| format!("item{i}\n"))).collect();
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn rows(path: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(path).unwrap().lines().skip(1).map(str::to_string).collect()
+}
+
+fn expected(sender: std::ops::Range<usize>, receiver: std::ops::Range<usize>) -> BTreeSet<String> {
+    receiver.filter(|i| sender.contains(i)).map(|i| format!("item{i}")).collect()
+}
+
+#[test]
+fn every_protocol_over_mutual_tls() {
+    let pki = Pki::new();
+    let dir = pki.path("");
+    let (sr, rr) = (0..60, 40..90);
+    let (sx, rx) = (items(&dir, "s.csv", sr.clone()), items(&dir, "r.csv", rr.clone()));
+    let db = dir.join("s.db");
+    let o = bin().args(["db", "build", "--input", s(&sx), "--out", s(&db)]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for protocol in ["ecdh", "mqrpmt", "fhe", "compact", "unbalanced"] {
+        let addr = free_port();
+        let input: Vec<&str> = if protocol == "unbalanced" { vec!["--db", s(&db)] } else { vec!["--input", s(&sx)] };
+        let sender = bin()
+            .args(["sender", "--protocol", protocol, "--listen", &addr])
+            .args(&input)
+            .args(pki.flags("alice"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = dir.join(format!("{protocol}.csv"));
+        let r = bin()
+            .args(["receiver", "--protocol", protocol, "--connect", &addr, "--input", s(&rx), "--output", s(&out)])
+            .args(pki.flags("bob"))
+            .args(["--tls-server-name", "alice", "--peer-name", "alice", "-v"])
+            .output()
+            .unwrap();
+        let so = sender.wait_with_output().unwrap();
+        assert!(r.status.success(), "{protocol} receiver: {}", text(&r.stderr));
+        assert!(so.status.success(), "{protocol} sender: {}", text(&so.stderr));
+        assert_eq!(rows(&out), expected(sr.clone(), rr.clone()), "{protocol}");
+        assert!(text(&r.stderr).contains("peer (TLS certificate): alice"), "{protocol}: {}", text(&r.stderr));
+    }
+}
+
+/// Runs a receiver with `flags` against `addr`; it must fail with exit 3 and say `want`.
+fn refused(addr: &str, rx: &Path, flags: &[String], want: &str) {
+    let o: Output = bin()
+        .args(["receiver", "--protocol", "unbalanced", "--connect", addr, "--input", s(rx), "--connect-timeout", "10"])
+        .args(flags)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{want}: {err}");
+    assert!(err.contains(want), "want {want:?}, got: {err}");
+}
+
+#[test]
+fn bad_peers_fail_clearly_and_the_sender_keeps_serving() {
+    let pki = Pki::new();
+    let dir = pki.path("");
+    let (sx, rx) = (items(&dir, "s.csv", 0..100), items(&dir, "r.csv", 90..110));
+    let db = dir.join("s.db");
+    let o = bin().args(["db", "build", "--input", s(&sx), "--out", s(&db)]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let addr = free_port();
+    // Two completed sessions end the sender; the refused ones do not count.
+    let sender = bin()
+        .args(["sender", "--protocol", "unbalanced", "--db", s(&db), "--listen", &addr, "--sessions", "2"])
+        .args(["--timeout", "10"])
+        .args(pki.flags("alice"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let to_alice = |mut f: Vec<String>| {
+        f.extend(["--tls-server-name".to_string(), "alice".to_string()]);
+        f
+    };
+    let ca_only = vec!["--tls-ca".to_string(), s(&pki.path("pki/ca.pem")).to_string()];
+    refused(&addr, &rx, &["--insecure-no-tls".to_string()], "this peer requires TLS");
+    refused(&addr, &rx, &to_alice(ca_only.clone()), "does not accept this side's certificate, or requires one");
+    refused(&addr, &rx, &to_alice(pki.flags("mallory")), "does not accept this side's certificate");
+    refused(&addr, &rx, &to_alice(pki.flags("old")), "CertificateExpired");
+    let mut wrong_name = to_alice(pki.flags("bob"));
+    wrong_name.extend(["--peer-name".into(), "carol".into()]);
+    refused(&addr, &rx, &wrong_name, "the peer's certificate is for alice, not for carol");
+    refused(&addr, &rx, &pki.flags("bob"), "not issued for the name this side connected to");
+
+    for k in 0..2 {
+        let out = dir.join(format!("out{k}.csv"));
+        let r = bin()
+            .args(["receiver", "--protocol", "unbalanced", "--connect", &addr, "--input", s(&rx), "--output", s(&out)])
+            .args(to_alice(pki.flags("bob")))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", text(&r.stderr));
+        assert_eq!(rows(&out), expected(0..100, 90..110));
+    }
+    let so = sender.wait_with_output().unwrap();
+    let log = text(&so.stderr);
+    assert!(so.status.success(), "{log}");
+    for want in [
+        "the peer speaks plain TCP, not TLS",
+        "the peer presented no certificate",
+        "not signed by the CA this side trusts",
+        "the peer's certificate has expired",
+    ] {
+        assert!(log.contains(want), "sender log lacks {want:?}: {log}");
+    }
+}
+
+#[test]
+fn a_tls_client_meets_a_plain_listener_and_both_say_so() {
+    let pki = Pki::new();
+    let dir = pki.path("");
+    let (sx, rx) = (items(&dir, "s.csv", 0..10), items(&dir, "r.csv", 5..15));
+    let addr = free_port();
+    let sender = bin().args(["sender", "--listen", &addr, "--input", s(&sx)]).stderr(Stdio::piped()).spawn().unwrap();
+    let r = bin()
+        .args(["receiver", "--connect", &addr, "--input", s(&rx), "--tls-server-name", "alice"])
+        .args(pki.flags("bob"))
+        .output()
+        .unwrap();
+    let so = sender.wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(3));
+    assert!(text(&r.stderr).contains("the peer speaks plain TCP, not TLS"), "{}", text(&r.stderr));
+    assert_eq!(so.status.code(), Some(3));
+    assert!(text(&so.stderr).contains("the peer speaks TLS and this side does not"), "{}", text(&so.stderr));
+}
+
+#[test]
+fn plain_tcp_beyond_loopback_needs_an_explicit_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = items(dir.path(), "r.csv", 0..3);
+    let o = bin().args(["receiver", "--connect", "192.0.2.1:7000", "--input", s(&rx)]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--insecure-no-tls"), "{}", text(&o.stderr));
+}

@@ -1,0 +1,432 @@
+//! TLS 1.3 (rustls, ring provider) under the framed channel: server and client
+//! configuration from PEM files, mutual TLS when a CA for the peer is given, the peer's
+//! certificate identity, and an exporter value that binds a setwise session to the TLS
+//! session (mixed into the session id: a relay cannot splice two sessions).
+//!
+//! The side that listens is the TLS server, the side that connects the TLS client,
+//! whatever their setwise roles. A plain-TCP peer meeting a TLS peer is recognised on
+//! both sides from the first bytes and named as such, instead of ending in a hang or a
+//! "malformed frame".
+
+use super::NetError;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig, ServerConnection};
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Label of the TLS exporter value that binds a setwise session to its TLS session
+/// (RFC 8446 §7.5).
+const EXPORTER_LABEL: &[u8] = b"EXPORTER-setwise-session-binding";
+
+/// A TLS failure, named for the operator.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A certificate, key or CA file could not be used.
+    #[error("TLS setup: {0}")]
+    Setup(String),
+    /// This side has TLS; the peer sent plain setwise frames.
+    #[error(
+        "the peer speaks plain TCP, not TLS: configure TLS on the peer (or, on a trusted network, run both sides without it)"
+    )]
+    PeerWithoutTls,
+    /// This side has no TLS; the peer sent a TLS handshake.
+    #[error(
+        "the peer speaks TLS and this side does not: give this side the CA that signed the peer (and its own certificate and key)"
+    )]
+    PeerUsesTls,
+    /// The handshake or a record failed.
+    #[error("TLS: {0}")]
+    Handshake(String),
+    /// The peer's certificate does not name the expected peer.
+    #[error("the peer's certificate is for {presented}, not for {expected}")]
+    PeerName {
+        /// The name asked for.
+        expected: String,
+        /// The identity in the peer's certificate.
+        presented: String,
+    },
+}
+
+impl TlsError {
+    /// An operator's reading of a rustls error.
+    pub(crate) fn from_rustls(e: &rustls::Error) -> Self {
+        use rustls::CertificateError as C;
+        use rustls::Error as E;
+        let text = match e {
+            E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+                "the peer's certificate is not signed by the CA this side trusts".to_string()
+            }
+            E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+                "the peer's certificate has expired".to_string()
+            }
+            E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
+                "the peer's certificate is not valid yet".to_string()
+            }
+            E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+                format!("the peer's certificate is not issued for the name this side connected to ({e})")
+            }
+            E::NoCertificatesPresented => {
+                "the peer presented no certificate, and this side requires one (mutual TLS)".to_string()
+            }
+            E::AlertReceived(alert) => format!(
+                "the peer ended the TLS handshake ({alert:?} alert): it does not accept this side's certificate, or requires one"
+            ),
+            E::InvalidMessage(_) | E::InappropriateMessage { .. } | E::InappropriateHandshakeMessage { .. } => {
+                format!("the peer does not speak TLS 1.3 as expected ({e})")
+            }
+            other => other.to_string(),
+        };
+        Self::Handshake(text)
+    }
+}
+
+/// What a party brings to TLS: its certificate chain and key (a server always; a client
+/// when the server asks for one), and the CA that must have signed the peer (a client
+/// always; on a server it makes client certificates mandatory).
+#[derive(Clone)]
+pub struct TlsConfig {
+    server: Option<Arc<ServerConfig>>,
+    client: Option<Arc<ClientConfig>>,
+    /// The name the server's certificate must carry when connecting (default: the host
+    /// part of the address).
+    pub server_name: Option<String>,
+    /// Refuse a peer whose certificate is not valid for this name.
+    pub peer_name: Option<String>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("can_serve", &self.server.is_some())
+            .field("can_connect", &self.client.is_some())
+            .field("mutual", &self.server.as_ref().is_some_and(|_| self.client.is_some()))
+            .field("server_name", &self.server_name)
+            .field("peer_name", &self.peer_name)
+            .finish()
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn setup(what: &str, path: &Path, e: impl std::fmt::Display) -> TlsError {
+    TlsError::Setup(format!("{what} {}: {e}", path.display()))
+}
+
+/// The certificates of a PEM file (at least one).
+pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| setup("certificate file", path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| setup("certificate file", path, e))?;
+    if certs.is_empty() {
+        return Err(setup("certificate file", path, "no CERTIFICATE block"));
+    }
+    Ok(certs)
+}
+
+impl TlsConfig {
+    /// Reads PEM files: `cert` and `key` (this party's chain and private key; both or
+    /// neither), `ca` (the CA that signed the peer). A party that only listens needs
+    /// `cert` and `key`; one that only connects needs `ca`.
+    pub fn from_pem_files(cert: Option<&Path>, key: Option<&Path>, ca: Option<&Path>) -> Result<Self, TlsError> {
+        let identity = match (cert, key) {
+            (Some(c), Some(k)) => {
+                let chain = read_certificates(c)?;
+                let key = PrivateKeyDer::from_pem_file(k).map_err(|e| setup("private key file", k, e))?;
+                Some((chain, key))
+            }
+            (None, None) => None,
+            _ => return Err(TlsError::Setup("a certificate needs its private key and the other way round".into())),
+        };
+        let roots = match ca {
+            Some(path) => {
+                let mut roots = RootCertStore::empty();
+                for c in read_certificates(path)? {
+                    roots.add(c).map_err(|e| setup("CA file", path, e))?;
+                }
+                Some(Arc::new(roots))
+            }
+            None => None,
+        };
+        Self::new(identity, roots)
+    }
+
+    fn new(
+        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+        roots: Option<Arc<RootCertStore>>,
+    ) -> Result<Self, TlsError> {
+        let bad = |e: rustls::Error| TlsError::Setup(e.to_string());
+        let tls13 = &[&rustls::version::TLS13];
+        let server = match &identity {
+            Some((chain, key)) => {
+                let builder =
+                    ServerConfig::builder_with_provider(provider()).with_protocol_versions(tls13).map_err(bad)?;
+                let builder = match &roots {
+                    Some(roots) => builder.with_client_cert_verifier(
+                        WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+                            .build()
+                            .map_err(|e| TlsError::Setup(e.to_string()))?,
+                    ),
+                    None => builder.with_no_client_auth(),
+                };
+                Some(Arc::new(builder.with_single_cert(chain.clone(), key.clone_key()).map_err(bad)?))
+            }
+            None => None,
+        };
+        let client = match &roots {
+            Some(roots) => {
+                let builder = ClientConfig::builder_with_provider(provider())
+                    .with_protocol_versions(tls13)
+                    .map_err(bad)?
+                    .with_root_certificates(roots.clone());
+                Some(Arc::new(match identity {
+                    Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(bad)?,
+                    None => builder.with_no_client_auth(),
+                }))
+            }
+            None => None,
+        };
+        Ok(Self { server, client, server_name: None, peer_name: None })
+    }
+
+    /// Whether a listener with this configuration requires client certificates.
+    pub fn mutual(&self) -> bool {
+        self.server.is_some() && self.client.is_some()
+    }
+
+    pub(crate) fn server_connection(&self) -> Result<Connection, TlsError> {
+        let config = self.server.clone().ok_or_else(|| {
+            TlsError::Setup("listening with TLS needs this side's certificate and private key".into())
+        })?;
+        Ok(ServerConnection::new(config).map_err(|e| TlsError::Handshake(e.to_string()))?.into())
+    }
+
+    pub(crate) fn client_connection(&self, addr: &str) -> Result<Connection, TlsError> {
+        let config = self.client.clone().ok_or_else(|| {
+            TlsError::Setup("connecting with TLS needs the CA that signed the peer's certificate".into())
+        })?;
+        let name = match &self.server_name {
+            Some(n) => n.clone(),
+            None => host_of(addr).to_string(),
+        };
+        let name = ServerName::try_from(name.clone())
+            .map_err(|_| TlsError::Setup(format!("{name:?} is not a DNS name or IP address to verify the peer by")))?;
+        Ok(ClientConnection::new(config, name).map_err(|e| TlsError::Handshake(e.to_string()))?.into())
+    }
+}
+
+/// The host part of `host:port` (brackets of an IPv6 literal removed).
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The identity a certificate names: its first DNS subject alternative name, else its
+/// common name, else its SHA-256-less fallback "unnamed certificate".
+pub fn certificate_identity(der: &[u8]) -> String {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return "an unparsable certificate".into();
+    };
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(d) => return d.to_string(),
+                GeneralName::IPAddress(ip) if ip.len() == 4 => {
+                    return std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*ip).expect("4 bytes")).to_string();
+                }
+                _ => {}
+            }
+        }
+    }
+    cert.subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .map_or_else(|| "an unnamed certificate".into(), str::to_string)
+}
+
+/// Whether `der` is valid for `name` (a DNS name or IP address), as a TLS client checks
+/// a server's certificate.
+fn valid_for(der: &CertificateDer<'_>, name: &str) -> bool {
+    let Ok(name) = ServerName::try_from(name) else { return false };
+    webpki::EndEntityCert::try_from(der).is_ok_and(|cert| cert.verify_is_valid_for_subject_name(&name).is_ok())
+}
+
+/// What a finished handshake established.
+#[derive(Debug, Clone)]
+pub(crate) struct Established {
+    /// The identity in the peer's certificate, if it presented one.
+    pub identity: Option<String>,
+    /// The exporter value bound into the setwise session id.
+    pub binding: [u8; 32],
+}
+
+/// A TLS connection over a socket: plaintext reads and writes, with the socket's I/O
+/// done as rustls needs it.
+pub(crate) struct TlsLink<S> {
+    pub conn: Connection,
+    pub sock: S,
+}
+
+/// Reads through to `inner`, keeping the first bytes read: after a failed handshake they
+/// tell whether the peer spoke plain setwise.
+struct Capture<'a, S> {
+    inner: &'a mut S,
+    seen: Vec<u8>,
+}
+
+impl<S: Read> Read for Capture<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let room = 16usize.saturating_sub(self.seen.len());
+        self.seen.extend_from_slice(&buf[..n.min(room)]);
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for Capture<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Whether `bytes` start like a plain setwise frame: a length prefix, then a hello
+/// (tag 1, magic `SETWISE`) or an abort (tag 0xff).
+pub(crate) fn looks_like_setwise(bytes: &[u8]) -> bool {
+    match bytes.get(4) {
+        Some(0x01) => bytes.get(5..12).is_none_or(|m| m == b"SETWISE"),
+        Some(0xff) => true,
+        _ => false,
+    }
+}
+
+/// Whether `bytes` start like a TLS record (handshake or alert, version 3.x).
+pub(crate) fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, 0x00..=0x04, ..])
+}
+
+impl<S: Read + Write> TlsLink<S> {
+    /// Runs the handshake and checks the peer's name.
+    pub fn handshake(&mut self, config: &TlsConfig) -> Result<Established, NetError> {
+        let mut capture = Capture { inner: &mut self.sock, seen: Vec::new() };
+        while self.conn.is_handshaking() {
+            if let Err(e) = self.conn.complete_io(&mut capture) {
+                if looks_like_setwise(&capture.seen) {
+                    return Err(TlsError::PeerWithoutTls.into());
+                }
+                return Err(map_tls_io(e));
+            }
+        }
+        // Send what is pending (the client's Finished) before the first read.
+        while self.conn.wants_write() {
+            self.conn.complete_io(&mut self.sock).map_err(map_tls_io)?;
+        }
+        let peer = self.conn.peer_certificates().and_then(|c| c.first()).cloned();
+        let identity = peer.as_ref().map(|c| certificate_identity(c));
+        if let Some(expected) = &config.peer_name {
+            let ok = peer.as_ref().is_some_and(|c| valid_for(c, expected));
+            if !ok {
+                return Err(TlsError::PeerName {
+                    expected: expected.clone(),
+                    presented: identity.unwrap_or_else(|| "no certificate".into()),
+                }
+                .into());
+            }
+        }
+        let binding = self
+            .conn
+            .export_keying_material([0u8; 32], EXPORTER_LABEL, None)
+            .map_err(|e| NetError::Tls(TlsError::Handshake(e.to_string())))?;
+        Ok(Established { identity, binding })
+    }
+
+    /// Sends pending TLS records before plaintext I/O.
+    fn complete_prior_io(&mut self) -> io::Result<()> {
+        if self.conn.is_handshaking() {
+            self.conn.complete_io(&mut self.sock)?;
+        }
+        if self.conn.wants_write() {
+            self.conn.complete_io(&mut self.sock)?;
+        }
+        Ok(())
+    }
+}
+
+impl<S: Read + Write> Read for TlsLink<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.complete_prior_io()?;
+        while self.conn.wants_read() {
+            let at_eof = self.conn.complete_io(&mut self.sock)?.0 == 0;
+            if at_eof {
+                if let Ok(state) = self.conn.process_new_packets()
+                    && state.plaintext_bytes_to_read() == 0
+                {
+                    return Ok(0);
+                }
+                break;
+            }
+        }
+        self.conn.reader().read(buf)
+    }
+}
+
+impl<S: Read + Write> Write for TlsLink<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.complete_prior_io()?;
+        let n = self.conn.writer().write(buf)?;
+        // Push records out now; an error here shows again on the next call or flush.
+        let _ = self.conn.complete_io(&mut self.sock);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.complete_prior_io()?;
+        self.conn.writer().flush()?;
+        while self.conn.wants_write() {
+            self.conn.complete_io(&mut self.sock)?;
+        }
+        self.sock.flush()
+    }
+}
+
+/// Maps an I/O error that may carry a rustls error (`complete_io` wraps them as
+/// `InvalidData`) to a named TLS error; others as plain socket errors.
+pub(crate) fn map_tls_io(e: io::Error) -> NetError {
+    if let Some(tls) = e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+        return TlsError::from_rustls(tls).into();
+    }
+    super::frame::map_io(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_bytes_tell_tls_from_setwise() {
+        let hello = [&9u32.to_le_bytes()[..], &[0x01], b"SETWISE\0"].concat();
+        assert!(looks_like_setwise(&hello) && !looks_like_tls(&hello));
+        let abort = [&3u32.to_le_bytes()[..], &[0xff, 0, 0]].concat();
+        assert!(looks_like_setwise(&abort));
+        let client_hello = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
+        assert!(looks_like_tls(&client_hello) && !looks_like_setwise(&client_hello));
+        assert!(!looks_like_tls(&[0x16, 0x04, 0x01]));
+    }
+
+    #[test]
+    fn hosts_of_addresses() {
+        assert_eq!(host_of("bob.example:7000"), "bob.example");
+        assert_eq!(host_of("127.0.0.1:1"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:1"), "::1");
+    }
+}

@@ -204,3 +204,86 @@ fn plain_tcp_beyond_loopback_needs_an_explicit_flag() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--insecure-no-tls"), "{}", text(&o.stderr));
 }
+
+/// Authorised PSI under mutual TLS: the client ID is the certificate's identity. The
+/// judge refuses to sign for another ID than the client's certificate names and signs
+/// per client from a client column; the server refuses credentials presented by
+/// another identity than they were issued to.
+#[test]
+fn authorised_psi_binds_client_ids_to_certificates() {
+    let pki = Pki::new();
+    let o = bin().args(["tls", "init", s(&pki.path("pki")), "--names", "judge,carol"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let dir = pki.path("");
+    let p = |n: &str| s(&dir.join(n)).to_string();
+    // item0..item29 allowed to bob, item30..item39 to carol only.
+    let allow: String = std::iter::once("client,item\n".to_string())
+        .chain((0..40).map(|i| format!("{},item{i}\n", if i < 30 { "bob" } else { "carol" })))
+        .collect();
+    std::fs::write(dir.join("allow.csv"), allow).unwrap();
+    let x = items(&dir, "x.csv", 20..40);
+    let y = items(&dir, "y.csv", 0..100);
+    let judge_addr = free_port();
+    let judge = bin()
+        .args(["judge", "--listen", &judge_addr, "--allow", &p("allow.csv"), "--key", "item"])
+        .args(["--client-column", "client", "--public-key", &p("judge.pub"), "--secret-key", &p("judge.key")])
+        .args(["--sessions", "1"])
+        .args(pki.flags("judge"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let authorize = |id: &str, creds: &str| {
+        bin()
+            .args(["authorize", "--connect", &judge_addr, "--input", s(&x), "--client-id", id, "--credentials", creds])
+            .args(pki.flags("bob"))
+            .args(["--tls-server-name", "judge"])
+            .output()
+            .unwrap()
+    };
+    // bob's certificate, carol's ID: refused, and not counted as a session.
+    let o = authorize("carol", &p("stolen.bin"));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("certificate is for bob, but the session is for client ID carol"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!dir.join("stolen.bin").exists());
+    // bob for bob: item20..item29 signed; item30.. are carol's.
+    let o = authorize("bob", &p("bob.bin"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("10 of 20 items signed"), "{}", text(&o.stderr));
+    let jo = judge.wait_with_output().unwrap();
+    assert!(jo.status.success(), "{}", text(&jo.stderr));
+
+    let run = |client: &str| {
+        let addr = free_port();
+        let server = bin()
+            .args(["sender", "--protocol", "authorized", "--listen", &addr, "--judge-key", &p("judge.pub")])
+            .args(["--client-id", "bob", "--input", s(&y)])
+            .args(pki.flags("alice"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = dir.join(format!("{client}.csv"));
+        let r = bin()
+            .args(["receiver", "--protocol", "authorized", "--connect", &addr, "--credentials", &p("bob.bin")])
+            .args(["--input", s(&x), "--output", s(&out), "--tls-server-name", "alice"])
+            .args(pki.flags(client))
+            .output()
+            .unwrap();
+        (server.wait_with_output().unwrap(), r, out)
+    };
+    // carol presents bob's credentials: the server refuses.
+    let (so, r, _) = run("carol");
+    assert_eq!(r.status.code(), Some(3), "{}", text(&r.stderr));
+    assert_eq!(so.status.code(), Some(3));
+    assert!(
+        text(&so.stderr).contains("certificate is for carol, but the session is for client ID bob"),
+        "{}",
+        text(&so.stderr)
+    );
+    let (so, r, out) = run("bob");
+    assert!(r.status.success() && so.status.success(), "{} {}", text(&r.stderr), text(&so.stderr));
+    assert_eq!(rows(&out), (20..30).map(|i| format!("item{i}")).collect());
+}

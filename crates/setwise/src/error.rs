@@ -131,6 +131,14 @@ pub enum Deviation {
     /// The hello does not start with setwise's magic bytes.
     #[error("the peer is not a setwise peer (bad magic in hello)")]
     NotSetwise,
+    /// The peer's TLS certificate names another client than the one in the request.
+    #[error("the peer's TLS certificate is for {certified}, but the session is for client ID {claimed}")]
+    IdentityMismatch {
+        /// The client ID the request or this side's job names (escaped).
+        claimed: String,
+        /// The identity in the peer's certificate (escaped).
+        certified: String,
+    },
     /// The peer announced more items than this side accepts.
     #[error("announced set size {announced} exceeds the limit {limit}")]
     SetTooLarge {

@@ -28,6 +28,11 @@ pub struct JudgeArgs {
     /// The allow-list CSV has no header.
     #[arg(long)]
     no_header: bool,
+    /// A column of the allow-list naming the client each row is allowed to (its TLS
+    /// certificate identity under mutual TLS, else the client ID it states); without it
+    /// every listed item is allowed to every client.
+    #[arg(long)]
+    client_column: Option<String>,
     /// Partial mode: the fraction p of commitments opened (⌈p·n⌉).
     #[arg(long, default_value_t = 0.1)]
     fraction: f64,
@@ -60,7 +65,12 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     write_atomic(&a.public_key, format!("{}\n", authorized::public_key_hex(key.public())).as_bytes(), false)
         .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", a.public_key.display())))?;
     let allow = ItemSet::read(&a.allow, Format::guess(&a.allow, a.no_header), &a.key)?;
-    let policy = AllowList::new(allow.items());
+    let policy = match &a.client_column {
+        Some(column) => AllowList::per_client(
+            allow.row_values(column)?.into_iter().map(|(item, client)| (client, allow.items()[item].clone())),
+        ),
+        None => AllowList::new(allow.items()),
+    };
     eprintln!(
         "judge: key {} ({}), {} allowed items, public key written to {}",
         authorized::key_fingerprint(key.public()),

@@ -269,6 +269,21 @@ impl ItemSet {
         Ok(sums)
     }
 
+    /// For every row with a key: its item's index and its value in `column` (a header
+    /// name, or a 1-based index without a header). Unlike [`ItemSet::column_values`],
+    /// an item repeated on several rows appears once per row.
+    pub fn row_values(&self, column: &str) -> Result<Vec<(usize, String)>, InputError> {
+        let width = self.header.as_ref().or(self.rows.first()).map_or(0, |r| r.len());
+        let col = key_columns(Path::new("input"), self.header.as_ref(), width, &[column.to_string()])?[0];
+        Ok(self
+            .rows
+            .iter()
+            .zip(&self.row_item)
+            .filter(|&(_, &item)| item != SKIPPED)
+            .map(|(row, &item)| (item as usize, row.get(col).unwrap_or("").to_string()))
+            .collect())
+    }
+
     /// Counts from reading.
     pub fn stats(&self) -> ReadStats {
         self.stats

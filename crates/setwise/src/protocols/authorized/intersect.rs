@@ -36,6 +36,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     items: &[I],
     report: &mut Report,
 ) -> Result<()> {
+    super::check_identity(ch, client_id)?;
     let s = Secret::random();
     let points: Vec<G1Affine> = match mode {
         Mode::Full => report

@@ -5,7 +5,7 @@ use super::eea;
 use super::messages::{
     AuthHeader, COMMITMENTS, Challenge, ITEMS, JudgeKeyMessage, Opening, SIGNATURES, read_signature, write_signature,
 };
-use super::{JudgeKey, MAX_CLIENT_ID, MAX_ITEM, Mode, Policy, h1, h2};
+use super::{JudgeKey, MAX_CLIENT_ID, MAX_ITEM, Mode, Policy, check_identity, h1, h2};
 use crate::crypto::bls12_381::{
     Bls12, G1_BYTES, G1Affine, G1Projective, G2Affine, G2Prepared, Secret, g1_from_bytes, g2_generator,
 };
@@ -55,12 +55,14 @@ pub fn judge(
 ) -> Result<JudgeOutcome> {
     JudgeKeyMessage(*key.public()).send(ch, "sending the judge key")?;
     let AuthHeader { mode, client_id } = AuthHeader::recv(ch, "receiving the request", ())?;
+    // Under mutual TLS the judge signs for the authenticated identity only.
+    check_identity(ch, &client_id)?;
     let n = ctx.peer_size;
     let sk = key.secret().scalar();
     let (statuses, opened) = match mode {
         Mode::Full => {
             let items = report.phase("receive items", ch, |ch| recv_items(ch, n))?;
-            let mut allowed: Vec<bool> = items.iter().map(|x| policy.allows(x)).collect();
+            let mut allowed: Vec<bool> = items.iter().map(|x| policy.allows(&client_id, x)).collect();
             if cfg.strict && allowed.contains(&false) {
                 allowed.fill(false);
             }
@@ -95,7 +97,7 @@ pub fn judge(
                 return Err(Deviation::Unverified { what: "the exponent-equality proof of the opening" }.into());
             }
             // The judge cannot see unopened items, so one refused opening refuses all.
-            let all_ok = opening.items.iter().all(|(_, x)| policy.allows(x));
+            let all_ok = opening.items.iter().all(|(_, x)| policy.allows(&client_id, x));
             let sigs = report.phase("sign", ch, |_| {
                 commitments.par_iter().map(|c| all_ok.then(|| (h2(c) * sk).to_affine())).collect::<Vec<_>>()
             });

@@ -66,8 +66,11 @@ pub use keys::{JudgeKey, key_fingerprint, public_key_from_hex, public_key_hex, r
 
 use crate::crypto::bls12_381::{G1Affine, G1Projective, hash_to_g1};
 use crate::crypto::dst::{self, Domain};
+use crate::error::{Deviation, Result};
+use crate::net::Channel;
 use crate::protocols::Protocol;
-use std::collections::HashSet;
+use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
+use std::collections::{HashMap, HashSet};
 
 /// Longest client identifier.
 pub const MAX_CLIENT_ID: usize = 1024;
@@ -117,26 +120,54 @@ impl Mode {
     }
 }
 
-/// Decides which items the judge authorises.
+/// Decides which items the judge authorises, for which client.
 pub trait Policy: Sync {
-    /// True if the judge may sign `item`.
-    fn allows(&self, item: &[u8]) -> bool;
+    /// True if the judge may sign `item` for the client `client_id` (the identity in the
+    /// client's TLS certificate under mutual TLS, else the ID its request states).
+    fn allows(&self, client_id: &[u8], item: &[u8]) -> bool;
 }
 
-/// A policy that allows exactly the listed items.
+/// A policy that allows listed items: to every client, or to named clients only.
 #[derive(Debug, Clone, Default)]
-pub struct AllowList(HashSet<Vec<u8>>);
+pub struct AllowList {
+    any: HashSet<Vec<u8>>,
+    /// Client → the items allowed to it alone.
+    per_client: HashMap<Vec<u8>, HashSet<Vec<u8>>>,
+}
 
 impl AllowList {
-    /// An allow-list of these items.
+    /// An allow-list of these items, for every client.
     pub fn new<I: AsRef<[u8]>>(items: impl IntoIterator<Item = I>) -> Self {
-        Self(items.into_iter().map(|i| i.as_ref().to_vec()).collect())
+        Self { any: items.into_iter().map(|i| i.as_ref().to_vec()).collect(), per_client: HashMap::new() }
+    }
+
+    /// An allow-list of (client, item) pairs: each item only for its client.
+    pub fn per_client<C: AsRef<[u8]>, I: AsRef<[u8]>>(pairs: impl IntoIterator<Item = (C, I)>) -> Self {
+        let mut per_client: HashMap<Vec<u8>, HashSet<Vec<u8>>> = HashMap::new();
+        for (c, i) in pairs {
+            per_client.entry(c.as_ref().to_vec()).or_default().insert(i.as_ref().to_vec());
+        }
+        Self { any: HashSet::new(), per_client }
     }
 }
 
 impl Policy for AllowList {
-    fn allows(&self, item: &[u8]) -> bool {
-        self.0.contains(item)
+    fn allows(&self, client_id: &[u8], item: &[u8]) -> bool {
+        self.any.contains(item) || self.per_client.get(client_id).is_some_and(|items| items.contains(item))
+    }
+}
+
+/// Under TLS with a client certificate, the client ID of the session must be the
+/// identity in the peer's certificate: the judge signs for that identity only and the
+/// server serves credentials only to their holder. Without TLS the stated ID is trusted.
+pub(crate) fn check_identity(ch: &impl Channel, client_id: &[u8]) -> Result<()> {
+    match ch.peer_identity() {
+        Some(certified) if certified.as_bytes() != client_id => Err(Deviation::IdentityMismatch {
+            claimed: printable_bytes(client_id, MAX_SHOWN),
+            certified: printable(&certified, MAX_SHOWN),
+        }
+        .into()),
+        _ => Ok(()),
     }
 }
 

@@ -171,9 +171,18 @@ pub struct ServeArgs {
     /// cannot hold its place for ever.
     #[arg(long, default_value_t = 3600)]
     pub session_timeout: u64,
+    /// Server: on SIGTERM or SIGINT, seconds the running sessions may take to finish
+    /// before the process exits (0 on either path); no new session starts.
+    #[arg(long, default_value_t = 30)]
+    pub grace: u64,
 }
 
 impl ServeArgs {
+    /// How long running sessions may take to finish after SIGTERM.
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.grace)
+    }
+
     /// The server settings around each connection's channel settings `tcp`.
     pub fn config(&self, tcp: TcpConfig, sessions: usize) -> ServeConfig {
         let session_timeout = (self.session_timeout > 0).then(|| Duration::from_secs(self.session_timeout));
@@ -181,6 +190,7 @@ impl ServeArgs {
             tcp: TcpConfig { session_timeout, ..tcp },
             max_concurrent: self.max_concurrent as usize,
             sessions,
+            stop: None,
         }
     }
 }

@@ -4,7 +4,11 @@
 use crate::Failure;
 use crate::args::NetArgs;
 use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, serve};
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// A transport failure while `phase`, as an exit-3 failure.
 pub fn net_failure(phase: &'static str, source: NetError) -> Failure {
@@ -38,17 +42,39 @@ pub fn loopback() -> Result<(TcpChannel, TcpChannel), Failure> {
 /// Serves sessions on `addr` until `config.sessions` have completed (0: until stopped),
 /// each on its own thread within the server's limits, logging one line per session;
 /// no peer, however bad, stops the others or counts as a session it did not complete.
+/// SIGTERM or SIGINT stops accepting; running sessions get `grace` to finish, then the
+/// process exits 0.
 pub fn serve_many(
     addr: &str,
-    config: ServeConfig,
+    mut config: ServeConfig,
+    grace: Duration,
     handle: impl Fn(&mut TcpChannel) -> setwise::Result<String> + Sync,
 ) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr).map_err(|e| net_failure("listening", e.into()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register(signal, stop.clone()).map_err(|e| net_failure("listening", e.into()))?;
+    }
+    config.stop = Some(stop.clone());
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("stopping: no new sessions; running ones have {} s to finish", grace.as_secs());
+        std::thread::sleep(grace);
+        eprintln!("stopping: grace period over, exiting with sessions still running");
+        std::process::exit(0);
+    });
     let what = match config.sessions {
         0 => "any number of sessions".to_string(),
         n => format!("{n} sessions"),
     };
-    eprintln!("listening on {addr} for {what}, at most {} at once", config.max_concurrent);
+    let tls = match &config.tcp.tls {
+        Some(t) if t.mutual() => "mutual TLS",
+        Some(_) => "TLS",
+        None => "plain TCP",
+    };
+    eprintln!("listening on {addr} ({tls}) for {what}, at most {} at once", config.max_concurrent);
     let stats =
         serve(&listener, config, handle, |line| eprintln!("{line}")).map_err(|e| net_failure("listening", e.into()))?;
     if stats.failed + stats.panicked > 0 {

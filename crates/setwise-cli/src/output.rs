@@ -27,6 +27,11 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// Whether any output destination was given.
+    pub fn any(&self) -> bool {
+        self.output.is_some() || self.stdout || self.union_ids.is_some()
+    }
+
     /// Writes through `f` to the destination, if one was given: a file appears only once
     /// it is complete ([`AtomicFile`]). Returns `f`'s value and how the summary names the
     /// destination.

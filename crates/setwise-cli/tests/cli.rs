@@ -654,3 +654,34 @@ fn mqrpmt_operations_over_tcp() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("above --value-bound 1000"), "{}", text(&o.stderr));
 }
+
+/// Any sender can serve many sessions (here ecdh, with a bad client between two good
+/// ones); SIGTERM stops it accepting and it exits 0 once the running sessions end.
+#[test]
+fn a_sender_serves_many_sessions_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id\na\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nd\nx\n");
+    let addr = free_port();
+    let sender = spawn(&["sender", "--input", s.to_str().unwrap(), "--listen", &addr, "--sessions", "0"]);
+    let receive = |k: usize| {
+        let out = dir.path().join(format!("out{k}.csv"));
+        let o = bin()
+            .args(["receiver", "--input", r.to_str().unwrap(), "--connect", &addr, "--output", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "receiver {k}: {}", text(&o.stderr));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "id\nb\nd\n");
+    };
+    receive(0);
+    drop(std::net::TcpStream::connect(&addr).unwrap()); // a client that hangs up at once
+    receive(1);
+    let kill = Command::new("kill").args(["-TERM", &sender.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let so = sender.wait_with_output().unwrap();
+    let log = text(&so.stderr);
+    assert!(so.status.success(), "{log}");
+    assert_eq!(log.matches("): done (3 peer items)").count(), 2, "{log}");
+    assert!(log.contains("stopping: no new sessions"), "{log}");
+    assert!(log.contains("1 failed"), "{log}");
+}

@@ -85,7 +85,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         tls: a.tls.config(&a.listen)?,
         ..TcpConfig::default()
     };
-    serve_many(&a.listen, a.serve.config(tcp, a.sessions), |ch| {
+    serve_many(&a.listen, a.serve.config(tcp, a.sessions), a.serve.grace(), |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
         let (outcome, report) = run(ch, &job, Role::Judge, input)?;
         let Outcome::Judged(o) = outcome else { unreachable!("a judge's run ends judged") };

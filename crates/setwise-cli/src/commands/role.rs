@@ -7,12 +7,13 @@ use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
+use setwise::protocols::Report;
 use setwise::protocols::authorized::{self, Credentials, read_public_key};
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run};
-use setwise::{Operation, Protocol, Role};
+use setwise::{Operation, Outcome, Protocol, Role};
 use std::path::PathBuf;
 
 /// `setwise sender`.
@@ -33,8 +34,10 @@ pub struct SenderArgs {
     /// The database built by `setwise db build` (protocol unbalanced; replaces --input).
     #[arg(long)]
     db: Option<PathBuf>,
-    /// Unbalanced: sessions to serve before exiting (0: until stopped), concurrently,
-    /// each on its own thread with the database shared read-only.
+    /// With --listen: sessions to serve before exiting (0: until stopped), concurrently,
+    /// each on its own thread with the input (or database) shared read-only; a failed
+    /// session is logged and does not count. 1: one session, whose failure is the exit
+    /// status.
     #[arg(long, default_value_t = 1)]
     sessions: usize,
     #[command(flatten)]
@@ -100,15 +103,43 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         (_, Some(_)) => return Err(usage("--value is for --protocol mqrpmt --op sum")),
         (_, None) => Vec::new(),
     };
-    let input = match job.operation {
+    let input = || match job.operation {
         Operation::Sum => Input::Values { items: set.items(), values: &values, bound: a.value_bound },
         _ => Input::Items(set.items()),
     };
+    if let (Some(addr), n) = (&a.party.net.listen, a.sessions)
+        && n != 1
+    {
+        if a.out.any() || matches!(job.operation, Operation::Shares | Operation::PrivateId) {
+            return Err(usage(
+                "a sender serving --sessions other than 1 writes no output files (shares, private-id); use --sessions 1",
+            ));
+        }
+        return serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
+            run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served(&outcome, &r))
+        });
+    }
     let mut ch = connect(&a.party.net)?;
-    let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input, &a.party.report)?;
+    let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.party.report)?;
     let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
     summary(Role::Sender, &report, &what);
     Ok(())
+}
+
+/// A served session's log line: what the sender learned, the peer's size, time, traffic.
+fn served(outcome: &Outcome, r: &Report) -> String {
+    let learned = match outcome {
+        Outcome::CardinalitySum { cardinality, sum } => format!("cardinality {cardinality}, sum {sum}"),
+        Outcome::Cardinality(c) => format!("cardinality {c}"),
+        _ => "done".to_string(),
+    };
+    format!(
+        "{learned} ({} peer items) in {:.2} s, sent {}, received {}",
+        r.peer_set_size,
+        r.total_ms / 1e3,
+        human_bytes(r.traffic.bytes_sent),
+        human_bytes(r.traffic.bytes_received)
+    )
 }
 
 /// Serves `--sessions` receivers (0: forever) from `db`, each on its own thread; a
@@ -120,17 +151,19 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_key_columns(db.key_columns());
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
-        (Some(addr), n) if n != 1 => serve_many(addr, a.serve.config(a.party.net.config()?, n), |ch| {
-            run(ch, &job, Role::Sender, input()).map(|(_, r)| {
-                format!(
-                    "answered {} items in {:.2} s, sent {}, received {}",
-                    r.peer_set_size,
-                    r.total_ms / 1e3,
-                    human_bytes(r.traffic.bytes_sent),
-                    human_bytes(r.traffic.bytes_received)
-                )
+        (Some(addr), n) if n != 1 => {
+            serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
+                run(ch, &job, Role::Sender, input()).map(|(_, r)| {
+                    format!(
+                        "answered {} items in {:.2} s, sent {}, received {}",
+                        r.peer_set_size,
+                        r.total_ms / 1e3,
+                        human_bytes(r.traffic.bytes_sent),
+                        human_bytes(r.traffic.bytes_received)
+                    )
+                })
             })
-        }),
+        }
         _ => {
             let mut ch = connect(&a.party.net)?;
             let (_, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.party.report)?;

@@ -11,8 +11,8 @@ use std::fmt::Display;
 use std::io;
 use std::net::TcpListener;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// Settings of a server.
@@ -22,8 +22,11 @@ pub struct ServeConfig {
     pub tcp: TcpConfig,
     /// Sessions running at once; further connections wait to be accepted.
     pub max_concurrent: usize,
-    /// Completed sessions to serve before returning; 0 serves until the process ends.
+    /// Completed sessions to serve before returning; 0 serves until stopped.
     pub sessions: usize,
+    /// Once set (e.g. on SIGTERM), no new session starts; `serve` returns when the
+    /// running ones have ended.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl Default for ServeConfig {
@@ -32,6 +35,7 @@ impl Default for ServeConfig {
             tcp: TcpConfig { session_timeout: Some(Duration::from_secs(3600)), ..TcpConfig::default() },
             max_concurrent: 8,
             sessions: 0,
+            stop: None,
         }
     }
 }
@@ -66,7 +70,8 @@ pub fn serve<E: Display>(
     let max = config.max_concurrent.max(1);
     let (active, freed) = (&Mutex::new(0usize), &Condvar::new());
     let (completed, failed, panicked) = (&AtomicUsize::new(0), &AtomicUsize::new(0), &AtomicUsize::new(0));
-    let done = || config.sessions > 0 && completed.load(Ordering::SeqCst) >= config.sessions;
+    let stopped = || config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+    let done = || stopped() || (config.sessions > 0 && completed.load(Ordering::SeqCst) >= config.sessions);
     let (handle, log) = (&handle, &log);
     std::thread::scope(|scope| {
         let mut accepted = 0usize;
@@ -110,7 +115,9 @@ pub fn serve<E: Display>(
                 let _slot = Slot { active, freed };
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
                     let mut ch = TcpChannel::from_stream(stream, tcp).map_err(|e| e.to_string())?;
-                    handle(&mut ch).map_err(|e| e.to_string())
+                    // Under TLS the log names the peer's certificate identity.
+                    let who = ch.peer_identity().map_or(String::new(), |id| format!("[{id}] "));
+                    handle(&mut ch).map(|line| format!("{who}{line}")).map_err(|e| format!("{who}{e}"))
                 }));
                 match outcome {
                     Ok(Ok(line)) => {
@@ -140,6 +147,10 @@ pub fn serve<E: Display>(
                 std::thread::sleep(backoff);
             }
         }
+        if stopped() {
+            let running = *active.lock().unwrap_or_else(|e| e.into_inner());
+            log(&format!("stopping: no new sessions; waiting for {running} running"));
+        }
     });
     let count = |c: &AtomicUsize| c.load(Ordering::SeqCst);
     Ok(ServeStats { completed: count(completed), failed: count(failed), panicked: count(panicked) })
@@ -167,7 +178,7 @@ mod tests {
 
     fn config(sessions: usize, max_concurrent: usize) -> ServeConfig {
         let tcp = TcpConfig { io_timeout: Some(Duration::from_secs(2)), ..TcpConfig::default() };
-        ServeConfig { tcp, max_concurrent, sessions }
+        ServeConfig { tcp, max_concurrent, sessions, stop: None }
     }
 
     /// An echo of one frame; the frame `panic` panics the session, `fail` fails it.
@@ -270,5 +281,35 @@ mod tests {
         });
         let lines = lines.into_inner().unwrap();
         assert!(lines.iter().any(|l| l.contains("the session took longer than its limit")), "{lines:?}");
+    }
+
+    #[test]
+    fn a_stop_lets_running_sessions_finish_and_starts_no_new_one() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut c = config(0, 4);
+        c.stop = Some(stop.clone());
+        let started = AtomicBool::new(false);
+        let slow = |ch: &mut TcpChannel| {
+            started.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(300));
+            echo(ch)
+        };
+        std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, c, slow, |_| {}));
+            let running = s.spawn(|| client(addr, b"in flight"));
+            while !started.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::SeqCst);
+            // The session under way completes; the server then returns without serving more.
+            assert_eq!(running.join().unwrap().unwrap(), b"in flight");
+            assert_eq!(server.join().unwrap().unwrap(), ServeStats { completed: 1, failed: 0, panicked: 0 });
+        });
+        // The listener (still open here) queues a late connection that nobody accepts.
+        let late = TcpStream::connect(addr).unwrap();
+        late.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        assert!((&late).read(&mut [0u8; 1]).is_err(), "nobody serves after a stop");
     }
 }

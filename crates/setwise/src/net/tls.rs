@@ -227,9 +227,19 @@ fn host_of(addr: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-/// The identity a certificate names: its first DNS subject alternative name, else its
-/// common name, else its SHA-256-less fallback "unnamed certificate".
+/// The identity a certificate names: its first DNS subject alternative name (or IPv4
+/// address), else its common name; control characters escaped and at most 256
+/// characters, as it goes to logs and terminals.
 pub fn certificate_identity(der: &[u8]) -> String {
+    let escaped: Vec<char> = raw_identity(der).chars().flat_map(char::escape_debug).collect();
+    let mut shown: String = escaped.iter().take(256).collect();
+    if escaped.len() > 256 {
+        shown.push('…');
+    }
+    shown
+}
+
+fn raw_identity(der: &[u8]) -> String {
     use x509_parser::extensions::GeneralName;
     let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
         return "an unparsable certificate".into();

@@ -93,7 +93,7 @@ impl NetArgs {
             io_timeout: Some(Duration::from_secs(self.timeout)),
             session_timeout: None,
             connect_timeout: Duration::from_secs(self.connect_timeout),
-            tls: self.tls.config(addr)?,
+            tls: self.tls.config(addr, self.listen.is_some())?,
         })
     }
 }
@@ -127,10 +127,11 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    /// The TLS settings for a channel on `addr` (listened on or connected to): `None`
-    /// (plain TCP) only when no TLS flag is given and `addr` is a loopback address or
-    /// --insecure-no-tls is set.
-    pub fn config(&self, addr: &str) -> Result<Option<Arc<TlsConfig>>, Failure> {
+    /// The TLS settings for a channel on `addr` (listened on when `listening`, else
+    /// connected to): `None` (plain TCP) only when no TLS flag is given and `addr` is a
+    /// loopback address or --insecure-no-tls is set. A listener needs its certificate
+    /// and key, a connecting side the CA.
+    pub fn config(&self, addr: &str, listening: bool) -> Result<Option<Arc<TlsConfig>>, Failure> {
         let any = self.tls_cert.is_some() || self.tls_key.is_some() || self.tls_ca.is_some();
         if !any {
             if self.tls_server_name.is_some() || self.peer_name.is_some() {
@@ -144,6 +145,14 @@ impl TlsArgs {
             return Err(Failure::usage(anyhow::anyhow!(
                 "{addr} is not a loopback address: give --tls-cert, --tls-key and --tls-ca (see docs/deployment.md), \
                  or --insecure-no-tls to send everything in the clear"
+            )));
+        }
+        if listening && (self.tls_cert.is_none() || self.tls_key.is_none()) {
+            return Err(Failure::usage(anyhow::anyhow!("listening with TLS needs --tls-cert and --tls-key")));
+        }
+        if !listening && self.tls_ca.is_none() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "connecting with TLS needs --tls-ca: the CA that signed the listener's certificate"
             )));
         }
         let mut tls =

@@ -197,6 +197,26 @@ fn a_tls_client_meets_a_plain_listener_and_both_say_so() {
 }
 
 #[test]
+fn incomplete_tls_flags_are_usage_errors() {
+    let pki = Pki::new();
+    let dir = pki.path("");
+    let rx = items(&dir, "r.csv", 0..3);
+    let ca = s(&pki.path("pki/ca.pem")).to_string();
+    let listener =
+        bin().args(["sender", "--listen", "127.0.0.1:1", "--input", s(&rx), "--tls-ca", &ca]).output().unwrap();
+    assert_eq!(listener.status.code(), Some(2));
+    assert!(text(&listener.stderr).contains("listening with TLS needs --tls-cert and --tls-key"));
+    let cert = s(&pki.path("pki/bob.pem")).to_string();
+    let key = s(&pki.path("pki/bob.key")).to_string();
+    let client = bin()
+        .args(["receiver", "--connect", "127.0.0.1:1", "--input", s(&rx), "--tls-cert", &cert, "--tls-key", &key])
+        .output()
+        .unwrap();
+    assert_eq!(client.status.code(), Some(2));
+    assert!(text(&client.stderr).contains("connecting with TLS needs --tls-ca"));
+}
+
+#[test]
 fn plain_tcp_beyond_loopback_needs_an_explicit_flag() {
     let dir = tempfile::tempdir().unwrap();
     let rx = items(dir.path(), "r.csv", 0..3);

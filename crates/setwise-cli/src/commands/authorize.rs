@@ -44,7 +44,7 @@ pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
     let mode = if a.partial { Mode::Partial } else { Mode::Full };
     let config = TcpConfig {
         connect_timeout: Duration::from_secs(a.connect_timeout),
-        tls: a.tls.config(&a.connect)?,
+        tls: a.tls.config(&a.connect, false)?,
         ..TcpConfig::default()
     };
     let mut ch = TcpChannel::connect(&a.connect, config).map_err(|e| net_failure("connecting", e))?;

@@ -82,7 +82,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     let config = JudgeConfig { fraction: a.fraction, strict: a.strict };
     let tcp = TcpConfig {
         io_timeout: Some(Duration::from_secs(a.timeout)),
-        tls: a.tls.config(&a.listen)?,
+        tls: a.tls.config(&a.listen, true)?,
         ..TcpConfig::default()
     };
     serve_many(&a.listen, a.serve.config(tcp, a.sessions), a.serve.grace(), |ch| {

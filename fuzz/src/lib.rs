@@ -50,15 +50,9 @@ fn values() -> &'static [u64] {
     V.get_or_init(|| (0..40).collect())
 }
 
-/// Small unbalanced parameters: one bundle index of 1024 bins, 8 items a bin.
+/// Small unbalanced parameters (`testing::small_unbalanced_params`).
 pub fn unbalanced_params() -> UnbalancedParams {
-    UnbalancedParams::from_json(
-        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
-            "item_params":{"felts_per_item":4},
-            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
-            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
-    )
-    .expect("valid parameters")
+    setwise::testing::small_unbalanced_params()
 }
 
 fn database(labelled: bool) -> &'static SenderDb {
@@ -121,6 +115,7 @@ pub fn credentials(mode: Mode) -> &'static Credentials {
 }
 
 /// An honest party and the peer whose recorded messages seed the fuzzing.
+#[derive(Clone, Copy)]
 pub struct Case {
     /// Names the seed file.
     pub name: &'static str,
@@ -135,9 +130,11 @@ fn items_party(job: Job, role: Role) -> Party<'static> {
     Party { job, role, input: Input::Items(items) }
 }
 
-macro_rules! case {
-    ($name:literal, $honest:expr, $peer:expr) => {
-        Case { name: $name, honest: || $honest, peer: || $peer }
+/// Both directions of one pairing: `a` honest against `b`'s recorded messages, and `b`
+/// honest against `a`'s.
+macro_rules! both {
+    ($a_name:literal, $a:expr, $b_name:literal, $b:expr) => {
+        [Case { name: $a_name, honest: || $a, peer: || $b }, Case { name: $b_name, honest: || $b, peer: || $a }]
     };
 }
 
@@ -160,6 +157,18 @@ fn mqrpmt_party(op: Operation, last_move: LastMove, role: Role) -> Party<'static
     }
 }
 
+fn db_party(labelled: bool) -> Party<'static> {
+    Party {
+        job: job(Protocol::Unbalanced, Operation::Intersection),
+        role: Role::Sender,
+        input: Input::Database(database(labelled)),
+    }
+}
+
+fn judge_party() -> Party<'static> {
+    Party { job: job(Protocol::Authorized, Operation::Authorize), role: Role::Judge, input: judge_input() }
+}
+
 fn intersect_job(mode: Mode) -> Job {
     Job::authorized(mode.protocol(), CLIENT, *judge_key().public())
 }
@@ -169,167 +178,115 @@ fn client_party(mode: Mode) -> Party<'static> {
     Party { job: intersect_job(mode), role: Role::Receiver, input }
 }
 
-/// The cases of a session target's family.
+/// The cases of a session target's family: every role of every operation, each as the
+/// honest party once.
 pub fn cases(family: &str) -> Vec<Case> {
     use Operation::*;
     use Role::{Receiver as R, Sender as S};
-    match family {
+    let pairs: Vec<[Case; 2]> = match family {
         "ecdh" => vec![
-            case!(
+            both!(
                 "sender",
                 items_party(job(Protocol::Ecdh, Intersection), S),
+                "receiver",
                 items_party(job(Protocol::Ecdh, Intersection), R)
             ),
-            case!(
-                "receiver",
-                items_party(job(Protocol::Ecdh, Intersection), R),
-                items_party(job(Protocol::Ecdh, Intersection), S)
-            ),
-            case!(
+            both!(
                 "sender-cardinality",
                 items_party(job(Protocol::Ecdh, Cardinality), S),
+                "receiver-cardinality",
                 items_party(job(Protocol::Ecdh, Cardinality), R)
             ),
-            case!(
-                "receiver-cardinality",
-                items_party(job(Protocol::Ecdh, Cardinality), R),
-                items_party(job(Protocol::Ecdh, Cardinality), S)
-            ),
         ],
-        "compact" => vec![
-            case!(
-                "sender",
-                items_party(job(Protocol::Compact, Intersection), S),
-                items_party(job(Protocol::Compact, Intersection), R)
-            ),
-            case!(
-                "receiver",
-                items_party(job(Protocol::Compact, Intersection), R),
-                items_party(job(Protocol::Compact, Intersection), S)
-            ),
-        ],
+        "compact" => vec![both!(
+            "sender",
+            items_party(job(Protocol::Compact, Intersection), S),
+            "receiver",
+            items_party(job(Protocol::Compact, Intersection), R)
+        )],
         "mqrpmt" => vec![
-            case!(
+            both!(
                 "sender-intersection",
                 mqrpmt_party(Intersection, LastMove::Bloom, S),
+                "receiver-intersection",
                 mqrpmt_party(Intersection, LastMove::Bloom, R)
             ),
-            case!(
-                "receiver-intersection",
-                mqrpmt_party(Intersection, LastMove::Bloom, R),
-                mqrpmt_party(Intersection, LastMove::Bloom, S)
-            ),
-            case!(
+            both!(
                 "sender-shuffle",
                 mqrpmt_party(Intersection, LastMove::Shuffle, S),
+                "receiver-shuffle",
                 mqrpmt_party(Intersection, LastMove::Shuffle, R)
             ),
-            case!(
-                "receiver-shuffle",
-                mqrpmt_party(Intersection, LastMove::Shuffle, R),
-                mqrpmt_party(Intersection, LastMove::Shuffle, S)
-            ),
-            case!(
+            both!(
                 "sender-cardinality",
                 mqrpmt_party(Cardinality, LastMove::Bloom, S),
+                "receiver-cardinality",
                 mqrpmt_party(Cardinality, LastMove::Bloom, R)
             ),
-            case!(
-                "receiver-cardinality",
-                mqrpmt_party(Cardinality, LastMove::Bloom, R),
-                mqrpmt_party(Cardinality, LastMove::Bloom, S)
+            both!(
+                "sender-sum",
+                mqrpmt_party(Sum, LastMove::Bloom, S),
+                "receiver-sum",
+                mqrpmt_party(Sum, LastMove::Bloom, R)
             ),
-            case!("sender-sum", mqrpmt_party(Sum, LastMove::Bloom, S), mqrpmt_party(Sum, LastMove::Bloom, R)),
-            case!("receiver-sum", mqrpmt_party(Sum, LastMove::Bloom, R), mqrpmt_party(Sum, LastMove::Bloom, S)),
-            case!("sender-shares", mqrpmt_party(Shares, LastMove::Bloom, S), mqrpmt_party(Shares, LastMove::Bloom, R)),
-            case!(
+            both!(
+                "sender-shares",
+                mqrpmt_party(Shares, LastMove::Bloom, S),
                 "receiver-shares",
-                mqrpmt_party(Shares, LastMove::Bloom, R),
-                mqrpmt_party(Shares, LastMove::Bloom, S)
+                mqrpmt_party(Shares, LastMove::Bloom, R)
             ),
-            case!("sender-union", mqrpmt_party(Union, LastMove::Bloom, S), mqrpmt_party(Union, LastMove::Bloom, R)),
-            case!("receiver-union", mqrpmt_party(Union, LastMove::Bloom, R), mqrpmt_party(Union, LastMove::Bloom, S)),
-            case!(
+            both!(
+                "sender-union",
+                mqrpmt_party(Union, LastMove::Bloom, S),
+                "receiver-union",
+                mqrpmt_party(Union, LastMove::Bloom, R)
+            ),
+            both!(
                 "sender-private-id",
                 mqrpmt_party(PrivateId, LastMove::Bloom, S),
+                "receiver-private-id",
                 mqrpmt_party(PrivateId, LastMove::Bloom, R)
             ),
-            case!(
-                "receiver-private-id",
-                mqrpmt_party(PrivateId, LastMove::Bloom, R),
-                mqrpmt_party(PrivateId, LastMove::Bloom, S)
-            ),
         ],
-        "fhe" => vec![
-            case!(
-                "sender",
-                items_party(job(Protocol::Fhe, Intersection), S),
-                items_party(job(Protocol::Fhe, Intersection), R)
-            ),
-            case!(
-                "receiver",
-                items_party(job(Protocol::Fhe, Intersection), R),
-                items_party(job(Protocol::Fhe, Intersection), S)
-            ),
-        ],
+        "fhe" => vec![both!(
+            "sender",
+            items_party(job(Protocol::Fhe, Intersection), S),
+            "receiver",
+            items_party(job(Protocol::Fhe, Intersection), R)
+        )],
         "unbalanced" => vec![
-            case!(
-                "sender",
-                Party {
-                    job: job(Protocol::Unbalanced, Intersection),
-                    role: S,
-                    input: Input::Database(database(false))
-                },
-                items_party(job(Protocol::Unbalanced, Intersection), R)
-            ),
-            case!(
+            both!("sender", db_party(false), "receiver", items_party(job(Protocol::Unbalanced, Intersection), R)),
+            both!(
                 "sender-labelled",
-                Party { job: job(Protocol::Unbalanced, Intersection), role: S, input: Input::Database(database(true)) },
-                items_party(job(Protocol::Unbalanced, Intersection), R)
-            ),
-            case!(
-                "receiver",
-                items_party(job(Protocol::Unbalanced, Intersection), R),
-                Party {
-                    job: job(Protocol::Unbalanced, Intersection),
-                    role: S,
-                    input: Input::Database(database(false))
-                }
-            ),
-            case!(
+                db_party(true),
                 "receiver-labelled",
-                items_party(job(Protocol::Unbalanced, Intersection), R),
-                Party { job: job(Protocol::Unbalanced, Intersection), role: S, input: Input::Database(database(true)) }
+                items_party(job(Protocol::Unbalanced, Intersection), R)
             ),
         ],
         "authorized" => vec![
-            case!(
+            both!(
                 "judge-full",
-                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() },
+                judge_party(),
+                "client-authorize-full",
                 items_party(Job::authorize(Mode::Full, CLIENT), R)
             ),
-            case!(
+            both!(
                 "judge-partial",
-                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() },
+                judge_party(),
+                "client-authorize-partial",
                 items_party(Job::authorize(Mode::Partial, CLIENT), R)
             ),
-            case!(
-                "client-authorize-full",
-                items_party(Job::authorize(Mode::Full, CLIENT), R),
-                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() }
+            both!("server-full", items_party(intersect_job(Mode::Full), S), "client-full", client_party(Mode::Full)),
+            both!(
+                "server-partial",
+                items_party(intersect_job(Mode::Partial), S),
+                "client-partial",
+                client_party(Mode::Partial)
             ),
-            case!(
-                "client-authorize-partial",
-                items_party(Job::authorize(Mode::Partial, CLIENT), R),
-                Party { job: job(Protocol::Authorized, Authorize), role: Role::Judge, input: judge_input() }
-            ),
-            case!("server-full", items_party(intersect_job(Mode::Full), S), client_party(Mode::Full)),
-            case!("server-partial", items_party(intersect_job(Mode::Partial), S), client_party(Mode::Partial)),
-            case!("client-full", client_party(Mode::Full), items_party(intersect_job(Mode::Full), S)),
-            case!("client-partial", client_party(Mode::Partial), items_party(intersect_job(Mode::Partial), S)),
         ],
         other => panic!("no session family {other}"),
-    }
+    };
+    pairs.concat()
 }
 
 /// The session families, one fuzz target each (`session_<family>`).

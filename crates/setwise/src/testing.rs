@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::net::{
     Channel, DEFAULT_MAX_FRAME, MemoryChannel, NetError, NetProfile, Shaped, Stats, read_frame, write_frame,
 };
+use crate::protocols::unbalanced::UnbalancedParams;
 use crate::protocols::{Outcome, Report, Role};
 use crate::session::{self, Input, Job};
 
@@ -182,6 +183,30 @@ pub fn transcripts(a: Party<'_>, b: Party<'_>) -> ([Vec<u8>; 2], [bool; 2]) {
         let (ca, ok_a) = t.join().expect("party thread panicked");
         ([ca.heard, heard_b], [ok_a, ok_b])
     })
+}
+
+/// Small unbalanced parameters for fast tests: one bundle index of 1024 bins, 8 items a
+/// bin, every query power sent (no relinearisation key).
+pub fn small_unbalanced_params() -> UnbalancedParams {
+    UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
+    )
+    .expect("valid parameters")
+}
+
+/// Unbalanced parameters whose sender derives powers (products and Paterson–Stockmeyer),
+/// so the receiver sends a relinearisation key and the sender uses it.
+pub fn keyed_unbalanced_params() -> UnbalancedParams {
+    UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":2048,"max_items_per_bin":15},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":3,"query_powers":[1,2,4]},
+            "seal_params":{"poly_modulus_degree":8192,"coeff_modulus_bits":[43,43,44,44,44],"plain_modulus":1785857}}"#,
+    )
+    .expect("valid parameters")
 }
 
 /// Hostile variants of a serialised relinearisation key `good`, each named: the forms

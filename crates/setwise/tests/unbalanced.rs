@@ -12,15 +12,22 @@ use setwise::wire::WireError;
 use setwise::{Error, Job, Operation, Outcome, Protocol};
 use std::collections::BTreeSet;
 
-/// Small parameters for fast tests: one bundle index of 1024 bins, 8 items per bin.
+/// Small parameters for fast tests.
 fn small() -> UnbalancedParams {
-    UnbalancedParams::from_json(
-        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
-            "item_params":{"felts_per_item":4},
-            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
-            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
-    )
-    .unwrap()
+    setwise::testing::small_unbalanced_params()
+}
+
+/// A hand-driven receiver of one item: hello, the sender's parameters, the OPRF round;
+/// the caller sends what follows.
+fn open_query(b: &mut MemoryChannel) {
+    handshake(b, &Hello::new("unbalanced", "intersection", job().hello_params(), Role::Receiver, 1), u64::MAX).unwrap();
+    let _params = b.recv().unwrap();
+    let (bl, blinded) = setwise::crypto::oprf::blind(&[b"x"], setwise::crypto::dst::UNBALANCED_OPRF);
+    drop(bl);
+    let mut frame = vec![0x31, 1, 0, 0, 0];
+    frame.extend_from_slice(&blinded[0]);
+    b.send(&frame).unwrap();
+    let _resp = b.recv().unwrap();
 }
 
 fn job() -> Job {
@@ -181,11 +188,7 @@ fn parameter_files_are_checked_by_field() {
 #[test]
 fn paterson_stockmeyer_matches_direct_evaluation() {
     // N=8192 gives depth for a power plan with products and PS.
-    let json = r#"{"table_params":{"hash_func_count":3,"table_size":2048,"max_items_per_bin":15},
-        "item_params":{"felts_per_item":4},
-        "query_params":{"ps_low_degree":3,"query_powers":[1,2,4]},
-        "seal_params":{"poly_modulus_degree":8192,"coeff_modulus_bits":[43,43,44,44,44],"plain_modulus":1785857}}"#;
-    let p = UnbalancedParams::from_json(json).unwrap();
+    let p = setwise::testing::keyed_unbalanced_params();
     assert!(p.depth().unwrap().1);
     let sender = items("s", 0..4000);
     let db = SenderDb::build(&sender, p, "test").unwrap();
@@ -213,19 +216,7 @@ fn hostile_query_ciphertexts_end_the_session_with_an_error() {
             let db = &db;
             let t = s
                 .spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)).unwrap_err());
-            handshake(
-                &mut b,
-                &Hello::new("unbalanced", "intersection", job().hello_params(), Role::Receiver, 1),
-                u64::MAX,
-            )
-            .unwrap();
-            let _params = b.recv().unwrap();
-            let (bl, blinded) = setwise::crypto::oprf::blind(&[b"x"], setwise::crypto::dst::UNBALANCED_OPRF);
-            drop(bl);
-            let mut frame = vec![0x31, 1, 0, 0, 0];
-            frame.extend_from_slice(&blinded[0]);
-            b.send(&frame).unwrap();
-            let _resp = b.recv().unwrap();
+            open_query(&mut b);
             b.send(&garbage).unwrap();
             t.join().unwrap()
         });
@@ -523,13 +514,7 @@ fn crafted_relinearisation_keys_are_refused() {
     use setwise::he::{HeContext, SecretKey};
     use setwise::math::zp::Zp;
     // Parameters whose sender derives powers: the key is needed and used.
-    let p = UnbalancedParams::from_json(
-        r#"{"table_params":{"hash_func_count":3,"table_size":2048,"max_items_per_bin":15},
-        "item_params":{"felts_per_item":4},
-        "query_params":{"ps_low_degree":3,"query_powers":[1,2,4]},
-        "seal_params":{"poly_modulus_degree":8192,"coeff_modulus_bits":[43,43,44,44,44],"plain_modulus":1785857}}"#,
-    )
-    .unwrap();
+    let p = setwise::testing::keyed_unbalanced_params();
     let sender = items("s", 0..300);
     let db = SenderDb::build(&sender, p.clone(), "test").unwrap();
     let he = HeContext::new(&p.he()).unwrap();
@@ -544,19 +529,7 @@ fn crafted_relinearisation_keys_are_refused() {
         let e = std::thread::scope(|s| {
             let db = &db;
             let t_sender = s.spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)));
-            handshake(
-                &mut b,
-                &Hello::new("unbalanced", "intersection", job().hello_params(), Role::Receiver, 1),
-                u64::MAX,
-            )
-            .unwrap();
-            let _params = b.recv().unwrap();
-            let (bl, blinded) = setwise::crypto::oprf::blind(&[b"x"], setwise::crypto::dst::UNBALANCED_OPRF);
-            drop(bl);
-            let mut frame = vec![0x31, 1, 0, 0, 0];
-            frame.extend_from_slice(&blinded[0]);
-            b.send(&frame).unwrap();
-            let _resp = b.recv().unwrap();
+            open_query(&mut b);
             b.send(&[&[0x33][..], &key].concat()).unwrap();
             // Valid query ciphertexts follow, so a key that passed would be used.
             for _ in 0..p.bundle_indices() {

@@ -13,13 +13,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 fn small() -> UnbalancedParams {
-    UnbalancedParams::from_json(
-        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
-            "item_params":{"felts_per_item":4},
-            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
-            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
-    )
-    .unwrap()
+    setwise::testing::small_unbalanced_params()
 }
 
 /// The receiver's matching indices for `receiver` against `db`.

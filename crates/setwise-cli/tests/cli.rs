@@ -681,7 +681,7 @@ fn a_sender_serves_many_sessions_and_stops_on_sigterm() {
     let so = sender.wait_with_output().unwrap();
     let log = text(&so.stderr);
     assert!(so.status.success(), "{log}");
-    assert_eq!(log.matches("): done (3 peer items)").count(), 2, "{log}");
+    assert_eq!(log.matches("): answered 3 items in").count(), 2, "{log}");
     assert!(log.contains("stopping: no new sessions"), "{log}");
     assert!(log.contains("1 failed"), "{log}");
 }

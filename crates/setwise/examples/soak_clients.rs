@@ -93,21 +93,24 @@ fn wait_for_close(stream: &mut TcpStream) {
     while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
 }
 
-/// An honest receiver whose relinearisation key frame is replaced by `key`.
-struct KeySwap<C> {
+/// An honest receiver's channel that keeps the payload of its relinearisation key frame
+/// and, when `replace` is set, sends that instead.
+struct KeyFrame<C> {
     inner: C,
-    key: Vec<u8>,
-    swapped: bool,
+    replace: Option<Vec<u8>>,
+    sent: Option<Vec<u8>>,
 }
 
-impl<C: Channel> Channel for KeySwap<C> {
+impl<C: Channel> Channel for KeyFrame<C> {
     fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
-        if frame.first() == Some(&setwise::protocols::unbalanced::messages::KEY) {
-            self.swapped = true;
-            let crafted = [&frame[..1], &self.key[..]].concat();
-            return self.inner.send(&crafted);
+        if frame.first() != Some(&setwise::protocols::unbalanced::messages::KEY) {
+            return self.inner.send(frame);
         }
-        self.inner.send(frame)
+        self.sent = Some(frame[1..].to_vec());
+        match &self.replace {
+            Some(key) => self.inner.send(&[&frame[..1], &key[..]].concat()),
+            None => self.inner.send(frame),
+        }
     }
     fn recv(&mut self) -> Result<Vec<u8>, NetError> {
         self.inner.recv()
@@ -147,9 +150,9 @@ fn connection(kind: Kind, addr: &str, set_size: u64, rng: &mut Rng, keys: &[(&st
             let (name, key) = &keys[rng.below(keys.len() as u64) as usize];
             let (items, _) = query(rng, set_size);
             let inner = TcpChannel::connect(addr, config()).map_err(|e| format!("connect: {e}"))?;
-            let mut ch = KeySwap { inner, key: key.clone(), swapped: false };
+            let mut ch = KeyFrame { inner, replace: Some(key.clone()), sent: None };
             let result = session::run(&mut ch, &job(), Role::Receiver, Input::Items(&items));
-            match (ch.swapped, result) {
+            match (ch.sent.is_some(), result) {
                 (false, _) => Err("the sender's parameters need no relinearisation key; use others".into()),
                 (true, Ok(_)) => Err(format!("the sender accepted a crafted key ({name})")),
                 (true, Err(_)) => Ok(()),
@@ -250,29 +253,11 @@ fn main() {
 /// The crafted variants of a relinearisation key for the server's BFV parameters, taken
 /// from one honest session (its answer checked) whose key frame is kept.
 fn crafted_keys(addr: &str) -> Vec<(&'static str, Vec<u8>)> {
-    struct Keep<C> {
-        inner: C,
-        key: Option<Vec<u8>>,
-    }
-    impl<C: Channel> Channel for Keep<C> {
-        fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
-            if frame.first() == Some(&setwise::protocols::unbalanced::messages::KEY) {
-                self.key = Some(frame[1..].to_vec());
-            }
-            self.inner.send(frame)
-        }
-        fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-            self.inner.recv()
-        }
-        fn stats(&self) -> Stats {
-            self.inner.stats()
-        }
-    }
     let inner = TcpChannel::connect(addr, config()).expect("connect to the sender");
-    let mut ch = Keep { inner, key: None };
+    let mut ch = KeyFrame { inner, replace: None, sent: None };
     let (outcome, _) =
         session::run(&mut ch, &job(), Role::Receiver, Input::Items(&[item(0)])).expect("a first honest session");
     assert_eq!(outcome, Outcome::Intersection(vec![0]), "the first honest session's answer");
-    let key = ch.key.expect("the sender's parameters need a relinearisation key (products or ps_low_degree > 0)");
+    let key = ch.sent.expect("the sender's parameters need a relinearisation key (products or ps_low_degree > 0)");
     setwise::testing::crafted_relin_keys(&key)
 }

@@ -126,15 +126,15 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A served session's log line: what the sender learned, the peer's size, time, traffic.
+/// A served session's log line: the peer's size, what the sender learned, time, traffic.
 fn served(outcome: &Outcome, r: &Report) -> String {
     let learned = match outcome {
-        Outcome::CardinalitySum { cardinality, sum } => format!("cardinality {cardinality}, sum {sum}"),
-        Outcome::Cardinality(c) => format!("cardinality {c}"),
-        _ => "done".to_string(),
+        Outcome::CardinalitySum { cardinality, sum } => format!(", learned cardinality {cardinality}, sum {sum}"),
+        Outcome::Cardinality(c) => format!(", learned cardinality {c}"),
+        _ => String::new(),
     };
     format!(
-        "{learned} ({} peer items) in {:.2} s, sent {}, received {}",
+        "answered {} items{learned} in {:.2} s, sent {}, received {}",
         r.peer_set_size,
         r.total_ms / 1e3,
         human_bytes(r.traffic.bytes_sent),
@@ -153,15 +153,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     match (&a.party.net.listen, a.sessions) {
         (Some(addr), n) if n != 1 => {
             serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
-                run(ch, &job, Role::Sender, input()).map(|(_, r)| {
-                    format!(
-                        "answered {} items in {:.2} s, sent {}, received {}",
-                        r.peer_set_size,
-                        r.total_ms / 1e3,
-                        human_bytes(r.traffic.bytes_sent),
-                        human_bytes(r.traffic.bytes_received)
-                    )
-                })
+                run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served(&outcome, &r))
             })
         }
         _ => {

@@ -89,11 +89,47 @@ pub struct TcpChannel {
     link: Link,
     peer: SocketAddr,
     config: TcpConfig,
-    /// When the session must end.
-    session_deadline: Option<Instant>,
+    deadlines: Deadlines,
     stats: Stats,
     /// What TLS established, on a TLS channel.
     tls: Option<Established>,
+}
+
+/// The frame and session deadlines of one connection.
+#[derive(Debug, Clone, Copy)]
+struct Deadlines {
+    io_timeout: Option<Duration>,
+    session_timeout: Option<Duration>,
+    /// When the session must end.
+    session_end: Option<Instant>,
+}
+
+impl Deadlines {
+    /// The deadlines of a connection starting now.
+    fn start(config: &TcpConfig) -> Self {
+        let session_end = config.session_timeout.map(|t| Instant::now() + t);
+        Self { io_timeout: config.io_timeout, session_timeout: config.session_timeout, session_end }
+    }
+
+    /// The deadline of a frame starting now: the frame timeout, or the session's end if
+    /// nearer. Also says which of the two it is.
+    fn frame(&self) -> (Option<Instant>, bool) {
+        let frame = self.io_timeout.map(|t| Instant::now() + t);
+        match (frame, self.session_end) {
+            (Some(f), Some(s)) if s < f => (Some(s), true),
+            (None, Some(s)) => (Some(s), true),
+            (f, _) => (f, false),
+        }
+    }
+
+    /// Names a timeout by the deadline that passed.
+    fn name(&self, e: NetError, session: bool) -> NetError {
+        match e {
+            NetError::Timeout(_) if session => NetError::SessionDeadline(self.session_timeout.unwrap_or_default()),
+            NetError::Timeout(_) => NetError::Timeout(self.io_timeout.unwrap_or_default()),
+            e => e,
+        }
+    }
 }
 
 /// The byte stream under the frames.
@@ -175,32 +211,30 @@ impl TcpChannel {
     fn over(stream: TcpStream, config: TcpConfig, connected_to: Option<&str>) -> Result<Self, NetError> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
-        let session_deadline = config.session_timeout.map(|t| Instant::now() + t);
-        let mut channel = Self {
-            link: Link::Plain {
-                reader: BufReader::with_capacity(1 << 16, Deadlined { stream: stream.try_clone()?, deadline: None }),
-                writer: BufWriter::with_capacity(1 << 16, Deadlined { stream: stream.try_clone()?, deadline: None }),
-            },
-            peer,
-            config,
-            session_deadline,
-            stats: Stats::default(),
-            tls: None,
-        };
-        let Some(tls) = channel.config.tls.clone() else { return Ok(channel) };
-        let (deadline, session) = channel.frame_deadline();
-        let sock = Deadlined { stream, deadline };
-        let conn = match connected_to {
-            Some(addr) => tls.client_connection(addr)?,
+        let deadlines = Deadlines::start(&config);
+        let (link, tls) = match &config.tls {
             None => {
-                refuse_plain_peer(&sock)?;
-                tls.server_connection()?
+                let reader =
+                    BufReader::with_capacity(1 << 16, Deadlined { stream: stream.try_clone()?, deadline: None });
+                let writer = BufWriter::with_capacity(1 << 16, Deadlined { stream, deadline: None });
+                (Link::Plain { reader, writer }, None)
+            }
+            Some(tls) => {
+                let (deadline, session) = deadlines.frame();
+                let sock = Deadlined { stream, deadline };
+                let conn = match connected_to {
+                    Some(addr) => tls.client_connection(addr)?,
+                    None => {
+                        refuse_plain_peer(&sock)?;
+                        tls.server_connection()?
+                    }
+                };
+                let mut link = Box::new(TlsLink { conn, sock });
+                let established = link.handshake(tls).map_err(|e| deadlines.name(e, session))?;
+                (Link::Tls { link, out: Vec::new() }, Some(established))
             }
         };
-        let mut link = Box::new(TlsLink { conn, sock });
-        channel.tls = Some(link.handshake(&tls).map_err(|e| channel.timeout(e, session))?);
-        channel.link = Link::Tls { link, out: Vec::new() };
-        Ok(channel)
+        Ok(Self { link, peer, config, deadlines, stats: Stats::default(), tls })
     }
 
     /// The identity in the peer's TLS certificate (its first DNS name, else its common
@@ -214,30 +248,8 @@ impl TcpChannel {
         self.peer
     }
 
-    /// The deadline of a frame starting now: the frame timeout, or the session's end if
-    /// nearer. Also says which of the two it is.
-    fn frame_deadline(&self) -> (Option<Instant>, bool) {
-        let frame = self.config.io_timeout.map(|t| Instant::now() + t);
-        match (frame, self.session_deadline) {
-            (Some(f), Some(s)) if s < f => (Some(s), true),
-            (None, Some(s)) => (Some(s), true),
-            (f, _) => (f, false),
-        }
-    }
-
-    /// Names a timeout by the deadline that passed.
-    fn timeout(&self, e: NetError, session: bool) -> NetError {
-        match e {
-            NetError::Timeout(_) if session => {
-                NetError::SessionDeadline(self.config.session_timeout.unwrap_or_default())
-            }
-            NetError::Timeout(_) => NetError::Timeout(self.config.io_timeout.unwrap_or_default()),
-            e => e,
-        }
-    }
-
     fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        let (deadline, session) = self.frame_deadline();
+        let (deadline, session) = self.deadlines.frame();
         self.link.set_deadline(deadline);
         let first = self.stats.messages_received == 0;
         let frame = match &mut self.link {
@@ -251,7 +263,7 @@ impl TcpChannel {
             }
             Link::Tls { link, .. } => read_frame(link.as_mut(), max).map_err(tls_io_error),
         }
-        .map_err(|e| self.timeout(e, session))?;
+        .map_err(|e| self.deadlines.name(e, session))?;
         self.stats.count_received(frame.len());
         Ok(frame)
     }
@@ -287,7 +299,7 @@ fn tls_io_error(e: NetError) -> NetError {
 
 impl Channel for TcpChannel {
     fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
-        let (deadline, session) = self.frame_deadline();
+        let (deadline, session) = self.deadlines.frame();
         self.link.set_deadline(deadline);
         let max = self.config.max_frame;
         let sent = match &mut self.link {
@@ -298,7 +310,7 @@ impl Channel for TcpChannel {
                     .and_then(|()| link.write_all(out).and_then(|()| link.flush()).map_err(map_tls_io))
             }
         };
-        sent.map_err(|e| self.timeout(e, session))?;
+        sent.map_err(|e| self.deadlines.name(e, session))?;
         self.stats.count_sent(frame.len());
         Ok(())
     }

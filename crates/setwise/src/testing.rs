@@ -188,13 +188,7 @@ pub fn transcripts(a: Party<'_>, b: Party<'_>) -> ([Vec<u8>; 2], [bool; 2]) {
 /// Small unbalanced parameters for fast tests: one bundle index of 1024 bins, 8 items a
 /// bin, every query power sent (no relinearisation key).
 pub fn small_unbalanced_params() -> UnbalancedParams {
-    UnbalancedParams::from_json(
-        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
-            "item_params":{"felts_per_item":4},
-            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
-            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
-    )
-    .expect("valid parameters")
+    crate::protocols::unbalanced::params::small_test_params()
 }
 
 /// Unbalanced parameters whose sender derives powers (products and Paterson–Stockmeyer),

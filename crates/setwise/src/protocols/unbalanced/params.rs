@@ -347,3 +347,16 @@ impl UnbalancedParams {
 fn d_max(exps: &[u32], d: impl Fn(u32) -> u32) -> u32 {
     exps.iter().map(|&e| d(e)).max().unwrap_or(0)
 }
+
+/// Small parameters for fast tests (`testing::small_unbalanced_params`; here so that the
+/// module's own unit tests share them without importing a layer above).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn small_test_params() -> UnbalancedParams {
+    UnbalancedParams::from_json(
+        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
+    )
+    .expect("valid parameters")
+}

@@ -611,7 +611,7 @@ mod tests {
     use super::*;
 
     fn params() -> UnbalancedParams {
-        crate::testing::small_unbalanced_params()
+        crate::protocols::unbalanced::params::small_test_params()
     }
 
     fn keys(prefix: &str, range: std::ops::Range<u32>) -> Vec<Vec<u8>> {

@@ -18,9 +18,10 @@ use setwise::protocols::authorized::{AllowList, Credentials, JudgeConfig, JudgeK
 use setwise::protocols::ecdh::steps::ReceiverState;
 use setwise::protocols::fhe::FheParams;
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams, messages as mq};
+use setwise::protocols::reveal::Revealed;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label, messages as ub};
-use setwise::protocols::{compact, ecdh, fhe};
+use setwise::protocols::{Reveal, compact, ecdh, fhe};
 use setwise::session::{self, Hello, Input, Job, ProtocolParams};
 use setwise::testing::{Party, ScriptedChannel};
 use setwise::wire::Reader;
@@ -196,6 +197,13 @@ pub fn cases(family: &str) -> Vec<Case> {
                 items_party(job(Protocol::Ecdh, Cardinality), S),
                 "receiver-cardinality",
                 items_party(job(Protocol::Ecdh, Cardinality), R)
+            ),
+            // The sender parses the receiver's revealed result.
+            both!(
+                "sender-reveal",
+                items_party(job(Protocol::Ecdh, Intersection).with_reveal(Reveal::Both), S),
+                "receiver-reveal",
+                items_party(job(Protocol::Ecdh, Intersection).with_reveal(Reveal::Both), R)
             ),
         ],
         "compact" => vec![both!(
@@ -386,6 +394,7 @@ pub fn messages(data: &[u8]) {
         0x74 => mq::Width::decode(body, Operation::Sum).map(drop),
         0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
         0x7a => mq::UnionCount::decode(body, (N, N)).map(drop),
+        0x80 => Revealed::decode(body, (N, N)).map(drop),
         _ => Ok(()),
     };
 }

@@ -4,6 +4,7 @@
 use crate::Failure;
 use clap::{ArgGroup, Args};
 use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig};
+use setwise::protocols::Reveal;
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
 use setwise::{Operation, Protocol};
@@ -47,12 +48,18 @@ pub struct JobArgs {
     /// sides must agree; private-id tests membership exactly either way.
     #[arg(long, default_value = "bloom")]
     pub last_move: LastMove,
+    /// Who learns the result: receiver, or both (ecdh and mqrpmt intersection and
+    /// cardinality, fhe, compact): the receiver then tells the sender, which writes its
+    /// own rows in the intersection with --output or prints the count. The sender trusts
+    /// the receiver's report (docs/protocols/reveal.md). Both sides must agree.
+    #[arg(long, default_value = "receiver")]
+    pub reveal: Reveal,
 }
 
 impl JobArgs {
     /// The job for items of `key_columns` key columns.
     pub fn job(&self, key_columns: usize) -> Job {
-        let job = Job::new(self.protocol, self.operation).with_key_columns(key_columns);
+        let job = Job::new(self.protocol, self.operation).with_key_columns(key_columns).with_reveal(self.reveal);
         match self.protocol {
             Protocol::Mqrpmt => job
                 .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: self.last_move, ..Default::default() })),

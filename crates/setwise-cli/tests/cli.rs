@@ -82,6 +82,48 @@ fn cardinality_prints_the_count_with_text_and_headerless_inputs() {
 }
 
 #[test]
+fn reveal_both_gives_the_sender_its_rows_and_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "email,name\na@x,Ann\nb@x,Bob\nc@x,Cy\nb@x,Bea\n");
+    let r = write(dir.path(), "r.csv", "id,email\n1,b@x\n2,z@x\n3,c@x\n");
+    let (sp, rp) = (s.to_str().unwrap(), r.to_str().unwrap());
+    for protocol in ["ecdh", "mqrpmt", "fhe", "compact"] {
+        let out = dir.path().join(format!("{protocol}.csv"));
+        let (so, ro) = pair(
+            &[
+                "--protocol",
+                protocol,
+                "--reveal",
+                "both",
+                "--input",
+                sp,
+                "--key",
+                "email",
+                "--output",
+                out.to_str().unwrap(),
+            ],
+            &["--protocol", protocol, "--reveal", "both", "--input", rp, "--key", "email"],
+        );
+        assert!(so.status.success() && ro.status.success(), "{protocol}: {}{}", text(&so.stderr), text(&ro.stderr));
+        // Every sender row of a common key, duplicates included, in the input's order.
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "email,name\nb@x,Bob\nc@x,Cy\nb@x,Bea\n", "{protocol}");
+    }
+    for protocol in ["ecdh", "mqrpmt"] {
+        let both = ["--protocol", protocol, "--op", "cardinality", "--reveal", "both", "--key", "email"];
+        let (so, ro) = pair(&[&both[..], &["--input", sp]].concat(), &[&both[..], &["--input", rp]].concat());
+        assert_eq!((text(&so.stdout), text(&ro.stdout)), ("2\n".into(), "2\n".into()), "{protocol}");
+    }
+    // A protocol or operation without it is refused before any connection.
+    let o = bin()
+        .args(["sender", "--protocol", "mqrpmt", "--op", "union", "--reveal", "both", "--input", sp])
+        .args(["--listen", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--reveal both is for"), "{}", text(&o.stderr));
+}
+
+#[test]
 fn mismatched_operations_fail_both_sides_with_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let s = write(dir.path(), "s.txt", "a\n");

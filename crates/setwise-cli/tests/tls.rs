@@ -1,5 +1,6 @@
 //! TLS 1.3 and mutual TLS between two `setwise` processes, with certificates made by
-//! `setwise tls init`: every protocol over mTLS, and each way a connection should fail
+//! `setwise tls init`: every protocol over mTLS (both parties learning the result where
+//! the protocol allows it), and each way a connection should fail
 //! (clearly, exit 3) while a listening sender keeps serving.
 
 use std::collections::BTreeSet;
@@ -89,9 +90,14 @@ fn every_protocol_over_mutual_tls() {
     for protocol in ["ecdh", "mqrpmt", "fhe", "compact", "unbalanced"] {
         let addr = free_port();
         let input: Vec<&str> = if protocol == "unbalanced" { vec!["--db", s(&db)] } else { vec!["--input", s(&sx)] };
+        // Both learn where the protocol allows it: the sender writes its rows too.
+        let sender_out = dir.join(format!("{protocol}-sender.csv"));
+        let both: Vec<&str> =
+            if protocol == "unbalanced" { vec![] } else { vec!["--reveal", "both", "--output", s(&sender_out)] };
         let sender = bin()
             .args(["sender", "--protocol", protocol, "--listen", &addr])
             .args(&input)
+            .args(&both)
             .args(pki.flags("alice"))
             .stderr(Stdio::piped())
             .spawn()
@@ -99,6 +105,7 @@ fn every_protocol_over_mutual_tls() {
         let out = dir.join(format!("{protocol}.csv"));
         let r = bin()
             .args(["receiver", "--protocol", protocol, "--connect", &addr, "--input", s(&rx), "--output", s(&out)])
+            .args(if both.is_empty() { &[][..] } else { &["--reveal", "both"][..] })
             .args(pki.flags("bob"))
             .args(["--tls-server-name", "alice", "--peer-name", "alice", "-v"])
             .output()
@@ -107,6 +114,9 @@ fn every_protocol_over_mutual_tls() {
         assert!(r.status.success(), "{protocol} receiver: {}", text(&r.stderr));
         assert!(so.status.success(), "{protocol} sender: {}", text(&so.stderr));
         assert_eq!(rows(&out), expected(sr.clone(), rr.clone()), "{protocol}");
+        if !both.is_empty() {
+            assert_eq!(rows(&sender_out), expected(sr.clone(), rr.clone()), "{protocol} sender");
+        }
         assert!(text(&r.stderr).contains("peer (TLS certificate): alice"), "{protocol}: {}", text(&r.stderr));
     }
 }

@@ -8,9 +8,9 @@ use crate::sets::{input_for, sets, values};
 use clap::Args;
 use setwise::net::{Channel, NetProfile, Shaped};
 use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey, Mode};
-use setwise::protocols::human_bytes;
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
 use setwise::protocols::unbalanced::SenderDb;
+use setwise::protocols::{Reveal, human_bytes};
 use setwise::session::{Input, Job, ProtocolParams, run};
 use setwise::{Operation, Outcome, Protocol, Report, Role};
 
@@ -53,6 +53,9 @@ pub struct BenchArgs {
     /// Partial: fraction of the client's items the judge opens.
     #[arg(long, default_value_t = 0.1)]
     fraction: f64,
+    /// Who learns the result: receiver, or both (the reveal step's time is printed).
+    #[arg(long, default_value = "receiver")]
+    reveal: Reveal,
     /// Also write every run's two reports as JSON lines to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -106,7 +109,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
         };
         let ops = if a.operations.is_empty() { a.protocol.operations() } else { &a.operations[..] };
         for &op in ops.iter().filter(|&&op| op != Operation::Authorize) {
-            let mut job = Job::new(a.protocol, op);
+            let mut job = Job::new(a.protocol, op).with_reveal(a.reveal);
             if a.protocol == Protocol::Mqrpmt {
                 job = job
                     .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: a.last_move, ..Default::default() }));
@@ -125,6 +128,12 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
             );
             for (k, v) in &r.details {
                 println!("    {k}: {v}");
+            }
+            let phase = |r: &Report, name: &str| r.phases.iter().find(|p| p.name == name).map(|p| p.wall_ms / 1e3);
+            if let (Some(told), Some(learned)) = (phase(&r, "reveal to the sender"), phase(&s, "learn the result")) {
+                println!(
+                    "    reveal both: receiver {told:.3} s to tell, sender {learned:.3} s from its last message to the result"
+                );
             }
             json.push_str(&serde_json::json!({"sender": s, "receiver": r, "net": a.net}).to_string());
             json.push('\n');

@@ -95,8 +95,10 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
             a.judge_key.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --judge-key FILE"))?;
         let id = a.client_id.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --client-id ID"))?;
         job = Job::authorized(a.party.job.protocol, id.as_bytes(), read_public_key(path)?)
-            .with_key_columns(set.key_columns());
+            .with_key_columns(set.key_columns())
+            .with_reveal(a.party.job.reveal);
     }
+    job.validate(Role::Sender)?; // before waiting for a peer
     let values = match (job.operation, &a.value) {
         (Operation::Sum, Some(col)) => sum_values(&set, col, a.value_bound)?,
         (Operation::Sum, None) => return Err(usage("--op sum: the sender holds the values; give --value COLUMN")),
@@ -131,6 +133,7 @@ fn served(outcome: &Outcome, r: &Report) -> String {
     let learned = match outcome {
         Outcome::CardinalitySum { cardinality, sum } => format!(", learned cardinality {cardinality}, sum {sum}"),
         Outcome::Cardinality(c) => format!(", learned cardinality {c}"),
+        Outcome::Intersection(rows) => format!(", learned an intersection of {}", rows.len()),
         _ => String::new(),
     };
     format!(
@@ -148,7 +151,10 @@ fn served(outcome: &Outcome, r: &Report) -> String {
 fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let i = db.info();
     eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
-    let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_key_columns(db.key_columns());
+    let job = Job::new(Protocol::Unbalanced, Operation::Intersection)
+        .with_key_columns(db.key_columns())
+        .with_reveal(a.party.job.reveal);
+    job.validate(Role::Sender)?;
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
         (Some(addr), n) if n != 1 => {
@@ -180,7 +186,9 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
         None => None,
     };
     let job = match (&credentials, a.party.job.protocol) {
-        (Some(c), p) => Job::authorized(p, &c.client_id, c.judge_pk).with_key_columns(kc),
+        (Some(c), p) => {
+            Job::authorized(p, &c.client_id, c.judge_pk).with_key_columns(kc).with_reveal(a.party.job.reveal)
+        }
         (None, Protocol::Unbalanced) => a
             .party
             .job
@@ -188,6 +196,7 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
             .with_params(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: a.params_fingerprint.clone() })),
         (None, _) => a.party.job.job(kc),
     };
+    job.validate(Role::Receiver)?;
     let input = match &credentials {
         Some(c) => {
             let usable = authorized::usable(c, set.items()).len();

@@ -57,6 +57,8 @@ pub const OT_CRHASH_KEY: &str = "setwise/ot/v1/iknp-crhash-key";
 pub const OT_MESSAGE_PAD: &str = "setwise/ot/v1/message-pad";
 /// Session identifier derived from both hellos' nonces.
 pub const SESSION_ID: &str = "setwise/session/v1/id";
+/// `--reveal both`: the digest of an item of the intersection the receiver tells the sender.
+pub const REVEAL_ITEM: &str = "setwise/reveal/v1/item-digest";
 /// Fingerprint of a judge's public key (hellos, reports).
 pub const FINGERPRINT_JUDGE_KEY: &str = "setwise/authorized/v1/key-fingerprint";
 /// Fingerprint of unbalanced-PSI parameters (canonical JSON).

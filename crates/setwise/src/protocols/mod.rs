@@ -11,10 +11,12 @@ pub mod fhe;
 pub mod he_query;
 pub mod mqrpmt;
 mod report;
+pub mod reveal;
 pub mod unbalanced;
 
 pub use context::{Context, MAX_SET_SIZE, Role};
 pub use report::{Phase, PhaseObserver, Report, human_bytes};
+pub use reveal::Reveal;
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::hex;
 use crate::protocols::authorized::{self, Mode};
 use crate::protocols::mqrpmt::MqrpmtParams;
-use crate::protocols::{Operation, Protocol, Role};
+use crate::protocols::{Operation, Protocol, Reveal, Role};
 
 /// What to run.
 ///
@@ -24,6 +24,8 @@ pub struct Job {
     pub key_columns: usize,
     /// The protocol's own parameters.
     pub params: ProtocolParams,
+    /// Who learns the result ([`Reveal::Both`]: the receiver tells the sender).
+    pub reveal: Reveal,
 }
 
 /// Per-protocol parameters of a [`Job`].
@@ -70,7 +72,7 @@ impl Job {
             Protocol::Authorized | Protocol::Partial => ProtocolParams::Authorized(AuthorizedJob::default()),
             _ => ProtocolParams::None,
         };
-        Self { protocol, operation, key_columns: 1, params }
+        Self { protocol, operation, key_columns: 1, params, reveal: Reveal::Receiver }
     }
 
     /// The same job with `n` key columns.
@@ -82,6 +84,12 @@ impl Job {
     /// The same job with these parameters.
     pub fn with_params(mut self, params: ProtocolParams) -> Self {
         self.params = params;
+        self
+    }
+
+    /// The same job with the result revealed to `reveal`.
+    pub fn with_reveal(mut self, reveal: Reveal) -> Self {
+        self.reveal = reveal;
         self
     }
 
@@ -128,6 +136,12 @@ impl Job {
         if !fits {
             return Err(Error::Usage(format!("protocol {} does not take {:?}", self.protocol, self.params)));
         }
+        if self.reveal == Reveal::Both && !Reveal::supported(self.protocol, self.operation) {
+            return Err(Error::Usage(format!(
+                "--reveal both is for ecdh and mqrpmt intersection and cardinality, fhe and compact, not {} {}",
+                self.protocol, self.operation
+            )));
+        }
         if let ProtocolParams::Authorized(a) = &self.params {
             if a.client_id.len() > authorized::MAX_CLIENT_ID {
                 return Err(Error::Params(format!(
@@ -172,6 +186,10 @@ impl Job {
             }
             _ => {}
         }
+        // Only when it differs from the default, so older hellos stay canonical.
+        if self.reveal == Reveal::Both {
+            fields.push(("reveal", self.reveal.name().to_string()));
+        }
         fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")
     }
 }
@@ -195,6 +213,8 @@ mod tests {
         assert!(p.starts_with("key_columns=3;client_id=6162;judge=") && p.len() > 40, "{p}");
         assert_eq!(Job::authorize(Mode::Full, b"ab").hello_params(), "key_columns=1");
         assert_eq!(Job::authorize(Mode::Partial, b"ab").hello_names(), ("judge", "authorize"));
+        let both = Job::new(Protocol::Ecdh, Operation::Cardinality).with_reveal(Reveal::Both);
+        assert_eq!(both.hello_params(), "key_columns=1;reveal=both");
     }
 
     #[test]
@@ -210,6 +230,10 @@ mod tests {
             .validate(Role::Sender)
             .unwrap_err();
         assert!(wrong.to_string().contains("does not take"), "{wrong}");
+        let reveal = Job::new(Protocol::Mqrpmt, Operation::Union).with_reveal(Reveal::Both);
+        let reveal = reveal.validate(Role::Sender).unwrap_err();
+        assert!(reveal.to_string().contains("not mqrpmt union"), "{reveal}");
+        Job::new(Protocol::Compact, Operation::Intersection).with_reveal(Reveal::Both).validate(Role::Sender).unwrap();
         Job::authorize(Mode::Full, b"id").validate(Role::Judge).unwrap();
         Job::authorize(Mode::Full, b"id").validate(Role::Receiver).unwrap();
         assert!(Job::authorize(Mode::Full, b"").validate(Role::Receiver).is_err());

@@ -19,7 +19,8 @@ use crate::protocols::authorized::{self, Credentials, JudgeConfig, JudgeKey, Mod
 use crate::protocols::mqrpmt::{self, Values};
 use crate::protocols::unbalanced::{self, SenderDb};
 use crate::protocols::{
-    Context, MAX_SET_SIZE, Operation, Outcome, PhaseObserver, Protocol, Report, Role, compact, ecdh, fhe,
+    Context, MAX_SET_SIZE, Operation, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, compact, ecdh, fhe,
+    reveal,
 };
 use crate::wire::msg::send_abort;
 
@@ -73,9 +74,9 @@ impl<I> std::fmt::Debug for Input<'_, I> {
     }
 }
 
-impl<I: AsRef<[u8]> + Sync> Input<'_, I> {
+impl<'a, I: AsRef<[u8]> + Sync> Input<'a, I> {
     /// The items this input brings, if any.
-    fn items(&self) -> Option<&[I]> {
+    fn items(&self) -> Option<&'a [I]> {
         match self {
             Input::Items(x) | Input::Values { items: x, .. } | Input::Credentials { items: x, .. } => Some(x),
             Input::Database(_) | Input::Judge { .. } => None,
@@ -195,7 +196,15 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|ctx| {
         report.own_set_size = ctx.own_size;
         report.peer_set_size = ctx.peer_size;
-        dispatch(ch, job, &ctx, input, usable.as_deref(), &mut report)
+        let items = input.items();
+        let outcome = dispatch(ch, job, &ctx, input, usable.as_deref(), &mut report)?;
+        match (job.reveal, ctx.role, items) {
+            (Reveal::Both, Role::Receiver, Some(y)) => {
+                reveal::tell_sender(ch, &ctx, y, &outcome, &mut report).map(|()| outcome)
+            }
+            (Reveal::Both, Role::Sender, Some(x)) => reveal::learn(ch, &ctx, job.operation, x, &mut report),
+            _ => Ok(outcome),
+        }
     });
     if let Err(e) = &result
         && !matches!(

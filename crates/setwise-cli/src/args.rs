@@ -3,7 +3,7 @@
 
 use crate::Failure;
 use clap::{ArgGroup, Args};
-use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig};
+use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOptions};
 use setwise::protocols::Reveal;
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
@@ -135,46 +135,19 @@ pub struct TlsArgs {
 
 impl TlsArgs {
     /// The TLS settings for a channel on `addr` (listened on when `listening`, else
-    /// connected to): `None` (plain TCP) only when no TLS flag is given and `addr` is a
-    /// loopback address or --insecure-no-tls is set. A listener needs its certificate
-    /// and key, a connecting side the CA.
+    /// connected to), by the library's policy ([`TlsOptions::resolve`]): plain TCP only on
+    /// loopback or with --insecure-no-tls.
     pub fn config(&self, addr: &str, listening: bool) -> Result<Option<Arc<TlsConfig>>, Failure> {
-        let any = self.tls_cert.is_some() || self.tls_key.is_some() || self.tls_ca.is_some();
-        if !any {
-            if self.tls_server_name.is_some() || self.peer_name.is_some() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "--tls-server-name and --peer-name need TLS: give --tls-ca (and --tls-cert/--tls-key)"
-                )));
-            }
-            if self.insecure_no_tls || is_loopback(addr) {
-                return Ok(None);
-            }
-            return Err(Failure::usage(anyhow::anyhow!(
-                "{addr} is not a loopback address: give --tls-cert, --tls-key and --tls-ca (see docs/deployment.md), \
-                 or --insecure-no-tls to send everything in the clear"
-            )));
-        }
-        if listening && (self.tls_cert.is_none() || self.tls_key.is_none()) {
-            return Err(Failure::usage(anyhow::anyhow!("listening with TLS needs --tls-cert and --tls-key")));
-        }
-        if !listening && self.tls_ca.is_none() {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "connecting with TLS needs --tls-ca: the CA that signed the listener's certificate"
-            )));
-        }
-        let mut tls =
-            TlsConfig::from_pem_files(self.tls_cert.as_deref(), self.tls_key.as_deref(), self.tls_ca.as_deref())
-                .map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
-        tls.server_name = self.tls_server_name.clone();
-        tls.peer_name = self.peer_name.clone();
-        Ok(Some(Arc::new(tls)))
+        let options = TlsOptions {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            ca: self.tls_ca.clone(),
+            server_name: self.tls_server_name.clone(),
+            peer_name: self.peer_name.clone(),
+            insecure_no_tls: self.insecure_no_tls,
+        };
+        options.resolve(addr, listening).map_err(|e| Failure::usage(anyhow::Error::new(e)))
     }
-}
-
-/// Whether `addr` (`host:port`) names this machine only: 127.0.0.0/8, ::1 or localhost.
-fn is_loopback(addr: &str) -> bool {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
-    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Limits of a server: the unbalanced sender with `--sessions` other than 1, the judge.

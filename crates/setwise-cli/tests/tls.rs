@@ -215,7 +215,10 @@ fn incomplete_tls_flags_are_usage_errors() {
     let listener =
         bin().args(["sender", "--listen", "127.0.0.1:1", "--input", s(&rx), "--tls-ca", &ca]).output().unwrap();
     assert_eq!(listener.status.code(), Some(2));
-    assert!(text(&listener.stderr).contains("listening with TLS needs --tls-cert and --tls-key"));
+    assert!(
+        text(&listener.stderr)
+            .contains("listening with TLS needs a certificate and its key (--tls-cert and --tls-key)")
+    );
     let cert = s(&pki.path("pki/bob.pem")).to_string();
     let key = s(&pki.path("pki/bob.key")).to_string();
     let client = bin()
@@ -223,7 +226,10 @@ fn incomplete_tls_flags_are_usage_errors() {
         .output()
         .unwrap();
     assert_eq!(client.status.code(), Some(2));
-    assert!(text(&client.stderr).contains("connecting with TLS needs --tls-ca"));
+    assert!(
+        text(&client.stderr)
+            .contains("connecting with TLS needs the CA that signed the listener's certificate (--tls-ca)")
+    );
 }
 
 #[test]

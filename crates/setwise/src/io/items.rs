@@ -405,19 +405,28 @@ fn key_columns(
 /// The item bytes of one row: the field itself for one key column; each field with a
 /// u32 length prefix for several. Empty if every key field is empty.
 fn join_key(row: &StringRecord, columns: &[usize]) -> Vec<u8> {
-    let field = |c: usize| row.get(c).unwrap_or("").as_bytes();
-    if let [c] = columns {
-        return field(*c).to_vec();
-    }
-    if columns.iter().all(|&c| field(c).is_empty()) {
-        return Vec::new();
-    }
     let mut key = Vec::new();
-    for &c in columns {
-        key.extend_from_slice(&(field(c).len() as u32).to_le_bytes());
-        key.extend_from_slice(field(c));
-    }
+    join_fields(columns.iter().map(|&c| row.get(c).unwrap_or("").as_bytes()), columns.len(), &mut key);
     key
+}
+
+/// Joins the `n` key fields of one row into `out` as every front end must, so that
+/// parties reading their keys differently (CSV, pandas, Arrow) still agree: the field
+/// itself for one key column, each field with a little-endian u32 length prefix for
+/// several, and nothing if every field is empty (such a row takes no part).
+pub fn join_fields<'a>(fields: impl Iterator<Item = &'a [u8]> + Clone, n: usize, out: &mut Vec<u8>) {
+    out.clear();
+    if n == 1 {
+        fields.take(1).for_each(|f| out.extend_from_slice(f));
+        return;
+    }
+    if fields.clone().all(<[u8]>::is_empty) {
+        return;
+    }
+    for f in fields {
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
 }
 
 /// The key fields of an item: the inverse of how rows' keys are joined into items

@@ -10,4 +10,4 @@ mod items;
 pub use atomic::{AtomicFile, sync_dir, write_atomic};
 pub use distinct::check_distinct;
 pub use hex::{from_hex, hex};
-pub use items::{Format, InputError, ItemSet, ReadStats, split_key};
+pub use items::{Format, InputError, ItemSet, ReadStats, join_fields, split_key};

@@ -17,7 +17,7 @@ pub use memory::MemoryChannel;
 pub use server::{ServeConfig, ServeStats, serve};
 pub use shaping::{NetProfile, Shaped};
 pub use tcp::{TcpChannel, TcpConfig};
-pub use tls::{TlsConfig, TlsError, certificate_identity, read_certificates};
+pub use tls::{TlsConfig, TlsError, TlsOptions, certificate_identity, is_loopback, read_certificates};
 
 use std::time::Duration;
 

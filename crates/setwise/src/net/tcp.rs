@@ -243,6 +243,16 @@ impl TcpChannel {
         self.tls.as_ref().and_then(|t| t.identity.as_deref())
     }
 
+    /// A second handle on the socket: shutting it down (`shutdown(Both)`) from another
+    /// thread makes this channel's blocked send or receive fail at once, so a caller can
+    /// cancel a run (a Python user pressing Ctrl-C).
+    pub fn shutdown_handle(&self) -> std::io::Result<TcpStream> {
+        match &self.link {
+            Link::Plain { writer, .. } => writer.get_ref().stream.try_clone(),
+            Link::Tls { link, .. } => link.sock.stream.try_clone(),
+        }
+    }
+
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer

@@ -28,6 +28,10 @@ pub enum TlsError {
     /// A certificate, key or CA file could not be used.
     #[error("TLS setup: {0}")]
     Setup(String),
+    /// The settings asked for break the policy of [`TlsOptions::resolve`] (plain TCP beyond
+    /// loopback, a listener without a certificate, …).
+    #[error("{0}")]
+    Policy(String),
     /// This side has TLS; the peer sent plain setwise frames.
     #[error(
         "the peer speaks plain TCP, not TLS: configure TLS on the peer (or, on a trusted network, run both sides without it)"
@@ -416,6 +420,69 @@ pub(crate) fn map_tls_io(e: io::Error) -> NetError {
         return TlsError::from_rustls(tls).into();
     }
     super::frame::map_io(e)
+}
+
+/// What a front end asks of a connection's security (CLI flags, Python keywords), and
+/// setwise's policy on it in [`TlsOptions::resolve`]: plain TCP only on loopback unless
+/// explicitly allowed; a listener needs its certificate and key, a connecting side the CA.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// This party's certificate chain (PEM).
+    pub cert: Option<std::path::PathBuf>,
+    /// This party's private key (PEM).
+    pub key: Option<std::path::PathBuf>,
+    /// The CA certificate(s) that must have signed the peer (PEM); on a listener it makes
+    /// client certificates mandatory.
+    pub ca: Option<std::path::PathBuf>,
+    /// The name the listener's certificate must carry, when connecting by address.
+    pub server_name: Option<String>,
+    /// Refuse a peer whose certificate is not valid for this name.
+    pub peer_name: Option<String>,
+    /// Allow plain TCP beyond loopback.
+    pub insecure_no_tls: bool,
+}
+
+impl TlsOptions {
+    /// The TLS settings for a channel on `addr` (listened on when `listening`, else
+    /// connected to): `None` (plain TCP) only when nothing of TLS is asked for and `addr`
+    /// is a loopback address or plain TCP is explicitly allowed.
+    pub fn resolve(&self, addr: &str, listening: bool) -> Result<Option<Arc<TlsConfig>>, TlsError> {
+        let policy = |m: &str| Err(TlsError::Policy(m.to_string()));
+        let any = self.cert.is_some() || self.key.is_some() || self.ca.is_some();
+        if self.insecure_no_tls && (any || self.server_name.is_some() || self.peer_name.is_some()) {
+            return policy("plain TCP (--insecure-no-tls) and TLS settings exclude each other");
+        }
+        if !any {
+            if self.server_name.is_some() || self.peer_name.is_some() {
+                return policy(
+                    "a TLS server name or peer name needs TLS: give the CA (--tls-ca) and this side's certificate and key",
+                );
+            }
+            if self.insecure_no_tls || is_loopback(addr) {
+                return Ok(None);
+            }
+            return Err(TlsError::Policy(format!(
+                "{addr} is not a loopback address: give a certificate, key and CA (--tls-cert, --tls-key, --tls-ca; \
+                 see docs/deployment.md), or allow plain TCP explicitly (--insecure-no-tls) to send everything in the clear"
+            )));
+        }
+        if listening && (self.cert.is_none() || self.key.is_none()) {
+            return policy("listening with TLS needs a certificate and its key (--tls-cert and --tls-key)");
+        }
+        if !listening && self.ca.is_none() {
+            return policy("connecting with TLS needs the CA that signed the listener's certificate (--tls-ca)");
+        }
+        let mut tls = TlsConfig::from_pem_files(self.cert.as_deref(), self.key.as_deref(), self.ca.as_deref())?;
+        tls.server_name = self.server_name.clone();
+        tls.peer_name = self.peer_name.clone();
+        Ok(Some(Arc::new(tls)))
+    }
+}
+
+/// Whether `addr` (`host:port`) names this machine only: 127.0.0.0/8, ::1 or localhost.
+pub fn is_loopback(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

@@ -91,6 +91,11 @@ impl ReceiverState {
         Ok(Self { session, op, items, key: SecretScalar::random() })
     }
 
+    /// The number of own items the state was made for (the response's re-blinded count).
+    pub fn items(&self) -> usize {
+        self.items
+    }
+
     /// Step 1: b·H(y) for each item (call it on consecutive chunks, in order).
     pub fn blind<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<Encoded> {
         self.key.hash_and_mul(&item_hasher(self.session), items)

@@ -1,0 +1,26 @@
+//! `setwise._setwise`: the native half of the `setwise` Python package. Every run goes
+//! through the library's one entry point (`setwise::run`); the typed Python layer in
+//! `python/setwise/` turns pandas and Arrow inputs into [`keys::Keys`] and results into
+//! Python objects.
+
+mod errors;
+mod keys;
+mod run;
+mod steps;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<errors::Error>())?;
+    m.add("InputError", py.get_type::<errors::InputError>())?;
+    m.add("PeerError", py.get_type::<errors::PeerError>())?;
+    m.add("NetworkError", py.get_type::<errors::NetworkError>())?;
+    m.add_class::<keys::Keys>()?;
+    m.add_class::<steps::EcdhReceiver>()?;
+    m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::ecdh_respond, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from . import _setwise
 from ._inputs import KeySpec, to_keys
@@ -24,11 +24,11 @@ class Tls:
     connecting by address. ``peer_name``: refuse a peer whose certificate is not for it.
     """
 
-    cert: Optional[PathLike] = None
-    key: Optional[PathLike] = None
-    ca: Optional[PathLike] = None
-    server_name: Optional[str] = None
-    peer_name: Optional[str] = None
+    cert: PathLike | None = None
+    key: PathLike | None = None
+    ca: PathLike | None = None
+    server_name: str | None = None
+    peer_name: str | None = None
 
 
 @dataclass
@@ -45,23 +45,23 @@ class Result:
     keys: Keys = field(repr=False)
     report: dict[str, Any] = field(repr=False)
     #: Distinct matching items (positions among the party's distinct keys).
-    items: Optional[list[int]] = None
+    items: list[int] | None = None
     #: |X ∩ Y| when the party learns it.
-    cardinality: Optional[int] = None
+    cardinality: int | None = None
     #: ``sum``: the sum of the sender's values over the intersection (sender only).
-    sum: Optional[int] = None
+    sum: int | None = None
     #: ``union``: the peer's keys that are not among ours (raw item bytes).
-    union_extra: Optional[list[bytes]] = None
+    union_extra: list[bytes] | None = None
     #: ``shares``: this party's share of each row.
-    shares: Optional[list[bytes]] = None
+    shares: list[bytes] | None = None
     #: ``shares``, receiver: whether each share row is in the intersection.
-    members: Optional[list[bool]] = None
+    members: list[bool] | None = None
     #: ``shares``, sender: the distinct item behind each share row.
-    share_items: Optional[list[int]] = None
+    share_items: list[int] | None = None
     #: ``private-id``: the ID of each distinct own item.
-    ids: Optional[list[bytes]] = None
+    ids: list[bytes] | None = None
     #: ``private-id``: the sorted IDs of X ∪ Y.
-    union_ids: Optional[list[bytes]] = None
+    union_ids: list[bytes] | None = None
 
     @property
     def indices(self) -> list[int]:
@@ -87,7 +87,7 @@ class Result:
         return [self.keys.item(i) for i in range(len(self.keys))] + self.union_extra
 
     @property
-    def row_ids(self) -> list[Optional[bytes]]:
+    def row_ids(self) -> list[bytes | None]:
         """``private-id``: the ID of each input row (None where the key was empty)."""
         if self.ids is None:
             raise InputError(f"{self.protocol} {self.operation}: no private IDs")
@@ -107,13 +107,13 @@ def _run(
     op: str,
     *,
     key: KeySpec,
-    connect: Optional[str],
-    listen: Optional[str],
-    tls: Optional[Tls],
+    connect: str | None,
+    listen: str | None,
+    tls: Tls | None,
     insecure_no_tls: bool,
     reveal: str,
     last_move: str,
-    values: Optional[Any],
+    values: Any | None,
     value_bound: int,
     connect_timeout: float,
     timeout: float,
@@ -168,9 +168,9 @@ def receiver(
     op: str = "intersection",
     *,
     key: KeySpec = None,
-    connect: Optional[str] = None,
-    listen: Optional[str] = None,
-    tls: Optional[Tls] = None,
+    connect: str | None = None,
+    listen: str | None = None,
+    tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     last_move: str = "bloom",
@@ -210,13 +210,13 @@ def sender(
     op: str = "intersection",
     *,
     key: KeySpec = None,
-    connect: Optional[str] = None,
-    listen: Optional[str] = None,
-    tls: Optional[Tls] = None,
+    connect: str | None = None,
+    listen: str | None = None,
+    tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     last_move: str = "bloom",
-    values: Optional[Any] = None,
+    values: Any | None = None,
     value_bound: int = 2**32 - 1,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,

@@ -9,9 +9,10 @@ no part; a key on several rows is one item, and the result names every such row.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Iterable, Sequence
 from types import ModuleType
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from ._setwise import InputError, Keys
 
@@ -19,7 +20,7 @@ KeySpec = Union[str, Sequence[str], None]
 Column = tuple[str, list[Any]]
 
 
-def _optional(name: str) -> Optional[ModuleType]:
+def _optional(name: str) -> ModuleType | None:
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -50,13 +51,16 @@ def _arrow_column(pa: ModuleType, values: Any) -> Column:
 
 
 def _python_value(v: Any) -> Any:
-    if v is None or isinstance(v, (str, bytes)):
-        return v
-    if isinstance(v, float) and v != v:  # NaN: pandas' missing value
+    """A key as the native side takes it: str, bytes or None. Numbers become their text
+    (as in a CSV file), NaN (pandas' missing value) None; anything else is left for the
+    native side to refuse by position."""
+    if isinstance(v, float) and math.isnan(v):
         return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
-    return str(v)
+    return v
 
 
 def _series_column(values: Any) -> Column:
@@ -84,16 +88,24 @@ def _column(values: Any) -> Column:
         raise InputError("items must be a collection of keys, not one str or bytes")
     if not isinstance(values, Iterable):
         raise InputError(f"items must be a list, pandas or Arrow data, not {type(values).__name__}")
-    return ("py", [v if isinstance(v, (str, bytes)) or v is None else _python_value(v) for v in values])
+    return (
+        "py",
+        [v if v is None or isinstance(v, (str, bytes)) else _python_value(v) for v in values],
+    )
 
 
 def key_names(table: Any, key: KeySpec) -> list[str]:
     """The key columns of a table: `key` (one name or several), else the first column."""
-    columns = [str(c) for c in table.columns] if hasattr(table, "columns") else list(table.column_names)
+    if hasattr(table, "column_names"):  # Arrow: .columns are the arrays themselves
+        columns = [str(c) for c in table.column_names]
+    else:
+        columns = [str(c) for c in table.columns]
     names = [key] if isinstance(key, str) else list(key) if key is not None else columns[:1]
     missing = [n for n in names if n not in columns]
     if missing or not names:
-        raise InputError(f"no key column {missing or names} (the columns are: {', '.join(columns)})")
+        raise InputError(
+            f"no key column {missing or names} (the columns are: {', '.join(columns)})"
+        )
     return names
 
 

@@ -1,6 +1,6 @@
 """Type stubs of the native module."""
 
-from typing import Any, Optional, Union
+from typing import Any
 
 __version__: str
 
@@ -19,7 +19,7 @@ class Keys:
     def __init__(self, columns: list[tuple[str, list[Any]]]) -> None: ...
     def __len__(self) -> int: ...
     def rows_of(self, items: list[int]) -> list[int]: ...
-    def row_items(self) -> list[Optional[int]]: ...
+    def row_items(self) -> list[int | None]: ...
     def item(self, i: int) -> bytes: ...
 
 class EcdhReceiver:
@@ -27,7 +27,7 @@ class EcdhReceiver:
 
     @staticmethod
     def request(keys: Keys, op: str = "intersection") -> tuple[EcdhReceiver, bytes]: ...
-    def finish(self, response: bytes) -> Union[list[int], int]: ...
+    def finish(self, response: bytes) -> list[int] | int: ...
     def to_bytes(self) -> bytes: ...
     @staticmethod
     def from_bytes(data: bytes) -> EcdhReceiver: ...
@@ -39,17 +39,17 @@ def run(
     protocol: str = "ecdh",
     op: str = "intersection",
     *,
-    connect: Optional[str] = None,
-    listen: Optional[str] = None,
-    tls_cert: Optional[str] = None,
-    tls_key: Optional[str] = None,
-    tls_ca: Optional[str] = None,
-    tls_server_name: Optional[str] = None,
-    peer_name: Optional[str] = None,
+    connect: str | None = None,
+    listen: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    tls_ca: str | None = None,
+    tls_server_name: str | None = None,
+    peer_name: str | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     last_move: str = "bloom",
-    values: Optional[list[int]] = None,
+    values: list[int] | None = None,
     value_bound: int = ...,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,

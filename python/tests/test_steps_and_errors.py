@@ -1,0 +1,132 @@
+"""DH-PSI message by message, and each failure as the right exception type."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+import setwise
+from conftest import free_port, pair
+
+X = [f"x{i}" for i in range(100)]
+Y = [f"x{i}" for i in range(50, 170)]
+
+
+def test_steps_in_one_process_with_a_pickled_state() -> None:
+    for op, want in [("intersection", list(range(50))), ("cardinality", 50)]:
+        state, request = setwise.EcdhReceiver.request(setwise.keys(Y), op)
+        state = pickle.loads(pickle.dumps(state))  # e.g. to another process
+        response = setwise.ecdh_respond(setwise.keys(X), request, op)
+        assert state.finish(response) == want
+        with pytest.raises(setwise.InputError, match="already finished"):
+            state.finish(response)
+
+
+def test_steps_refuse_damaged_or_mismatched_messages() -> None:
+    state, request = setwise.EcdhReceiver.request(setwise.keys(Y))
+    with pytest.raises(setwise.Error, match="operation"):
+        setwise.ecdh_respond(setwise.keys(X), request, "cardinality")
+    with pytest.raises(setwise.PeerError):
+        setwise.ecdh_respond(setwise.keys(X), request[:-3])
+    response = setwise.ecdh_respond(setwise.keys(X), request)
+    with pytest.raises(setwise.PeerError):
+        state.finish(response[:40])
+    with pytest.raises(setwise.PeerError):
+        setwise.EcdhReceiver.from_bytes(b"\x01\x01")
+
+
+def test_errors_have_their_types() -> None:
+    with pytest.raises(setwise.InputError, match="unknown protocol"):
+        setwise.receiver(Y, "nope", connect="127.0.0.1:1")
+    with pytest.raises(setwise.InputError, match="not a loopback address"):
+        setwise.receiver(Y, connect="192.0.2.1:7000")
+    with pytest.raises(setwise.InputError, match="has no operation sum"):
+        setwise.receiver(Y, "ecdh", "sum", connect="127.0.0.1:1")
+    with pytest.raises(setwise.NetworkError, match="connecting"):
+        setwise.receiver(Y, connect=free_port(), connect_timeout=0.3)
+    # Both parties see the mismatch.
+    with pytest.raises(setwise.PeerError, match="operation"):
+        pair(
+            lambda a: setwise.sender(X, listen=a),
+            lambda a: setwise.receiver(Y, op="cardinality", connect=a),
+        )
+
+
+def test_a_hostile_peer_is_a_peer_error() -> None:
+    addr = free_port()
+    host, port = addr.split(":")
+    errors: list[BaseException] = []
+
+    def listen() -> None:
+        try:
+            setwise.sender(X, listen=addr, timeout=10)
+        except setwise.Error as e:
+            errors.append(e)
+
+    t = threading.Thread(target=listen)
+    t.start()
+    for _ in range(100):
+        try:
+            s = socket.create_connection((host, int(port)))
+            break
+        except OSError:
+            threading.Event().wait(0.05)
+    s.sendall((1 << 30).to_bytes(4, "little") + b"junk")  # a 1 GiB frame
+    s.close()
+    t.join(timeout=30)
+    assert len(errors) == 1 and isinstance(errors[0], (setwise.PeerError, setwise.NetworkError)), (
+        errors
+    )
+    assert "frame" in str(errors[0])
+
+
+def test_mutual_tls(tmp_path: Path, setwise_cli: Path) -> None:
+    pki = tmp_path / "pki"
+    subprocess.run([str(setwise_cli), "tls", "init", str(pki), "--names", "alice,bob"], check=True)
+    alice = setwise.Tls(
+        cert=pki / "alice.pem", key=pki / "alice.key", ca=pki / "ca.pem", peer_name="bob"
+    )
+    bob = setwise.Tls(
+        cert=pki / "bob.pem", key=pki / "bob.key", ca=pki / "ca.pem", server_name="alice"
+    )
+    s, r = pair(
+        lambda a: setwise.sender(X, listen=a, tls=alice),
+        lambda a: setwise.receiver(Y, connect=a, tls=bob),
+    )
+    assert r.indices == list(range(50))
+    assert r.report["peer_identity"] == "alice" and s.report["peer_identity"] == "bob"
+    # A receiver without the CA's trust fails on both sides as a network (TLS) error.
+    with pytest.raises(setwise.InputError, match="needs the CA"):
+        setwise.receiver(
+            Y, connect="127.0.0.1:1", tls=setwise.Tls(cert=pki / "bob.pem", key=pki / "bob.key")
+        )
+
+
+def test_ctrl_c_interrupts_a_waiting_run(tmp_path: Path) -> None:
+    """SIGINT while a sender waits for its peer raises KeyboardInterrupt at once."""
+    import signal
+    import sys
+    import time
+
+    code = (
+        "import setwise\nprint('ready', flush=True)\nsetwise.sender(['a'], listen='127.0.0.1:0')\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert "KeyboardInterrupt" in err, err
+    assert time.monotonic() - start < 5

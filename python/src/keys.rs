@@ -55,13 +55,23 @@ impl Store {
         self.items.iter().map(|s| self.slice(*s)).collect()
     }
 
+    /// Number of distinct items.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The bytes of distinct item `i`, if there is one.
+    pub fn item(&self, i: usize) -> Option<&[u8]> {
+        self.items.get(i).map(|s| self.slice(*s))
+    }
+
     /// The item of each input row (None for rows that take no part).
     pub fn row_items(&self) -> impl ExactSizeIterator<Item = Option<usize>> + '_ {
         self.rows.iter().map(|&i| (i != NONE).then_some(i as usize))
     }
 
     fn slice(&self, s: Span) -> &[u8] {
-        &self.bufs[s.buf as usize].bytes()[s.start..s.start + s.len]
+        slice(&self.bufs, s)
     }
 }
 
@@ -98,6 +108,9 @@ fn import_arrow(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
         from_ffi(array, &*schema_ptr)
     }
     .map_err(|e| input_error(format!("reading an Arrow array: {e}")))?;
+    // The producer's offsets and UTF-8 are checked once here, so no key slice below can
+    // fall outside its buffer.
+    data.validate_full().map_err(|e| input_error(format!("an invalid Arrow array: {e}")))?;
     Ok(make_array(data))
 }
 
@@ -200,7 +213,7 @@ impl Keys {
 
     /// Number of distinct items (what the peer learns as this party's set size).
     fn __len__(&self) -> usize {
-        self.store.items.len()
+        self.store.len()
     }
 
     /// Rows whose key was empty or null (they take no part).
@@ -237,8 +250,8 @@ impl Keys {
 
     /// The bytes of item `i`.
     fn item<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyBytes>> {
-        let span = self.store.items.get(i).ok_or_else(|| input_error(format!("no item {i}")))?;
-        Ok(PyBytes::new(py, self.store.slice(*span)))
+        let item = self.store.item(i).ok_or_else(|| input_error(format!("no item {i}")))?;
+        Ok(PyBytes::new(py, item))
     }
 }
 

@@ -112,7 +112,7 @@ fn item_values(keys: &Keys, row_values: &[u64], bound: u64) -> PyResult<Vec<u64>
     if row_values.len() != rows.len() {
         return Err(input_error(format!("values: {} values for {} rows", row_values.len(), rows.len())));
     }
-    let mut sums = vec![0u128; store.items().len()];
+    let mut sums = vec![0u128; store.len()];
     for (item, &v) in rows.zip(row_values) {
         if let Some(i) = item {
             sums[i] += u128::from(v);
@@ -124,7 +124,7 @@ fn item_values(keys: &Keys, row_values: &[u64], bound: u64) -> PyResult<Vec<u64>
             u64::try_from(v).ok().filter(|&v| v <= bound).ok_or_else(|| {
                 input_error(format!(
                     "item {} has the value {v}, above value_bound {bound}",
-                    String::from_utf8_lossy(store.items()[i])
+                    String::from_utf8_lossy(store.item(i).unwrap_or_default())
                 ))
             })
         })
@@ -268,8 +268,8 @@ fn outcome_to_py(py: Python<'_>, outcome: Outcome) -> PyResult<Py<PyAny>> {
             d.set_item("kind", "shares")?;
             let shares = PyList::new(py, (0..s.rows()).map(|i| PyBytes::new(py, s.share(i))))?;
             d.set_item("shares", shares)?;
-            d.set_item("members", s.members.clone())?;
-            d.set_item("items", s.items.clone())?;
+            d.set_item("members", s.members)?;
+            d.set_item("items", s.items)?;
         }
         Outcome::PrivateIds { own, union } => {
             d.set_item("kind", "private_id")?;

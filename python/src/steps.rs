@@ -38,10 +38,11 @@ impl EcdhReceiver {
     /// Step 3: the result from the sender's response: the matching item indices
     /// (intersection) or their number (cardinality). The state is used up.
     fn finish(&mut self, py: Python<'_>, response: &[u8]) -> PyResult<Py<PyAny>> {
-        let state = self.state.take().ok_or_else(|| input_error("this receiver state has already finished"))?;
-        let outcome = py
-            .detach(|| Response::from_frame(response, state.items()).and_then(|r| steps::finish(state, &r)))
-            .map_err(to_py)?;
+        let items = self.state.as_ref().ok_or_else(|| input_error("this receiver state has already finished"))?.items();
+        // A damaged response leaves the state as it was, for the right response later.
+        let response = py.detach(|| Response::from_frame(response, items)).map_err(to_py)?;
+        let state = self.state.take().expect("checked above");
+        let outcome = py.detach(|| steps::finish(state, &response)).map_err(to_py)?;
         Ok(match outcome {
             Outcome::Intersection(items) => items.into_pyobject(py)?.into_any().unbind(),
             Outcome::Cardinality(c) => c.into_pyobject(py)?.into_any().unbind(),

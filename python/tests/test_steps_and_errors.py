@@ -36,6 +36,7 @@ def test_steps_refuse_damaged_or_mismatched_messages() -> None:
     response = setwise.ecdh_respond(setwise.keys(X), request)
     with pytest.raises(setwise.PeerError):
         state.finish(response[:40])
+    assert state.finish(response) == list(range(50)), "a damaged response leaves the state usable"
     with pytest.raises(setwise.PeerError):
         setwise.EcdhReceiver.from_bytes(b"\x01\x01")
 
@@ -125,8 +126,7 @@ def test_ctrl_c_interrupts_a_waiting_run(tmp_path: Path) -> None:
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     time.sleep(0.5)
-    start = time.monotonic()
     proc.send_signal(signal.SIGINT)
+    # Without the interrupt the sender would wait for ever: communicate() would time out.
     _, err = proc.communicate(timeout=20)
     assert "KeyboardInterrupt" in err, err
-    assert time.monotonic() - start < 5

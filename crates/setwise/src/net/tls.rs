@@ -481,7 +481,7 @@ impl TlsOptions {
 
 /// Whether `addr` (`host:port`) names this machine only: 127.0.0.0/8, ::1 or localhost.
 pub fn is_loopback(addr: &str) -> bool {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    let host = host_of(addr);
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 

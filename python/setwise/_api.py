@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from . import _setwise
 from ._inputs import KeySpec, to_keys
-from ._setwise import InputError, Keys
+from ._setwise import Credentials, InputError, Keys
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _pandas() -> Any:
+    try:
+        return importlib.import_module("pandas")
+    except ImportError as e:
+        raise InputError("this needs pandas (pip install pandas)") from e
 
 
 @dataclass(frozen=True)
@@ -62,13 +72,19 @@ class Result:
     ids: list[bytes] | None = None
     #: ``private-id``: the sorted IDs of X ∪ Y.
     union_ids: list[bytes] | None = None
+    #: ``unbalanced`` with a labelled database: the sender's label columns.
+    label_columns: list[str] | None = None
+    #: ``unbalanced`` with labels: each match's label values, in the order of ``items``.
+    labels: list[list[str]] | None = None
+    #: ``authorize``: the judge's signatures (save them, present them as ``credentials``).
+    credentials: Credentials | None = None
+    #: ``authorize``: the distinct items the judge refused.
+    refused: list[int] | None = None
 
     @property
     def indices(self) -> list[int]:
         """Input rows (ascending) whose key is in the intersection, duplicates included."""
-        if self.items is None:
-            raise InputError(f"{self.protocol} {self.operation}: the {self.role} learns no rows")
-        return list(self.keys.rows_of(self.items))
+        return list(self.keys.rows_of(self._items()))
 
     def rows(self, data: Any) -> Any:
         """The matching rows of ``data`` (the DataFrame or Arrow Table the keys came from)."""
@@ -94,58 +110,161 @@ class Result:
         ids = self.ids
         return [None if i is None else ids[i] for i in self.keys.row_items()]
 
+    def matches(self, data: Any = None) -> Any:
+        """The matches as a pandas DataFrame, with the sender's labels when it has them.
+
+        With ``data`` (the DataFrame the keys came from): its matching rows, duplicates
+        included, followed by the label columns (a label column named like one of
+        ``data``'s gets the prefix ``sender.``). Without: one row per distinct match,
+        its ``key`` (text) and the label columns.
+        """
+        pd = _pandas()
+        items = self._items()
+        columns = self.label_columns or []
+        labels = self.labels or [[] for _ in items]
+        if data is None:
+            table: dict[str, list[Any]] = {
+                "key": [self.keys.item(i).decode("utf-8", "replace") for i in items]
+            }
+            for c, name in enumerate(columns):
+                table[name] = [row[c] for row in labels]
+            return pd.DataFrame(table)
+        if not hasattr(data, "iloc"):
+            raise InputError("matches(data): data must be the pandas DataFrame the keys came from")
+        rows = self.rows(data).copy()
+        label_of = dict(zip(items, labels))
+        row_items = self.keys.row_items()
+        for c, name in enumerate(columns):
+            out = f"sender.{name}" if name in rows.columns else name
+            # A matching row always has an item.
+            rows[out] = [label_of[cast(int, row_items[r])][c] for r in self.indices]
+        return rows
+
+    def _items(self) -> list[int]:
+        if self.items is None:
+            raise InputError(f"{self.protocol} {self.operation}: the {self.role} learns no rows")
+        return self.items
+
+    @property
+    def refused_rows(self) -> list[int]:
+        """``authorize``: the input rows (ascending) whose key the judge refused."""
+        if self.refused is None:
+            raise InputError(f"{self.protocol} {self.operation}: nothing was refused or signed")
+        return list(self.keys.rows_of(self.refused))
+
     @property
     def seconds(self) -> float:
         """The run's wall time."""
         return float(self.report.get("total_ms", 0.0)) / 1e3
 
 
-def _run(
-    role: str,
-    items: Any,
+@dataclass(frozen=True)
+class ServeStats:
+    """What a server did: sessions completed, failed (bad peers, timeouts) and panicked
+    (a bug; the server went on)."""
+
+    completed: int
+    failed: int
+    panicked: int
+
+
+def _path(p: PathLike | None) -> str | None:
+    return None if p is None else os.fspath(p)
+
+
+def _public_key(judge_key: str | PathLike | None) -> str | None:
+    """The judge's public key as hex: given as hex, or as the file the judge wrote."""
+    if judge_key is None:
+        return None
+    text = os.fspath(judge_key)
+    if os.path.isfile(text):
+        with open(text, encoding="utf-8") as f:
+            return f.read().strip()
+    return text
+
+
+def _options(
     protocol: str,
     op: str,
     *,
-    key: KeySpec,
-    connect: str | None,
-    listen: str | None,
-    tls: Tls | None,
-    insecure_no_tls: bool,
-    reveal: str,
-    last_move: str,
-    values: Any | None,
-    value_bound: int,
-    connect_timeout: float,
-    timeout: float,
-) -> Result:
-    keys = to_keys(items, key)
+    keys: Keys | None = None,
+    db: Any = None,
+    judge: Any = None,
+    connect: str | None = None,
+    listen: str | None = None,
+    tls: Tls | None = None,
+    insecure_no_tls: bool = False,
+    reveal: str = "receiver",
+    last_move: str = "bloom",
+    connect_timeout: float = 30.0,
+    timeout: float = 600.0,
+    values: Any | None = None,
+    value_bound: int = 2**32 - 1,
+    fingerprint: str | None = None,
+    credentials: Credentials | PathLike | None = None,
+    judge_key: str | PathLike | None = None,
+    client_id: str | None = None,
+    sessions: int = 1,
+    max_concurrent: int = 8,
+    session_timeout: float = 3600.0,
+    grace: float = 30.0,
+) -> dict[str, Any]:
+    """Every option of a run, as the native side takes them."""
     t = tls or Tls()
-    row_values = None if values is None else [int(v) for v in values]
-    outcome, report = _setwise.run(
-        role,
-        keys,
-        protocol,
-        op,
-        connect=connect,
-        listen=listen,
-        tls_cert=None if t.cert is None else os.fspath(t.cert),
-        tls_key=None if t.key is None else os.fspath(t.key),
-        tls_ca=None if t.ca is None else os.fspath(t.ca),
-        tls_server_name=t.server_name,
-        peer_name=t.peer_name,
-        insecure_no_tls=insecure_no_tls,
-        reveal=reveal,
-        last_move=last_move,
-        values=row_values,
-        value_bound=value_bound,
-        connect_timeout=connect_timeout,
-        timeout=timeout,
-    )
+    if credentials is not None and not isinstance(credentials, Credentials):
+        credentials = Credentials.load(os.fspath(credentials))
+    return {
+        "protocol": protocol,
+        "op": op,
+        "connect": connect,
+        "listen": listen,
+        "tls_cert": _path(t.cert),
+        "tls_key": _path(t.key),
+        "tls_ca": _path(t.ca),
+        "tls_server_name": t.server_name,
+        "peer_name": t.peer_name,
+        "insecure_no_tls": insecure_no_tls,
+        "reveal": reveal,
+        "last_move": last_move,
+        "connect_timeout": connect_timeout,
+        "timeout": timeout,
+        "keys": keys,
+        "db": db,
+        "judge": judge,
+        "values": None if values is None else [int(v) for v in values],
+        "value_bound": value_bound,
+        "fingerprint": fingerprint,
+        "credentials": credentials,
+        "judge_key": _public_key(judge_key),
+        "client_id": client_id,
+        "sessions": sessions,
+        "max_concurrent": max_concurrent,
+        "session_timeout": session_timeout,
+        "grace": grace,
+    }
+
+
+def _holding(items: Any, key: KeySpec) -> dict[str, Any]:
+    """What a party brings: a sender database, or keys from ``items``."""
+    from ._unbalanced import SenderDb  # imported here: it imports this module
+
+    if isinstance(items, SenderDb):
+        if key is not None:
+            raise InputError("key= is for items; a SenderDb already has its keys")
+        return {"db": items.native}
+    return {"keys": to_keys(items, key)}
+
+
+def _result(
+    role: str, protocol: str, op: str, keys: Keys, *, outcome: dict[str, Any], report: str
+) -> Result:
     r = Result(role=role, protocol=protocol, operation=op, keys=keys, report=json.loads(report))
     kind = outcome["kind"]
-    if kind == "intersection":
+    if kind in ("intersection", "labelled"):
         r.items = outcome["items"]
         r.cardinality = len(outcome["items"])
+        if kind == "labelled":
+            r.label_columns, r.labels = outcome["columns"], outcome["labels"]
     elif kind == "cardinality":
         r.cardinality = outcome["cardinality"]
     elif kind == "sum":
@@ -159,7 +278,16 @@ def _run(
             r.cardinality = sum(r.members)
     elif kind == "private_id":
         r.ids, r.union_ids = outcome["own"], outcome["union"]
+    elif kind == "credentials":
+        r.credentials, r.refused = outcome["credentials"], outcome["refused"]
     return r
+
+
+def _run(role: str, protocol: str, op: str, held: dict[str, Any], **options: Any) -> Result:
+    opts = _options(protocol, op, **held, **options)
+    outcome, report = _setwise.run(role, opts)
+    keys = held.get("keys") or Keys([("py", [])])
+    return _result(role, protocol, op, keys, outcome=outcome, report=report)
 
 
 def receiver(
@@ -174,6 +302,8 @@ def receiver(
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     last_move: str = "bloom",
+    fingerprint: str | None = None,
+    credentials: Credentials | PathLike | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
 ) -> Result:
@@ -183,22 +313,24 @@ def receiver(
     or a DataFrame / Arrow Table with ``key`` (a column name or several). Exactly one of
     ``connect="host:port"`` or ``listen="host:port"``. Plain TCP only on loopback unless
     ``insecure_no_tls=True``; otherwise give ``tls``. The options mean what the CLI's
-    flags of the same names mean.
+    flags of the same names mean. ``protocol="unbalanced"``: ``fingerprint`` refuses a
+    sender whose parameters differ; the result has the sender's labels
+    (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
+    ``credentials`` from :func:`authorize` (or their file).
     """
     return _run(
         "receiver",
-        items,
         protocol,
         op,
-        key=key,
+        {"keys": to_keys(items, key)},
         connect=connect,
         listen=listen,
         tls=tls,
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
         last_move=last_move,
-        values=None,
-        value_bound=2**32 - 1,
+        fingerprint=fingerprint,
+        credentials=credentials,
         connect_timeout=connect_timeout,
         timeout=timeout,
     )
@@ -218,22 +350,26 @@ def sender(
     last_move: str = "bloom",
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
+    judge_key: str | PathLike | None = None,
+    client_id: str | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
 ) -> Result:
-    """Runs the sender against a receiver; see :func:`receiver`.
+    """Runs the sender against one receiver; see :func:`receiver` (and :func:`serve`
+    for many).
 
     ``op="sum"``: ``values`` holds one non-negative integer per input row (rows with one
     key add up; no key's total may exceed ``value_bound``), and the sender learns the
     sum over the intersection. ``reveal="both"`` (both sides): the sender learns the
-    intersection or its size too.
+    intersection or its size too. ``protocol="unbalanced"``: ``items`` is a
+    :class:`SenderDb`. ``protocol="authorized"`` / ``"partial"``: ``judge_key`` (hex, or
+    the judge's public-key file) and the ``client_id`` served.
     """
     return _run(
         "sender",
-        items,
         protocol,
         op,
-        key=key,
+        _holding(items, key),
         connect=connect,
         listen=listen,
         tls=tls,
@@ -242,6 +378,76 @@ def sender(
         last_move=last_move,
         values=values,
         value_bound=value_bound,
+        judge_key=judge_key,
+        client_id=client_id,
         connect_timeout=connect_timeout,
         timeout=timeout,
+    )
+
+
+def _serve(
+    role: str,
+    protocol: str,
+    op: str,
+    held: dict[str, Any],
+    log: Callable[[str], Any] | None,
+    **options: Any,
+) -> ServeStats:
+    opts = _options(protocol, op, **held, **options)
+    completed, failed, panicked = _setwise.serve(
+        role, opts, log if log is not None else logging.getLogger("setwise").info
+    )
+    return ServeStats(completed=completed, failed=failed, panicked=panicked)
+
+
+def serve(
+    items: Any,
+    protocol: str = "ecdh",
+    op: str = "intersection",
+    *,
+    listen: str,
+    sessions: int = 0,
+    key: KeySpec = None,
+    tls: Tls | None = None,
+    insecure_no_tls: bool = False,
+    reveal: str = "receiver",
+    last_move: str = "bloom",
+    values: Any | None = None,
+    value_bound: int = 2**32 - 1,
+    judge_key: str | PathLike | None = None,
+    client_id: str | None = None,
+    max_concurrent: int = 8,
+    timeout: float = 600.0,
+    session_timeout: float = 3600.0,
+    grace: float = 30.0,
+    log: Callable[[str], Any] | None = None,
+) -> ServeStats:
+    """Serves receivers as a sender on ``listen``: ``sessions`` completed sessions
+    (0: until Ctrl-C / KeyboardInterrupt), at most ``max_concurrent`` at once, each
+    within ``session_timeout`` seconds (a frame within ``timeout``). A bad or slow
+    receiver fails its own session only. ``log`` (default: the ``setwise`` logger at
+    INFO) gets one line per session. On an interrupt no new session starts, running
+    ones get ``grace`` seconds, then ``KeyboardInterrupt`` is raised. The other options
+    are :func:`sender`'s.
+    """
+    return _serve(
+        "sender",
+        protocol,
+        op,
+        _holding(items, key),
+        log,
+        listen=listen,
+        sessions=sessions,
+        tls=tls,
+        insecure_no_tls=insecure_no_tls,
+        reveal=reveal,
+        last_move=last_move,
+        values=values,
+        value_bound=value_bound,
+        judge_key=judge_key,
+        client_id=client_id,
+        max_concurrent=max_concurrent,
+        timeout=timeout,
+        session_timeout=session_timeout,
+        grace=grace,
     )

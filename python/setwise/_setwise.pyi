@@ -1,5 +1,7 @@
 """Type stubs of the native module."""
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 __version__: str
@@ -33,24 +35,53 @@ class EcdhReceiver:
     def from_bytes(data: bytes) -> EcdhReceiver: ...
 
 def ecdh_respond(keys: Keys, request: bytes, op: str = "intersection") -> bytes: ...
-def run(
-    role: str,
-    keys: Keys,
-    protocol: str = "ecdh",
-    op: str = "intersection",
-    *,
-    connect: str | None = None,
-    listen: str | None = None,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    tls_ca: str | None = None,
-    tls_server_name: str | None = None,
-    peer_name: str | None = None,
-    insecure_no_tls: bool = False,
-    reveal: str = "receiver",
-    last_move: str = "bloom",
-    values: list[int] | None = None,
-    value_bound: int = ...,
-    connect_timeout: float = 30.0,
-    timeout: float = 600.0,
-) -> tuple[dict[str, Any], str]: ...
+
+class SenderDb:
+    """The unbalanced sender's database (native half of ``setwise.SenderDb``)."""
+
+    @staticmethod
+    def build(
+        keys: Keys,
+        labels: list[tuple[str, list[str | None]]],
+        params: str = "auto",
+        receiver_max: int = 256,
+        key_file: str | None = None,
+    ) -> SenderDb: ...
+    @staticmethod
+    def load(path: str, key_file: str | None = None, compact: bool = False) -> SenderDb: ...
+    def save(self, path: str) -> None: ...
+    def insert(self, keys: Keys, labels: list[tuple[str, list[str | None]]]) -> str: ...
+    def remove(self, keys: Keys) -> str: ...
+    def keep_key_apart(self, key_file: str) -> None: ...
+    def info(self) -> str: ...
+    def __len__(self) -> int: ...
+
+class Judge:
+    """A judge's key and allow-list (native half of ``setwise.Judge``)."""
+
+    public_key: str
+    fingerprint: str
+    def __init__(
+        self,
+        allow: Keys,
+        secret_key: str,
+        clients: list[str | None] | None = None,
+        fraction: float = 0.1,
+        strict: bool = False,
+    ) -> None: ...
+
+class Credentials:
+    """A client's signatures from the judge, bound to its identity."""
+
+    client_id: str
+    mode: str
+    judge_key: str
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> Credentials: ...
+    def save(self, path: str | os.PathLike[str]) -> None: ...
+    def __len__(self) -> int: ...
+
+def run(role: str, options: dict[str, Any]) -> tuple[dict[str, Any], str]: ...
+def serve(
+    role: str, options: dict[str, Any], log: Callable[[str], Any] | None = None
+) -> tuple[int, int, int]: ...

@@ -70,6 +70,17 @@ impl Store {
         self.rows.iter().map(|&i| (i != NONE).then_some(i as usize))
     }
 
+    /// The first input row of each distinct item.
+    pub fn first_rows(&self) -> Vec<usize> {
+        let mut first = vec![usize::MAX; self.items.len()];
+        for (row, &i) in self.rows.iter().enumerate().rev() {
+            if i != NONE {
+                first[i as usize] = row;
+            }
+        }
+        first
+    }
+
     fn slice(&self, s: Span) -> &[u8] {
         slice(&self.bufs, s)
     }

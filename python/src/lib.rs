@@ -3,10 +3,13 @@
 //! `python/setwise/` turns pandas and Arrow inputs into [`keys::Keys`] and results into
 //! Python objects.
 
+mod authorized;
+mod db;
 mod errors;
 mod keys;
 mod run;
 mod steps;
+mod worker;
 
 use pyo3::prelude::*;
 
@@ -19,7 +22,11 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NetworkError", py.get_type::<errors::NetworkError>())?;
     m.add_class::<keys::Keys>()?;
     m.add_class::<steps::EcdhReceiver>()?;
+    m.add_class::<db::PyDb>()?;
+    m.add_class::<authorized::PyJudge>()?;
+    m.add_class::<authorized::PyCredentials>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(run::serve, m)?)?;
     m.add_function(wrap_pyfunction!(steps::ecdh_respond, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,113 +1,146 @@
-//! One two-party run over TCP/TLS from Python: the connection and the protocol run on a
-//! worker thread while the calling thread waits without the GIL and checks for Ctrl-C
-//! every 100 ms; an interrupt shuts the socket down so the worker ends at once.
+//! Two-party runs from Python: one session over TCP/TLS ([`run`]) or many on a listener
+//! ([`serve`]), each through the library's one entry point (`setwise::run`) on a worker
+//! thread ([`crate::worker`]). The typed Python layer passes every option in one dict.
 
+use crate::authorized::{PyCredentials, PyJudge};
+use crate::db::PyDb;
 use crate::errors::{input_error, net_to_py, to_py};
-use crate::keys::Keys;
+use crate::keys::{Keys, Store};
+use crate::worker::{Cancel, on_worker};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use setwise::net::{NetError, TcpChannel, TcpConfig, TlsOptions};
+use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, TlsOptions};
+use setwise::protocols::authorized::{self, Credentials, Mode};
 use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
-use setwise::session::{Input, Job, ProtocolParams};
-use setwise::{Operation, Outcome, Protocol, Role};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use setwise::protocols::unbalanced::{SenderDb, decode_label};
+use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, served_line};
+use setwise::{Operation, Outcome, Protocol, Report, Role};
+use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-/// Where the peer is, how long to wait, and the TLS settings.
-pub struct Peer {
+/// Every option of a run or a server, as the Python layer passes them (all keys given).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Options {
+    protocol: String,
+    op: String,
     connect: Option<String>,
     listen: Option<String>,
-    tls: TlsOptions,
-    connect_timeout: Duration,
-    timeout: Duration,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_server_name: Option<String>,
+    peer_name: Option<String>,
+    insecure_no_tls: bool,
+    reveal: String,
+    last_move: String,
+    connect_timeout: f64,
+    timeout: f64,
+    /// The party's keys (every role but the unbalanced sender and the judge).
+    keys: Option<Py<Keys>>,
+    /// `unbalanced` sender: its database.
+    db: Option<Py<PyDb>>,
+    /// `authorize`, judge.
+    judge: Option<Py<PyJudge>>,
+    /// `sum` sender: one value per input row, and the bound of any item's total.
+    values: Option<Vec<u64>>,
+    value_bound: u64,
+    /// `unbalanced` receiver: the sender's parameter fingerprint to insist on.
+    fingerprint: Option<String>,
+    /// `authorized`/`partial` receiver: its credentials.
+    credentials: Option<Py<PyCredentials>>,
+    /// `authorized`/`partial` sender: the judge's public key (hex).
+    judge_key: Option<String>,
+    /// `authorized`/`partial` sender, and a client asking the judge: the client's ID.
+    client_id: Option<String>,
+    /// Serving: sessions to complete (0: until interrupted), at once, each one's limit.
+    sessions: usize,
+    max_concurrent: usize,
+    session_timeout: f64,
+    /// Serving: seconds running sessions get after an interrupt.
+    grace: f64,
 }
 
-/// What the worker shares with the waiting thread to cancel it.
-#[derive(Default)]
-struct Cancel {
-    stop: AtomicBool,
-    socket: Mutex<Option<TcpStream>>,
-}
-
-impl Cancel {
-    fn cancel(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(s) = self.socket.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-/// Accepts one connection on `addr`, polling `cancel` so an interrupt ends the wait.
-fn accept(addr: &str, config: TcpConfig, cancel: &Cancel) -> Result<TcpChannel, NetError> {
-    let listener = TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    loop {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false)?;
-                return TcpChannel::from_stream(stream, config);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if cancel.stop.load(Ordering::SeqCst) {
-                    return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted").into());
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-fn open(peer: &Peer, cancel: &Cancel) -> PyResult<TcpChannel> {
-    let (addr, listening) = match (&peer.listen, &peer.connect) {
-        (Some(a), None) => (a.as_str(), true),
-        (None, Some(a)) => (a.as_str(), false),
-        _ => return Err(input_error("give exactly one of connect=\"host:port\" or listen=\"host:port\"")),
-    };
-    let tls = peer.tls.resolve(addr, listening).map_err(|e| input_error(e.to_string()))?;
-    let config =
-        TcpConfig { io_timeout: Some(peer.timeout), connect_timeout: peer.connect_timeout, tls, ..Default::default() };
-    let ch = if listening {
-        accept(addr, config, cancel).map_err(|e| net_to_py("listening", e))?
-    } else {
-        TcpChannel::connect(addr, config).map_err(|e| net_to_py("connecting", e))?
-    };
-    *cancel.socket.lock().unwrap_or_else(|e| e.into_inner()) = ch.shutdown_handle().ok();
-    Ok(ch)
-}
-
-/// The job's options from Python.
-pub struct JobOptions {
-    protocol: Protocol,
-    operation: Operation,
-    reveal: setwise::protocols::Reveal,
-    last_move: LastMove,
-}
-
-impl JobOptions {
-    fn job(&self, key_columns: usize) -> Job {
-        let job = Job::new(self.protocol, self.operation).with_key_columns(key_columns).with_reveal(self.reveal);
-        match self.protocol {
-            Protocol::Mqrpmt => job
-                .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: self.last_move, ..Default::default() })),
-            _ => job,
-        }
-    }
+fn secs(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| input_error(format!("{what}: {s} is not a number of seconds")))
 }
 
 fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> PyResult<T> {
     s.parse().map_err(input_error)
 }
 
+impl Options {
+    fn tls(&self) -> TlsOptions {
+        TlsOptions {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            ca: self.tls_ca.clone(),
+            server_name: self.tls_server_name.clone(),
+            peer_name: self.peer_name.clone(),
+            insecure_no_tls: self.insecure_no_tls,
+        }
+    }
+
+    /// The address and whether this side listens on it.
+    fn address(&self) -> PyResult<(&str, bool)> {
+        match (&self.listen, &self.connect) {
+            (Some(a), None) => Ok((a, true)),
+            (None, Some(a)) => Ok((a, false)),
+            _ => Err(input_error("give exactly one of connect=\"host:port\" or listen=\"host:port\"")),
+        }
+    }
+
+    fn tcp(&self) -> PyResult<TcpConfig> {
+        let (addr, listening) = self.address()?;
+        let tls = self.tls().resolve(addr, listening).map_err(|e| input_error(e.to_string()))?;
+        Ok(TcpConfig {
+            io_timeout: Some(secs("timeout", self.timeout)?),
+            connect_timeout: secs("connect_timeout", self.connect_timeout)?,
+            tls,
+            ..Default::default()
+        })
+    }
+}
+
+/// What a party brings to a session: shared with the worker and, when serving, with
+/// every session thread.
+enum Held {
+    Items(Arc<Store>),
+    Values { keys: Arc<Store>, values: Vec<u64>, bound: u64 },
+    Database(Arc<RwLock<SenderDb>>),
+    Credentials { keys: Arc<Store>, credentials: Arc<Credentials> },
+    Judge(Arc<crate::authorized::JudgeState>),
+}
+
+impl Held {
+    /// Runs one session of `job` as `role` on `ch`.
+    fn run(&self, ch: &mut TcpChannel, job: &Job, role: Role) -> setwise::Result<(Outcome, Report)> {
+        match self {
+            Held::Items(keys) => setwise::run(ch, job, role, Input::Items(&keys.items())),
+            Held::Values { keys, values, bound } => {
+                setwise::run(ch, job, role, Input::Values { items: &keys.items(), values, bound: *bound })
+            }
+            Held::Database(db) => {
+                let db = db.read().unwrap_or_else(|e| e.into_inner());
+                let input: Input<'_> = Input::Database(&db);
+                setwise::run(ch, job, role, input)
+            }
+            Held::Credentials { keys, credentials } => {
+                setwise::run(ch, job, role, Input::Credentials { items: &keys.items(), credentials })
+            }
+            Held::Judge(j) => {
+                let input: Input<'_> = Input::Judge { key: &j.key, policy: &j.policy, config: j.config };
+                setwise::run(ch, job, role, input)
+            }
+        }
+    }
+}
+
 /// Per-item values for `sum` from per-row values: rows of one item add up, and no
 /// item's total may exceed `bound`.
-fn item_values(keys: &Keys, row_values: &[u64], bound: u64) -> PyResult<Vec<u64>> {
-    let store = &keys.store;
+fn item_values(store: &Store, row_values: &[u64], bound: u64) -> PyResult<Vec<u64>> {
     let rows = store.row_items();
     if row_values.len() != rows.len() {
         return Err(input_error(format!("values: {} values for {} rows", row_values.len(), rows.len())));
@@ -131,115 +164,181 @@ fn item_values(keys: &Keys, row_values: &[u64], bound: u64) -> PyResult<Vec<u64>
         .collect()
 }
 
-/// Runs one role; returns the outcome as a dict and the report as JSON.
+fn need<'a, T>(what: Option<&'a T>, msg: &str) -> PyResult<&'a T> {
+    what.ok_or_else(|| input_error(msg))
+}
+
+/// The job and what the party brings to it, from the options; checked before any
+/// connection is made.
+fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
+    let protocol: Protocol = parse(&o.protocol)?;
+    let operation: Operation = parse(&o.op)?;
+    let reveal = parse(&o.reveal)?;
+    let keys = o.keys.as_ref().map(|k| (k.get().store.clone(), k.get().key_columns));
+    let with_keys = |msg: &str| need(keys.as_ref(), msg).cloned();
+    if o.values.is_some() && !(operation == Operation::Sum && role == Role::Sender) {
+        return Err(input_error("values= is for the sender of op=\"sum\""));
+    }
+    let (job, held) = match (protocol, operation, role) {
+        (_, Operation::Authorize, Role::Judge) => {
+            let judge = need(o.judge.as_ref(), "a judge serves with its Judge")?.get();
+            let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(judge.key_columns);
+            (job, Held::Judge(judge.state.clone()))
+        }
+        (_, _, Role::Judge) => return Err(input_error("a judge only authorises (op=\"authorize\")")),
+        (Protocol::Authorized | Protocol::Partial, Operation::Authorize, _) => {
+            let (store, kc) = with_keys("authorising needs the items to sign")?;
+            let id = need(o.client_id.as_ref(), "authorising needs client_id=")?;
+            let mode = authorized::Mode::of(protocol).unwrap_or(Mode::Full);
+            (Job::authorize(mode, id.as_bytes()).with_key_columns(kc), Held::Items(store))
+        }
+        (Protocol::Unbalanced, _, Role::Sender) => {
+            let db = need(o.db.as_ref(), "the unbalanced sender serves a SenderDb (see SenderDb.build)")?;
+            let db = db.get().db.clone();
+            let kc = db.read().unwrap_or_else(|e| e.into_inner()).key_columns();
+            let job = Job::new(Protocol::Unbalanced, operation).with_key_columns(kc).with_reveal(reveal);
+            (job, Held::Database(db))
+        }
+        (Protocol::Unbalanced, _, _) => {
+            let (store, kc) = with_keys("the receiver needs its items")?;
+            let params = ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: o.fingerprint.clone() });
+            let job = Job::new(protocol, operation).with_key_columns(kc).with_reveal(reveal).with_params(params);
+            (job, Held::Items(store))
+        }
+        (Protocol::Authorized | Protocol::Partial, _, Role::Sender) => {
+            let (store, kc) = with_keys("the sender needs its items")?;
+            let hex =
+                need(o.judge_key.as_ref(), "the authorized/partial sender needs judge_key= (the judge's public key)")?;
+            let id = need(o.client_id.as_ref(), "the authorized/partial sender needs client_id= (whom it serves)")?;
+            let pk = authorized::public_key_from_hex(hex).map_err(to_py)?;
+            let job = Job::authorized(protocol, id.as_bytes(), pk).with_key_columns(kc).with_reveal(reveal);
+            (job, Held::Items(store))
+        }
+        (Protocol::Authorized | Protocol::Partial, _, _) => {
+            let (store, kc) = with_keys("the receiver needs its items")?;
+            let c = need(o.credentials.as_ref(), "the authorized/partial receiver needs credentials= (see authorize)")?;
+            let credentials = c.get().credentials.clone();
+            let job = Job::authorized(protocol, &credentials.client_id, credentials.judge_pk)
+                .with_key_columns(kc)
+                .with_reveal(reveal);
+            (job, Held::Credentials { keys: store, credentials })
+        }
+        _ => {
+            let (store, kc) = with_keys("the party needs its items")?;
+            let mut job = Job::new(protocol, operation).with_key_columns(kc).with_reveal(reveal);
+            if protocol == Protocol::Mqrpmt {
+                let last_move: LastMove = parse(&o.last_move)?;
+                job = job.with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move, ..Default::default() }));
+            }
+            let held = match (operation, role, &o.values) {
+                (Operation::Sum, Role::Sender, Some(v)) => {
+                    let values = py.detach(|| item_values(&store, v, o.value_bound))?;
+                    Held::Values { keys: store, values, bound: o.value_bound }
+                }
+                (Operation::Sum, Role::Sender, None) => {
+                    return Err(input_error(
+                        "op=\"sum\": the sender holds the values; give values=[...] (one per row)",
+                    ));
+                }
+                _ => Held::Items(store),
+            };
+            (job, held)
+        }
+    };
+    job.validate(role).map_err(to_py)?;
+    Ok((job, held))
+}
+
+fn role_of(role: &str) -> PyResult<Role> {
+    match role {
+        "sender" => Ok(Role::Sender),
+        "receiver" => Ok(Role::Receiver),
+        "judge" => Ok(Role::Judge),
+        other => Err(input_error(format!("role must be sender, receiver or judge, not {other:?}"))),
+    }
+}
+
+/// Accepts one connection on `addr`, polling `cancel` so an interrupt ends the wait.
+fn accept(addr: &str, config: TcpConfig, cancel: &Cancel) -> Result<TcpChannel, NetError> {
+    let listener = TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false)?;
+                return TcpChannel::from_stream(stream, config);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if cancel.stopped() {
+                    return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted").into());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Runs one session as `role`; returns the outcome as a dict and the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (
-    role, keys, protocol="ecdh", op="intersection", *, connect=None, listen=None,
-    tls_cert=None, tls_key=None, tls_ca=None, tls_server_name=None, peer_name=None,
-    insecure_no_tls=false, reveal="receiver", last_move="bloom", values=None,
-    value_bound=u32::MAX as u64, connect_timeout=30.0, timeout=600.0
-))]
-#[allow(clippy::too_many_arguments)]
-pub fn run(
+pub fn run(py: Python<'_>, role: &str, options: Options) -> PyResult<(Py<PyAny>, String)> {
+    let role = role_of(role)?;
+    let (job, held) = prepare(py, role, &options)?;
+    let config = options.tcp()?;
+    let (addr, listening) = options.address()?;
+    let addr = addr.to_string();
+    let (outcome, report) = on_worker(py, None, Duration::from_secs(2), move |cancel, _log| {
+        let mut ch = if listening {
+            accept(&addr, config, cancel).map_err(|e| net_to_py("listening", e))?
+        } else {
+            TcpChannel::connect(&addr, config).map_err(|e| net_to_py("connecting", e))?
+        };
+        if let Ok(s) = ch.shutdown_handle() {
+            cancel.watch(s);
+        }
+        held.run(&mut ch, &job, role).map_err(to_py)
+    })?;
+    Ok((outcome_to_py(py, outcome)?, report.to_json()))
+}
+
+/// Serves `options.sessions` sessions (0: until interrupted) as `role` on
+/// `options.listen`, each on its own thread; `log` gets one line per session. Returns
+/// (completed, failed, panicked).
+#[pyfunction]
+#[pyo3(signature = (role, options, log=None))]
+pub fn serve(
     py: Python<'_>,
     role: &str,
-    keys: &Keys,
-    protocol: &str,
-    op: &str,
-    connect: Option<String>,
-    listen: Option<String>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_ca: Option<PathBuf>,
-    tls_server_name: Option<String>,
-    peer_name: Option<String>,
-    insecure_no_tls: bool,
-    reveal: &str,
-    last_move: &str,
-    values: Option<Vec<u64>>,
-    value_bound: u64,
-    connect_timeout: f64,
-    timeout: f64,
-) -> PyResult<(Py<PyAny>, String)> {
-    let role = match role {
-        "sender" => Role::Sender,
-        "receiver" => Role::Receiver,
-        other => return Err(input_error(format!("role must be sender or receiver, not {other:?}"))),
+    options: Options,
+    log: Option<Bound<'_, PyAny>>,
+) -> PyResult<(usize, usize, usize)> {
+    let role = role_of(role)?;
+    if options.connect.is_some() || options.listen.is_none() {
+        return Err(input_error("a server listens: give listen=\"host:port\""));
+    }
+    let (job, held) = prepare(py, role, &options)?;
+    if options.sessions != 1 && matches!(job.operation, Operation::Shares | Operation::PrivateId) {
+        return Err(input_error("shares and private-id results are per session: serve them one session at a time"));
+    }
+    let mut config = ServeConfig {
+        tcp: options.tcp()?,
+        max_concurrent: options.max_concurrent.max(1),
+        sessions: options.sessions,
+        stop: None,
     };
-    let secs = |what: &str, s: f64| {
-        Duration::try_from_secs_f64(s).map_err(|_| input_error(format!("{what}: {s} is not a number of seconds")))
-    };
-    let peer = Peer {
-        connect,
-        listen,
-        tls: TlsOptions {
-            cert: tls_cert,
-            key: tls_key,
-            ca: tls_ca,
-            server_name: tls_server_name,
-            peer_name,
-            insecure_no_tls,
-        },
-        connect_timeout: secs("connect_timeout", connect_timeout)?,
-        timeout: secs("timeout", timeout)?,
-    };
-    let options = JobOptions {
-        protocol: parse(protocol)?,
-        operation: parse(op)?,
-        reveal: parse(reveal)?,
-        last_move: parse(last_move)?,
-    };
-    let job = options.job(keys.key_columns);
-    job.validate(role).map_err(to_py)?;
-    let sum_values = match (job.operation, role, values) {
-        (Operation::Sum, Role::Sender, Some(v)) => Some((item_values(keys, &v, value_bound)?, value_bound)),
-        (Operation::Sum, Role::Sender, None) => {
-            return Err(input_error("op=\"sum\": the sender holds the values; give values=[...] (one per row)"));
-        }
-        (_, _, Some(_)) => return Err(input_error("values= is for the sender of op=\"sum\"")),
-        _ => None,
-    };
-    let store = keys.store.clone();
-    let cancel = Arc::new(Cancel::default());
-    let (tx, rx) = channel();
-    // Waiting happens without the GIL, from whichever thread holds the lock.
-    let rx = Mutex::new(rx);
-    let worker_cancel = cancel.clone();
-    std::thread::spawn(move || {
-        let result = (|| {
-            let mut ch = open(&peer, &worker_cancel)?;
-            let items = store.items();
-            let input = match &sum_values {
-                Some((values, bound)) => Input::Values { items: &items, values, bound: *bound },
-                None => Input::Items(&items),
-            };
-            setwise::run(&mut ch, &job, role, input).map_err(to_py)
-        })();
-        let _ = tx.send(result);
-    });
-    let result = loop {
-        match py.detach(|| rx.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(Duration::from_millis(100))) {
-            Ok(r) => break r,
-            Err(RecvTimeoutError::Timeout) => {
-                if let Err(interrupt) = py.check_signals() {
-                    cancel.cancel();
-                    // Give the worker a moment to see the closed socket and end.
-                    let until = Instant::now() + Duration::from_secs(2);
-                    let _ = py.detach(|| {
-                        rx.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .recv_timeout(until.saturating_duration_since(Instant::now()))
-                    });
-                    return Err(interrupt);
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(crate::errors::Error::new_err("the run's thread ended without a result"));
-            }
-        }
-    };
-    let (outcome, report) = result?;
-    Ok((outcome_to_py(py, outcome)?, report.to_json()))
+    config.tcp.session_timeout = Some(secs("session_timeout", options.session_timeout)?);
+    let addr = options.listen.clone().unwrap_or_default();
+    let listener = TcpListener::bind(&addr).map_err(|e| net_to_py("listening", e.into()))?;
+    let grace = secs("grace", options.grace)?;
+    let stats = on_worker(py, log.as_ref(), grace, move |cancel, log| {
+        config.stop = Some(cancel.flag());
+        let handle = |ch: &mut TcpChannel| held.run(ch, &job, role).map(|(o, r)| served_line(&o, &r));
+        let line = |l: &str| {
+            let _ = log.send(l.to_string());
+        };
+        setwise::net::serve(&listener, config, handle, line).map_err(|e| net_to_py("listening", e.into()))
+    })?;
+    Ok((stats.completed, stats.failed, stats.panicked))
 }
 
 /// The outcome as a dict with a `kind` and its fields.
@@ -275,6 +374,30 @@ fn outcome_to_py(py: Python<'_>, outcome: Outcome) -> PyResult<Py<PyAny>> {
             d.set_item("kind", "private_id")?;
             d.set_item("own", PyList::new(py, own.iter().map(|id| PyBytes::new(py, id)))?)?;
             d.set_item("union", PyList::new(py, union.iter().map(|id| PyBytes::new(py, id)))?)?;
+        }
+        Outcome::Labelled { columns, rows } => {
+            d.set_item("kind", "labelled")?;
+            let n = columns.len();
+            // As the CLI writes them: a label that does not split into the columns
+            // (possible only for a false match, ≤ 2^-40 per query) gives empty fields.
+            let labels: Vec<Vec<String>> = rows
+                .iter()
+                .map(|(_, label)| decode_label(label, n).unwrap_or_else(|| vec![String::new(); n]))
+                .collect();
+            d.set_item("items", rows.iter().map(|(i, _)| *i).collect::<Vec<_>>())?;
+            d.set_item("columns", columns)?;
+            d.set_item("labels", labels)?;
+        }
+        Outcome::Credentials { credentials, refused } => {
+            d.set_item("kind", "credentials")?;
+            d.set_item("credentials", PyCredentials { credentials: Arc::from(credentials) })?;
+            d.set_item("refused", refused)?;
+        }
+        Outcome::Judged(o) => {
+            d.set_item("kind", "judged")?;
+            d.set_item("client_id", o.client_id)?;
+            d.set_item("signed", o.signed)?;
+            d.set_item("refused", o.refused)?;
         }
         other => return Err(crate::errors::Error::new_err(format!("an outcome Python does not read yet: {other:?}"))),
     }

@@ -1,9 +1,9 @@
-//! Unbalanced-PSI parameters from the command line: `auto`, a preset name or a file.
+//! Unbalanced-PSI parameters from the command line: `auto`, a preset name or a file
+//! (resolved by the library's [`auto::resolve`]), with what the choice means printed.
 
 use crate::Failure;
 use setwise::protocols::human_bytes;
-use setwise::protocols::unbalanced::{UnbalancedParams, auto, params::PRESETS};
-use std::path::Path;
+use setwise::protocols::unbalanced::{UnbalancedParams, auto};
 
 /// `auto` (search under a cost model calibrated here), a shipped preset name, or a JSON
 /// file; `(name, parameters)`.
@@ -13,25 +13,18 @@ pub fn resolve(
     receiver_max: usize,
     label_bytes: usize,
 ) -> Result<(String, UnbalancedParams), Failure> {
-    if spec == "auto" {
-        let choice = auto::choose(sender, receiver_max, label_bytes, &auto::calibrate()).map_err(Failure::usage)?;
+    let r =
+        auto::resolve(spec, sender, receiver_max, label_bytes).map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
+    if let Some(choice) = &r.predicted {
         eprintln!(
             "auto parameters: predicted {:.3} s and {} per query ({} bundles per index)",
             choice.seconds,
             human_bytes(choice.bytes as u64),
             choice.bundles_per_index
         );
-        return Ok(("auto".into(), choice.params));
     }
-    if let Some((name, json)) = PRESETS.iter().find(|(n, _)| *n == spec) {
-        return Ok((name.to_string(), UnbalancedParams::from_json(json).map_err(Failure::usage)?));
+    if let Some(max) = r.receiver_max_below {
+        eprintln!("note: {} allows at most {max} receiver items per query", r.name);
     }
-    let path = Path::new(spec);
-    let json = std::fs::read_to_string(path).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
-    let p =
-        UnbalancedParams::from_json(&json).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
-    if receiver_max > p.receiver_max() {
-        eprintln!("note: {} allows at most {} receiver items per query", path.display(), p.receiver_max());
-    }
-    Ok((path.display().to_string(), p))
+    Ok((r.name, r.params))
 }

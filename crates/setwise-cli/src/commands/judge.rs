@@ -6,10 +6,9 @@ use crate::net::serve_many;
 use clap::Args;
 use setwise::io::{Format, ItemSet, write_atomic};
 use setwise::net::TcpConfig;
-use setwise::protocols::authorized::{self, AllowList, JudgeConfig, JudgeKey, Mode};
-use setwise::protocols::human_bytes;
-use setwise::session::{Input, Job, run};
-use setwise::{Operation, Outcome, Protocol, Role};
+use setwise::protocols::authorized::{self, AllowList, JudgeConfig, JudgeKey};
+use setwise::session::{Input, Job, run, served_line};
+use setwise::{Operation, Protocol, Role};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -88,16 +87,6 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     serve_many(&a.listen, a.serve.config(tcp, a.sessions), a.serve.grace(), |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
         let (outcome, report) = run(ch, &job, Role::Judge, input)?;
-        let Outcome::Judged(o) = outcome else { unreachable!("a judge's run ends judged") };
-        Ok(format!(
-            "client '{}' ({:?}): signed {}, refused {}{} in {:.2} s, sent {}",
-            o.client_id,
-            o.mode,
-            o.signed,
-            o.refused,
-            if o.mode == Mode::Partial { format!(", opened {}", o.opened) } else { String::new() },
-            report.total_ms / 1e3,
-            human_bytes(report.traffic.bytes_sent)
-        ))
+        Ok(served_line(&outcome, &report))
     })
 }

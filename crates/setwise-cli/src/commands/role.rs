@@ -7,13 +7,11 @@ use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
-use setwise::protocols::Report;
 use setwise::protocols::authorized::{self, Credentials, read_public_key};
-use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
-use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run};
-use setwise::{Operation, Outcome, Protocol, Role};
+use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run, served_line};
+use setwise::{Operation, Protocol, Role};
 use std::path::PathBuf;
 
 /// `setwise sender`.
@@ -118,7 +116,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
             ));
         }
         return serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
-            run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served(&outcome, &r))
+            run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served_line(&outcome, &r))
         });
     }
     let mut ch = connect(&a.party.net)?;
@@ -126,23 +124,6 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
     summary(Role::Sender, &report, &what);
     Ok(())
-}
-
-/// A served session's log line: the peer's size, what the sender learned, time, traffic.
-fn served(outcome: &Outcome, r: &Report) -> String {
-    let learned = match outcome {
-        Outcome::CardinalitySum { cardinality, sum } => format!(", learned cardinality {cardinality}, sum {sum}"),
-        Outcome::Cardinality(c) => format!(", learned cardinality {c}"),
-        Outcome::Intersection(rows) => format!(", learned an intersection of {}", rows.len()),
-        _ => String::new(),
-    };
-    format!(
-        "answered {} items{learned} in {:.2} s, sent {}, received {}",
-        r.peer_set_size,
-        r.total_ms / 1e3,
-        human_bytes(r.traffic.bytes_sent),
-        human_bytes(r.traffic.bytes_received)
-    )
 }
 
 /// Serves `--sessions` receivers (0: forever) from `db`, each on its own thread; a
@@ -159,7 +140,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     match (&a.party.net.listen, a.sessions) {
         (Some(addr), n) if n != 1 => {
             serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
-                run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served(&outcome, &r))
+                run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served_line(&outcome, &r))
             })
         }
         _ => {

@@ -325,3 +325,30 @@ fn record(report: &mut Report, outcome: &Outcome) {
         Outcome::Nothing => {}
     }
 }
+
+/// One log line for a session a server completed: the peer's set size and what this
+/// side learned (a judge: what it signed for whom), the time and the traffic. Shared by
+/// every front end that serves sessions.
+pub fn served_line(outcome: &Outcome, r: &Report) -> String {
+    use crate::protocols::human_bytes;
+    let traffic = format!(
+        "in {:.2} s, sent {}, received {}",
+        r.total_ms / 1e3,
+        human_bytes(r.traffic.bytes_sent),
+        human_bytes(r.traffic.bytes_received)
+    );
+    let learned = match outcome {
+        Outcome::Judged(o) => {
+            let opened = if o.mode == Mode::Partial { format!(", opened {}", o.opened) } else { String::new() };
+            return format!(
+                "client '{}' ({:?}): signed {}, refused {}{opened} {traffic}",
+                o.client_id, o.mode, o.signed, o.refused
+            );
+        }
+        Outcome::CardinalitySum { cardinality, sum } => format!(", learned cardinality {cardinality}, sum {sum}"),
+        Outcome::Cardinality(c) => format!(", learned cardinality {c}"),
+        Outcome::Intersection(rows) => format!(", learned an intersection of {}", rows.len()),
+        _ => String::new(),
+    };
+    format!("answered {} items{learned} {traffic}", r.peer_set_size)
+}

@@ -184,3 +184,38 @@ pub fn choose(sender: usize, receiver_max: usize, label_bytes: usize, costs: &[(
         Error::Params(format!("no feasible parameters for {sender} sender items and {receiver_max} receiver items"))
     })
 }
+
+/// Parameters resolved from what a user names: `auto`, a preset or a JSON file.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// Where they came from: `auto`, the preset's name, or the file's path.
+    pub name: String,
+    /// The parameters.
+    pub params: UnbalancedParams,
+    /// `auto`: the predicted cost of a query.
+    pub predicted: Option<Choice>,
+    /// A JSON file allowing fewer receiver items per query than asked for: how many.
+    pub receiver_max_below: Option<usize>,
+}
+
+/// Resolves `spec` for a database of `sender` items serving up to `receiver_max` items
+/// per query with labels of `label_bytes`: `auto` (a search under a cost model
+/// calibrated on this machine), a shipped preset name (see
+/// [`PRESETS`](super::params::PRESETS)), or the path of an APSI-style JSON file. The
+/// one rule for the CLI and the Python package.
+pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usize) -> Result<Resolved> {
+    if spec == "auto" {
+        let choice = choose(sender, receiver_max, label_bytes, &calibrate())?;
+        let params = choice.params.clone();
+        return Ok(Resolved { name: "auto".into(), params, predicted: Some(choice), receiver_max_below: None });
+    }
+    if let Some((name, json)) = super::params::PRESETS.iter().find(|(n, _)| *n == spec) {
+        let params = UnbalancedParams::from_json(json)?;
+        return Ok(Resolved { name: name.to_string(), params, predicted: None, receiver_max_below: None });
+    }
+    let path = std::path::Path::new(spec);
+    let json = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    let params = UnbalancedParams::from_json(&json).map_err(|e| Error::Params(format!("{}: {e}", path.display())))?;
+    let below = (receiver_max > params.receiver_max()).then(|| params.receiver_max());
+    Ok(Resolved { name: path.display().to_string(), params, predicted: None, receiver_max_below: below })
+}

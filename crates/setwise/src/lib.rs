@@ -50,6 +50,7 @@ pub mod he;
 pub mod io;
 pub mod math;
 pub mod net;
+pub mod okvs;
 pub mod ot;
 pub mod protocols;
 pub mod session;

@@ -1,0 +1,153 @@
+//! GF(2^128) for VOLE and OKVS: RustCrypto's POLYVAL field (`polyval::hazmat`, RFC 8452
+//! §3, the polynomial x^128 + x^127 + x^126 + x^121 + 1), constant time.
+//!
+//! POLYVAL's product is Montgomery's: `a ∘ b = a·b·x^-128`. Read every element `e` as
+//! the representative of `e·x^-128` and `∘` is the field's multiplication, with
+//! [`Gf128::ONE`] = x^128 mod p as its identity: the map is a field isomorphism, so
+//! VOLE relations and linear algebra hold as in the plain representation. Addition is
+//! XOR in both.
+
+use polyval::hazmat::FieldElement;
+use std::ops::{Add, AddAssign, Mul, MulAssign};
+
+/// An element of GF(2^128) (in POLYVAL's Montgomery representation; see the module).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Gf128(pub u128);
+
+impl std::fmt::Debug for Gf128 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gf128({:#034x})", self.0)
+    }
+}
+
+impl Gf128 {
+    /// The additive identity.
+    pub const ZERO: Self = Self(0);
+    /// The multiplicative identity: x^128 mod p = x^127 + x^126 + x^121 + 1.
+    pub const ONE: Self = Self((1 << 127) | (1 << 126) | (1 << 121) | 1);
+
+    /// From 16 little-endian bytes (any 16 bytes are an element).
+    pub fn from_bytes(b: [u8; 16]) -> Self {
+        Self(u128::from_le_bytes(b))
+    }
+
+    /// The 16 little-endian bytes.
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0.to_le_bytes()
+    }
+
+    /// `self` to the power `e` (square and multiply).
+    pub fn pow(self, mut e: u128) -> Self {
+        let (mut acc, mut base) = (Self::ONE, self);
+        while e > 0 {
+            if e & 1 == 1 {
+                acc *= base;
+            }
+            base *= base;
+            e >>= 1;
+        }
+        acc
+    }
+
+    /// The inverse (`None` for zero): self^(2^128 − 2).
+    pub fn inverse(self) -> Option<Self> {
+        (self != Self::ZERO).then(|| self.pow(u128::MAX - 1))
+    }
+}
+
+impl Add for Gf128 {
+    type Output = Self;
+    #[inline]
+    #[allow(clippy::suspicious_arithmetic_impl)] // addition in characteristic 2 is XOR
+    fn add(self, rhs: Self) -> Self {
+        Self(self.0 ^ rhs.0)
+    }
+}
+
+impl AddAssign for Gf128 {
+    #[inline]
+    #[allow(clippy::suspicious_op_assign_impl)] // addition in characteristic 2 is XOR
+    fn add_assign(&mut self, rhs: Self) {
+        self.0 ^= rhs.0;
+    }
+}
+
+impl Mul for Gf128 {
+    type Output = Self;
+    #[inline]
+    fn mul(self, rhs: Self) -> Self {
+        Self(u128::from(FieldElement::from(self.0) * FieldElement::from(rhs.0)))
+    }
+}
+
+impl MulAssign for Gf128 {
+    #[inline]
+    fn mul_assign(&mut self, rhs: Self) {
+        *self = *self * rhs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngExt;
+
+    /// The second computation: carry-less schoolbook product reduced bit by bit modulo
+    /// x^128 + x^127 + x^126 + x^121 + 1 (bit i is the coefficient of x^i).
+    fn plain_mul(a: u128, b: u128) -> u128 {
+        let (mut lo, mut hi) = (0u128, 0u128);
+        for i in 0..128 {
+            if (b >> i) & 1 == 1 {
+                lo ^= a << i;
+                if i > 0 {
+                    hi ^= a >> (128 - i);
+                }
+            }
+        }
+        // x^(128+k) = x^k·(x^127 + x^126 + x^121 + 1), from the top bit down.
+        for k in (0..128).rev() {
+            if (hi >> k) & 1 == 1 {
+                hi ^= 1 << k;
+                for shift in [127usize, 126, 121, 0] {
+                    let d = k + shift;
+                    if d >= 128 {
+                        hi ^= 1 << (d - 128);
+                    } else {
+                        lo ^= 1 << d;
+                    }
+                }
+            }
+        }
+        lo
+    }
+
+    fn random(n: usize) -> Vec<Gf128> {
+        let mut rng = rand::rng();
+        (0..n).map(|_| Gf128(rng.random())).collect()
+    }
+
+    #[test]
+    fn the_product_is_the_plain_product_in_montgomery_form() {
+        // a ∘ b = a·b·x^-128, so (a ∘ b)·x^128 = a·b, with x^128 mod p = ONE's bits.
+        for w in random(200).chunks(2) {
+            let (a, b) = (w[0], w[1]);
+            assert_eq!(plain_mul((a * b).0, Gf128::ONE.0), plain_mul(a.0, b.0), "{a:?} {b:?}");
+        }
+    }
+
+    #[test]
+    fn field_laws_hold() {
+        for w in random(300).chunks(3) {
+            let (a, b, c) = (w[0], w[1], w[2]);
+            assert_eq!(a * Gf128::ONE, a);
+            assert_eq!(a * b, b * a);
+            assert_eq!((a * b) * c, a * (b * c));
+            assert_eq!(a * (b + c), a * b + a * c);
+            assert_eq!(a * a.inverse().unwrap(), Gf128::ONE);
+            assert_eq!(a + a, Gf128::ZERO);
+        }
+        assert_eq!(Gf128::ZERO.inverse(), None);
+        let a = random(1)[0];
+        assert_eq!(Gf128::from_bytes(a.to_bytes()), a);
+    }
+}

@@ -1,0 +1,157 @@
+//! A key's row: a band of `w` random bits at a random start, from a fixed-key AES hash
+//! of the key under the store's seed, and the parameters (ε, w) by set size.
+
+use super::OkvsParams;
+use crate::math::gf128::Gf128;
+use aes::Aes128;
+use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
+
+/// Widest band supported (bits).
+pub const MAX_BAND: usize = 256;
+const WORDS: usize = MAX_BAND / 64;
+
+/// Expansion ε of every store: 10 % more columns than keys.
+pub const EPSILON: f64 = 0.1;
+
+/// RB-OKVS's fits of the statistical security λ = a·w − b for ε = 0.1 at n = 2^16,
+/// 2^20 and 2^24 (Bienstock et al., USENIX Security 2023, §5; ePrint 2023/903):
+/// (log2 n, a, b).
+const FITS: [(u32, f64, f64); 3] = [(16, 0.2740, 11.61), (20, 0.2691, 15.21), (24, 0.2751, 19.83)];
+
+/// Statistical security of every store: failure ≤ 2^-40 per encoding.
+pub const LAMBDA: f64 = 40.0;
+
+/// The band width `w` for `n` keys at ε = [`EPSILON`]: the fit of the next size up
+/// (smaller stores fail less at the same width), beyond 2^24 the 2^24 fit with `b`
+/// growing as it does between the fitted sizes (+4.6 per ×16).
+pub(super) fn width(n: usize) -> usize {
+    let log_n = usize::BITS - n.max(2).saturating_sub(1).leading_zeros();
+    let (a, b) = match FITS.iter().find(|(l, _, _)| log_n <= *l) {
+        Some(&(_, a, b)) => (a, b),
+        None => (FITS[2].1, FITS[2].2 + 4.6 * f64::from(log_n - 24) / 4.0),
+    };
+    (((LAMBDA + b) / a).ceil() as usize).min(MAX_BAND)
+}
+
+/// One row of the system: `bits` (bit j is column `start + j`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Band {
+    /// The first column of the band.
+    pub start: usize,
+    bits: [u64; WORDS],
+}
+
+impl Band {
+    /// The offset of the lowest set bit, if any.
+    pub fn lowest(&self) -> Option<usize> {
+        self.bits.iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+    }
+
+    /// Bit `j` (column `start + j`).
+    pub fn get(&self, j: usize) -> bool {
+        j < MAX_BAND && (self.bits[j / 64] >> (j % 64)) & 1 == 1
+    }
+
+    /// XORs `other` into this band, `other` starting `shift` columns before this one
+    /// (its bits below column `self.start` must be zero).
+    pub fn xor_shifted(&mut self, other: &Band, shift: usize) {
+        let (words, bits) = (shift / 64, shift % 64);
+        for i in 0..WORDS {
+            let lo = other.bits.get(i + words).copied().unwrap_or(0);
+            let hi = other.bits.get(i + words + 1).copied().unwrap_or(0);
+            self.bits[i] ^= if bits == 0 { lo } else { (lo >> bits) | (hi << (64 - bits)) };
+        }
+    }
+
+    /// ⟨band, columns⟩: the XOR of the columns its set bits select.
+    pub fn dot(&self, columns: &[Gf128]) -> Gf128 {
+        let mut acc = 0u128;
+        let window = &columns[self.start..];
+        for (i, &word) in self.bits.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                acc ^= window[i * 64 + w.trailing_zeros() as usize].0;
+                w &= w - 1;
+            }
+        }
+        Gf128(acc)
+    }
+}
+
+/// Maps keys to bands under a seed: three AES blocks per key give 64 bits for the start
+/// and 320 for the band (of which `w` are kept).
+pub struct BandHasher {
+    aes: Aes128,
+    params: OkvsParams,
+}
+
+impl BandHasher {
+    /// The hasher of the store with `seed` and `params`.
+    pub fn new(seed: &[u8; 16], params: OkvsParams) -> Self {
+        assert!(params.band <= MAX_BAND && params.band < params.columns, "band {params:?}");
+        Self { aes: Aes128::new(&Array(*seed)), params }
+    }
+
+    /// The band of `key`. Keys are uniformly random (hashes of items), so a counter
+    /// XORed into the key gives independent blocks.
+    pub fn band(&self, key: u128) -> Band {
+        let mut blocks: [Array<u8, _>; 3] = std::array::from_fn(|i| Array((key ^ i as u128).to_le_bytes()));
+        self.aes.encrypt_blocks(&mut blocks);
+        let [a, b, c] = blocks.map(|x| u128::from_le_bytes(x.0));
+        let positions = (self.params.columns - self.params.band + 1) as u128;
+        let start = (((a as u64) as u128 * positions) >> 64) as usize;
+        // The first bit is always set (as in the paper's and Google's implementation):
+        // every row has a pivot at its start before elimination.
+        let mut bits = [(a >> 64) as u64 | 1, b as u64, (b >> 64) as u64, c as u64];
+        let w = self.params.band;
+        for (i, word) in bits.iter_mut().enumerate() {
+            let keep = w.saturating_sub(i * 64).min(64);
+            *word &= if keep == 64 { u64::MAX } else { (1u64 << keep) - 1 };
+        }
+        Band { start, bits }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngExt;
+
+    #[test]
+    fn the_shifted_xor_adds_the_other_bands_dot_product() {
+        let mut rng = rand::rng();
+        let columns: Vec<Gf128> = (0..1000).map(|_| Gf128(rng.random())).collect();
+        for shift in [0, 1, 63, 64, 65, 130, 200, 255] {
+            let mut a = Band { start: 100, bits: std::array::from_fn(|_| rng.random()) };
+            // Elimination guarantees `a` has no bits before the other band's start.
+            for j in 0..shift {
+                a.bits[j / 64] &= !(1u64 << (j % 64));
+            }
+            let mut b = Band { start: 100 + shift, bits: std::array::from_fn(|_| rng.random()) };
+            let before = b.dot(&columns);
+            b.xor_shifted(&a, shift);
+            assert_eq!(b.dot(&columns), before + a.dot(&columns), "shift {shift}");
+        }
+    }
+
+    #[test]
+    fn widths_follow_the_fits() {
+        assert_eq!((width(1), width(1 << 16), width(1 << 20), width(1 << 24)), (189, 189, 206, 218));
+        assert_eq!(width((1 << 16) + 1), 206);
+        assert!(width(1 << 28) > 218 && width(usize::MAX) == MAX_BAND);
+    }
+
+    #[test]
+    fn bands_are_inside_the_store_and_as_wide_as_asked() {
+        let params = OkvsParams { columns: 500, band: 100 };
+        let h = BandHasher::new(&[1; 16], params);
+        let mut widest = 0;
+        for k in 0..2000u128 {
+            let b = h.band(k.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835));
+            assert!(b.start + params.band <= params.columns);
+            assert!((params.band..MAX_BAND).all(|j| !b.get(j)));
+            widest = widest.max((0..params.band).rev().find(|&j| b.get(j)).unwrap_or(0));
+        }
+        assert_eq!(widest, params.band - 1);
+    }
+}

@@ -1,0 +1,59 @@
+use super::*;
+use rand::RngExt;
+
+fn random_pairs(n: usize) -> (Vec<u128>, Vec<Gf128>) {
+    let mut rng = rand::rng();
+    ((0..n).map(|_| rng.random()).collect(), (0..n).map(|_| Gf128(rng.random())).collect())
+}
+
+#[test]
+fn every_key_decodes_to_its_value() {
+    for n in [1, 2, 10, 1000, 20_000] {
+        let (keys, values) = random_pairs(n);
+        let params = OkvsParams::for_items(n);
+        let okvs = Okvs::encode(params, &keys, &values).unwrap();
+        assert_eq!(okvs.columns.len(), params.columns);
+        assert_eq!(okvs.decode_many(&keys), values, "n = {n}");
+        assert_eq!(okvs.decode(keys[0]), values[0]);
+    }
+}
+
+#[test]
+fn free_columns_are_random_and_conflicts_are_refused() {
+    let (keys, values) = random_pairs(100);
+    let params = OkvsParams::for_items(100);
+    let (a, b) = (Okvs::encode(params, &keys, &values).unwrap(), Okvs::encode(params, &keys, &values).unwrap());
+    assert_ne!(a.columns, b.columns, "fresh seeds and random free columns");
+    // One key with two values has no solution under any seed.
+    let mut dup_keys = keys.clone();
+    dup_keys.push(keys[3]);
+    let mut dup_values = values.clone();
+    dup_values.push(values[3] + Gf128::ONE);
+    assert_eq!(Okvs::encode(params, &dup_keys, &dup_values), Err(Unsolvable));
+}
+
+/// Failures of `tries` encodings of the same `n` keys with `w`-bit bands (ε = 0.1).
+fn failures(n: usize, w: usize, tries: usize) -> usize {
+    let (keys, values) = random_pairs(n);
+    let params = OkvsParams { columns: (n as f64 * 1.1).ceil() as usize, band: w };
+    (0..tries)
+        .filter(|&t| {
+            let mut seed = [9u8; 16];
+            seed[..8].copy_from_slice(&(t as u64).to_le_bytes());
+            encode_with(params, &seed, &keys, &values).is_err()
+        })
+        .count()
+}
+
+#[test]
+fn narrow_bands_fail_at_most_as_often_as_the_papers_fit_says() {
+    // RB-OKVS's fit at n = 2^16, ε = 0.1: failure 2^-(0.2740·w − 11.61); a smaller store
+    // fails less often. Measured here at n = 2^12 (400 tries): w = 45 about 2^-4.5,
+    // w = 65 about 2^-8.6, against the fit's 2^-0.7 and 2^-6.2.
+    let fit = |w: f64| 2f64.powf(-(0.2740 * w - 11.61));
+    let (narrow, wide) = (failures(1 << 12, 45, 400), failures(1 << 12, 65, 400));
+    assert!(narrow > 0, "a 45-bit band must fail sometimes: the check for conflicts works");
+    assert!(narrow as f64 / 400.0 <= fit(45.0), "{narrow}/400");
+    assert!(wide as f64 / 400.0 <= 2.0 * fit(65.0), "{wide}/400");
+    assert!(wide < narrow);
+}

@@ -56,6 +56,7 @@ pub mod protocols;
 pub mod session;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod vole;
 pub mod wire;
 
 pub use error::{Error, Result};

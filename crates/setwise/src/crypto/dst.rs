@@ -55,6 +55,8 @@ pub const OT_BASE_KEY: &str = "setwise/ot/v1/base-ot-key";
 pub const OT_CRHASH_KEY: &str = "setwise/ot/v1/iknp-crhash-key";
 /// Chosen-message and one-sided OT: the pads of the masked messages.
 pub const OT_MESSAGE_PAD: &str = "setwise/ot/v1/message-pad";
+/// Silent VOLE: the fixed AES keys of the GGM trees' length-doubling generator.
+pub const VOLE_GGM_KEY: &str = "setwise/vole/v1/ggm-prg-key";
 /// Session identifier derived from both hellos' nonces.
 pub const SESSION_ID: &str = "setwise/session/v1/id";
 /// `--reveal both`: the digest of an item of the intersection the receiver tells the sender.

@@ -1,14 +1,15 @@
 //! Cryptographic building blocks, each a thin layer over a kept crate: randomness from
 //! the OS ([`rng`]), domain-separated hashing ([`dst`]), the ristretto255 group
 //! ([`ristretto`], curve25519-dalek), Elligator 2 on Curve25519 ([`elligator`]), the
-//! BLS12-381 pairing ([`bls12_381`], blstrs), a Diffie–Hellman OPRF ([`oprf`]) and a
-//! wide permutation ([`wideperm`], fixed-key AES). None does I/O or knows which protocol
+//! BLS12-381 pairing ([`bls12_381`], blstrs), a Diffie–Hellman OPRF ([`oprf`]), an AES
+//! counter-mode generator ([`prg`]) and a wide permutation ([`wideperm`], fixed-key AES). None does I/O or knows which protocol
 //! uses it.
 
 pub mod bls12_381;
 pub mod dst;
 pub mod elligator;
 pub mod oprf;
+pub mod prg;
 pub mod ristretto;
 pub mod rng;
 pub mod wideperm;

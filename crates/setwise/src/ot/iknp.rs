@@ -14,6 +14,7 @@ use super::base::{base_receive, base_send};
 use super::messages::CorrectionChunk;
 use super::{Block, KAPPA};
 use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
 use crate::error::Result;
 use crate::net::Channel;
@@ -32,7 +33,7 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Ve
     let s = u128::from_le_bytes(s_bytes);
     let choices: Vec<bool> = (0..KAPPA).map(|i| (s >> i) & 1 == 1).collect();
     let seeds = base_receive(ch, sid, &choices)?;
-    let prgs: Vec<Aes128> = seeds.iter().map(|k| Aes128::new(&Array(k.to_le_bytes()))).collect();
+    let prgs: Vec<Prg> = seeds.iter().map(|&k| Prg::new(k)).collect();
     let hash = CrHash::new(sid);
     let mut out = Vec::with_capacity(n);
     for start in (0..n).step_by(CHUNK) {
@@ -42,7 +43,7 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Ve
             .par_iter()
             .enumerate()
             .map(|(i, prg)| {
-                let mut row = expand(prg, start / 128, blocks);
+                let mut row = prg.blocks(start / 128, blocks);
                 if choices[i] {
                     for (x, ub) in row.iter_mut().zip(&u[i * blocks..(i + 1) * blocks]) {
                         *x ^= u128::from_le_bytes(*ub);
@@ -65,10 +66,7 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Ve
 pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result<Vec<Block>> {
     let n = choices.len();
     let keys = base_send(ch, sid, KAPPA)?;
-    let prgs: Vec<[Aes128; 2]> = keys
-        .iter()
-        .map(|[k0, k1]| [Aes128::new(&Array(k0.to_le_bytes())), Aes128::new(&Array(k1.to_le_bytes()))])
-        .collect();
+    let prgs: Vec<[Prg; 2]> = keys.iter().map(|&[k0, k1]| [Prg::new(k0), Prg::new(k1)]).collect();
     let hash = CrHash::new(sid);
     let mut out = Vec::with_capacity(n);
     for start in (0..n).step_by(CHUNK) {
@@ -81,8 +79,8 @@ pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -
         let (t, u): (Vec<Vec<u128>>, Vec<Vec<u128>>) = prgs
             .par_iter()
             .map(|[p0, p1]| {
-                let t = expand(p0, start / 128, blocks);
-                let g1 = expand(p1, start / 128, blocks);
+                let t = p0.blocks(start / 128, blocks);
+                let g1 = p1.blocks(start / 128, blocks);
                 let u = t.iter().zip(&g1).zip(&r).map(|((a, b), c)| a ^ b ^ c).collect();
                 (t, u)
             })
@@ -93,13 +91,6 @@ pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -
         out.extend(hash.hash(&cols[..take], start));
     }
     Ok(out)
-}
-
-/// `blocks` 128-bit blocks of the counter-mode stream of `prg`, from block `first`.
-fn expand(prg: &Aes128, first: usize, blocks: usize) -> Vec<u128> {
-    let mut buf: Vec<Array<u8, _>> = (0..blocks).map(|b| Array(((first + b) as u128).to_le_bytes())).collect();
-    prg.encrypt_blocks(&mut buf);
-    buf.iter().map(|a| u128::from_le_bytes(a.0)).collect()
 }
 
 /// The columns of a κ × (128·blocks) bit matrix given as rows of blocks: column j's bit i

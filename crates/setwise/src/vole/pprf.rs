@@ -1,0 +1,136 @@
+//! Punctured PRFs from GGM trees (one per noise block of silent VOLE), semi-honest.
+//!
+//! The sender grows `t` trees of depth d from random roots with the length-doubling
+//! generator G(s) = (AES_k0(s) + s, AES_k1(s) + s) under fixed keys from the session, and
+//! for each level sends the sums of its left and of its right children, each masked by
+//! one random OT. The receiver, punctured at α in a tree, chooses at each level the side
+//! its path does not take: with that side's sum and the nodes it already knows it
+//! recovers the one node off its path, so it ends knowing every leaf but α. Finally the
+//! sender sends c = v + Σ leaves and the receiver sets its leaf α to c + Σ_{i≠α} leaves =
+//! s_α + v. Cost: t·d random OTs (IKNP), 2·t·d + t field elements sender → receiver.
+
+use super::messages::{PPRF_LEAF_SUMS, PPRF_LEVEL_SUMS};
+use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::rng::fill_os;
+use crate::error::{Error, Result};
+use crate::math::gf128::Gf128;
+use crate::net::Channel;
+use crate::ot::{extend_receive, extend_send};
+use aes::Aes128;
+use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
+use rayon::prelude::*;
+
+/// Deepest tree accepted (2^24 leaves per tree).
+pub const MAX_DEPTH: usize = 24;
+
+/// The length-doubling generator of the trees.
+struct Ggm([Aes128; 2]);
+
+impl Ggm {
+    fn new(sid: SessionId) -> Self {
+        let k = Domain::new(dst::VOLE_GGM_KEY, sid).hash64(b"fixed AES keys");
+        let key = |i: usize| Aes128::new(&Array(k[16 * i..16 * (i + 1)].try_into().expect("16 bytes")));
+        Self([key(0), key(1)])
+    }
+
+    /// The next level: children 2i and 2i + 1 of each node i.
+    fn expand(&self, level: &[u128]) -> Vec<u128> {
+        let mut next = vec![0u128; level.len() * 2];
+        for (side, aes) in self.0.iter().enumerate() {
+            let mut buf: Vec<Array<u8, _>> = level.iter().map(|s| Array(s.to_le_bytes())).collect();
+            aes.encrypt_blocks(&mut buf);
+            for (i, (b, s)) in buf.iter().zip(level).enumerate() {
+                next[2 * i + side] = u128::from_le_bytes(b.0) ^ s;
+            }
+        }
+        next
+    }
+}
+
+fn check_depth(depth: usize) -> Result<()> {
+    if depth == 0 || depth > MAX_DEPTH {
+        return Err(Error::Params(format!("PPRF depth {depth}: must be 1..={MAX_DEPTH}")));
+    }
+    Ok(())
+}
+
+/// The sender: trees of `depth` (2^depth leaves each), tree j punctured where the
+/// receiver chose and shifted there by `values[j]`. Returns every tree's leaves, tree
+/// after tree.
+pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[Gf128]) -> Result<Vec<Gf128>> {
+    check_depth(depth)?;
+    let t = values.len();
+    let ots = extend_send(ch, sid, t * depth)?;
+    let ggm = Ggm::new(sid);
+    let trees: Vec<(Vec<u128>, Vec<[u8; 16]>)> = (0..t)
+        .into_par_iter()
+        .map(|j| {
+            let mut root = [0u8; 16];
+            fill_os(&mut root);
+            let mut level = vec![u128::from_le_bytes(root)];
+            let mut sums = Vec::with_capacity(2 * depth);
+            for l in 0..depth {
+                level = ggm.expand(&level);
+                let (mut left, mut right) = (0u128, 0u128);
+                for pair in level.chunks_exact(2) {
+                    left ^= pair[0];
+                    right ^= pair[1];
+                }
+                let [m0, m1] = ots[j * depth + l];
+                sums.push((left ^ m0).to_le_bytes());
+                sums.push((right ^ m1).to_le_bytes());
+            }
+            (level, sums)
+        })
+        .collect();
+    let level_sums: Vec<[u8; 16]> = trees.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    PPRF_LEVEL_SUMS.send(ch, &level_sums, "sending the PPRF")?;
+    let leaf_sums: Vec<[u8; 16]> = trees
+        .iter()
+        .zip(values)
+        .map(|((leaves, _), v)| (leaves.iter().fold(v.0, |acc, x| acc ^ x)).to_le_bytes())
+        .collect();
+    PPRF_LEAF_SUMS.send(ch, &leaf_sums, "sending the PPRF")?;
+    Ok(trees.into_iter().flat_map(|(leaves, _)| leaves.into_iter().map(Gf128)).collect())
+}
+
+/// The receiver, punctured at `points[j]` in tree j: every leaf of the sender's trees,
+/// except at each punctured leaf the sender's leaf plus its value.
+pub fn pprf_receive(ch: &mut impl Channel, sid: SessionId, depth: usize, points: &[usize]) -> Result<Vec<Gf128>> {
+    check_depth(depth)?;
+    if let Some(&p) = points.iter().find(|&&p| p >> depth != 0) {
+        return Err(Error::Params(format!("PPRF point {p} is outside a tree of 2^{depth} leaves")));
+    }
+    let t = points.len();
+    let bit = |alpha: usize, l: usize| (alpha >> (depth - 1 - l)) & 1;
+    let choices: Vec<bool> = points.iter().flat_map(|&a| (0..depth).map(move |l| bit(a, l) == 0)).collect();
+    let keys = extend_receive(ch, sid, &choices)?;
+    let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
+    let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
+    let ggm = Ggm::new(sid);
+    let trees: Vec<Vec<u128>> = (0..t)
+        .into_par_iter()
+        .map(|j| {
+            let alpha = points[j];
+            // The node on the path is unknown (kept at zero); its children are recomputed.
+            let (mut level, mut path) = (vec![0u128], 0usize);
+            for l in 0..depth {
+                level = ggm.expand(&level);
+                let a = bit(alpha, l);
+                let (on, off) = (2 * path + a, 2 * path + (1 - a));
+                let ot = j * depth + l;
+                let mut node = u128::from_le_bytes(sums[2 * ot + (1 - a)]) ^ keys[ot];
+                for i in ((1 - a)..level.len()).step_by(2).filter(|&i| i != off) {
+                    node ^= level[i];
+                }
+                level[off] = node;
+                level[on] = 0;
+                path = on;
+            }
+            let others = level.iter().fold(0u128, |acc, x| acc ^ x);
+            level[alpha] = u128::from_le_bytes(leaf_sums[j]) ^ others;
+            level
+        })
+        .collect();
+    Ok(trees.into_iter().flat_map(|leaves| leaves.into_iter().map(Gf128)).collect())
+}

@@ -1,0 +1,88 @@
+//! VOLE's pieces on their own: the noisy VOLE and the punctured PRF, checked against the
+//! relations they must satisfy, and refusing damaged messages.
+
+use setwise::crypto::dst::SessionId;
+use setwise::math::gf128::Gf128;
+use setwise::net::{Channel, MemoryChannel};
+use setwise::vole::{noisy, pprf};
+
+fn pair<A: Send, B: Send>(
+    sender: impl FnOnce(&mut MemoryChannel) -> A + Send,
+    receiver: impl FnOnce(&mut MemoryChannel) -> B + Send,
+) -> (A, B) {
+    let (mut a, mut b) = MemoryChannel::pair(1 << 26);
+    std::thread::scope(|s| {
+        let h = s.spawn(move || sender(&mut a));
+        let r = receiver(&mut b);
+        (h.join().unwrap(), r)
+    })
+}
+
+const SID: SessionId = SessionId([3; 32]);
+
+fn elements(n: usize, seed: u8) -> Vec<Gf128> {
+    (0..n)
+        .map(|i| {
+            let h = blake3::hash(&[seed, i as u8, (i >> 8) as u8, (i >> 16) as u8]);
+            Gf128::from_bytes(h.as_bytes()[..16].try_into().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn noisy_vole_gives_the_relation_on_every_output() {
+    for t in [1, 5, 128, 300] {
+        let delta = elements(1, 1)[0];
+        let ys = elements(t, 2);
+        let (zs_sender, zs) =
+            pair(|ch| noisy::noisy_send(ch, SID, delta, t).unwrap(), |ch| noisy::noisy_receive(ch, SID, &ys).unwrap());
+        for j in 0..t {
+            assert_eq!(zs_sender[j], zs[j] + ys[j] * delta, "t = {t}, j = {j}");
+        }
+        // The receiver's outputs do not depend on Δ in any visible way: all distinct.
+        assert_eq!(zs.iter().collect::<std::collections::HashSet<_>>().len(), t);
+    }
+}
+
+#[test]
+fn the_pprf_receiver_knows_every_leaf_but_the_punctured_one() {
+    for (depth, t) in [(1, 3), (2, 1), (5, 8), (10, 16)] {
+        let values = elements(t, 4);
+        let points: Vec<usize> = (0..t).map(|j| (j * 7919 + 3) % (1 << depth)).collect();
+        let (sender, receiver) = pair(
+            |ch| pprf::pprf_send(ch, SID, depth, &values).unwrap(),
+            |ch| pprf::pprf_receive(ch, SID, depth, &points).unwrap(),
+        );
+        let leaves = 1 << depth;
+        assert_eq!((sender.len(), receiver.len()), (t * leaves, t * leaves));
+        for j in 0..t {
+            for i in 0..leaves {
+                let (s, r) = (sender[j * leaves + i], receiver[j * leaves + i]);
+                if i == points[j] {
+                    assert_eq!(r, s + values[j], "depth {depth}, tree {j}: the punctured leaf");
+                } else {
+                    assert_eq!(r, s, "depth {depth}, tree {j}, leaf {i}");
+                }
+            }
+        }
+        // Leaves look random: no repeats within the sender's trees.
+        let distinct = sender.iter().collect::<std::collections::HashSet<_>>().len();
+        assert_eq!(distinct, t * leaves);
+    }
+}
+
+#[test]
+fn bad_parameters_and_truncated_messages_are_errors() {
+    let (mut a, _b) = MemoryChannel::pair(1 << 20);
+    assert!(pprf::pprf_receive(&mut a, SID, 3, &[8]).is_err(), "a point outside the tree");
+    assert!(pprf::pprf_send(&mut a, SID, 0, &[Gf128::ONE]).is_err(), "depth 0");
+    // A sender that stops after the OTs: the receiver gets an error, not a hang or panic.
+    let (_, got) = pair(
+        |ch| {
+            let _ = setwise::ot::extend_send(ch, SID, 4);
+            ch.send(&[0x91, 1, 0, 0, 0]).unwrap(); // a level-sums chunk claiming one record, without it
+        },
+        |ch| pprf::pprf_receive(ch, SID, 2, &[1, 2]),
+    );
+    assert!(got.is_err(), "{got:?}");
+}

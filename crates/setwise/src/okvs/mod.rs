@@ -2,10 +2,10 @@
 //! Seo, Yeo, "Near-Optimal Oblivious Key-Value Stores for Efficient PSI, PSU and
 //! Volume-Hiding Multi-Maps", USENIX Security 2023).
 //!
-//! [`encode`] finds a vector `P` of `m = (1 + ε)·n` elements such that every key `k`
+//! [`Okvs::encode`] finds a vector `P` of `m = (1 + ε)·n` elements such that every key `k`
 //! decodes to its value: `⟨row(k), P⟩ = value(k)`, where `row(k)` is `w` random bits
 //! (the band) placed at a random start in `0..=m − w`. Rows and starts come from a
-//! fixed-key AES hash of the key under a per-store seed ([`band`]). Encoding sorts the
+//! fixed-key AES hash of the key under a per-store seed (module `band`). Encoding sorts the
 //! rows by start and eliminates column by column inside the band (O(n·w) row
 //! operations of `w/64` words), then back-substitutes; columns no row pins are random,
 //! so `P` reveals nothing about the keys. A system without a solution (probability
@@ -31,7 +31,7 @@ pub struct OkvsParams {
 
 impl OkvsParams {
     /// Parameters for `n` keys with failure probability ≤ 2^-40 per encoding:
-    /// ε = 0.1 and the band width from RB-OKVS's fits ([`band::width`]: 189 bits up to
+    /// ε = 0.1 and the band width from RB-OKVS's fits (`band::width`: 189 bits up to
     /// 2^16 keys, 206 up to 2^20, 218 up to 2^24).
     pub fn for_items(n: usize) -> Self {
         let band = band::width(n);

@@ -2,7 +2,7 @@
 
 use crate::wire::stream::Stream;
 
-/// Noisy VOLE, receiver → sender: the 128 × t corrections u_k[j].
+/// Noisy VOLE, receiver → sender: the 128 × t corrections `u_k[j]`.
 pub const NOISY_CORRECTIONS: Stream<16> = Stream::new(0x90, "VoleNoisyCorrections");
 /// PPRF, sender → receiver: per tree and level, the two masked sums of the children.
 pub const PPRF_LEVEL_SUMS: Stream<16> = Stream::new(0x91, "PprfLevelSums");

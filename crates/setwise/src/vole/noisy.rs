@@ -5,8 +5,9 @@
 //! With e_k = the element whose representation is bit k, Δ = Σ_k Δ_k·e_k (addition is
 //! XOR of representations), so y·Δ = Σ_k Δ_k·(y·e_k). For each bit k the sender, as OT
 //! receiver with choice Δ_k, gets one of the receiver's two seeds (q0_k, q1_k); the
-//! receiver sends u_k[j] = G(q0_k)[j] + G(q1_k)[j] + y_j·e_k and keeps z_j = Σ_k G(q0_k)[j];
-//! the sender sums G(q_{Δ_k})[j] + Δ_k·u_k[j] = G(q0_k)[j] + Δ_k·y_j·e_k over k.
+//! receiver sends `u_k[j] = G(q0_k)[j] + G(q1_k)[j] + y_j·e_k` and keeps
+//! `z_j = Σ_k G(q0_k)[j]`; the sender sums `G(q_{Δ_k})[j] + Δ_k·u_k[j] = G(q0_k)[j] + Δ_k·y_j·e_k`
+//! over k.
 //! Cost: 128 base OTs and 128·t field elements from receiver to sender.
 
 use super::messages::NOISY_CORRECTIONS;

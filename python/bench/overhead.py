@@ -84,28 +84,40 @@ def line(name: str, runs: dict[str, list[float]]) -> str:
     )
 
 
+def emails(path: Path, ids: range) -> None:
+    """A one-column CSV file of the keys user{i}@example.com."""
+    path.write_text("email\n" + "".join(f"user{i}@example.com\n" for i in ids))
+
+
+def cli_receiver(a: argparse.Namespace, tmp: Path, addr: str, ys: Path, *extra: str) -> list[str]:
+    """The CLI receiver's command: the keys of `ys`, its rows written to out.csv."""
+    out = str(tmp / "out.csv")
+    return [
+        a.cli,
+        "receiver",
+        *extra,
+        "--connect",
+        addr,
+        "--input",
+        str(ys),
+        "--key",
+        "email",
+        "--output",
+        out,
+    ]
+
+
 def ecdh(a: argparse.Namespace, tmp: Path) -> None:
     n = 1 << a.log_size
     xs, ys = tmp / "x.csv", tmp / "y.csv"
-    xs.write_text("email\n" + "".join(f"user{i}@example.com\n" for i in range(n)))
-    ys.write_text("email\n" + "".join(f"user{i}@example.com\n" for i in range(n // 2, n + n // 2)))
+    emails(xs, range(n))
+    emails(ys, range(n // 2, n + n // 2))
     runs: dict[str, list[float]] = {"cli": [], "python": []}
     for _ in range(a.reps):
         addr = free_port()
         t, _ = timed_pair(
             [a.cli, "sender", "--listen", addr, "--input", str(xs), "--key", "email"],
-            [
-                a.cli,
-                "receiver",
-                "--connect",
-                addr,
-                "--input",
-                str(ys),
-                "--key",
-                "email",
-                "--output",
-                str(tmp / "out.csv"),
-            ],
+            cli_receiver(a, tmp, addr, ys),
         )
         runs["cli"].append(t)
         addr = free_port()
@@ -120,10 +132,8 @@ def unbalanced(a: argparse.Namespace, tmp: Path) -> None:
     n, m = 1 << a.log_size, 256
     params = "64K-256" if a.log_size <= 16 else "1M-256"
     xs, ys = tmp / "x.csv", tmp / "y.csv"
-    xs.write_text("email\n" + "".join(f"user{i}@example.com\n" for i in range(n)))
-    ys.write_text(
-        "email\n" + "".join(f"user{i}@example.com\n" for i in range(n - m // 2, n + m // 2))
-    )
+    emails(xs, range(n))
+    emails(ys, range(n - m // 2, n + m // 2))
     build: dict[str, list[float]] = {"cli": [], "python": []}
     pair: dict[str, list[float]] = {"cli": [], "python": []}
     query: dict[str, list[float]] = {"cli": [], "python": []}
@@ -139,8 +149,7 @@ def unbalanced(a: argparse.Namespace, tmp: Path) -> None:
                     str(xs),
                     "--key",
                     "email",
-                    "--params",
-                    params,
+                    *("--params", params),
                     "--out",
                     str(d_cli),
                 ]
@@ -150,22 +159,9 @@ def unbalanced(a: argparse.Namespace, tmp: Path) -> None:
         addr = free_port()
         t, _ = timed_pair(
             [a.cli, "sender", "--protocol", "unbalanced", "--db", str(d_cli), "--listen", addr],
-            [
-                a.cli,
-                "receiver",
-                "--protocol",
-                "unbalanced",
-                "--connect",
-                addr,
-                "--input",
-                str(ys),
-                "--key",
-                "email",
-                "--output",
-                str(tmp / "out.csv"),
-                "--report",
-                str(tmp / "r.json"),
-            ],
+            cli_receiver(
+                a, tmp, addr, ys, "--protocol", "unbalanced", "--report", str(tmp / "r.json")
+            ),
         )
         pair["cli"].append(t)
         query["cli"].append(json.loads((tmp / "r.json").read_text())["total_ms"] / 1e3)

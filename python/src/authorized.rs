@@ -38,9 +38,7 @@ impl PyJudge {
         fraction: f64,
         strict: bool,
     ) -> PyResult<Self> {
-        if !(fraction > 0.0 && fraction <= 1.0) {
-            return Err(input_error(format!("fraction must be in (0, 1], not {fraction}")));
-        }
+        let config = JudgeConfig::new(fraction, strict).map_err(to_py)?;
         let key = JudgeKey::load_or_create(&secret_key).map_err(to_py)?;
         let store = &allow.store;
         let policy = match clients {
@@ -59,7 +57,7 @@ impl PyJudge {
             }
             None => AllowList::new(store.items()),
         };
-        let state = JudgeState { key, policy, config: JudgeConfig { fraction, strict } };
+        let state = JudgeState { key, policy, config };
         Ok(Self { state: Arc::new(state), key_columns: allow.key_columns })
     }
 

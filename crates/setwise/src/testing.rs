@@ -32,6 +32,22 @@ pub fn run_pair<I: AsRef<[u8]> + Sync>(
     }
 }
 
+/// Runs two halves of any two-party step (an OT, a VOLE, …) over an in-memory pair:
+/// `first` on its own thread, `second` on this one; each side's channel is dropped when
+/// it returns, so a failed side hangs up instead of leaving the other waiting.
+pub fn two_sides<A: Send, B: Send>(
+    first: impl FnOnce(&mut MemoryChannel) -> A + Send,
+    second: impl FnOnce(&mut MemoryChannel) -> B + Send,
+) -> (A, B) {
+    let (mut a, mut b) = MemoryChannel::pair(1 << 26);
+    std::thread::scope(|s| {
+        let h = s.spawn(move || first(&mut a));
+        let r = second(&mut b);
+        drop(b);
+        (h.join().expect("the first side panicked"), r)
+    })
+}
+
 /// [`run_pair`] on plain item lists.
 pub fn run_items<I: AsRef<[u8]> + Sync>(job: &Job, sender: &[I], receiver: &[I]) -> PairRun {
     run_pair(job, Input::Items(sender), Input::Items(receiver), None)

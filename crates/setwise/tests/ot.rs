@@ -2,24 +2,11 @@
 //! OT, checked against the relations they must satisfy.
 
 use setwise::crypto::dst::SessionId;
-use setwise::net::MemoryChannel;
 use setwise::ot::{self, Block};
+use setwise::testing::two_sides as pair;
 
 fn bits(n: usize, seed: u8) -> Vec<bool> {
     (0..n).map(|i| blake3::hash(&[seed, (i % 251) as u8, (i / 251) as u8]).as_bytes()[0] & 1 == 1).collect()
-}
-
-/// Runs `sender` and `receiver` over an in-memory channel pair.
-fn pair<A: Send, B: Send>(
-    sender: impl FnOnce(&mut MemoryChannel) -> A + Send,
-    receiver: impl FnOnce(&mut MemoryChannel) -> B + Send,
-) -> (A, B) {
-    let (mut a, mut b) = MemoryChannel::pair(1 << 26);
-    std::thread::scope(|s| {
-        let h = s.spawn(move || sender(&mut a));
-        let r = receiver(&mut b);
-        (h.join().unwrap(), r)
-    })
 }
 
 const SID: SessionId = SessionId([7; 32]);

@@ -4,19 +4,8 @@
 use setwise::crypto::dst::SessionId;
 use setwise::math::gf128::Gf128;
 use setwise::net::{Channel, MemoryChannel};
+use setwise::testing::two_sides as pair;
 use setwise::vole::{noisy, pprf};
-
-fn pair<A: Send, B: Send>(
-    sender: impl FnOnce(&mut MemoryChannel) -> A + Send,
-    receiver: impl FnOnce(&mut MemoryChannel) -> B + Send,
-) -> (A, B) {
-    let (mut a, mut b) = MemoryChannel::pair(1 << 26);
-    std::thread::scope(|s| {
-        let h = s.spawn(move || sender(&mut a));
-        let r = receiver(&mut b);
-        (h.join().unwrap(), r)
-    })
-}
 
 const SID: SessionId = SessionId([3; 32]);
 

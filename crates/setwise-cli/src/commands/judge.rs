@@ -32,7 +32,7 @@ pub struct JudgeArgs {
     /// every listed item is allowed to every client.
     #[arg(long)]
     client_column: Option<String>,
-    /// Partial mode: the fraction p of commitments opened (⌈p·n⌉).
+    /// Partial mode: the fraction p of commitments opened (⌈p·n⌉), in (0, 1].
     #[arg(long, default_value_t = 0.1)]
     fraction: f64,
     /// Full mode: sign nothing unless every item is allowed (the paper's answer);
@@ -78,7 +78,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         a.public_key.display()
     );
     let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
-    let config = JudgeConfig { fraction: a.fraction, strict: a.strict };
+    let config = JudgeConfig::new(a.fraction, a.strict).map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
     let tcp = TcpConfig {
         io_timeout: Some(Duration::from_secs(a.timeout)),
         tls: a.tls.config(&a.listen, true)?,

@@ -45,15 +45,13 @@ impl OkvsParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unsolvable;
 
-/// An encoded store: its seed (which fixes every key's row) and its columns.
+/// An encoded store: its seed (which fixes every key's row) and its columns. Its shape
+/// is checked on construction, so decoding never reads outside the columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Okvs {
-    /// The seed of the row hash.
-    pub seed: [u8; 16],
-    /// The shape.
-    pub params: OkvsParams,
-    /// The columns `P`.
-    pub columns: Vec<Gf128>,
+    seed: [u8; 16],
+    params: OkvsParams,
+    columns: Vec<Gf128>,
 }
 
 /// Encoding tries a fresh seed this many times before giving up; with a failure
@@ -73,6 +71,39 @@ impl Okvs {
             }
         }
         Err(Unsolvable)
+    }
+
+    /// A store from its parts, e.g. as received from a peer: refused unless the
+    /// columns are as many as `params` says and the band fits inside them.
+    pub fn from_parts(seed: [u8; 16], params: OkvsParams, columns: Vec<Gf128>) -> crate::Result<Self> {
+        if params.band == 0 || params.band > MAX_BAND || params.band >= params.columns {
+            return Err(crate::Error::Params(format!(
+                "OKVS shape {params:?}: the band must be 1..={MAX_BAND} and narrower than the store"
+            )));
+        }
+        if columns.len() != params.columns {
+            return Err(crate::Error::Params(format!(
+                "OKVS of {} columns where {} were agreed",
+                columns.len(),
+                params.columns
+            )));
+        }
+        Ok(Self { seed, params, columns })
+    }
+
+    /// The seed of the row hash.
+    pub fn seed(&self) -> &[u8; 16] {
+        &self.seed
+    }
+
+    /// The shape.
+    pub fn params(&self) -> OkvsParams {
+        self.params
+    }
+
+    /// The columns `P`.
+    pub fn columns(&self) -> &[Gf128] {
+        &self.columns
     }
 
     /// The value of `key` (a random-looking element for a key not encoded).

@@ -12,7 +12,7 @@ fn every_key_decodes_to_its_value() {
         let (keys, values) = random_pairs(n);
         let params = OkvsParams::for_items(n);
         let okvs = Okvs::encode(params, &keys, &values).unwrap();
-        assert_eq!(okvs.columns.len(), params.columns);
+        assert_eq!(okvs.columns().len(), params.columns);
         assert_eq!(okvs.decode_many(&keys), values, "n = {n}");
         assert_eq!(okvs.decode(keys[0]), values[0]);
     }
@@ -23,13 +23,26 @@ fn free_columns_are_random_and_conflicts_are_refused() {
     let (keys, values) = random_pairs(100);
     let params = OkvsParams::for_items(100);
     let (a, b) = (Okvs::encode(params, &keys, &values).unwrap(), Okvs::encode(params, &keys, &values).unwrap());
-    assert_ne!(a.columns, b.columns, "fresh seeds and random free columns");
+    assert_ne!(a.columns(), b.columns(), "fresh seeds and random free columns");
     // One key with two values has no solution under any seed.
     let mut dup_keys = keys.clone();
     dup_keys.push(keys[3]);
     let mut dup_values = values.clone();
     dup_values.push(values[3] + Gf128::ONE);
     assert_eq!(Okvs::encode(params, &dup_keys, &dup_values), Err(Unsolvable));
+}
+
+#[test]
+fn a_store_from_parts_must_have_its_agreed_shape() {
+    let (keys, values) = random_pairs(50);
+    let params = OkvsParams::for_items(50);
+    let okvs = Okvs::encode(params, &keys, &values).unwrap();
+    let again = Okvs::from_parts(*okvs.seed(), params, okvs.columns().to_vec()).unwrap();
+    assert_eq!(again.decode_many(&keys), values);
+    let short = okvs.columns()[..params.columns - 1].to_vec();
+    assert!(Okvs::from_parts(*okvs.seed(), params, short).is_err());
+    let wide = OkvsParams { columns: params.columns, band: MAX_BAND + 1 };
+    assert!(Okvs::from_parts(*okvs.seed(), wide, okvs.columns().to_vec()).is_err());
 }
 
 /// Failures of `tries` encodings of the same `n` keys with `w`-bit bands (ε = 0.1).

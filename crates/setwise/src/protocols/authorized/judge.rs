@@ -29,6 +29,17 @@ pub struct JudgeConfig {
     pub strict: bool,
 }
 
+impl JudgeConfig {
+    /// A configuration with `fraction` checked: a share in (0, 1] (a judge opening no
+    /// commitment would sign anything in partial mode).
+    pub fn new(fraction: f64, strict: bool) -> Result<Self> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::Usage(format!("the judge's fraction must be in (0, 1], not {fraction}")));
+        }
+        Ok(Self { fraction, strict })
+    }
+}
+
 /// What the judge did in one session.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct JudgeOutcome {

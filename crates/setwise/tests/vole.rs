@@ -75,3 +75,56 @@ fn bad_parameters_and_truncated_messages_are_errors() {
     );
     assert!(got.is_err(), "{got:?}");
 }
+
+#[test]
+fn silent_vole_gives_the_relation_on_every_output() {
+    for k in [1, 190, 1000, 70_000] {
+        let (s, r) = pair(
+            |ch| setwise::vole::silent_send(ch, SID, k).unwrap(),
+            |ch| setwise::vole::silent_receive(ch, SID, k).unwrap(),
+        );
+        assert_eq!((s.b.len(), r.a.len(), r.c.len()), (k, k, k));
+        for i in 0..k {
+            assert_eq!(r.c[i], s.b[i] + r.a[i] * s.delta, "k = {k}, output {i}");
+        }
+    }
+}
+
+/// Ones among the bits of `v`, overall and the worst per bit position.
+fn bit_balance(v: &[Gf128]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mut per = [0u32; 128];
+    for x in v {
+        for (b, c) in per.iter_mut().enumerate() {
+            *c += ((x.0 >> b) & 1) as u32;
+        }
+    }
+    let total = per.iter().map(|&c| c as f64).sum::<f64>() / (128.0 * n);
+    let worst = per.iter().map(|&c| (c as f64 / n - 0.5).abs()).fold(0.0, f64::max);
+    (total, worst)
+}
+
+#[test]
+fn silent_vole_outputs_look_uniform() {
+    // A (the receiver's input, from the sparse noise through the code) and B (the
+    // sender's) must look uniform: half their bits set, in every bit position, and no
+    // repeated element. Bounds are about 6 standard deviations.
+    let k = 1 << 16;
+    let (s, r) = pair(
+        |ch| setwise::vole::silent_send(ch, SID, k).unwrap(),
+        |ch| setwise::vole::silent_receive(ch, SID, k).unwrap(),
+    );
+    for (name, v) in [("A", &r.a), ("B", &s.b), ("C", &r.c)] {
+        let (total, worst) = bit_balance(v);
+        let sd = 0.5 / (k as f64).sqrt();
+        assert!((total - 0.5).abs() < 6.0 * sd / (128f64).sqrt(), "{name}: {total} of bits set");
+        assert!(worst < 6.0 * sd, "{name}: a bit position is set {worst} away from half");
+        assert_eq!(v.iter().collect::<std::collections::HashSet<_>>().len(), k, "{name} repeats an element");
+    }
+    // Two runs give unrelated A: the noise is fresh.
+    let again = pair(
+        |ch| setwise::vole::silent_send(ch, SID, k).unwrap(),
+        |ch| setwise::vole::silent_receive(ch, SID, k).unwrap(),
+    );
+    assert_eq!(r.a.iter().zip(&again.1.a).filter(|(x, y)| x == y).count(), 0);
+}

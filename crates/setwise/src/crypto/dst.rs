@@ -57,6 +57,14 @@ pub const OT_CRHASH_KEY: &str = "setwise/ot/v1/iknp-crhash-key";
 pub const OT_MESSAGE_PAD: &str = "setwise/ot/v1/message-pad";
 /// Silent VOLE: the fixed AES keys of the GGM trees' length-doubling generator.
 pub const VOLE_GGM_KEY: &str = "setwise/vole/v1/ggm-prg-key";
+/// Silent VOLE: the session ids of its sub-protocols (noisy VOLE, punctured PRF).
+pub const VOLE_SUBSESSION: &str = "setwise/vole/v1/sub-session";
+/// Silent VOLE: the seed of the expand-convolute code.
+pub const VOLE_CODE_SEED: &str = "setwise/vole/v1/code-seed";
+/// VOLE-PSI: an item's OKVS key and value.
+pub const VOLE_PSI_ITEM: &str = "setwise/vole-psi/v1/item-to-key-value";
+/// VOLE-PSI: the OPRF output of an item (truncated to the tag length).
+pub const VOLE_PSI_TAG: &str = "setwise/vole-psi/v1/oprf-output";
 /// Session identifier derived from both hellos' nonces.
 pub const SESSION_ID: &str = "setwise/session/v1/id";
 /// `--reveal both`: the digest of an item of the intersection the receiver tells the sender.

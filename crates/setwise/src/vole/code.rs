@@ -1,0 +1,200 @@
+//! The compressing code of dual LPN: expand-convolute (Raghuraman, Rindal, Tanguy,
+//! "Expand-Convolute Codes for Pseudorandom Correlation Generators from LPN", Crypto
+//! 2023, ePrint 2023/882), systematic, with expander weight 7 and a 24-bit convolution,
+//! as libOTe configures it for silent VOLE (`ExConv7x24`).
+//!
+//! [`ExConv::dual_encode`] maps a vector x of `n` elements to `k` elements:
+//! `x[..k] + Expand(Conv(Conv(x[k..])))`, where
+//! - `Conv` is the convolution accumulator: for each row i in order, x[i] is added to
+//!   x[i + 1 + j] for each of 24 pseudorandom bits b_{i,j} that are set, and always to
+//!   x[i + 25] (indices modulo n − k, so the last rows wrap around). It runs twice, with
+//!   independent bits, as libOTe does (a single pass is weak when the expander lands in
+//!   a short region near the end);
+//! - `Expand` gives output i the sum of 7 entries, one pseudorandom entry in each of
+//!   7 equal segments of the accumulated vector (a regular expander).
+//!
+//! The map is linear over GF(2), so applied to both sides of a sparse VOLE
+//! `c = b + e·Δ` it gives `G·c = G·b + (G·e)·Δ`; dual LPN says G·e is pseudorandom when
+//! e has regular noise of weight t. The code's bits come from AES in counter mode under a
+//! seed both parties derive from the session.
+
+use crate::crypto::prg::Prg;
+use crate::math::gf128::Gf128;
+use rayon::prelude::*;
+
+/// Entries of the accumulated vector summed into each output.
+pub const EXPANDER_WEIGHT: usize = 7;
+/// Pseudorandom diagonals of the convolution (plus one fixed diagonal after them).
+pub const CONV_WIDTH: usize = 24;
+/// Outputs generated per expander task (their positions come from one PRG call).
+const EXPAND_CHUNK: usize = 1 << 12;
+/// Convolution rows per PRG call.
+const CONV_CHUNK: usize = 1 << 12;
+
+/// An expand-convolute code from `n` noisy positions down to `k` outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExConv {
+    k: usize,
+    n: usize,
+    seed: u128,
+}
+
+impl ExConv {
+    /// The code for `k` outputs from `n` positions under `seed`. `n − k` must be at least
+    /// the convolution's reach and the expander's weight.
+    pub fn new(k: usize, n: usize, seed: u128) -> crate::Result<Self> {
+        if k == 0 || n < k + 2 * (CONV_WIDTH + 1) || (n - k) < EXPANDER_WEIGHT {
+            return Err(crate::Error::Params(format!(
+                "expand-convolute code from {n} to {k} positions: needs k ≥ 1 and n ≥ k + {}",
+                2 * (CONV_WIDTH + 1)
+            )));
+        }
+        Ok(Self { k, n, seed })
+    }
+
+    /// Outputs of the code.
+    pub fn outputs(&self) -> usize {
+        self.k
+    }
+
+    /// Inputs of the code.
+    pub fn inputs(&self) -> usize {
+        self.n
+    }
+
+    /// Replaces `x` (of [`inputs`](Self::inputs) elements) by its first
+    /// [`outputs`](Self::outputs) elements after the dual encoding.
+    pub fn dual_encode(&self, x: &mut Vec<Gf128>) {
+        assert_eq!(x.len(), self.n, "the code's input length");
+        let (head, parity) = x.split_at_mut(self.k);
+        // The two passes read disjoint parts (2^62 blocks apart) of the seed's stream.
+        convolve(parity, Prg::new(self.seed), 0);
+        convolve(parity, Prg::new(self.seed), 1 << 62);
+        self.expand(parity, head);
+        x.truncate(self.k);
+        x.shrink_to_fit();
+    }
+
+    /// Adds to each of `out`'s k entries its 7 expander entries of `parity`.
+    fn expand(&self, parity: &[Gf128], out: &mut [Gf128]) {
+        let step = parity.len() / EXPANDER_WEIGHT;
+        let prg = Prg::new(self.seed ^ (1 << 127));
+        // Per output 7 positions of 64 bits: 3.5 blocks; 4 blocks keep it aligned.
+        out.par_chunks_mut(EXPAND_CHUNK).enumerate().for_each(|(c, chunk)| {
+            let first = c * EXPAND_CHUNK;
+            let rand = prg.blocks(4 * first, 4 * chunk.len());
+            for (i, o) in chunk.iter_mut().enumerate() {
+                let r = &rand[4 * i..4 * i + 4];
+                let mut acc = o.0;
+                for w in 0..EXPANDER_WEIGHT {
+                    let word = (r[w / 2] >> (64 * (w % 2))) as u64;
+                    acc ^= parity[w * step + (word % step as u64) as usize].0;
+                }
+                o.0 = acc;
+            }
+        });
+    }
+}
+
+/// One convolution pass over `x` (wrapping at its end), with the bits of blocks
+/// `stream..` of `prg`: 3 bytes per row.
+fn convolve(x: &mut [Gf128], prg: Prg, stream: usize) {
+    let size = x.len();
+    // The rows whose reach stays inside the vector need no wrap test.
+    let main = size - (CONV_WIDTH + 1);
+    let mut block = stream;
+    for start in (0..size).step_by(CONV_CHUNK) {
+        let rows = CONV_CHUNK.min(size - start);
+        let blocks = (3 * rows).div_ceil(16);
+        let bytes: Vec<u8> = prg.blocks(block, blocks).iter().flat_map(|b| b.to_le_bytes()).collect();
+        block += blocks;
+        for r in 0..rows {
+            let i = start + r;
+            let bits = u32::from_le_bytes([bytes[3 * r], bytes[3 * r + 1], bytes[3 * r + 2], 0]);
+            let xi = x[i].0;
+            if i < main {
+                let window = &mut x[i + 1..i + CONV_WIDTH + 2];
+                for (j, y) in window[..CONV_WIDTH].iter_mut().enumerate() {
+                    y.0 ^= xi & 0u128.wrapping_sub(((bits >> j) & 1) as u128);
+                }
+                window[CONV_WIDTH].0 ^= xi;
+            } else {
+                for j in 0..CONV_WIDTH {
+                    let y = &mut x[(i + 1 + j) % size];
+                    y.0 ^= xi & 0u128.wrapping_sub(((bits >> j) & 1) as u128);
+                }
+                x[(i + CONV_WIDTH + 1) % size].0 ^= xi;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(n: usize, seed: u128) -> Vec<Gf128> {
+        Prg::new(seed).blocks(0, n).into_iter().map(Gf128).collect()
+    }
+
+    fn encode(code: &ExConv, mut x: Vec<Gf128>) -> Vec<Gf128> {
+        code.dual_encode(&mut x);
+        x
+    }
+
+    #[test]
+    fn the_encoding_is_linear() {
+        for (k, n) in [(1, 60), (100, 200), (5000, 10_240), (9000, 18_432)] {
+            let code = ExConv::new(k, n, 77).unwrap();
+            let (a, b) = (random(n, 1), random(n, 2));
+            let sum: Vec<Gf128> = a.iter().zip(&b).map(|(x, y)| *x + *y).collect();
+            let (ea, eb, es) = (encode(&code, a), encode(&code, b), encode(&code, sum));
+            assert_eq!(es.len(), k);
+            for i in 0..k {
+                assert_eq!(es[i], ea[i] + eb[i], "k = {k}, n = {n}, output {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn it_maps_a_sparse_vole_to_a_dense_one() {
+        let (k, n, t) = (4000, 8192, 128);
+        let code = ExConv::new(k, n, 5).unwrap();
+        let delta = random(1, 9)[0];
+        let b = random(n, 3);
+        let mut e = vec![Gf128::ZERO; n];
+        let noise = random(t, 4);
+        for (j, y) in noise.iter().enumerate() {
+            e[j * (n / t) + (j * 31) % (n / t)] = *y;
+        }
+        let c: Vec<Gf128> = b.iter().zip(&e).map(|(b, e)| *b + *e * delta).collect();
+        let (b, a, c) = (encode(&code, b), encode(&code, e), encode(&code, c));
+        assert!(a.iter().all(|x| *x != Gf128::ZERO), "every output is reached by the noise");
+        for i in 0..k {
+            assert_eq!(c[i], b[i] + a[i] * delta);
+        }
+    }
+
+    #[test]
+    fn one_noise_position_reaches_many_outputs() {
+        // A unit vector in the parity part spreads through the convolution, so outputs
+        // depend on far-away inputs (what makes G·e look random).
+        let (k, n) = (1000, 2000);
+        let code = ExConv::new(k, n, 11).unwrap();
+        let mut x = vec![Gf128::ZERO; n];
+        x[k + 3] = Gf128::ONE;
+        let out = encode(&code, x);
+        let hit = out.iter().filter(|v| **v != Gf128::ZERO).count();
+        assert!(hit > k / 4 && hit < 3 * k / 4, "{hit} of {k} outputs reached");
+    }
+
+    #[test]
+    fn the_seed_fixes_the_code_and_bad_shapes_are_refused() {
+        let x = random(400, 6);
+        let (a, b) = (ExConv::new(200, 400, 1).unwrap(), ExConv::new(200, 400, 2).unwrap());
+        assert_eq!(encode(&a, x.clone()), encode(&a, x.clone()));
+        assert_ne!(encode(&a, x.clone()), encode(&b, x));
+        assert!(ExConv::new(0, 100, 1).is_err());
+        assert!(ExConv::new(100, 120, 1).is_err());
+    }
+}

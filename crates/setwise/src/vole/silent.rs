@@ -1,0 +1,132 @@
+//! Silent VOLE over GF(2^128) from dual LPN with regular noise (Boyle, Couteau, Gilboa,
+//! Ishai, Kohl, Scholl, CCS 2019), semi-honest: the sender ends with Δ and B, the
+//! receiver with A and C = B + A·Δ, all of length k, with A and B pseudorandom.
+//!
+//! 1. The receiver picks, per noise block j < t, a position α_j in the block's 2^d slots
+//!    and a nonzero y_j. The noisy VOLE gives it z_j and the sender z_j + y_j·Δ.
+//! 2. A punctured PRF per block, with value z_j + y_j·Δ at the puncture: the sender has
+//!    every leaf b; the receiver has the same leaves except b_α + z_j + y_j·Δ at α_j,
+//!    and adds z_j there. So c = b + e·Δ, with e the sparse vector of the y_j.
+//! 3. Both compress with the expand-convolute code G ([`super::code`]): B = G·b,
+//!    C = G·c, A = G·e. Dual LPN makes A pseudorandom.
+//!
+//! Parameters: N = t·2^d ≥ 2k noisy positions (libOTe's scaler 2 for expand-convolute)
+//! and t ≥ 128 blocks: libOTe's bound t = −λ / log2(1 − 2·d_min/N) with the estimated
+//! minimum-distance ratio d_min/N = 0.25 of `ExConv7x24` gives t = 128 for λ = 128
+//! (libOTe `ConfigureCode.cpp`; docs/protocols/vole.md). setwise takes d so that t lands
+//! in 128..256, which only adds noise.
+
+use super::code::{CONV_WIDTH, ExConv};
+use super::noisy::{noisy_receive, noisy_send};
+use super::pprf::{MAX_DEPTH, pprf_receive, pprf_send};
+use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::rng::fill_os;
+use crate::error::{Error, Result};
+use crate::math::gf128::Gf128;
+use crate::net::Channel;
+
+/// The least number of noise blocks (the regular noise weight t): 128-bit security.
+pub const NOISE_WEIGHT: usize = 128;
+/// Noisy positions per output (libOTe's scaler for expand-convolute codes).
+pub const EXPANSION: usize = 2;
+
+/// The shape of one silent VOLE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SilentParams {
+    /// Outputs k.
+    pub outputs: usize,
+    /// Noise blocks t, one GGM tree each.
+    pub trees: usize,
+    /// Depth d of each tree (2^d positions per block).
+    pub depth: usize,
+}
+
+impl SilentParams {
+    /// The parameters for `k` outputs.
+    pub fn for_outputs(k: usize) -> Result<Self> {
+        let target = (EXPANSION * k).max(k + 2 * (CONV_WIDTH + 1)).max(2 * NOISE_WEIGHT);
+        let depth = (target / NOISE_WEIGHT).ilog2() as usize;
+        if k == 0 || depth > MAX_DEPTH {
+            return Err(Error::Params(format!("silent VOLE of {k} outputs: must be 1..=2^{}", MAX_DEPTH + 6)));
+        }
+        Ok(Self { outputs: k, trees: target.div_ceil(1 << depth), depth })
+    }
+
+    /// Noisy positions N = t·2^d.
+    pub fn positions(&self) -> usize {
+        self.trees << self.depth
+    }
+
+    fn code(&self, sid: SessionId) -> Result<ExConv> {
+        let seed = Domain::new(dst::VOLE_CODE_SEED, sid).hash64(b"expand-convolute");
+        ExConv::new(self.outputs, self.positions(), u128::from_le_bytes(seed[..16].try_into().expect("16 bytes")))
+    }
+}
+
+/// The sender's half: Δ and B.
+pub struct VoleSender {
+    /// The global key Δ.
+    pub delta: Gf128,
+    /// B, with C = B + A·Δ.
+    pub b: Vec<Gf128>,
+}
+
+/// The receiver's half: A and C.
+pub struct VoleReceiver {
+    /// The pseudorandom input A.
+    pub a: Vec<Gf128>,
+    /// C = B + A·Δ.
+    pub c: Vec<Gf128>,
+}
+
+/// The session id of a sub-protocol, so the noisy VOLE's and the PPRF's OTs hash in
+/// separate domains.
+fn sub(sid: SessionId, what: &[u8]) -> SessionId {
+    SessionId(Domain::new(dst::VOLE_SUBSESSION, sid).hash64(what)[..32].try_into().expect("32 bytes"))
+}
+
+fn random_element() -> Gf128 {
+    let mut b = [0u8; 16];
+    fill_os(&mut b);
+    Gf128::from_bytes(b)
+}
+
+/// The sender of a silent VOLE of `k` outputs.
+pub fn silent_send(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleSender> {
+    let p = SilentParams::for_outputs(k)?;
+    let code = p.code(sid)?;
+    let delta = random_element();
+    let shifts = noisy_send(ch, sub(sid, b"noisy"), delta, p.trees)?;
+    let mut b = pprf_send(ch, sub(sid, b"pprf"), p.depth, &shifts)?;
+    code.dual_encode(&mut b);
+    Ok(VoleSender { delta, b })
+}
+
+/// The receiver of a silent VOLE of `k` outputs.
+pub fn silent_receive(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleReceiver> {
+    let p = SilentParams::for_outputs(k)?;
+    let code = p.code(sid)?;
+    let mut points = Vec::with_capacity(p.trees);
+    let mut ys = Vec::with_capacity(p.trees);
+    for _ in 0..p.trees {
+        let mut r = [0u8; 8];
+        fill_os(&mut r);
+        points.push((u64::from_le_bytes(r) % (1u64 << p.depth)) as usize);
+        ys.push(loop {
+            let y = random_element();
+            if y != Gf128::ZERO {
+                break y;
+            }
+        });
+    }
+    let zs = noisy_receive(ch, sub(sid, b"noisy"), &ys)?;
+    let mut c = pprf_receive(ch, sub(sid, b"pprf"), p.depth, &points)?;
+    let mut a = vec![Gf128::ZERO; p.positions()];
+    for (j, ((alpha, y), z)) in points.iter().zip(&ys).zip(&zs).enumerate() {
+        let at = (j << p.depth) + alpha;
+        c[at] += *z;
+        a[at] = *y;
+    }
+    rayon::join(|| code.dual_encode(&mut a), || code.dual_encode(&mut c));
+    Ok(VoleReceiver { a, c })
+}

@@ -13,6 +13,7 @@ pub mod mqrpmt;
 mod report;
 pub mod reveal;
 pub mod unbalanced;
+pub mod vole;
 
 pub use context::{Context, MAX_SET_SIZE, Role};
 pub use report::{Phase, PhaseObserver, Report, human_bytes};
@@ -41,6 +42,8 @@ pub enum Protocol {
     /// The mqRPMT framework: intersection, cardinality, sum, secret shares, union and
     /// private-ID from one membership test plus OT.
     Mqrpmt,
+    /// PSI from silent VOLE and an OKVS (Raghuraman–Rindal): fast for large sets.
+    Vole,
 }
 
 impl Protocol {
@@ -54,6 +57,7 @@ impl Protocol {
             Protocol::Partial => "partial",
             Protocol::Compact => "compact",
             Protocol::Mqrpmt => "mqrpmt",
+            Protocol::Vole => "vole",
         }
     }
 
@@ -70,7 +74,7 @@ impl Protocol {
                 Operation::PrivateId,
             ],
             Protocol::Authorized | Protocol::Partial => &[Operation::Intersection, Operation::Authorize],
-            Protocol::Fhe | Protocol::Unbalanced | Protocol::Compact => &[Operation::Intersection],
+            Protocol::Fhe | Protocol::Unbalanced | Protocol::Compact | Protocol::Vole => &[Operation::Intersection],
         }
     }
 }
@@ -142,7 +146,8 @@ named_enum!(
         Protocol::Authorized,
         Protocol::Partial,
         Protocol::Compact,
-        Protocol::Mqrpmt
+        Protocol::Mqrpmt,
+        Protocol::Vole
     ]
 );
 named_enum!(

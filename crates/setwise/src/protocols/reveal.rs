@@ -2,7 +2,7 @@
 //! sender, so that both parties learn it.
 //!
 //! One step for every protocol that supports it (`ecdh`, `mqrpmt` intersection and
-//! cardinality, `fhe`, `compact`): the receiver sends a [`Revealed`] count and, for an
+//! cardinality, `fhe`, `compact`, `vole`): the receiver sends a [`Revealed`] count and, for an
 //! intersection, a [`REVEALED_DIGESTS`] stream of the matching items' digests
 //! (BLAKE3 keyed by the session, [`dst::REVEAL_ITEM`]), sorted. The sender hashes its own
 //! items the same way and finds its rows.
@@ -51,7 +51,7 @@ impl Reveal {
         matches!(
             (protocol, op),
             (Protocol::Ecdh | Protocol::Mqrpmt, Operation::Intersection | Operation::Cardinality)
-                | (Protocol::Fhe | Protocol::Compact, Operation::Intersection)
+                | (Protocol::Fhe | Protocol::Compact | Protocol::Vole, Operation::Intersection)
         )
     }
 }

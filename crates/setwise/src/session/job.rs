@@ -128,7 +128,7 @@ impl Job {
         }
         let fits = matches!(
             (self.protocol, &self.params),
-            (Protocol::Ecdh | Protocol::Fhe | Protocol::Compact, ProtocolParams::None)
+            (Protocol::Ecdh | Protocol::Fhe | Protocol::Compact | Protocol::Vole, ProtocolParams::None)
                 | (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(_))
                 | (Protocol::Unbalanced, ProtocolParams::Unbalanced(_))
                 | (Protocol::Authorized | Protocol::Partial, ProtocolParams::Authorized(_))
@@ -138,7 +138,7 @@ impl Job {
         }
         if self.reveal == Reveal::Both && !Reveal::supported(self.protocol, self.operation) {
             return Err(Error::Usage(format!(
-                "--reveal both is for ecdh and mqrpmt intersection and cardinality, fhe and compact, not {} {}",
+                "--reveal both is for ecdh and mqrpmt intersection and cardinality, fhe, compact and vole, not {} {}",
                 self.protocol, self.operation
             )));
         }

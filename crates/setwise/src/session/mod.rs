@@ -20,7 +20,7 @@ use crate::protocols::mqrpmt::{self, Values};
 use crate::protocols::unbalanced::{self, SenderDb};
 use crate::protocols::{
     Context, MAX_SET_SIZE, Operation, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, compact, ecdh, fhe,
-    reveal,
+    reveal, vole,
 };
 use crate::wire::msg::send_abort;
 
@@ -240,6 +240,8 @@ fn dispatch<I: AsRef<[u8]> + Sync>(
         (Protocol::Fhe, _, Role::Receiver, Input::Items(y)) => fhe::receiver(ch, ctx, y, report),
         (Protocol::Compact, _, Role::Sender, Input::Items(x)) => nothing(compact::sender(ch, ctx, x, report)),
         (Protocol::Compact, _, Role::Receiver, Input::Items(y)) => compact::receiver(ch, ctx, y, report),
+        (Protocol::Vole, _, Role::Sender, Input::Items(x)) => nothing(vole::sender(ch, ctx, x, report)),
+        (Protocol::Vole, _, Role::Receiver, Input::Items(y)) => vole::receiver(ch, ctx, y, report),
         (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Sender, Input::Items(x)) => {
             mqrpmt::sender(ch, ctx, op, x, None, m, report)
         }

@@ -1,0 +1,151 @@
+//! PSI from silent VOLE and an OKVS (Raghuraman–Rindal, "Blazing Fast PSI from Improved
+//! OKVS and Subfield VOLE", CCS 2022, Fig. 11), semi-honest: the receiver learns X ∩ Y,
+//! the sender nothing; each learns the other's set size.
+//!
+//! Flow (receiver holds Y, sender X; H gives each item an OKVS key k and a value h):
+//! 1. a silent VOLE of length m (the store's size): the sender gets Δ and B, the
+//!    receiver A′ and C = B + A′·Δ ([`crate::vole`]);
+//! 2. receiver: P = Encode({k(y) ↦ h(y)}) (RB-OKVS, [`crate::okvs`]); sends the seed and
+//!    A = P + A′;
+//! 3. sender: K = B + A·Δ = C + P·Δ; for each x the tag
+//!    H_o(k(x), Decode(K, k(x)) + h(x)·Δ), truncated to [`tag_bytes`], shuffled, sent;
+//! 4. receiver: decoding is linear, so for y ∈ Y, where Decode(P, k(y)) = h(y), the
+//!    sender's value is Decode(C, k(y)); the receiver keeps the y whose tag
+//!    H_o(k(y), Decode(C, k(y))) came.
+//!
+//! For x ∉ Y, Decode(P, k(x)) + h(x) is unknown to the sender and nonzero except with
+//! probability 2^-128, so its tag hides a uniform Δ multiple: the receiver sees random
+//! strings. Docs: docs/protocols/vole.md (leakage, parameters, failure probability, wire).
+//!
+//! ```
+//! use setwise::net::MemoryChannel;
+//! use setwise::{Input, Job, Operation, Outcome, Protocol, Role, run};
+//!
+//! let job = Job::new(Protocol::Vole, Operation::Intersection);
+//! let (x, y) = (["a", "b", "c", "d"], ["d", "e", "b"]);
+//! let (mut a, mut b) = MemoryChannel::pair(1 << 24);
+//! let got = std::thread::scope(|s| {
+//!     let sender = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&x)));
+//!     let got = run(&mut b, &job, Role::Receiver, Input::Items(&y)).unwrap();
+//!     sender.join().unwrap().unwrap();
+//!     got
+//! });
+//! assert_eq!(got.0, Outcome::Intersection(vec![0, 2]));
+//! ```
+
+pub mod messages;
+mod receiver;
+mod sender;
+
+pub use receiver::receiver;
+pub use sender::sender;
+
+use crate::crypto::dst::{self, Domain};
+use crate::error::{Error, Result};
+use crate::math::gf128::Gf128;
+use crate::okvs::OkvsParams;
+use crate::protocols::Context;
+use rayon::prelude::*;
+
+/// Largest set either side may hold: 2^26. Memory grows by about 0.5 GiB per 2^20
+/// items on the receiver's side; larger sets are split into buckets (docs/scale-out.md).
+pub const MAX_SET: usize = 1 << 26;
+
+/// Statistical security of the tags: a false match has probability ≤ 2^-40 per run.
+pub const TAG_SECURITY: u32 = 40;
+
+/// Bytes per tag: λ + log2(|X|·|Y|) bits, rounded up (RR22 §5), so that the chance that
+/// any of the sender's tags equals any of the receiver's by accident is ≤ 2^-λ.
+pub fn tag_bytes(sender: usize, receiver: usize) -> usize {
+    let log = |n: usize| n.max(1).next_power_of_two().ilog2();
+    let bits = TAG_SECURITY + log(sender) + log(receiver);
+    (bits as usize).div_ceil(8).min(16)
+}
+
+/// The store's shape for the receiver's set.
+pub fn store_params(receiver: usize) -> OkvsParams {
+    OkvsParams::for_items(receiver)
+}
+
+/// Checks both announced sizes against [`MAX_SET`] before anything is allocated.
+pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
+    for (who, n) in [("sender", ctx.sender_size()), ("receiver", ctx.receiver_size())] {
+        if n > MAX_SET {
+            return Err(Error::Params(format!(
+                "vole PSI takes sets of at most {MAX_SET} items, the {who} has {n}; split larger sets into buckets"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The session's item hash and tag hash.
+pub(crate) struct Hashes {
+    item: blake3::Hasher,
+    tag: blake3::Hasher,
+    len: usize,
+}
+
+impl Hashes {
+    pub(crate) fn new(ctx: &Context) -> Self {
+        Self {
+            item: Domain::new(dst::VOLE_PSI_ITEM, ctx.id).hasher(),
+            tag: Domain::new(dst::VOLE_PSI_TAG, ctx.id).hasher(),
+            len: tag_bytes(ctx.sender_size(), ctx.receiver_size()),
+        }
+    }
+
+    /// Each item's OKVS key and value.
+    pub(crate) fn items<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> (Vec<u128>, Vec<Gf128>) {
+        items
+            .par_iter()
+            .map(|x| {
+                let mut h = self.item.clone();
+                h.update(x.as_ref());
+                let out = h.finalize();
+                let b = out.as_bytes();
+                let half = |i: usize| u128::from_le_bytes(b[16 * i..16 * i + 16].try_into().expect("16 bytes"));
+                (half(0), Gf128(half(1)))
+            })
+            .unzip()
+    }
+
+    /// The tag of a key and its OPRF value: the first [`tag_bytes`] of H_o(k, v), the
+    /// rest zero.
+    pub(crate) fn tag(&self, key: u128, value: Gf128) -> u128 {
+        let mut h = self.tag.clone();
+        h.update(&key.to_le_bytes());
+        h.update(&value.to_bytes());
+        let t = u128::from_le_bytes(h.finalize().as_bytes()[..16].try_into().expect("16 bytes"));
+        if self.len == 16 { t } else { t & ((1u128 << (8 * self.len)) - 1) }
+    }
+
+    /// Bytes per tag on the wire (at most 16).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A hash map from tags to indices. Tags are pseudorandom, so hashing mixes their two
+/// halves once instead of running SipHash.
+pub(crate) type TagMap = std::collections::HashMap<u128, u32, std::hash::BuildHasherDefault<TagHasher>>;
+
+/// The hasher of [`TagMap`].
+#[derive(Default)]
+pub(crate) struct TagHasher(u64);
+
+impl std::hash::Hasher for TagHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u128(&mut self, v: u128) {
+        self.0 = ((v as u64) ^ (v >> 64) as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}

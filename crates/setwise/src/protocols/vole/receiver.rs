@@ -1,0 +1,106 @@
+//! The VOLE-PSI receiver: silent VOLE, store, own tags, match.
+
+use super::messages::{STORE, StoreSeed, TAGS};
+use super::{Hashes, TagMap, check_sizes, store_params};
+use crate::error::{Error, Result};
+use crate::net::Channel;
+use crate::okvs::Okvs;
+use crate::protocols::{Context, Outcome, Report};
+use crate::vole::silent_receive;
+use crate::wire::msg::Message;
+use rayon::prelude::*;
+
+/// Runs the receiver's side on its distinct `items`; returns the intersection (sorted
+/// indices into `items`).
+pub fn receiver<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    ctx: &Context,
+    items: &[I],
+    report: &mut Report,
+) -> Result<Outcome> {
+    check_sizes(ctx)?;
+    if ctx.receiver_size() == 0 || ctx.sender_size() == 0 {
+        return Ok(Outcome::Intersection(Vec::new())); // the sender skips the run too
+    }
+    let hashes = Hashes::new(ctx);
+    let params = store_params(items.len());
+    let vole = report.phase("silent VOLE", ch, |ch| silent_receive(ch, ctx.id, params.columns))?;
+    let (keys, values) = report.phase("hash items", ch, |_| hashes.items(items));
+    let store = report.phase("encode the store", ch, |_| {
+        Okvs::encode(params, &keys, &values).map_err(|_| {
+            Error::Params(
+                "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
+            )
+        })
+    })?;
+    report.phase("send the store", ch, |ch| {
+        StoreSeed(*store.seed()).send(ch, "sending the store")?;
+        let masked: Vec<[u8; 16]> =
+            store.columns().par_iter().zip(&vole.a).map(|(p, a)| (*p + *a).to_bytes()).collect();
+        STORE.send(ch, &masked, "sending the store")
+    })?;
+    let own = report.phase("compute own tags", ch, |_| {
+        let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
+        let decoded = c.decode_many(&keys);
+        let tags: Vec<u128> = keys.par_iter().zip(decoded).map(|(k, v)| hashes.tag(*k, v)).collect();
+        let mut map = TagMap::with_capacity_and_hasher(tags.len(), Default::default());
+        map.extend(tags.into_iter().zip(0u32..));
+        Ok::<_, Error>(map)
+    })?;
+    report.phase("match", ch, |ch| {
+        let mut found = vec![false; items.len()];
+        let mut matcher =
+            Matcher { len: hashes.len(), own: &own, found: &mut found, carry: Vec::new(), left: ctx.sender_size() };
+        let records = (ctx.sender_size() * hashes.len()).div_ceil(16);
+        TAGS.recv(ch, records, "receiving tags", |_, chunk| {
+            matcher.add(chunk.as_flattened());
+            Ok(())
+        })?;
+        Ok(Outcome::Intersection(found.iter().enumerate().filter(|(_, f)| **f).map(|(i, _)| i).collect()))
+    })
+}
+
+/// Splits the stream of records into tags (which may straddle records and chunks) and
+/// marks the own items they match.
+struct Matcher<'a> {
+    len: usize,
+    own: &'a TagMap,
+    found: &'a mut [bool],
+    /// Bytes of a tag begun in the previous chunk.
+    carry: Vec<u8>,
+    /// Tags still due (the padding after the last one is ignored).
+    left: usize,
+}
+
+impl Matcher<'_> {
+    fn add(&mut self, mut bytes: &[u8]) {
+        if !self.carry.is_empty() {
+            let take = (self.len - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.carry.len() == self.len {
+                let tag = std::mem::take(&mut self.carry);
+                self.check(&tag);
+            }
+        }
+        let mut tags = bytes.chunks_exact(self.len);
+        for tag in tags.by_ref() {
+            self.check(tag);
+        }
+        if self.left > 0 {
+            self.carry.extend_from_slice(tags.remainder());
+        }
+    }
+
+    fn check(&mut self, tag: &[u8]) {
+        if self.left == 0 {
+            return;
+        }
+        self.left -= 1;
+        let mut b = [0u8; 16];
+        b[..tag.len()].copy_from_slice(tag);
+        if let Some(&i) = self.own.get(&u128::from_le_bytes(b)) {
+            self.found[i as usize] = true;
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The VOLE-PSI sender: silent VOLE, the receiver's store, one tag per item.
+
+use super::messages::{STORE, StoreSeed, TAGS};
+use super::{Hashes, check_sizes, store_params};
+use crate::crypto::rng::shuffle;
+use crate::error::Result;
+use crate::math::gf128::Gf128;
+use crate::net::Channel;
+use crate::okvs::Okvs;
+use crate::protocols::{Context, Report};
+use crate::vole::silent_send;
+use crate::wire::msg::Message;
+use crate::wire::stream::CHUNK;
+use rayon::prelude::*;
+
+/// Runs the sender's side on its distinct `items`. The sender learns nothing.
+pub fn sender<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    ctx: &Context,
+    items: &[I],
+    report: &mut Report,
+) -> Result<()> {
+    check_sizes(ctx)?;
+    if ctx.receiver_size() == 0 || ctx.sender_size() == 0 {
+        return Ok(()); // the intersection is empty: nothing to send
+    }
+    let hashes = Hashes::new(ctx);
+    let params = store_params(ctx.receiver_size());
+    let vole = report.phase("silent VOLE", ch, |ch| silent_send(ch, ctx.id, params.columns))?;
+    let delta = vole.delta;
+    let (keys, values) = report.phase("hash items", ch, |_| hashes.items(items));
+    let store = report.phase("receive the store", ch, |ch| {
+        let StoreSeed(seed) = StoreSeed::recv(ch, "receiving the store", ())?;
+        // K = B + A·Δ, column by column as the chunks come.
+        let mut k = vole.b;
+        STORE.recv(ch, params.columns, "receiving the store", |at, chunk| {
+            k[at..at + chunk.len()].par_iter_mut().zip(chunk).for_each(|(k, a)| *k += Gf128::from_bytes(*a) * delta);
+            Ok(())
+        })?;
+        Okvs::from_parts(seed, params, k)
+    })?;
+    let mut tags: Vec<u128> = report.phase("compute tags", ch, |_| {
+        let decoded = store.decode_many(&keys);
+        keys.par_iter().zip(values.par_iter()).zip(decoded).map(|((k, h), d)| hashes.tag(*k, d + *h * delta)).collect()
+    });
+    report.phase("send tags", ch, |ch| {
+        shuffle(&mut tags);
+        // 16 tags of `len` bytes are exactly `len` records.
+        let len = hashes.len();
+        for group in tags.chunks(16 * CHUNK) {
+            let mut bytes = Vec::with_capacity((group.len() * len).div_ceil(16) * 16);
+            for t in group {
+                bytes.extend_from_slice(&t.to_le_bytes()[..len]);
+            }
+            bytes.resize(bytes.len().div_ceil(16) * 16, 0);
+            let records: Vec<[u8; 16]> = bytes.chunks_exact(16).map(|r| r.try_into().expect("16 bytes")).collect();
+            TAGS.send(ch, &records, "sending tags")?;
+        }
+        Ok(())
+    })
+}

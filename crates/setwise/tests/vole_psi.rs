@@ -1,0 +1,173 @@
+//! PSI from silent VOLE and OKVS: against the plain intersection, with `--reveal both`,
+//! and against a peer that sends damaged messages.
+
+mod common;
+
+use common::{binary_and_long, items, overlapping_sets};
+use proptest::prelude::*;
+use setwise::net::{Channel, MemoryChannel};
+use setwise::protocols::vole::{MAX_SET, store_params, tag_bytes};
+use setwise::protocols::{Context, Reveal, Role};
+use setwise::session::{self, Hello, Input, handshake};
+use setwise::testing::{plain_intersection, run_items};
+use setwise::{Error, Job, Operation, Outcome, Protocol};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+fn job() -> Job {
+    Job::new(Protocol::Vole, Operation::Intersection)
+}
+
+fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
+    let run = run_items(&job(), sender, receiver);
+    let (s_out, s_rep) = run.sender.unwrap();
+    let (r_out, r_rep) = run.receiver.unwrap();
+    assert_eq!(s_out, Outcome::Nothing);
+    let Outcome::Intersection(got) = r_out else { panic!("unexpected outcome {r_out:?}") };
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain_intersection(sender, receiver));
+    assert_eq!(r_rep.traffic.bytes_sent, s_rep.traffic.bytes_received);
+}
+
+#[test]
+fn edge_cases() {
+    for (x, y) in common::edge_cases() {
+        check(&x, &y);
+    }
+}
+
+#[test]
+fn unequal_sizes_both_ways() {
+    check(&items("x", 0..20_000), &items("x", 19_000..19_300));
+    check(&items("x", 0..3), &items("x", 0..5_000));
+}
+
+#[test]
+fn a_larger_run_matches_exactly() {
+    // 2^17 each with half in common: enough rows for several GGM levels, OKVS chunks and
+    // tag chunks that straddle records (10-byte tags).
+    let (x, y) = (items("i", 0..1 << 17), items("i", 1 << 16..3 << 16));
+    assert_eq!(tag_bytes(x.len(), y.len()), 10);
+    check(&x, &y);
+}
+
+#[test]
+fn binary_and_long_items() {
+    let (x, y) = binary_and_long(30, 3_000);
+    check(&x, &y);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn matches_plain((x, y) in overlapping_sets()) {
+        check(&x, &y);
+    }
+}
+
+#[test]
+fn reveal_both_gives_the_sender_its_rows() {
+    let (x, y) = (items("r", 0..3000), items("r", 2500..4000));
+    let run = run_items(&job().with_reveal(Reveal::Both), &x, &y);
+    let (Outcome::Intersection(s), _) = run.sender.unwrap() else { panic!("sender outcome") };
+    let (Outcome::Intersection(r), _) = run.receiver.unwrap() else { panic!("receiver outcome") };
+    assert_eq!(s, (2500..3000).collect::<Vec<_>>());
+    assert_eq!(r, (0..500).collect::<Vec<_>>());
+}
+
+#[test]
+fn tags_are_long_enough_for_the_sizes() {
+    assert_eq!(tag_bytes(1, 1), 5); // 40 bits
+    assert_eq!(tag_bytes(1 << 20, 1 << 20), 10); // 80 bits
+    assert_eq!(tag_bytes(1 << 24, 1 << 24), 11); // 88 bits
+    assert_eq!(tag_bytes(1 << 20, (1 << 20) + 1), 11); // rounded up
+}
+
+/// Scripted peer: the hello as `role` with `size` items, then `peer` with the agreed
+/// context; the honest party (the other role, 10 items) runs against it.
+fn against(role: Role, size: usize, peer: impl FnOnce(&mut MemoryChannel, Context) + Send) -> Error {
+    let (a, b) = MemoryChannel::pair(1 << 26);
+    let (mut a, mut b) = (a.with_timeout(Duration::from_secs(30)), b.with_timeout(Duration::from_secs(30)));
+    let honest = if role == Role::Receiver { Role::Sender } else { Role::Receiver };
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let hello = Hello::new("vole", "intersection", job().hello_params(), role, size);
+            let Ok(ctx) = handshake(&mut b, &hello, u64::MAX) else { return };
+            peer(&mut b, ctx); // then the channel closes
+        });
+        session::run(&mut a, &job(), honest, Input::Items(&items("h", 0..10))).unwrap_err()
+    })
+}
+
+fn frame(tag: u8, records: &[[u8; 16]]) -> Vec<u8> {
+    let mut m = vec![tag];
+    m.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    records.iter().for_each(|r| m.extend_from_slice(r));
+    m
+}
+
+/// A receiver of `n` items that runs the VOLE honestly, then sends the seed and `store`.
+fn receiver_sending(n: usize, store: Vec<Vec<u8>>) -> Error {
+    against(Role::Receiver, n, move |ch, ctx| {
+        let m = store_params(n).columns;
+        setwise::vole::silent_receive(ch, ctx.id, m).unwrap();
+        let mut seed = vec![0x93];
+        seed.extend_from_slice(&[5; 16]);
+        ch.send(&seed).unwrap();
+        for f in store {
+            if ch.send(&f).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+#[test]
+fn a_store_of_the_wrong_size_is_refused() {
+    let m = store_params(50).columns;
+    let e = receiver_sending(50, vec![frame(0x94, &vec![[1; 16]; m + 1])]);
+    assert!(e.to_string().contains("VolePsiStore"), "{e}");
+    // Too few: the sender waits for the rest and then sees the peer go.
+    let e = receiver_sending(50, vec![frame(0x94, &vec![[1; 16]; m - 1])]);
+    assert!(matches!(e, Error::Net { .. } | Error::PeerAborted(_)), "{e}");
+}
+
+#[test]
+fn a_truncated_or_mistagged_store_is_refused() {
+    let m = store_params(50).columns;
+    let mut f = frame(0x94, &vec![[1; 16]; m]);
+    f.truncate(f.len() - 5);
+    let e = receiver_sending(50, vec![f]);
+    assert!(matches!(e, Error::Malformed(_)), "{e}");
+    let e = receiver_sending(50, vec![frame(0x52, &vec![[1; 16]; m])]);
+    assert!(matches!(e, Error::Malformed(_) | Error::PeerMisbehaved(_)), "{e}");
+}
+
+#[test]
+fn a_damaged_pprf_message_is_refused() {
+    // A sender whose punctured-PRF sums come short.
+    let e = against(Role::Sender, 10, |ch, _ctx| {
+        // Let the receiver's noisy VOLE and OT messages pass unanswered, then send junk.
+        let _ = ch.recv();
+        let _ = ch.send(&frame(0x91, &[[0; 16]; 3]));
+    });
+    assert!(matches!(e, Error::Malformed(_) | Error::PeerMisbehaved(_) | Error::Net { .. }), "{e}");
+}
+
+#[test]
+fn too_many_tags_are_refused() {
+    let e = against(Role::Sender, 10, |ch, ctx| {
+        let vole = setwise::vole::silent_send(ch, ctx.id, store_params(10).columns).unwrap();
+        drop(vole);
+        let _seed = ch.recv().unwrap();
+        let _store = ch.recv().unwrap();
+        let due = (10 * tag_bytes(10, 10)).div_ceil(16);
+        ch.send(&frame(0x95, &vec![[7; 16]; due + 1])).unwrap();
+    });
+    assert!(e.to_string().contains("VolePsiTags"), "{e}");
+}
+
+#[test]
+fn announced_sizes_above_the_limit_are_refused_before_any_work() {
+    let e = against(Role::Receiver, MAX_SET + 1, |_, _| {});
+    assert!(matches!(&e, Error::Params(m) if m.contains("at most 67108864")), "{e}");
+}

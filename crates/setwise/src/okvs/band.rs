@@ -98,8 +98,7 @@ impl BandHasher {
         let mut blocks: [Array<u8, _>; 3] = std::array::from_fn(|i| Array((key ^ i as u128).to_le_bytes()));
         self.aes.encrypt_blocks(&mut blocks);
         let [a, b, c] = blocks.map(|x| u128::from_le_bytes(x.0));
-        let positions = (self.params.columns - self.params.band + 1) as u128;
-        let start = (((a as u64) as u128 * positions) >> 64) as usize;
+        let start = self.start_of(a);
         // The first bit is always set (as in the paper's and Google's implementation):
         // every row has a pivot at its start before elimination.
         let mut bits = [(a >> 64) as u64 | 1, b as u64, (b >> 64) as u64, c as u64];
@@ -109,6 +108,18 @@ impl BandHasher {
             *word &= if keep == 64 { u64::MAX } else { (1u64 << keep) - 1 };
         }
         Band { start, bits }
+    }
+
+    /// Where `key`'s band starts (one AES block instead of the band's three).
+    pub fn start(&self, key: u128) -> usize {
+        let mut block = Array(key.to_le_bytes());
+        self.aes.encrypt_block(&mut block);
+        self.start_of(u128::from_le_bytes(block.0))
+    }
+
+    fn start_of(&self, first_block: u128) -> usize {
+        let positions = (self.params.columns - self.params.band + 1) as u128;
+        (((first_block as u64) as u128 * positions) >> 64) as usize
     }
 }
 

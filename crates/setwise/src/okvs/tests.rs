@@ -70,3 +70,12 @@ fn narrow_bands_fail_at_most_as_often_as_the_papers_fit_says() {
     assert!(wide as f64 / 400.0 <= 2.0 * fit(65.0), "{wide}/400");
     assert!(wide < narrow);
 }
+
+#[test]
+fn decoding_in_band_order_gives_the_same_values() {
+    let (keys, values) = random_pairs(20_000);
+    let okvs = Okvs::encode(OkvsParams::for_items(keys.len()), &keys, &values).unwrap();
+    let hasher = BandHasher::new(okvs.seed(), okvs.params());
+    assert_eq!(okvs.decode_sweeping(&hasher, &keys), values);
+    assert_eq!(okvs.decode_sweeping(&hasher, &keys[..1]), values[..1]);
+}

@@ -24,14 +24,25 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     }
     let hashes = Hashes::new(ctx);
     let params = store_params(items.len());
-    let vole = report.phase("silent VOLE", ch, |ch| silent_receive(ch, ctx.id, params.columns))?;
-    let (keys, values) = report.phase("hash items", ch, |_| hashes.items(items));
-    let store = report.phase("encode the store", ch, |_| {
-        Okvs::encode(params, &keys, &values).map_err(|_| {
-            Error::Params(
-                "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
-            )
-        })
+    // The store does not depend on the VOLE: hash and encode on a second thread while
+    // the VOLE runs (its steps wait for the peer part of the time).
+    let (vole, prepared) = std::thread::scope(|s| {
+        let prepare = s.spawn(|| {
+            let t = std::time::Instant::now();
+            let (keys, values) = hashes.items(items);
+            let store = Okvs::encode(params, &keys, &values);
+            (keys, store, t.elapsed())
+        });
+        let vole =
+            report.phase("silent VOLE, store encoded alongside", ch, |ch| silent_receive(ch, ctx.id, params.columns));
+        (vole, prepare.join().expect("the store encoding panicked"))
+    });
+    let (vole, (keys, store, took)) = (vole?, prepared);
+    report.detail("hash items and encode the store", format!("{:.3} s", took.as_secs_f64()));
+    let store = store.map_err(|_| {
+        Error::Params(
+            "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
+        )
     })?;
     report.phase("send the store", ch, |ch| {
         StoreSeed(*store.seed()).send(ch, "sending the store")?;

@@ -26,9 +26,14 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     }
     let hashes = Hashes::new(ctx);
     let params = store_params(ctx.receiver_size());
-    let vole = report.phase("silent VOLE", ch, |ch| silent_send(ch, ctx.id, params.columns))?;
+    let (vole, (keys, values)) = std::thread::scope(|s| {
+        let hashed = s.spawn(|| hashes.items(items));
+        let vole =
+            report.phase("silent VOLE, items hashed alongside", ch, |ch| silent_send(ch, ctx.id, params.columns));
+        (vole, hashed.join().expect("hashing panicked"))
+    });
+    let vole = vole?;
     let delta = vole.delta;
-    let (keys, values) = report.phase("hash items", ch, |_| hashes.items(items));
     let store = report.phase("receive the store", ch, |ch| {
         let StoreSeed(seed) = StoreSeed::recv(ch, "receiving the store", ())?;
         // K = B + A·Δ, column by column as the chunks come.

@@ -16,6 +16,7 @@ mod band;
 
 pub use band::{Band, BandHasher, EPSILON, LAMBDA, MAX_BAND};
 
+use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
 use crate::math::gf128::Gf128;
 use rayon::prelude::*;
@@ -192,27 +193,31 @@ pub fn encode_with(
     }
     // Back substitution, last pivot first; free columns stay random.
     let mut p: Vec<Gf128> = random_columns(params.columns);
-    let pinned = {
-        let mut pinned = vec![false; params.columns];
-        pivots.iter().filter(|&&c| c != usize::MAX).for_each(|&c| pinned[c] = true);
-        pinned
-    };
     for (i, (row, value)) in rows.iter().enumerate().rev() {
         let pivot = pivots[i];
         if pivot == usize::MAX {
             continue;
         }
-        debug_assert!(pinned[pivot]);
         p[pivot] = Gf128::ZERO;
         p[pivot] = *value + row.dot(&p);
     }
     Ok(p)
 }
 
+/// `n` random columns: AES in counter mode from a fresh OS seed (the OS generator
+/// itself is an order of magnitude slower for hundreds of megabytes).
 fn random_columns(n: usize) -> Vec<Gf128> {
-    let mut bytes = vec![0u8; n * 16];
-    fill_os(&mut bytes);
-    bytes.chunks_exact(16).map(|c| Gf128::from_bytes(c.try_into().expect("16 bytes"))).collect()
+    let mut seed = [0u8; 16];
+    fill_os(&mut seed);
+    let prg = Prg::new(u128::from_le_bytes(seed));
+    let mut p = vec![Gf128::ZERO; n];
+    p.par_chunks_mut(1 << 14).enumerate().for_each(|(c, chunk)| {
+        let blocks = prg.blocks(c << 14, chunk.len());
+        for (x, b) in chunk.iter_mut().zip(blocks) {
+            *x = Gf128(b);
+        }
+    });
+    p
 }
 
 #[cfg(test)]

@@ -62,9 +62,13 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
     let t = values.len();
     let ots = extend_send(ch, sid, t * depth)?;
     let ggm = Ggm::new(sid);
-    let trees: Vec<(Vec<u128>, Vec<[u8; 16]>)> = (0..t)
-        .into_par_iter()
-        .map(|j| {
+    // Each tree grows into its own slice of the output (no second copy of the leaves).
+    let mut leaves = vec![Gf128::ZERO; t << depth];
+    let per_tree: Vec<(Vec<[u8; 16]>, [u8; 16])> = leaves
+        .par_chunks_mut(1 << depth)
+        .zip(values)
+        .enumerate()
+        .map(|(j, (out, v))| {
             let mut root = [0u8; 16];
             fill_os(&mut root);
             let mut level = vec![u128::from_le_bytes(root)];
@@ -80,18 +84,19 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
                 sums.push((left ^ m0).to_le_bytes());
                 sums.push((right ^ m1).to_le_bytes());
             }
-            (level, sums)
+            let mut total = v.0;
+            for (o, x) in out.iter_mut().zip(&level) {
+                *o = Gf128(*x);
+                total ^= x;
+            }
+            (sums, total.to_le_bytes())
         })
         .collect();
-    let level_sums: Vec<[u8; 16]> = trees.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    let level_sums: Vec<[u8; 16]> = per_tree.iter().flat_map(|(s, _)| s.iter().copied()).collect();
     PPRF_LEVEL_SUMS.send(ch, &level_sums, "sending the PPRF")?;
-    let leaf_sums: Vec<[u8; 16]> = trees
-        .iter()
-        .zip(values)
-        .map(|((leaves, _), v)| (leaves.iter().fold(v.0, |acc, x| acc ^ x)).to_le_bytes())
-        .collect();
+    let leaf_sums: Vec<[u8; 16]> = per_tree.iter().map(|(_, l)| *l).collect();
     PPRF_LEAF_SUMS.send(ch, &leaf_sums, "sending the PPRF")?;
-    Ok(trees.into_iter().flat_map(|(leaves, _)| leaves.into_iter().map(Gf128)).collect())
+    Ok(leaves)
 }
 
 /// The receiver, punctured at `points[j]` in tree j: every leaf of the sender's trees,
@@ -108,29 +113,29 @@ pub fn pprf_receive(ch: &mut impl Channel, sid: SessionId, depth: usize, points:
     let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
     let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
     let ggm = Ggm::new(sid);
-    let trees: Vec<Vec<u128>> = (0..t)
-        .into_par_iter()
-        .map(|j| {
-            let alpha = points[j];
-            // The node on the path is unknown (kept at zero); its children are recomputed.
-            let (mut level, mut path) = (vec![0u128], 0usize);
-            for l in 0..depth {
-                level = ggm.expand(&level);
-                let a = bit(alpha, l);
-                let (on, off) = (2 * path + a, 2 * path + (1 - a));
-                let ot = j * depth + l;
-                let mut node = u128::from_le_bytes(sums[2 * ot + (1 - a)]) ^ keys[ot];
-                for i in ((1 - a)..level.len()).step_by(2).filter(|&i| i != off) {
-                    node ^= level[i];
-                }
-                level[off] = node;
-                level[on] = 0;
-                path = on;
+    let mut leaves = vec![Gf128::ZERO; t << depth];
+    leaves.par_chunks_mut(1 << depth).enumerate().for_each(|(j, out)| {
+        let alpha = points[j];
+        // The node on the path is unknown (kept at zero); its children are recomputed.
+        let (mut level, mut path) = (vec![0u128], 0usize);
+        for l in 0..depth {
+            level = ggm.expand(&level);
+            let a = bit(alpha, l);
+            let (on, off) = (2 * path + a, 2 * path + (1 - a));
+            let ot = j * depth + l;
+            let mut node = u128::from_le_bytes(sums[2 * ot + (1 - a)]) ^ keys[ot];
+            for i in ((1 - a)..level.len()).step_by(2).filter(|&i| i != off) {
+                node ^= level[i];
             }
-            let others = level.iter().fold(0u128, |acc, x| acc ^ x);
-            level[alpha] = u128::from_le_bytes(leaf_sums[j]) ^ others;
-            level
-        })
-        .collect();
-    Ok(trees.into_iter().flat_map(|leaves| leaves.into_iter().map(Gf128)).collect())
+            level[off] = node;
+            level[on] = 0;
+            path = on;
+        }
+        let others = level.iter().fold(0u128, |acc, x| acc ^ x);
+        level[alpha] = u128::from_le_bytes(leaf_sums[j]) ^ others;
+        for (o, x) in out.iter_mut().zip(level) {
+            *o = Gf128(x);
+        }
+    });
+    Ok(leaves)
 }

@@ -212,6 +212,20 @@ pub fn cases(family: &str) -> Vec<Case> {
             "receiver",
             items_party(job(Protocol::Compact, Intersection), R)
         )],
+        "vole" => vec![
+            both!(
+                "sender",
+                items_party(job(Protocol::Vole, Intersection), S),
+                "receiver",
+                items_party(job(Protocol::Vole, Intersection), R)
+            ),
+            both!(
+                "sender-reveal",
+                items_party(job(Protocol::Vole, Intersection).with_reveal(Reveal::Both), S),
+                "receiver-reveal",
+                items_party(job(Protocol::Vole, Intersection).with_reveal(Reveal::Both), R)
+            ),
+        ],
         "mqrpmt" => vec![
             both!(
                 "sender-intersection",
@@ -298,7 +312,7 @@ pub fn cases(family: &str) -> Vec<Case> {
 }
 
 /// The session families, one fuzz target each (`session_<family>`).
-pub const FAMILIES: [&str; 6] = ["ecdh", "compact", "mqrpmt", "fhe", "unbalanced", "authorized"];
+pub const FAMILIES: [&str; 7] = ["ecdh", "compact", "mqrpmt", "fhe", "unbalanced", "authorized", "vole"];
 
 /// Runs the honest party `data[0]` selects against the peer script `data[1..]`.
 pub fn session(cases: &[Case], data: &[u8]) {
@@ -395,6 +409,10 @@ pub fn messages(data: &[u8]) {
         0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
         0x7a => mq::UnionCount::decode(body, (N, N)).map(drop),
         0x80 => Revealed::decode(body, (N, N)).map(drop),
+        0x90..=0x92 | 0x94 | 0x95 => {
+            setwise::vole::messages::NOISY_CORRECTIONS.decode_chunk(body, N).map(drop).map_err(Into::into)
+        }
+        0x93 => setwise::protocols::vole::messages::StoreSeed::decode(body, ()).map(drop),
         _ => Ok(()),
     };
 }

@@ -29,6 +29,7 @@ def plain_rows(mine: list[str], theirs: list[str]) -> list[int]:
         ("mqrpmt", "intersection"),
         ("fhe", "intersection"),
         ("compact", "intersection"),
+        ("vole", "intersection"),
     ],
 )
 def test_intersection(protocol: str, op: str) -> None:
@@ -54,6 +55,14 @@ def test_cardinality_and_reveal_both(protocol: str) -> None:
     s, r = pair(
         lambda a: setwise.sender(X, protocol, listen=a, reveal="both"),
         lambda a: setwise.receiver(Y, protocol, connect=a, reveal="both"),
+    )
+    assert s.indices == plain_rows(X, Y) and r.indices == plain_rows(Y, X)
+
+
+def test_vole_reveal_both() -> None:
+    s, r = pair(
+        lambda a: setwise.sender(X, "vole", listen=a, reveal="both"),
+        lambda a: setwise.receiver(Y, "vole", connect=a, reveal="both"),
     )
     assert s.indices == plain_rows(X, Y) and r.indices == plain_rows(Y, X)
 

@@ -49,7 +49,7 @@ pub struct JobArgs {
     #[arg(long, default_value = "bloom")]
     pub last_move: LastMove,
     /// Who learns the result: receiver, or both (ecdh and mqrpmt intersection and
-    /// cardinality, fhe, compact): the receiver then tells the sender, which writes its
+    /// cardinality, fhe, compact, vole): the receiver then tells the sender, which writes its
     /// own rows in the intersection with --output or prints the count. The sender trusts
     /// the receiver's report (docs/protocols/reveal.md). Both sides must agree.
     #[arg(long, default_value = "receiver")]

@@ -5,9 +5,9 @@
 //!
 //! [`ExConv::dual_encode`] maps a vector x of `n` elements to `k` elements:
 //! `x[..k] + Expand(Conv(Conv(x[k..])))`, where
-//! - `Conv` is the convolution accumulator: for each row i in order, x[i] is added to
-//!   x[i + 1 + j] for each of 24 pseudorandom bits b_{i,j} that are set, and always to
-//!   x[i + 25] (indices modulo n − k, so the last rows wrap around). It runs twice, with
+//! - `Conv` is the convolution accumulator: for each row i in order, `x[i]` is added to
+//!   `x[i + 1 + j]` for each of 24 pseudorandom bits b_{i,j} that are set, and always to
+//!   `x[i + 25]` (indices modulo n − k, so the last rows wrap around). It runs twice, with
 //!   independent bits, as libOTe does (a single pass is weak when the expander lands in
 //!   a short region near the end);
 //! - `Expand` gives output i the sum of 7 entries, one pseudorandom entry in each of

@@ -129,6 +129,12 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
             for (k, v) in &r.details {
                 println!("    {k}: {v}");
             }
+            if let Some(kib) = peak_rss_kib() {
+                println!(
+                    "    peak memory of this process so far (both parties and the generated sets): {:.2} GiB",
+                    kib as f64 / (1u64 << 20) as f64
+                );
+            }
             let phase = |r: &Report, name: &str| r.phases.iter().find(|p| p.name == name).map(|p| p.wall_ms / 1e3);
             if let (Some(told), Some(learned)) = (phase(&r, "reveal to the sender"), phase(&s, "learn the result")) {
                 println!(
@@ -261,4 +267,11 @@ fn unit_costs() -> (f64, f64) {
         std::hint::black_box(pair(p, &q));
     }
     (hash, t.elapsed().as_secs_f64() * 1e3 / 200.0)
+}
+
+/// The process's peak resident memory (Linux `VmHWM`), if the platform tells.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

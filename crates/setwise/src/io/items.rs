@@ -14,7 +14,9 @@
 
 use csv::StringRecord;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -202,23 +204,32 @@ impl ItemSet {
     }
 
     fn index(format: Format, header: Option<StringRecord>, rows: Vec<StringRecord>, columns: &[usize]) -> Self {
-        let mut seen: HashMap<Vec<u8>, u32> = HashMap::with_capacity(rows.len());
-        let mut items = Vec::with_capacity(rows.len());
+        // Keyed 64-bit hashes of the keys index the items; the bytes are kept once (in
+        // `items`) and compared on a hash match. Distinct keys with equal hashes (about
+        // n²·2^-65 for n keys) go to `colliding`, which keys by the bytes.
+        let state = RandomState::new();
+        let mut seen: HashMap<u64, u32> = HashMap::with_capacity(rows.len());
+        let mut colliding: HashMap<Vec<u8>, u32> = HashMap::new();
+        let mut items: Vec<Vec<u8>> = Vec::with_capacity(rows.len());
         let mut row_item = Vec::with_capacity(rows.len());
         let mut stats = ReadStats { rows: rows.len(), ..Default::default() };
+        let mut key = Vec::new();
         for row in &rows {
-            let key = join_key(row, columns);
+            join_fields(columns.iter().map(|&c| row.get(c).unwrap_or("").as_bytes()), columns.len(), &mut key);
             if key.is_empty() {
                 stats.empty_keys += 1;
                 row_item.push(SKIPPED);
                 continue;
             }
             let next = items.len() as u32;
-            let id = *seen.entry(key).or_insert_with_key(|k| {
-                items.push(k.clone());
-                next
-            });
-            if id != next {
+            let id = match seen.entry(state.hash_one(&key)) {
+                Entry::Vacant(v) => *v.insert(next),
+                Entry::Occupied(o) if items[*o.get() as usize] == key => *o.get(),
+                Entry::Occupied(_) => *colliding.entry(key.clone()).or_insert(next),
+            };
+            if id == next {
+                items.push(key.clone());
+            } else {
                 stats.duplicate_rows += 1;
             }
             row_item.push(id);
@@ -400,14 +411,6 @@ fn key_columns(
             },
         })
         .collect()
-}
-
-/// The item bytes of one row: the field itself for one key column; each field with a
-/// u32 length prefix for several. Empty if every key field is empty.
-fn join_key(row: &StringRecord, columns: &[usize]) -> Vec<u8> {
-    let mut key = Vec::new();
-    join_fields(columns.iter().map(|&c| row.get(c).unwrap_or("").as_bytes()), columns.len(), &mut key);
-    key
 }
 
 /// Joins the `n` key fields of one row into `out` as every front end must, so that

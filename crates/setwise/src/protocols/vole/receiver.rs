@@ -8,6 +8,7 @@ use crate::okvs::Okvs;
 use crate::protocols::{Context, Outcome, Report};
 use crate::vole::silent_receive;
 use crate::wire::msg::Message;
+use crate::wire::stream::CHUNK;
 use rayon::prelude::*;
 
 /// Runs the receiver's side on its distinct `items`; returns the intersection (sorted
@@ -46,9 +47,12 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     })?;
     report.phase("send the store", ch, |ch| {
         StoreSeed(*store.seed()).send(ch, "sending the store")?;
-        let masked: Vec<[u8; 16]> =
-            store.columns().par_iter().zip(&vole.a).map(|(p, a)| (*p + *a).to_bytes()).collect();
-        STORE.send(ch, &masked, "sending the store")
+        // Chunk by chunk: no second store-sized buffer.
+        for (p, a) in store.columns().chunks(CHUNK).zip(vole.a.chunks(CHUNK)) {
+            let masked: Vec<[u8; 16]> = p.par_iter().zip(a).map(|(p, a)| (*p + *a).to_bytes()).collect();
+            STORE.send_chunk(ch, &masked, "sending the store")?;
+        }
+        Ok::<_, Error>(())
     })?;
     let own = report.phase("compute own tags", ch, |_| {
         let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
@@ -95,8 +99,13 @@ impl Matcher<'_> {
             }
         }
         let mut tags = bytes.chunks_exact(self.len);
-        for tag in tags.by_ref() {
-            self.check(tag);
+        let whole: Vec<&[u8]> = tags.by_ref().take(self.left).collect();
+        self.left -= whole.len();
+        // Look-ups miss the caches at large sizes: spread them over the threads.
+        let hits: Vec<u32> =
+            whole.par_iter().with_min_len(1024).filter_map(|t| self.own.get(&tag_value(t)).copied()).collect();
+        for i in hits {
+            self.found[i as usize] = true;
         }
         if self.left > 0 {
             self.carry.extend_from_slice(tags.remainder());
@@ -108,10 +117,15 @@ impl Matcher<'_> {
             return;
         }
         self.left -= 1;
-        let mut b = [0u8; 16];
-        b[..tag.len()].copy_from_slice(tag);
-        if let Some(&i) = self.own.get(&u128::from_le_bytes(b)) {
+        if let Some(&i) = self.own.get(&tag_value(tag)) {
             self.found[i as usize] = true;
         }
     }
+}
+
+/// A tag's bytes as the number the map is keyed by.
+fn tag_value(tag: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    b[..tag.len()].copy_from_slice(tag);
+    u128::from_le_bytes(b)
 }

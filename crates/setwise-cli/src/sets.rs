@@ -41,7 +41,7 @@ pub fn sender_input<'a>(
 ) -> Input<'a> {
     match (job.protocol, job.operation, db) {
         (Protocol::Unbalanced, _, Some(db)) => Input::Database(db),
-        (Protocol::Mqrpmt, Operation::Sum, _) => Input::Values { items, values, bound: VALUE_BOUND },
+        (Protocol::Mqrpmt | Protocol::Auto, Operation::Sum, _) => Input::Values { items, values, bound: VALUE_BOUND },
         _ => Input::Items(items),
     }
 }

@@ -84,6 +84,9 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
         (sender.join().expect("sender thread"), receiver)
     });
     let ((s_out, s_rep), (r_out, r_rep)) = (sender?, receiver?);
+    if let Some(why) = r_rep.details.get("protocol") {
+        println!("  protocol: {why}");
+    }
     for (who, rep) in [("sender", &s_rep), ("receiver", &r_rep)] {
         println!(
             "  {who:<8} {:>8.3} s   sent {:>10}   received {:>10}",

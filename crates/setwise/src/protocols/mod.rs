@@ -44,6 +44,9 @@ pub enum Protocol {
     Mqrpmt,
     /// PSI from silent VOLE and an OKVS (Raghuraman–Rindal): fast for large sets.
     Vole,
+    /// Chosen after the hello from the operation and both set sizes
+    /// ([`session::auto`](crate::session::auto)).
+    Auto,
 }
 
 impl Protocol {
@@ -58,6 +61,7 @@ impl Protocol {
             Protocol::Compact => "compact",
             Protocol::Mqrpmt => "mqrpmt",
             Protocol::Vole => "vole",
+            Protocol::Auto => "auto",
         }
     }
 
@@ -65,7 +69,7 @@ impl Protocol {
     pub fn operations(self) -> &'static [Operation] {
         match self {
             Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
-            Protocol::Mqrpmt => &[
+            Protocol::Mqrpmt | Protocol::Auto => &[
                 Operation::Intersection,
                 Operation::Cardinality,
                 Operation::Sum,
@@ -147,7 +151,8 @@ named_enum!(
         Protocol::Partial,
         Protocol::Compact,
         Protocol::Mqrpmt,
-        Protocol::Vole
+        Protocol::Vole,
+        Protocol::Auto
     ]
 );
 named_enum!(

@@ -50,7 +50,7 @@ impl Reveal {
     pub fn supported(protocol: Protocol, op: Operation) -> bool {
         matches!(
             (protocol, op),
-            (Protocol::Ecdh | Protocol::Mqrpmt, Operation::Intersection | Operation::Cardinality)
+            (Protocol::Ecdh | Protocol::Mqrpmt | Protocol::Auto, Operation::Intersection | Operation::Cardinality)
                 | (Protocol::Fhe | Protocol::Compact | Protocol::Vole, Operation::Intersection)
         )
     }

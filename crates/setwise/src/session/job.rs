@@ -75,6 +75,12 @@ impl Job {
         Self { protocol, operation, key_columns: 1, params, reveal: Reveal::Receiver }
     }
 
+    /// The job `auto` resolved to: `protocol` with its default parameters, the same
+    /// operation, key columns and reveal.
+    pub fn resolved(self, protocol: Protocol) -> Self {
+        Self { key_columns: self.key_columns, reveal: self.reveal, ..Self::new(protocol, self.operation) }
+    }
+
     /// The same job with `n` key columns.
     pub fn with_key_columns(mut self, n: usize) -> Self {
         self.key_columns = n;
@@ -128,8 +134,10 @@ impl Job {
         }
         let fits = matches!(
             (self.protocol, &self.params),
-            (Protocol::Ecdh | Protocol::Fhe | Protocol::Compact | Protocol::Vole, ProtocolParams::None)
-                | (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(_))
+            (
+                Protocol::Ecdh | Protocol::Fhe | Protocol::Compact | Protocol::Vole | Protocol::Auto,
+                ProtocolParams::None
+            ) | (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(_))
                 | (Protocol::Unbalanced, ProtocolParams::Unbalanced(_))
                 | (Protocol::Authorized | Protocol::Partial, ProtocolParams::Authorized(_))
         );

@@ -6,6 +6,7 @@
 //! why before returning. The CLI, the demo, the benchmarks and the judge all run through
 //! it; nothing else dispatches on the protocol.
 
+pub mod auto;
 mod hello;
 mod job;
 
@@ -98,7 +99,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Input<'a, I> {
 /// The input each role of each job takes.
 fn expected_input(job: &Job, role: Role) -> &'static str {
     match (job.protocol, job.operation, role) {
-        (Protocol::Mqrpmt, Operation::Sum, Role::Sender) => "items with values",
+        (Protocol::Mqrpmt | Protocol::Auto, Operation::Sum, Role::Sender) => "items with values",
         (Protocol::Unbalanced, _, Role::Sender) => "a database",
         (Protocol::Authorized | Protocol::Partial, Operation::Intersection, Role::Receiver) => "items with credentials",
         (_, Operation::Authorize, Role::Judge) => "a judge's key and policy",
@@ -197,6 +198,16 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
         report.own_set_size = ctx.own_size;
         report.peer_set_size = ctx.peer_size;
         let items = input.items();
+        let chosen;
+        let job = if job.protocol == Protocol::Auto {
+            let (protocol, why) = auto::choose(job.operation, ctx.sender_size(), ctx.receiver_size());
+            report.protocol = protocol.name().to_string();
+            report.detail("protocol", format!("{protocol}, chosen by auto: {why}"));
+            chosen = job.clone().resolved(protocol);
+            &chosen
+        } else {
+            job
+        };
         let outcome = dispatch(ch, job, &ctx, input, usable.as_deref(), &mut report)?;
         match (job.reveal, ctx.role, items) {
             (Reveal::Both, Role::Receiver, Some(y)) => {

@@ -1,0 +1,91 @@
+//! `--protocol auto`: both sides name `auto`, agree on one protocol from the operation and
+//! the sizes, and the result is the plain computation's.
+
+mod common;
+
+use common::items;
+use setwise::protocols::Reveal;
+use setwise::session::Input;
+use setwise::testing::{plain_intersection, run_items, run_pair};
+use setwise::{Error, Job, Operation, Outcome, Protocol, Report};
+use std::collections::BTreeSet;
+
+fn chosen(r: &Report) -> &str {
+    &r.protocol
+}
+
+#[test]
+fn intersection_picks_by_size_and_matches_the_plain_one() {
+    for (x, y, want) in [
+        (items("a", 0..300), items("a", 200..400), "ecdh"),
+        (items("a", 0..9000), items("a", 8000..8500), "vole"),
+        (items("a", 0..10), items("a", 0..10_000), "vole"),
+    ] {
+        let run = run_items(&Job::new(Protocol::Auto, Operation::Intersection), &x, &y);
+        let (s_out, s_rep) = run.sender.unwrap();
+        let (r_out, r_rep) = run.receiver.unwrap();
+        assert_eq!(s_out, Outcome::Nothing);
+        let Outcome::Intersection(got) = r_out else { panic!("{r_out:?}") };
+        assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain_intersection(&x, &y));
+        assert_eq!((chosen(&s_rep), chosen(&r_rep)), (want, want));
+        assert!(r_rep.details["protocol"].starts_with(&format!("{want}, chosen by auto")));
+    }
+}
+
+#[test]
+fn other_operations_go_to_the_protocol_that_has_them() {
+    let (x, y) = (items("c", 0..500), items("c", 400..700));
+    let run = run_items(&Job::new(Protocol::Auto, Operation::Cardinality), &x, &y);
+    let (r_out, r_rep) = run.receiver.unwrap();
+    assert_eq!((r_out, chosen(&r_rep)), (Outcome::Cardinality(100), "ecdh"));
+
+    let run = run_items(&Job::new(Protocol::Auto, Operation::Union), &x, &y);
+    let (Outcome::Union(extra), r_rep) = run.receiver.unwrap() else { panic!("union") };
+    assert_eq!((extra.len(), chosen(&r_rep)), (400, "mqrpmt"));
+
+    let values: Vec<u64> = (0..500).collect();
+    let run = run_pair(
+        &Job::new(Protocol::Auto, Operation::Sum),
+        Input::Values { items: &x, values: &values, bound: 1000 },
+        Input::Items(&y),
+        None,
+    );
+    let (s_out, s_rep) = run.sender.unwrap();
+    assert_eq!(s_out, Outcome::CardinalitySum { cardinality: 100, sum: (400..500).sum() });
+    assert_eq!(chosen(&s_rep), "mqrpmt");
+}
+
+#[test]
+fn reveal_both_works_through_auto() {
+    let (x, y) = (items("r", 0..9000), items("r", 8990..9100));
+    let run = run_items(&Job::new(Protocol::Auto, Operation::Intersection).with_reveal(Reveal::Both), &x, &y);
+    let (Outcome::Intersection(s), s_rep) = run.sender.unwrap() else { panic!("sender") };
+    assert_eq!((s, chosen(&s_rep)), ((8990..9000).collect(), "vole"));
+}
+
+#[test]
+fn both_sides_must_name_auto() {
+    let (x, y) = (items("m", 0..10), items("m", 0..10));
+    let (a, b) = setwise::net::MemoryChannel::pair(1 << 20);
+    let (s, r) = std::thread::scope(|sc| {
+        let (mut a, mut b) = (a, b);
+        let s = sc.spawn(move || {
+            setwise::run(
+                &mut a,
+                &Job::new(Protocol::Auto, Operation::Intersection),
+                setwise::Role::Sender,
+                Input::Items(&x),
+            )
+        });
+        let r = setwise::run(
+            &mut b,
+            &Job::new(Protocol::Ecdh, Operation::Intersection),
+            setwise::Role::Receiver,
+            Input::Items(&y),
+        );
+        (s.join().unwrap(), r)
+    });
+    for e in [s.unwrap_err(), r.unwrap_err()] {
+        assert!(matches!(&e, Error::Mismatch { field: "protocol", .. }), "{e}");
+    }
+}

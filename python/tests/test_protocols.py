@@ -59,6 +59,16 @@ def test_cardinality_and_reveal_both(protocol: str) -> None:
     assert s.indices == plain_rows(X, Y) and r.indices == plain_rows(Y, X)
 
 
+def test_auto_picks_a_protocol_and_says_which() -> None:
+    s, r = pair(
+        lambda a: setwise.sender(X, "auto", listen=a),
+        lambda a: setwise.receiver(Y, "auto", connect=a),
+    )
+    assert r.indices == plain_rows(Y, X)
+    assert (s.report["protocol"], r.report["protocol"]) == ("ecdh", "ecdh")  # small sets
+    assert "chosen by auto" in r.report["details"]["protocol"]
+
+
 def test_vole_reveal_both() -> None:
     s, r = pair(
         lambda a: setwise.sender(X, "vole", listen=a, reveal="both"),

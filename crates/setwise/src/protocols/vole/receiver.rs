@@ -1,7 +1,7 @@
 //! The VOLE-PSI receiver: silent VOLE, store, own tags, match.
 
 use super::messages::{STORE, StoreSeed, TAGS};
-use super::{Hashes, TagMap, check_sizes, store_params};
+use super::{Hashes, TagIndex, check_sizes, store_params};
 use crate::error::{Error, Result};
 use crate::net::Channel;
 use crate::okvs::Okvs;
@@ -58,9 +58,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
         let decoded = c.decode_many(&keys);
         let tags: Vec<u128> = keys.par_iter().zip(decoded).map(|(k, v)| hashes.tag(*k, v)).collect();
-        let mut map = TagMap::with_capacity_and_hasher(tags.len(), Default::default());
-        map.extend(tags.into_iter().zip(0u32..));
-        Ok::<_, Error>(map)
+        Ok::<_, Error>(TagIndex::new(&tags))
     })?;
     report.phase("match", ch, |ch| {
         let mut found = vec![false; items.len()];
@@ -79,7 +77,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
 /// marks the own items they match.
 struct Matcher<'a> {
     len: usize,
-    own: &'a TagMap,
+    own: &'a TagIndex,
     found: &'a mut [bool],
     /// Bytes of a tag begun in the previous chunk.
     carry: Vec<u8>,
@@ -102,8 +100,7 @@ impl Matcher<'_> {
         let whole: Vec<&[u8]> = tags.by_ref().take(self.left).collect();
         self.left -= whole.len();
         // Look-ups miss the caches at large sizes: spread them over the threads.
-        let hits: Vec<u32> =
-            whole.par_iter().with_min_len(1024).filter_map(|t| self.own.get(&tag_value(t)).copied()).collect();
+        let hits: Vec<u32> = whole.par_iter().with_min_len(1024).filter_map(|t| self.own.get(tag_value(t))).collect();
         for i in hits {
             self.found[i as usize] = true;
         }
@@ -117,7 +114,7 @@ impl Matcher<'_> {
             return;
         }
         self.left -= 1;
-        if let Some(&i) = self.own.get(&tag_value(tag)) {
+        if let Some(i) = self.own.get(tag_value(tag)) {
             self.found[i as usize] = true;
         }
     }

@@ -33,7 +33,8 @@ pub struct InputArgs {
 /// What to run.
 #[derive(Args)]
 pub struct JobArgs {
-    /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact or mqrpmt.
+    /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact, mqrpmt, vole, or
+    /// auto (both sides; chosen after the hello from the operation and both set sizes).
     #[arg(long, default_value = "ecdh")]
     pub protocol: Protocol,
     /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
@@ -54,12 +55,19 @@ pub struct JobArgs {
     /// the receiver's report (docs/protocols/reveal.md). Both sides must agree.
     #[arg(long, default_value = "receiver")]
     pub reveal: Reveal,
+    /// Refuse a peer that announces more items than this (a server's cap on what one
+    /// peer can ask of it; default: 2^32).
+    #[arg(long)]
+    pub max_peer_items: Option<u64>,
 }
 
 impl JobArgs {
     /// The job for items of `key_columns` key columns.
     pub fn job(&self, key_columns: usize) -> Job {
-        let job = Job::new(self.protocol, self.operation).with_key_columns(key_columns).with_reveal(self.reveal);
+        let mut job = Job::new(self.protocol, self.operation).with_key_columns(key_columns).with_reveal(self.reveal);
+        if let Some(n) = self.max_peer_items {
+            job = job.with_max_peer_size(n);
+        }
         match self.protocol {
             Protocol::Mqrpmt => job
                 .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: self.last_move, ..Default::default() })),

@@ -171,3 +171,31 @@ fn announced_sizes_above_the_limit_are_refused_before_any_work() {
     let e = against(Role::Receiver, MAX_SET + 1, |_, _| {});
     assert!(matches!(&e, Error::Params(m) if m.contains("at most 67108864")), "{e}");
 }
+
+#[test]
+fn a_side_refuses_a_peer_above_its_cap_before_any_work() {
+    // The server's cap: the receiver's 101 items are one more than the sender accepts.
+    let (x, y) = (items("c", 0..10), items("c", 0..101));
+    let (mut a, mut b) = MemoryChannel::pair(1 << 20);
+    let (s, r) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| session::run(&mut a, &job().with_max_peer_size(100), Role::Sender, Input::Items(&x)));
+        let r = session::run(&mut b, &job(), Role::Receiver, Input::Items(&y));
+        (s.join().unwrap(), r)
+    });
+    let e = s.unwrap_err();
+    assert!(
+        matches!(&e, Error::PeerMisbehaved(setwise::error::Deviation::SetTooLarge { announced: 101, limit: 100 })),
+        "{e}"
+    );
+    assert!(r.is_err());
+    // At the cap, the run goes through.
+    let y = items("c", 0..100);
+    let (mut a, mut b) = MemoryChannel::pair(1 << 24);
+    let (s, r) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| session::run(&mut a, &job().with_max_peer_size(100), Role::Sender, Input::Items(&x)));
+        let r = session::run(&mut b, &job(), Role::Receiver, Input::Items(&y));
+        (s.join().unwrap(), r)
+    });
+    s.unwrap();
+    assert_eq!(r.unwrap().0, Outcome::Intersection((0..10).collect()));
+}

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::hex;
 use crate::protocols::authorized::{self, Mode};
 use crate::protocols::mqrpmt::MqrpmtParams;
-use crate::protocols::{Operation, Protocol, Reveal, Role};
+use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role};
 
 /// What to run.
 ///
@@ -26,6 +26,11 @@ pub struct Job {
     pub params: ProtocolParams,
     /// Who learns the result ([`Reveal::Both`]: the receiver tells the sender).
     pub reveal: Reveal,
+    /// The largest set this side accepts the peer to announce (at most, and by default,
+    /// [`MAX_SET_SIZE`]): a server's cap on the work and memory one peer can ask of it,
+    /// since some protocols (`vole`, `fhe`) allocate by the peer's size. Not part of the
+    /// hello: each side sets its own.
+    pub max_peer_size: u64,
 }
 
 /// Per-protocol parameters of a [`Job`].
@@ -72,13 +77,24 @@ impl Job {
             Protocol::Authorized | Protocol::Partial => ProtocolParams::Authorized(AuthorizedJob::default()),
             _ => ProtocolParams::None,
         };
-        Self { protocol, operation, key_columns: 1, params, reveal: Reveal::Receiver }
+        Self { protocol, operation, key_columns: 1, params, reveal: Reveal::Receiver, max_peer_size: MAX_SET_SIZE }
     }
 
     /// The job `auto` resolved to: `protocol` with its default parameters, the same
     /// operation, key columns and reveal.
     pub fn resolved(self, protocol: Protocol) -> Self {
-        Self { key_columns: self.key_columns, reveal: self.reveal, ..Self::new(protocol, self.operation) }
+        Self {
+            key_columns: self.key_columns,
+            reveal: self.reveal,
+            max_peer_size: self.max_peer_size,
+            ..Self::new(protocol, self.operation)
+        }
+    }
+
+    /// The same job accepting a peer of at most `n` items (capped at [`MAX_SET_SIZE`]).
+    pub fn with_max_peer_size(mut self, n: u64) -> Self {
+        self.max_peer_size = n.min(MAX_SET_SIZE);
+        self
     }
 
     /// The same job with `n` key columns.

@@ -194,29 +194,30 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     report.params = job.hello_params();
     report.peer_identity = ch.peer_identity();
     let hello = Hello::new(protocol, operation, job.hello_params(), role, own_size);
-    let result = report.phase("hello", ch, |ch| handshake(ch, &hello, MAX_SET_SIZE)).and_then(|ctx| {
-        report.own_set_size = ctx.own_size;
-        report.peer_set_size = ctx.peer_size;
-        let items = input.items();
-        let chosen;
-        let job = if job.protocol == Protocol::Auto {
-            let (protocol, why) = auto::choose(job.operation, ctx.sender_size(), ctx.receiver_size());
-            report.protocol = protocol.name().to_string();
-            report.detail("protocol", format!("{protocol}, chosen by auto: {why}"));
-            chosen = job.clone().resolved(protocol);
-            &chosen
-        } else {
-            job
-        };
-        let outcome = dispatch(ch, job, &ctx, input, usable.as_deref(), &mut report)?;
-        match (job.reveal, ctx.role, items) {
-            (Reveal::Both, Role::Receiver, Some(y)) => {
-                reveal::tell_sender(ch, &ctx, y, &outcome, &mut report).map(|()| outcome)
+    let result =
+        report.phase("hello", ch, |ch| handshake(ch, &hello, job.max_peer_size.min(MAX_SET_SIZE))).and_then(|ctx| {
+            report.own_set_size = ctx.own_size;
+            report.peer_set_size = ctx.peer_size;
+            let items = input.items();
+            let chosen;
+            let job = if job.protocol == Protocol::Auto {
+                let (protocol, why) = auto::choose(job.operation, ctx.sender_size(), ctx.receiver_size());
+                report.protocol = protocol.name().to_string();
+                report.detail("protocol", format!("{protocol}, chosen by auto: {why}"));
+                chosen = job.clone().resolved(protocol);
+                &chosen
+            } else {
+                job
+            };
+            let outcome = dispatch(ch, job, &ctx, input, usable.as_deref(), &mut report)?;
+            match (job.reveal, ctx.role, items) {
+                (Reveal::Both, Role::Receiver, Some(y)) => {
+                    reveal::tell_sender(ch, &ctx, y, &outcome, &mut report).map(|()| outcome)
+                }
+                (Reveal::Both, Role::Sender, Some(x)) => reveal::learn(ch, &ctx, job.operation, x, &mut report),
+                _ => Ok(outcome),
             }
-            (Reveal::Both, Role::Sender, Some(x)) => reveal::learn(ch, &ctx, job.operation, x, &mut report),
-            _ => Ok(outcome),
-        }
-    });
+        });
     if let Err(e) = &result
         && !matches!(
             e,

@@ -208,6 +208,7 @@ def _options(
     max_concurrent: int = 8,
     session_timeout: float = 3600.0,
     grace: float = 30.0,
+    max_peer_items: int | None = None,
 ) -> dict[str, Any]:
     """Every option of a run, as the native side takes them."""
     t = tls or Tls()
@@ -238,6 +239,7 @@ def _options(
         "judge_key": _public_key(judge_key),
         "client_id": client_id,
         "sessions": sessions,
+        "max_peer_items": max_peer_items,
         "max_concurrent": max_concurrent,
         "session_timeout": session_timeout,
         "grace": grace,
@@ -306,6 +308,7 @@ def receiver(
     credentials: Credentials | PathLike | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
+    max_peer_items: int | None = None,
 ) -> Result:
     """Runs the receiver (the party that learns the result) against a sender.
 
@@ -316,7 +319,8 @@ def receiver(
     flags of the same names mean. ``protocol="unbalanced"``: ``fingerprint`` refuses a
     sender whose parameters differ; the result has the sender's labels
     (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
-    ``credentials`` from :func:`authorize` (or their file).
+    ``credentials`` from :func:`authorize` (or their file). ``max_peer_items`` refuses
+    a peer that announces more items (a server's cap on what one peer can ask of it).
     """
     return _run(
         "receiver",
@@ -333,6 +337,7 @@ def receiver(
         credentials=credentials,
         connect_timeout=connect_timeout,
         timeout=timeout,
+        max_peer_items=max_peer_items,
     )
 
 
@@ -354,6 +359,7 @@ def sender(
     client_id: str | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
+    max_peer_items: int | None = None,
 ) -> Result:
     """Runs the sender against one receiver; see :func:`receiver` (and :func:`serve`
     for many).
@@ -382,6 +388,7 @@ def sender(
         client_id=client_id,
         connect_timeout=connect_timeout,
         timeout=timeout,
+        max_peer_items=max_peer_items,
     )
 
 
@@ -418,6 +425,7 @@ def serve(
     client_id: str | None = None,
     max_concurrent: int = 8,
     timeout: float = 600.0,
+    max_peer_items: int | None = None,
     session_timeout: float = 3600.0,
     grace: float = 30.0,
     log: Callable[[str], Any] | None = None,
@@ -448,6 +456,7 @@ def serve(
         client_id=client_id,
         max_concurrent=max_concurrent,
         timeout=timeout,
+        max_peer_items=max_peer_items,
         session_timeout=session_timeout,
         grace=grace,
     )

@@ -55,6 +55,8 @@ pub struct Options {
     judge_key: Option<String>,
     /// `authorized`/`partial` sender, and a client asking the judge: the client's ID.
     client_id: Option<String>,
+    /// The most items a peer may announce (`None`: the library's limit).
+    max_peer_items: Option<u64>,
     /// Serving: sessions to complete (0: until interrupted), at once, each one's limit.
     sessions: usize,
     max_concurrent: usize,
@@ -244,6 +246,10 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
             };
             (job, held)
         }
+    };
+    let job = match o.max_peer_items {
+        Some(n) => job.with_max_peer_size(n),
+        None => job,
     };
     job.validate(role).map_err(to_py)?;
     Ok((job, held))

@@ -69,6 +69,14 @@ def test_auto_picks_a_protocol_and_says_which() -> None:
     assert "chosen by auto" in r.report["details"]["protocol"]
 
 
+def test_a_peer_above_the_cap_is_refused() -> None:
+    with pytest.raises(setwise.Error, match="exceeds the limit"):
+        pair(
+            lambda a: setwise.sender(X, "vole", listen=a, max_peer_items=len(Y) - 1),
+            lambda a: setwise.receiver(Y, "vole", connect=a),
+        )
+
+
 def test_vole_reveal_both() -> None:
     s, r = pair(
         lambda a: setwise.sender(X, "vole", listen=a, reveal="both"),

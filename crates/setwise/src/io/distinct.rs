@@ -4,26 +4,39 @@ use super::InputError;
 use rayon::prelude::*;
 use std::hash::{BuildHasher, RandomState};
 
-/// `Ok` if no two of `items` are equal; otherwise the indices of an equal pair.
+/// `Ok` if no two of `items` are equal; otherwise the indices of an equal pair (the
+/// first repeated item and its first occurrence).
 ///
-/// Sorts 64-bit hashes of the items in parallel and compares the bytes only where two
-/// hashes are equal, so a set of 2^24 items costs a fraction of a second, far below any
-/// protocol run on it.
+/// A set of 2^24 items costs a fraction of a second ([`first_occurrences`]), far below
+/// any protocol run on it.
 pub fn check_distinct<I: AsRef<[u8]> + Sync>(items: &[I]) -> Result<(), InputError> {
+    match first_occurrences(items).iter().enumerate().find(|&(i, &f)| f as usize != i) {
+        Some((second, &first)) => Err(InputError::Duplicate { first: first as usize, second }),
+        None => Ok(()),
+    }
+}
+
+/// For each item, the index of the first item equal to it (itself if none is earlier).
+///
+/// Sorts keyed 64-bit hashes of the items in parallel and compares bytes only within
+/// runs of equal hashes, sorted by bytes there, so an item repeated many times costs
+/// n·log n, not n²; no per-item map entry and no random access into a table as large as
+/// the input.
+pub fn first_occurrences<I: AsRef<[u8]> + Sync>(items: &[I]) -> Vec<u32> {
     let state = RandomState::new();
-    let mut hashes: Vec<(u64, u32)> =
+    let mut order: Vec<(u64, u32)> =
         items.par_iter().enumerate().map(|(i, x)| (state.hash_one(x.as_ref()), i as u32)).collect();
-    hashes.par_sort_unstable();
-    for run in hashes.chunk_by(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
-        for (k, a) in run.iter().enumerate() {
-            if let Some(b) = run[k + 1..].iter().find(|b| items[b.1 as usize].as_ref() == items[a.1 as usize].as_ref())
-            {
-                let (first, second) = (a.1.min(b.1) as usize, a.1.max(b.1) as usize);
-                return Err(InputError::Duplicate { first, second });
-            }
+    order.par_sort_unstable();
+    let mut first: Vec<u32> = (0..items.len() as u32).collect();
+    let bytes = |r: &(u64, u32)| items[r.1 as usize].as_ref();
+    for run in order.chunk_by_mut(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
+        // By bytes, then by index, so each group of equal items starts with its first.
+        run.sort_by(|a, b| bytes(a).cmp(bytes(b)).then(a.1.cmp(&b.1)));
+        for group in run.chunk_by(|a, b| bytes(a) == bytes(b)) {
+            group.iter().for_each(|r| first[r.1 as usize] = group[0].1);
         }
     }
-    Ok(())
+    first
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@
 use csv::StringRecord;
 use rayon::prelude::*;
 use std::fs::File;
-use std::hash::{BuildHasher, RandomState};
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -409,29 +408,10 @@ fn key_columns(
 }
 
 /// For each row, the first row with the same key (itself if none is earlier), or
-/// [`SKIPPED`] for an empty key. Sorts keyed 64-bit hashes of the keys in parallel and
-/// compares bytes only within runs of equal hashes (sorted by bytes there, so a key
-/// repeated on many rows costs n·log n, not n²) — no per-row map entry and no random
-/// access into a table as large as the file.
+/// [`SKIPPED`] for an empty key (such a row takes no part).
 fn first_rows(keys: &[Vec<u8>]) -> Vec<u32> {
-    let state = RandomState::new();
-    let mut order: Vec<(u64, u32)> = keys
-        .par_iter()
-        .enumerate()
-        .filter(|(_, k)| !k.is_empty())
-        .map(|(i, k)| (state.hash_one(k), i as u32))
-        .collect();
-    order.par_sort_unstable();
-    let mut first: Vec<u32> =
-        (0..keys.len() as u32).map(|i| if keys[i as usize].is_empty() { SKIPPED } else { i }).collect();
-    for run in order.chunk_by_mut(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
-        // Within a run: by bytes, then by row, so each group of equal keys starts
-        // with its first row.
-        run.sort_by(|a, b| keys[a.1 as usize].cmp(&keys[b.1 as usize]).then(a.1.cmp(&b.1)));
-        for group in run.chunk_by(|a, b| keys[a.1 as usize] == keys[b.1 as usize]) {
-            group.iter().for_each(|r| first[r.1 as usize] = group[0].1);
-        }
-    }
+    let mut first = super::first_occurrences(keys);
+    first.iter_mut().zip(keys).filter(|(_, k)| k.is_empty()).for_each(|(f, _)| *f = SKIPPED);
     first
 }
 

@@ -8,6 +8,6 @@ mod hex;
 mod items;
 
 pub use atomic::{AtomicFile, sync_dir, write_atomic};
-pub use distinct::check_distinct;
+pub use distinct::{check_distinct, first_occurrences};
 pub use hex::{from_hex, hex};
 pub use items::{Format, InputError, ItemSet, ReadStats, join_fields, split_key};

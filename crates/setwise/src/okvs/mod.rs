@@ -18,6 +18,7 @@ pub use band::{Band, BandHasher, EPSILON, LAMBDA, MAX_BAND};
 
 use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
+use crate::hashing::buckets::group_by_bucket;
 use crate::math::gf128::Gf128;
 use rayon::prelude::*;
 
@@ -121,7 +122,7 @@ impl Okvs {
     }
 
     /// The values of many keys, in parallel. Keys are decoded in the order of where
-    /// their bands start (grouped by blocks of 2^10 columns with a counting sort), so the
+    /// their bands start (grouped by blocks of 2^10 columns, `hashing::buckets`), so the
     /// decoding sweeps the store once instead of jumping around it: a large store does
     /// not fit in the caches, and each band reads w/8 of its bytes.
     pub fn decode_many(&self, keys: &[u128]) -> Vec<Gf128> {
@@ -137,18 +138,7 @@ impl Okvs {
     fn decode_sweeping(&self, hasher: &BandHasher, keys: &[u128]) -> Vec<Gf128> {
         let decode = |k: u128| hasher.band(k).dot(&self.columns);
         let blocks: Vec<u32> = keys.par_iter().map(|&k| (hasher.start(k) >> SWEEP_BLOCK) as u32).collect();
-        let mut first = vec![0usize; (self.params.columns >> SWEEP_BLOCK) + 2];
-        for &b in &blocks {
-            first[b as usize + 1] += 1;
-        }
-        for i in 1..first.len() {
-            first[i] += first[i - 1];
-        }
-        let mut order = vec![0u32; keys.len()];
-        for (i, &b) in blocks.iter().enumerate() {
-            order[first[b as usize]] = i as u32;
-            first[b as usize] += 1;
-        }
+        let (_, order) = group_by_bucket(&blocks, (self.params.columns >> SWEEP_BLOCK) + 1);
         let values: Vec<Gf128> = order.par_iter().with_min_len(1024).map(|&i| decode(keys[i as usize])).collect();
         let mut out = vec![Gf128::ZERO; keys.len()];
         for (&i, v) in order.iter().zip(values) {

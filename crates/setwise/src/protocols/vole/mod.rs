@@ -42,6 +42,7 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::error::{Error, Result};
+use crate::hashing::buckets::group_by_bucket;
 use crate::math::gf128::Gf128;
 use crate::okvs::OkvsParams;
 use crate::protocols::Context;
@@ -138,21 +139,8 @@ impl TagIndex {
 
     /// Indexes `tags[i] ↦ i`.
     pub(crate) fn new(tags: &[u128]) -> Self {
-        let part = |t: u128| (t as usize) % Self::PARTS;
-        // A counting sort by part, then every part's map on its own task.
-        let mut start = vec![0usize; Self::PARTS + 1];
-        for &t in tags {
-            start[part(t) + 1] += 1;
-        }
-        for p in 1..=Self::PARTS {
-            start[p] += start[p - 1];
-        }
-        let mut next = start.clone();
-        let mut order = vec![0u32; tags.len()];
-        for (i, &t) in tags.iter().enumerate() {
-            order[next[part(t)]] = i as u32;
-            next[part(t)] += 1;
-        }
+        let part_of: Vec<u32> = tags.iter().map(|&t| (t as usize % Self::PARTS) as u32).collect();
+        let (start, order) = group_by_bucket(&part_of, Self::PARTS);
         let parts = (0..Self::PARTS)
             .into_par_iter()
             .map(|p| {

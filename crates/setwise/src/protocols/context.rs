@@ -3,6 +3,7 @@
 //! reads it.
 
 use crate::crypto::dst::SessionId;
+use crate::error::{Error, Result};
 use std::fmt;
 
 /// Largest set size a peer may announce: 2^32 items.
@@ -59,5 +60,23 @@ impl Context {
     /// The receiver's set size.
     pub fn receiver_size(&self) -> usize {
         if self.role == Role::Receiver { self.own_size } else { self.peer_size }
+    }
+
+    /// Whether either side holds no items (the intersection is empty without a run).
+    pub fn has_empty_side(&self) -> bool {
+        self.own_size == 0 || self.peer_size == 0
+    }
+
+    /// Checks both sizes against a protocol's limit `max` before anything is allocated;
+    /// the error names the protocol (`what`), the side and `advice`.
+    pub fn check_sizes(&self, what: &str, max: usize, advice: &str) -> Result<()> {
+        for (who, n) in [("sender", self.sender_size()), ("receiver", self.receiver_size())] {
+            if n > max {
+                return Err(Error::Params(format!(
+                    "{what} takes sets of at most {max} items, the {who} has {n}; {advice}"
+                )));
+            }
+        }
+        Ok(())
     }
 }

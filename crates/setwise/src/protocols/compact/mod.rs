@@ -40,7 +40,7 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::wideperm::WidePermutation;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::math::fp128::F128;
 use crate::protocols::Context;
 
@@ -109,12 +109,5 @@ pub(crate) fn pair_from_bytes(b: &[u8; 32]) -> Option<[F128; 2]> {
 
 /// Checks both announced sizes against [`MAX_SET`] before anything is allocated.
 pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
-    for (who, n) in [("sender", ctx.sender_size()), ("receiver", ctx.receiver_size())] {
-        if n > MAX_SET {
-            return Err(Error::Params(format!(
-                "compact PSI takes sets of at most {MAX_SET} items, the {who} has {n}; use --protocol ecdh for larger sets"
-            )));
-        }
-    }
-    Ok(())
+    ctx.check_sizes("compact PSI", MAX_SET, "use --protocol ecdh for larger sets")
 }

@@ -41,7 +41,7 @@ pub use receiver::receiver;
 pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hashing::buckets::group_by_bucket;
 use crate::math::gf128::Gf128;
 use crate::okvs::OkvsParams;
@@ -70,14 +70,7 @@ pub fn store_params(receiver: usize) -> OkvsParams {
 
 /// Checks both announced sizes against [`MAX_SET`] before anything is allocated.
 pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
-    for (who, n) in [("sender", ctx.sender_size()), ("receiver", ctx.receiver_size())] {
-        if n > MAX_SET {
-            return Err(Error::Params(format!(
-                "vole PSI takes sets of at most {MAX_SET} items, the {who} has {n}; split larger sets into buckets"
-            )));
-        }
-    }
-    Ok(())
+    ctx.check_sizes("vole PSI", MAX_SET, "split larger sets into buckets")
 }
 
 /// The session's item hash and tag hash.

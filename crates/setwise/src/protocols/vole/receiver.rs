@@ -20,7 +20,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<Outcome> {
     check_sizes(ctx)?;
-    if ctx.receiver_size() == 0 || ctx.sender_size() == 0 {
+    if ctx.has_empty_side() {
         return Ok(Outcome::Intersection(Vec::new())); // the sender skips the run too
     }
     let hashes = Hashes::new(ctx);

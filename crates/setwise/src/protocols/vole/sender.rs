@@ -21,7 +21,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<()> {
     check_sizes(ctx)?;
-    if ctx.receiver_size() == 0 || ctx.sender_size() == 0 {
+    if ctx.has_empty_side() {
         return Ok(()); // the intersection is empty: nothing to send
     }
     let hashes = Hashes::new(ctx);

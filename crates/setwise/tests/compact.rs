@@ -10,9 +10,8 @@ use setwise::error::Deviation;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::Role;
 use setwise::session::{self, Hello, Input, handshake};
-use setwise::testing::{plain_intersection, run_items};
+use setwise::testing::run_items;
 use setwise::{Error, Job, Operation, Outcome, Protocol};
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 fn job() -> Job {
@@ -20,13 +19,7 @@ fn job() -> Job {
 }
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    let run = run_items(&job(), sender, receiver);
-    let (s_out, s_rep) = run.sender.unwrap();
-    let (r_out, r_rep) = run.receiver.unwrap();
-    assert_eq!(s_out, Outcome::Nothing);
-    let Outcome::Intersection(got) = r_out else { panic!("unexpected outcome {r_out:?}") };
-    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain_intersection(sender, receiver));
-    assert_eq!(r_rep.traffic.bytes_sent, s_rep.traffic.bytes_received);
+    common::check_intersection(&job(), sender, receiver);
 }
 
 #[test]

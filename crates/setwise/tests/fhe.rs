@@ -7,21 +7,10 @@ use setwise::he::{Evaluator, HeContext, SecretKey};
 use setwise::math::poly::from_roots;
 use setwise::math::zp::Zp;
 use setwise::protocols::fhe::{FheParams, sender::evaluate_group};
-use setwise::testing::run_items;
-use setwise::{Job, Operation, Outcome, Protocol};
-use std::collections::BTreeSet;
+use setwise::{Job, Operation, Protocol};
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    let plain = setwise::testing::plain_intersection(sender, receiver);
-    let run = run_items(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver);
-    assert_eq!(run.sender.unwrap().0, Outcome::Nothing);
-    let (out, report) = run.receiver.unwrap();
-    match out {
-        Outcome::Intersection(got) => {
-            assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain, "{report}")
-        }
-        other => panic!("unexpected {other:?}"),
-    }
+    common::check_intersection(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver);
 }
 
 #[test]

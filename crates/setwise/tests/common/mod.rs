@@ -44,3 +44,18 @@ pub fn overlapping_sets() -> impl Strategy<Value = SetPair> {
         (bytes(&xs), bytes(&ys))
     })
 }
+
+/// Runs `job` (an intersection) on the two sets over the in-memory channel and checks
+/// that the sender learns nothing, that the receiver's rows are the plain intersection,
+/// and that the two sides count the same bytes.
+pub fn check_intersection(job: &setwise::Job, sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
+    use setwise::Outcome;
+    let run = setwise::testing::run_items(job, sender, receiver);
+    let (s_out, s_rep) = run.sender.unwrap();
+    let (r_out, r_rep) = run.receiver.unwrap();
+    assert_eq!(s_out, Outcome::Nothing);
+    let Outcome::Intersection(got) = r_out else { panic!("unexpected outcome {r_out:?}") };
+    let got: std::collections::BTreeSet<usize> = got.into_iter().collect();
+    assert_eq!(got, setwise::testing::plain_intersection(sender, receiver), "{r_rep}");
+    assert_eq!(r_rep.traffic.bytes_sent, s_rep.traffic.bytes_received);
+}

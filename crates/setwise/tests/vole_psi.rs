@@ -137,13 +137,18 @@ fn a_truncated_or_mistagged_store_is_refused() {
 
 #[test]
 fn a_damaged_pprf_message_is_refused() {
-    // A sender whose punctured-PRF sums come short.
-    let e = against(Role::Sender, 10, |ch, _ctx| {
-        // Let the receiver's noisy VOLE and OT messages pass unanswered, then send junk.
-        let _ = ch.recv();
-        let _ = ch.send(&frame(0x91, &[[0; 16]; 3]));
+    // A sender that runs the noisy VOLE and the OT extension honestly, then sends one
+    // punctured-PRF level sum more than the agreed trees and depth call for.
+    use setwise::crypto::dst::{self, Domain, SessionId};
+    use setwise::vole::{SilentParams, noisy};
+    let e = against(Role::Sender, 10, |ch, ctx| {
+        let sub = |w: &[u8]| SessionId(Domain::new(dst::VOLE_SUBSESSION, ctx.id).hash64(w)[..32].try_into().unwrap());
+        let p = SilentParams::for_outputs(store_params(10).columns).unwrap();
+        noisy::noisy_send(ch, sub(b"noisy"), setwise::math::gf128::Gf128::ONE, p.trees).unwrap();
+        setwise::ot::extend_send(ch, sub(b"pprf"), p.trees * p.depth).unwrap();
+        ch.send(&frame(0x91, &vec![[0; 16]; 2 * p.trees * p.depth + 1])).unwrap();
     });
-    assert!(matches!(e, Error::Malformed(_) | Error::PeerMisbehaved(_) | Error::Net { .. }), "{e}");
+    assert!(e.to_string().contains("PprfLevelSums"), "{e}");
 }
 
 #[test]

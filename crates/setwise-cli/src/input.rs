@@ -19,7 +19,7 @@ pub fn read_items(a: &InputArgs) -> Result<ItemSet, Failure> {
             "{}: {} rows, {} distinct items ({} rows with an empty key skipped, {} rows repeat an earlier key)",
             path.display(),
             s.rows,
-            set.items().len(),
+            set.len(),
             s.empty_keys,
             s.duplicate_rows
         );
@@ -36,7 +36,7 @@ pub fn sum_values(set: &ItemSet, column: &str, bound: u64) -> Result<Vec<u64>, F
             u64::try_from(v).ok().filter(|&v| v <= bound).ok_or_else(|| {
                 Failure::usage(anyhow::anyhow!(
                     "item {} has the value {v}, above --value-bound {bound}",
-                    String::from_utf8_lossy(&set.items()[i])
+                    String::from_utf8_lossy(set.item(i))
                 ))
             })
         })

@@ -97,14 +97,10 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
                     setwise::Error::from(Deviation::NotAnItem { what: "union item (a joined key)", index }).into()
                 );
             }
-            let total = set.items().len() + extra.len();
+            let total = set.len() + extra.len();
             match out.emit(|w| write_union(set, &extra, w))? {
                 Some(((), dest)) => {
-                    format!(
-                        "union of {total} items ({} ours, {} only the peer's), {dest}",
-                        set.items().len(),
-                        extra.len()
-                    )
+                    format!("union of {total} items ({} ours, {} only the peer's), {dest}", set.len(), extra.len())
                 }
                 None => format!("union of {total} items {NO_DEST}"),
             }
@@ -144,7 +140,7 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
 fn write_union(set: &ItemSet, extra: &[Vec<u8>], out: impl Write) -> Result<(), Failure> {
     let mut w = csv::WriterBuilder::new().flexible(true).from_writer(out);
     w.write_record(set.key_names()).map_err(io)?;
-    for item in set.items().iter().chain(extra) {
+    for item in set.items().into_iter().chain(extra.iter().map(Vec::as_slice)) {
         let fields = split_key(item, set.key_columns()).ok_or_else(|| {
             Failure::from(setwise::Error::from(Deviation::NotAnItem { what: "union item (a joined key)", index: 0 }))
         })?;
@@ -173,7 +169,7 @@ fn write_shares(set: &ItemSet, shares: &Shares, role: Role, out: impl Write) -> 
         }
         rec.push(hex(shares.share(i)));
         if role == Role::Sender {
-            rec.extend(split_key(&set.items()[shares.items[i]], set.key_columns()).unwrap_or_default());
+            rec.extend(split_key(set.item(shares.items[i]), set.key_columns()).unwrap_or_default());
         }
         w.write_record(&rec).map_err(io)?;
     }

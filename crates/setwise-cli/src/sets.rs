@@ -24,7 +24,7 @@ pub fn sets(sender_size: usize, receiver_size: usize, overlap: f64) -> (ItemSet,
 
 /// A value per item for `sum` (think: purchase amounts in cents), derived from the item
 /// so a check can recompute it.
-pub fn values(items: &[Vec<u8>]) -> Vec<u64> {
+pub fn values(items: &[&[u8]]) -> Vec<u64> {
     items
         .iter()
         .map(|i| u64::from_le_bytes(blake3::hash(i).as_bytes()[..8].try_into().expect("8 bytes")) % (VALUE_BOUND + 1))
@@ -35,10 +35,10 @@ pub fn values(items: &[Vec<u8>]) -> Vec<u64> {
 /// database for `unbalanced`.
 pub fn sender_input<'a>(
     job: &Job,
-    items: &'a [Vec<u8>],
+    items: &'a [&'a [u8]],
     values: &'a [u64],
     db: Option<&'a setwise::protocols::unbalanced::SenderDb>,
-) -> Input<'a> {
+) -> Input<'a, &'a [u8]> {
     match (job.protocol, job.operation, db) {
         (Protocol::Unbalanced, _, Some(db)) => Input::Database(db),
         (Protocol::Mqrpmt | Protocol::Auto, Operation::Sum, _) => Input::Values { items, values, bound: VALUE_BOUND },
@@ -50,10 +50,10 @@ pub fn sender_input<'a>(
 pub fn input_for<'a>(
     job: &Job,
     role: Role,
-    items: &'a [Vec<u8>],
+    items: &'a [&'a [u8]],
     values: &'a [u64],
     db: Option<&'a setwise::protocols::unbalanced::SenderDb>,
-) -> Input<'a> {
+) -> Input<'a, &'a [u8]> {
     match role {
         Role::Sender => sender_input(job, items, values, db),
         _ => Input::Items(items),

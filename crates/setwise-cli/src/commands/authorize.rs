@@ -49,7 +49,7 @@ pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
     };
     let mut ch = TcpChannel::connect(&a.connect, config).map_err(|e| net_failure("connecting", e))?;
     let job = Job::authorize(mode, a.client_id.as_bytes()).with_key_columns(set.key_columns());
-    let (outcome, report) = run(&mut ch, &job, Role::Receiver, Input::Items(set.items()))?;
+    let (outcome, report) = run(&mut ch, &job, Role::Receiver, Input::Items(&set.items()))?;
     let Outcome::Credentials { credentials, refused } = outcome else {
         unreachable!("an authorisation ends with credentials")
     };
@@ -57,7 +57,7 @@ pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
     eprintln!(
         "authorize: {} of {} items signed for '{}' ({mode:?}), credentials in {} — {:.2} s, sent {}, received {}",
         credentials.entries.len(),
-        set.items().len(),
+        set.len(),
         a.client_id,
         a.credentials.display(),
         report.total_ms / 1e3,
@@ -65,12 +65,12 @@ pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
         human_bytes(report.traffic.bytes_received)
     );
     for &i in refused.iter().take(10) {
-        eprintln!("  refused: {}", String::from_utf8_lossy(&set.items()[i]));
+        eprintln!("  refused: {}", String::from_utf8_lossy(set.item(i)));
     }
     if refused.len() > 10 {
         eprintln!("  … and {} more refused", refused.len() - 10);
     }
-    if credentials.entries.is_empty() && !set.items().is_empty() {
+    if credentials.entries.is_empty() && !&set.items().is_empty() {
         return Err(Failure { code: EXIT_PEER, error: anyhow::anyhow!("the judge refused every item") });
     }
     Ok(())

@@ -95,7 +95,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
             Protocol::Unbalanced => {
                 let spec = a.params.as_ref().map_or("auto".to_string(), |p| p.display().to_string());
                 let (name, params) = resolve(&spec, s_n, a.receiver_max.max(r_n), 0)?;
-                let mut db = SenderDb::build(x.items(), params, &name)?;
+                let mut db = SenderDb::build(&x.items(), params, &name)?;
                 db.prepare()?;
                 println!(
                     "  database {label}: preset {name}, built in {:.2} s, {} bundles, plaintexts {}",
@@ -115,7 +115,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
                     .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: a.last_move, ..Default::default() }));
             }
             job.validate(Role::Sender)?;
-            let (s, r) = run_once(&job, x.items(), y.items(), db.as_ref(), profile)?;
+            let (s, r) = run_once(&job, &x.items(), &y.items(), db.as_ref(), profile)?;
             println!(
                 "{:<14} {:<13} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10}",
                 label,
@@ -177,8 +177,8 @@ fn workloads(a: &BenchArgs) -> Result<Vec<(String, usize, usize)>, Failure> {
 
 fn run_once(
     job: &Job,
-    x: &[Vec<u8>],
-    y: &[Vec<u8>],
+    x: &[&[u8]],
+    y: &[&[u8]],
     db: Option<&SenderDb>,
     profile: Option<NetProfile>,
 ) -> Result<(Report, Report), Failure> {
@@ -217,7 +217,7 @@ fn authorized_row(mode: Mode, m: usize, n: usize, fraction: f64) -> Result<Strin
             let input: Input = Input::Judge { key: &key, policy: &policy, config };
             run(&mut a, &judge_job, Role::Judge, input)
         });
-        let r = run(&mut b, &client_job, Role::Receiver, Input::Items(x.items()));
+        let r = run(&mut b, &client_job, Role::Receiver, Input::Items(&x.items()));
         (judge.join().expect("judge thread"), r)
     });
     let (judge_rep, (outcome, auth_rep)) = (judged?.1, authorized?);
@@ -227,8 +227,8 @@ fn authorized_row(mode: Mode, m: usize, n: usize, fraction: f64) -> Result<Strin
     let job = Job::authorized(mode.protocol(), client, *key.public());
     let (mut a, mut b) = loopback()?;
     let (server, client) = std::thread::scope(|s| {
-        let server = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(y.items())));
-        let input = Input::Credentials { items: x.items(), credentials: &credentials };
+        let server = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&y.items())));
+        let input = Input::Credentials { items: &x.items(), credentials: &credentials };
         let r = run(&mut b, &job, Role::Receiver, input);
         (server.join().expect("server thread"), r)
     });

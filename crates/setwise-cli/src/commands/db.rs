@@ -91,9 +91,9 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
         } else {
             Some(set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect::<Vec<_>>())
         };
-        db.insert(set.items(), labels.as_deref())
+        db.insert(&set.items(), labels.as_deref())
     } else {
-        db.remove(set.items())
+        db.remove(&set.items())
     }?;
     let updated = t.elapsed().as_secs_f64();
     db.save(&a.db)?;
@@ -128,12 +128,12 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
             } else {
                 set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
             };
-            let (name, params) = resolve(&a.params, set.items().len(), a.receiver_max, label_bytes)?;
+            let (name, params) = resolve(&a.params, set.len(), a.receiver_max, label_bytes)?;
             let mut db = if a.label.is_empty() {
-                SenderDb::build(set.items(), params, &name)
+                SenderDb::build(&set.items(), params, &name)
             } else {
                 let labels: Vec<Vec<u8>> = set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect();
-                SenderDb::build_labelled(set.items(), &labels, a.label.clone(), params, &name)
+                SenderDb::build_labelled(&set.items(), &labels, a.label.clone(), params, &name)
             }?
             .with_key_columns(set.key_columns());
             if let Some(k) = &a.key_file {

@@ -49,15 +49,16 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
         job = job.with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: a.last_move, ..Default::default() }));
     }
     job.validate(Role::Sender)?;
-    let (x, y) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
+    let (x_set, y_set) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
+    let (x, y) = (x_set.items(), y_set.items());
     let db = match a.protocol {
         Protocol::Unbalanced => {
-            let (name, params) = resolve("auto", x.items().len(), y.items().len().max(256), 0)?;
-            let mut db = SenderDb::build(x.items(), params, &name)?;
+            let (name, params) = resolve("auto", x.len(), y.len().max(256), 0)?;
+            let mut db = SenderDb::build(&x, params, &name)?;
             db.prepare()?;
             println!(
                 "sender database: {} items, preset {name}, built in {:.2} s",
-                x.items().len(),
+                x.len(),
                 db.info().build_ms as f64 / 1e3
             );
             Some(db)
@@ -69,17 +70,17 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
         "setwise demo: {} {} between two parties over loopback TCP, sender {} items, receiver {} items",
         a.protocol,
         a.operation,
-        x.items().len(),
-        y.items().len()
+        x.len(),
+        y.len()
     );
-    let vals = values(x.items());
+    let vals = values(&x);
     let (sender, receiver) = std::thread::scope(|s| {
         let sender = s.spawn(|| {
-            let r = run(&mut a_ch, &job, Role::Sender, input_for(&job, Role::Sender, x.items(), &vals, db.as_ref()));
+            let r = run(&mut a_ch, &job, Role::Sender, input_for(&job, Role::Sender, &x, &vals, db.as_ref()));
             drop(a_ch);
             r
         });
-        let receiver = run(&mut b_ch, &job, Role::Receiver, input_for(&job, Role::Receiver, y.items(), &[], None));
+        let receiver = run(&mut b_ch, &job, Role::Receiver, input_for(&job, Role::Receiver, &y, &[], None));
         drop(b_ch);
         (sender.join().expect("sender thread"), receiver)
     });
@@ -95,7 +96,7 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
             human_bytes(rep.traffic.bytes_received)
         );
     }
-    let check = compare(x.items(), y.items(), s_out, r_out);
+    let check = compare(&x, &y, s_out, r_out);
     println!(
         "  {}: {} (plain computation: {}) {}",
         check.what,
@@ -132,13 +133,13 @@ fn check(what: &'static str, got: &BTreeSet<&[u8]>, plain: &BTreeSet<&[u8]>, ext
 
 /// Compares the two roles' outcomes with the plain set computation on `x` (sender) and
 /// `y` (receiver).
-fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Check {
-    let xs: HashSet<&[u8]> = x.iter().map(Vec::as_slice).collect();
-    let ys: HashSet<&[u8]> = y.iter().map(Vec::as_slice).collect();
-    let common: BTreeSet<&[u8]> = y.iter().map(Vec::as_slice).filter(|i| xs.contains(i)).collect();
-    let union: BTreeSet<&[u8]> = x.iter().chain(y).map(Vec::as_slice).collect();
+fn compare(x: &[&[u8]], y: &[&[u8]], s_out: Outcome, r_out: Outcome) -> Check {
+    let xs: HashSet<&[u8]> = x.iter().copied().collect();
+    let ys: HashSet<&[u8]> = y.iter().copied().collect();
+    let common: BTreeSet<&[u8]> = y.iter().copied().filter(|i| xs.contains(i)).collect();
+    let union: BTreeSet<&[u8]> = x.iter().chain(y).copied().collect();
     let rows = |idx: &[usize]| -> (BTreeSet<&[u8]>, bool) {
-        let set: BTreeSet<&[u8]> = idx.iter().filter_map(|&i| y.get(i).map(Vec::as_slice)).collect();
+        let set: BTreeSet<&[u8]> = idx.iter().filter_map(|&i| y.get(i).copied()).collect();
         (set, idx.iter().all(|&i| i < y.len()))
     };
     match (s_out, r_out) {
@@ -153,7 +154,7 @@ fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Chec
         }
         (Outcome::CardinalitySum { cardinality, sum }, Outcome::Cardinality(c)) => {
             let plain: u128 =
-                x.iter().zip(values(x)).filter(|(i, _)| ys.contains(i.as_slice())).map(|(_, v)| u128::from(v)).sum();
+                x.iter().zip(values(x)).filter(|(i, _)| ys.contains(*i)).map(|(_, v)| u128::from(v)).sum();
             let n = common.len() as u64;
             Check {
                 what: "sizes (sender/receiver) and sum",
@@ -169,7 +170,7 @@ fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Chec
             equal: c == common.len() as u64,
         },
         (_, Outcome::Union(extra)) => {
-            let mut got: BTreeSet<&[u8]> = y.iter().map(Vec::as_slice).collect();
+            let mut got: BTreeSet<&[u8]> = y.iter().copied().collect();
             let distinct = extra.iter().all(|e| got.insert(e));
             check("union", &got, &union, distinct)
         }
@@ -183,7 +184,7 @@ fn compare(x: &[Vec<u8>], y: &[Vec<u8>], s_out: Outcome, r_out: Outcome) -> Chec
         (Outcome::PrivateIds { own: sx, union: su }, Outcome::PrivateIds { own: ry, union: ru }) => {
             // Equal items get equal IDs, distinct items distinct IDs, and both parties hold the
             // union's IDs: then the IDs stand for the union item by item.
-            let mut by_item: HashMap<&[u8], [u8; 32]> = x.iter().map(Vec::as_slice).zip(sx).collect();
+            let mut by_item: HashMap<&[u8], [u8; 32]> = x.iter().copied().zip(sx).collect();
             let agree = y.iter().zip(&ry).all(|(i, id)| *by_item.entry(i).or_insert(*id) == *id);
             let ids: BTreeSet<[u8; 32]> = by_item.values().copied().collect();
             let want: BTreeSet<[u8; 32]> = su.iter().copied().collect();

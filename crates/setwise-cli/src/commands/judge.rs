@@ -66,7 +66,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     let allow = ItemSet::read(&a.allow, Format::guess(&a.allow, a.no_header), &a.key)?;
     let policy = match &a.client_column {
         Some(column) => AllowList::per_client(
-            allow.row_values(column)?.into_iter().map(|(item, client)| (client, allow.items()[item].clone())),
+            allow.row_values(column)?.into_iter().map(|(item, client)| (client, allow.item(item))),
         ),
         None => AllowList::new(allow.items()),
     };
@@ -74,7 +74,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         "judge: key {} ({}), {} allowed items, public key written to {}",
         authorized::key_fingerprint(key.public()),
         a.secret_key.display(),
-        allow.items().len(),
+        allow.len(),
         a.public_key.display()
     );
     let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());

@@ -103,9 +103,10 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         (_, Some(_)) => return Err(usage("--value is for --protocol mqrpmt --op sum")),
         (_, None) => Vec::new(),
     };
+    let items = set.items();
     let input = || match job.operation {
-        Operation::Sum => Input::Values { items: set.items(), values: &values, bound: a.value_bound },
-        _ => Input::Items(set.items()),
+        Operation::Sum => Input::Values { items: &items, values: &values, bound: a.value_bound },
+        _ => Input::Items(&items),
     };
     if let (Some(addr), n) = (&a.party.net.listen, a.sessions)
         && n != 1
@@ -178,15 +179,16 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
         (None, _) => a.party.job.job(kc),
     };
     job.validate(Role::Receiver)?;
+    let items = set.items();
     let input = match &credentials {
         Some(c) => {
-            let usable = authorized::usable(c, set.items()).len();
-            if usable < set.items().len() {
-                eprintln!("{usable} of {} items have credentials; only those take part", set.items().len());
+            let usable = authorized::usable(c, &items).len();
+            if usable < set.len() {
+                eprintln!("{usable} of {} items have credentials; only those take part", set.len());
             }
-            Input::Credentials { items: set.items(), credentials: c }
+            Input::Credentials { items: &items, credentials: c }
         }
-        None => Input::Items(set.items()),
+        None => Input::Items(&items),
     };
     let mut ch = connect(&a.party.net)?;
     let (outcome, report) = run_role(&mut ch, &job, Role::Receiver, input, &a.party.report)?;

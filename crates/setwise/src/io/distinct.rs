@@ -18,22 +18,25 @@ pub fn check_distinct<I: AsRef<[u8]> + Sync>(items: &[I]) -> Result<(), InputErr
 
 /// For each item, the index of the first item equal to it (itself if none is earlier).
 ///
-/// Sorts keyed 64-bit hashes of the items in parallel and compares bytes only within
-/// runs of equal hashes, sorted by bytes there, so an item repeated many times costs
-/// n·log n, not n²; no per-item map entry and no random access into a table as large as
-/// the input.
+/// Sorts words of a keyed 32-bit hash and the item's index in parallel and compares bytes
+/// only within runs of equal hashes, sorted by bytes there, so an item repeated many
+/// times costs n·log n, not n²; no per-item map entry and no random access into a table
+/// as large as the input.
 pub fn first_occurrences<I: AsRef<[u8]> + Sync>(items: &[I]) -> Vec<u32> {
+    assert!(items.len() <= u32::MAX as usize, "at most 2^32 items");
     let state = RandomState::new();
-    let mut order: Vec<(u64, u32)> =
-        items.par_iter().enumerate().map(|(i, x)| (state.hash_one(x.as_ref()), i as u32)).collect();
+    // Hash in the high half, index in the low: one 8-byte word to sort per item.
+    let mut order: Vec<u64> =
+        items.par_iter().enumerate().map(|(i, x)| (state.hash_one(x.as_ref()) & !0xFFFF_FFFF) | i as u64).collect();
     order.par_sort_unstable();
     let mut first: Vec<u32> = (0..items.len() as u32).collect();
-    let bytes = |r: &(u64, u32)| items[r.1 as usize].as_ref();
-    for run in order.chunk_by_mut(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
+    let index = |w: &u64| *w as u32;
+    let bytes = |w: &u64| items[index(w) as usize].as_ref();
+    for run in order.chunk_by_mut(|a, b| a >> 32 == b >> 32).filter(|r| r.len() > 1) {
         // By bytes, then by index, so each group of equal items starts with its first.
-        run.sort_by(|a, b| bytes(a).cmp(bytes(b)).then(a.1.cmp(&b.1)));
+        run.sort_by(|a, b| bytes(a).cmp(bytes(b)).then(index(a).cmp(&index(b))));
         for group in run.chunk_by(|a, b| bytes(a) == bytes(b)) {
-            group.iter().for_each(|r| first[r.1 as usize] = group[0].1);
+            group.iter().for_each(|w| first[index(w) as usize] = index(&group[0]));
         }
     }
     first

@@ -6,6 +6,10 @@ mod atomic;
 mod distinct;
 mod hex;
 mod items;
+mod rows;
+
+#[cfg(feature = "testing")]
+pub(crate) use rows::split_with;
 
 pub use atomic::{AtomicFile, sync_dir, write_atomic};
 pub use distinct::{check_distinct, first_occurrences};

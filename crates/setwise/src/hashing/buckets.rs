@@ -20,6 +20,18 @@ pub fn group_by_bucket(buckets_of: &[u32], buckets: usize) -> (Vec<usize>, Vec<u
     (starts, order)
 }
 
+/// `items` cut into the groups that `starts` delimits (as [`group_by_bucket`] gives
+/// them), to be filled or sorted group by group in parallel.
+pub fn split_groups<'a, T>(mut items: &'a mut [T], starts: &[usize]) -> Vec<&'a mut [T]> {
+    let mut groups = Vec::with_capacity(starts.len().saturating_sub(1));
+    for w in starts.windows(2) {
+        let (group, rest) = items.split_at_mut(w[1] - w[0]);
+        groups.push(group);
+        items = rest;
+    }
+    groups
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,5 +43,9 @@ mod tests {
         assert_eq!(starts, [0, 2, 3, 6, 6]);
         assert_eq!(order, [1, 4, 3, 0, 2, 5]);
         assert_eq!(group_by_bucket(&[], 3), (vec![0; 4], vec![]));
+        let mut items = [10, 11, 12, 13, 14, 15];
+        let groups = split_groups(&mut items, &starts);
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [2, 1, 3, 0]);
+        assert_eq!(groups[2], [13, 14, 15]);
     }
 }

@@ -21,20 +21,21 @@ const FITS: [(u32, f64, f64); 3] = [(16, 0.2740, 11.61), (20, 0.2691, 15.21), (2
 /// Statistical security of every store: failure ≤ 2^-40 per encoding.
 pub const LAMBDA: f64 = 40.0;
 
-/// The band width `w` for `n` keys at ε = [`EPSILON`]: the fit of the next size up
-/// (smaller stores fail less at the same width), beyond 2^24 the 2^24 fit with `b`
-/// growing as it does between the fitted sizes (+4.6 per ×16).
-pub(super) fn width(n: usize) -> usize {
+/// The band width `w` for a system of `n` keys at ε = [`EPSILON`] failing with
+/// probability ≤ 2^-`lambda`: the fit of the next size up (smaller systems fail less at
+/// the same width), beyond 2^24 the 2^24 fit with `b` growing as it does between the
+/// fitted sizes (+4.6 per ×16).
+pub(super) fn width(n: usize, lambda: f64) -> usize {
     let log_n = usize::BITS - n.max(2).saturating_sub(1).leading_zeros();
     let (a, b) = match FITS.iter().find(|(l, _, _)| log_n <= *l) {
         Some(&(_, a, b)) => (a, b),
         None => (FITS[2].1, FITS[2].2 + 4.6 * f64::from(log_n - 24) / 4.0),
     };
-    (((LAMBDA + b) / a).ceil() as usize).min(MAX_BAND)
+    (((lambda + b) / a).ceil() as usize).min(MAX_BAND)
 }
 
 /// One row of the system: `bits` (bit j is column `start + j`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Band {
     /// The first column of the band.
     pub start: usize,
@@ -78,8 +79,9 @@ impl Band {
     }
 }
 
-/// Maps keys to bands under a seed: three AES blocks per key give 64 bits for the start
-/// and 320 for the band (of which `w` are kept).
+/// Maps keys to bins and bands under a seed: three AES blocks per key, the first giving
+/// the bin (its high half) and the band's start in its bin (its low half), the other two
+/// the band's 256 bits (of which `w` are kept).
 pub struct BandHasher {
     aes: Aes128,
     params: OkvsParams,
@@ -88,20 +90,43 @@ pub struct BandHasher {
 impl BandHasher {
     /// The hasher of the store with `seed` and `params`.
     pub fn new(seed: &[u8; 16], params: OkvsParams) -> Self {
-        assert!(params.band <= MAX_BAND && params.band < params.columns, "band {params:?}");
+        assert!(params.band <= MAX_BAND && params.band < params.bin_columns(), "band {params:?}");
         Self { aes: Aes128::new(&Array(*seed)), params }
     }
 
-    /// The band of `key`. Keys are uniformly random (hashes of items), so a counter
-    /// XORed into the key gives independent blocks.
+    /// The band of `key`, its start counted in its bin. Keys are uniformly random
+    /// (hashes of items), so a counter XORed into the key gives independent blocks.
     pub fn band(&self, key: u128) -> Band {
-        let mut blocks: [Array<u8, _>; 3] = std::array::from_fn(|i| Array((key ^ i as u128).to_le_bytes()));
-        self.aes.encrypt_blocks(&mut blocks);
-        let [a, b, c] = blocks.map(|x| u128::from_le_bytes(x.0));
+        let mut out = [Band { start: 0, bits: [0; WORDS] }];
+        self.bands(&[key], &mut out);
+        out[0]
+    }
+
+    /// [`band`](Self::band) of each of `keys` into `out` (as long): the AES blocks of
+    /// all keys in one call, which the cipher pipelines.
+    pub fn bands(&self, keys: &[u128], out: &mut [Band]) {
+        assert_eq!(keys.len(), out.len(), "a band per key");
+        for (keys, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let mut blocks = [Array([0u8; 16]); 3 * BATCH];
+            for (k, b) in keys.iter().zip(blocks.chunks_exact_mut(3)) {
+                for (i, block) in b.iter_mut().enumerate() {
+                    *block = Array((k ^ i as u128).to_le_bytes());
+                }
+            }
+            let blocks = &mut blocks[..3 * keys.len()];
+            self.aes.encrypt_blocks(blocks);
+            for (o, b) in out.iter_mut().zip(blocks.chunks_exact(3)) {
+                let [a, b, c] = [0, 1, 2].map(|i| u128::from_le_bytes(b[i].0));
+                *o = self.band_of(a, b, c);
+            }
+        }
+    }
+
+    fn band_of(&self, a: u128, b: u128, c: u128) -> Band {
         let start = self.start_of(a);
         // The first bit is always set (as in the paper's and Google's implementation):
         // every row has a pivot at its start before elimination.
-        let mut bits = [(a >> 64) as u64 | 1, b as u64, (b >> 64) as u64, c as u64];
+        let mut bits = [b as u64 | 1, (b >> 64) as u64, c as u64, (c >> 64) as u64];
         let w = self.params.band;
         for (i, word) in bits.iter_mut().enumerate() {
             let keep = w.saturating_sub(i * 64).min(64);
@@ -110,17 +135,47 @@ impl BandHasher {
         Band { start, bits }
     }
 
-    /// Where `key`'s band starts (one AES block instead of the band's three).
-    pub fn start(&self, key: u128) -> usize {
+    /// The bin of each of `keys` into `out` (as long), one AES block per key.
+    pub fn bins(&self, keys: &[u128], out: &mut [u32]) {
+        assert_eq!(keys.len(), out.len(), "a bin per key");
+        if self.params.bins == 1 {
+            out.fill(0);
+            return;
+        }
+        for (keys, out) in keys.chunks(3 * BATCH).zip(out.chunks_mut(3 * BATCH)) {
+            let mut blocks = [Array([0u8; 16]); 3 * BATCH];
+            let blocks = &mut blocks[..keys.len()];
+            for (k, b) in keys.iter().zip(blocks.iter_mut()) {
+                *b = Array(k.to_le_bytes());
+            }
+            self.aes.encrypt_blocks(blocks);
+            for (o, b) in out.iter_mut().zip(blocks.iter()) {
+                *o = scale((u128::from_le_bytes(b.0) >> 64) as u64, self.params.bins) as u32;
+            }
+        }
+    }
+
+    /// The bin of `key` (one AES block instead of the band's three).
+    pub fn bin(&self, key: u128) -> usize {
+        if self.params.bins == 1 {
+            return 0;
+        }
         let mut block = Array(key.to_le_bytes());
         self.aes.encrypt_block(&mut block);
-        self.start_of(u128::from_le_bytes(block.0))
+        scale((u128::from_le_bytes(block.0) >> 64) as u64, self.params.bins)
     }
 
     fn start_of(&self, first_block: u128) -> usize {
-        let positions = (self.params.columns - self.params.band + 1) as u128;
-        (((first_block as u64) as u128 * positions) >> 64) as usize
+        scale(first_block as u64, self.params.bin_columns() - self.params.band + 1)
     }
+}
+
+/// Keys hashed per AES call.
+const BATCH: usize = 64;
+
+/// A uniform 64-bit value scaled to `0..n` (Lemire's multiply-shift).
+fn scale(x: u64, n: usize) -> usize {
+    ((u128::from(x) * n as u128) >> 64) as usize
 }
 
 #[cfg(test)]
@@ -147,14 +202,16 @@ mod tests {
 
     #[test]
     fn widths_follow_the_fits() {
-        assert_eq!((width(1), width(1 << 16), width(1 << 20), width(1 << 24)), (189, 189, 206, 218));
-        assert_eq!(width((1 << 16) + 1), 206);
-        assert!(width(1 << 28) > 218 && width(usize::MAX) == MAX_BAND);
+        let w = |n| width(n, LAMBDA);
+        assert_eq!((w(1), w(1 << 16), w(1 << 20), w(1 << 24)), (189, 189, 206, 218));
+        assert_eq!(w((1 << 16) + 1), 206);
+        assert!(w(1 << 28) > 218 && w(usize::MAX) == MAX_BAND);
+        assert_eq!(width(1 << 16, 50.0), 225);
     }
 
     #[test]
     fn bands_are_inside_the_store_and_as_wide_as_asked() {
-        let params = OkvsParams { columns: 500, band: 100 };
+        let params = OkvsParams { columns: 500, band: 100, bins: 1 };
         let h = BandHasher::new(&[1; 16], params);
         let mut widest = 0;
         for k in 0..2000u128 {

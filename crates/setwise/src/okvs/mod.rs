@@ -1,44 +1,59 @@
 //! An oblivious key-value store from random band matrices (RB-OKVS: Bienstock, Patel,
 //! Seo, Yeo, "Near-Optimal Oblivious Key-Value Stores for Efficient PSI, PSU and
-//! Volume-Hiding Multi-Maps", USENIX Security 2023).
+//! Volume-Hiding Multi-Maps", USENIX Security 2023), in bins.
 //!
-//! [`Okvs::encode`] finds a vector `P` of `m = (1 + ε)·n` elements such that every key `k`
-//! decodes to its value: `⟨row(k), P⟩ = value(k)`, where `row(k)` is `w` random bits
-//! (the band) placed at a random start in `0..=m − w`. Rows and starts come from a
-//! fixed-key AES hash of the key under a per-store seed (module `band`). Encoding sorts the
-//! rows by start and eliminates column by column inside the band (O(n·w) row
-//! operations of `w/64` words), then back-substitutes; columns no row pins are random,
-//! so `P` reveals nothing about the keys. A system without a solution (probability
-//! below 2^-40 at [`OkvsParams::for_items`]'s parameters) is retried with a fresh seed.
-//! Decoding a key XORs the ≈ w/2 elements its band selects.
+//! [`Okvs::encode`] finds a vector `P` of `m` elements such that every key `k` decodes to
+//! its value: `⟨row(k), P⟩ = value(k)`. Keys are hashed to bins of about
+//! [`BIN_ITEMS`] keys (as RR22 clusters its OKVS), each bin its own system over its own
+//! `(1 + ε)·capacity` columns, so that a large store is encoded and decoded one
+//! cache-sized bin at a time and on all threads. In a bin, `row(k)` is `w` random bits
+//! (the band) at a random start; rows, starts and bins come from a fixed-key AES hash of
+//! the key under a per-store seed (module `band`). Encoding sorts a bin's rows by start
+//! and eliminates column by column inside the band, then back-substitutes; columns no
+//! row pins are random, so `P` reveals nothing about the keys. A store fails to encode
+//! with probability ≤ 2^-40 ([`OkvsParams::for_items`]); it is retried with a fresh
+//! seed. Decoding a key XORs the ≈ w/2 elements its band selects in its bin.
 
 mod band;
+mod bins;
 
 pub use band::{Band, BandHasher, EPSILON, LAMBDA, MAX_BAND};
+pub use bins::BIN_ITEMS;
 
 use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
-use crate::hashing::buckets::group_by_bucket;
+use crate::hashing::buckets::{group_by_bucket, split_groups};
 use crate::math::gf128::Gf128;
 use rayon::prelude::*;
 
-/// The shape of a store: items it holds, columns and band width.
+/// The shape of a store: its columns, band width and bins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OkvsParams {
-    /// Columns `m` of the store (elements of `P`).
+    /// Columns `m` of the store (elements of `P`): `bins` times the columns of a bin.
     pub columns: usize,
     /// Band width `w` in bits (≤ [`MAX_BAND`]).
     pub band: usize,
+    /// Bins the keys are hashed to, each a system over `columns / bins` columns.
+    pub bins: usize,
 }
 
 impl OkvsParams {
-    /// Parameters for `n` keys with failure probability ≤ 2^-40 per encoding:
-    /// ε = 0.1 and the band width from RB-OKVS's fits (`band::width`: 189 bits up to
-    /// 2^16 keys, 206 up to 2^20, 218 up to 2^24).
+    /// Parameters for `n` keys with failure probability ≤ 2^-40 per encoding, ε = 0.1:
+    /// - up to [`BIN_ITEMS`] keys, one bin of ⌈1.1·n⌉ columns, the band width from
+    ///   RB-OKVS's fits for λ = 40 (189 bits up to 2^16 keys);
+    /// - beyond, ⌈n / BIN_ITEMS⌉ bins, each with columns for a capacity that no bin
+    ///   exceeds except with probability 2^-41 (a Chernoff bound), and a band for that
+    ///   capacity failing with probability ≤ 2^-41 / bins (so ≤ 2^-41 for all bins).
     pub fn for_items(n: usize) -> Self {
-        let band = band::width(n);
-        let columns = ((n as f64 * (1.0 + band::EPSILON)).ceil() as usize).max(band + 1);
-        Self { columns, band }
+        let (bins, capacity, lambda) = bins::shape(n, LAMBDA);
+        let band = band::width(capacity, lambda);
+        let bin_columns = ((capacity as f64 * (1.0 + EPSILON)).ceil() as usize).max(band + 1);
+        Self { columns: bins * bin_columns, band, bins }
+    }
+
+    /// Columns of one bin.
+    pub fn bin_columns(&self) -> usize {
+        self.columns / self.bins.max(1)
     }
 }
 
@@ -55,13 +70,6 @@ pub struct Okvs {
     params: OkvsParams,
     columns: Vec<Gf128>,
 }
-
-/// [`Okvs::decode_many`] sorts keys by band start from this many keys on (measured: at
-/// 2^20 keys the store fits the caches and sorting costs more than it saves; at 2^24
-/// it cuts decoding from 5.2 s to 3.8 s).
-const SWEEP_FROM: usize = 1 << 22;
-/// … into blocks of 2^this columns (16 KiB).
-const SWEEP_BLOCK: usize = 10;
 
 /// Encoding tries a fresh seed this many times before giving up; with a failure
 /// probability ≤ 2^-40 per try, a second try is already vanishingly rare.
@@ -85,17 +93,15 @@ impl Okvs {
     /// A store from its parts, e.g. as received from a peer: refused unless the
     /// columns are as many as `params` says and the band fits inside them.
     pub fn from_parts(seed: [u8; 16], params: OkvsParams, columns: Vec<Gf128>) -> crate::Result<Self> {
-        if params.band == 0 || params.band > MAX_BAND || params.band >= params.columns {
+        let OkvsParams { columns: m, band, bins } = params;
+        if bins == 0 || m % bins != 0 || band == 0 || band > MAX_BAND || band >= m / bins {
             return Err(crate::Error::Params(format!(
-                "OKVS shape {params:?}: the band must be 1..={MAX_BAND} and narrower than the store"
+                "OKVS shape {params:?}: the bins must divide the columns and the band must be 1..={MAX_BAND} and \
+                 narrower than a bin"
             )));
         }
-        if columns.len() != params.columns {
-            return Err(crate::Error::Params(format!(
-                "OKVS of {} columns where {} were agreed",
-                columns.len(),
-                params.columns
-            )));
+        if columns.len() != m {
+            return Err(crate::Error::Params(format!("OKVS of {} columns where {m} were agreed", columns.len())));
         }
         Ok(Self { seed, params, columns })
     }
@@ -115,40 +121,65 @@ impl Okvs {
         &self.columns
     }
 
+    /// The columns of bin `b`.
+    fn bin(&self, b: usize) -> &[Gf128] {
+        let c = self.params.bin_columns();
+        &self.columns[b * c..(b + 1) * c]
+    }
+
     /// The value of `key` (a random-looking element for a key not encoded).
     pub fn decode(&self, key: u128) -> Gf128 {
         let hasher = BandHasher::new(&self.seed, self.params);
-        hasher.band(key).dot(&self.columns)
+        hasher.band(key).dot(self.bin(hasher.bin(key)))
     }
 
-    /// The values of many keys, in parallel. Keys are decoded in the order of where
-    /// their bands start (grouped by blocks of 2^10 columns, `hashing::buckets`), so the
-    /// decoding sweeps the store once instead of jumping around it: a large store does
-    /// not fit in the caches, and each band reads w/8 of its bytes.
+    /// The values of many keys, in parallel, bin by bin (so that a large store is read
+    /// one cache-sized bin at a time).
     pub fn decode_many(&self, keys: &[u128]) -> Vec<Gf128> {
         let hasher = BandHasher::new(&self.seed, self.params);
-        let decode = |k: u128| hasher.band(k).dot(&self.columns);
-        if keys.len() < SWEEP_FROM {
-            return keys.par_iter().with_min_len(1024).map(|&k| decode(k)).collect();
+        if self.params.bins == 1 {
+            let columns = self.bin(0);
+            let mut out = vec![Gf128::ZERO; keys.len()];
+            out.par_chunks_mut(1024).zip(keys.par_chunks(1024)).for_each(|(out, keys)| {
+                let mut bands = vec![Band::default(); keys.len()];
+                hasher.bands(keys, &mut bands);
+                out.iter_mut().zip(&bands).for_each(|(o, b)| *o = b.dot(columns));
+            });
+            return out;
         }
-        self.decode_sweeping(&hasher, keys)
-    }
-
-    /// [`decode_many`](Self::decode_many) for large key lists: in order of band start.
-    fn decode_sweeping(&self, hasher: &BandHasher, keys: &[u128]) -> Vec<Gf128> {
-        let decode = |k: u128| hasher.band(k).dot(&self.columns);
-        let blocks: Vec<u32> = keys.par_iter().map(|&k| (hasher.start(k) >> SWEEP_BLOCK) as u32).collect();
-        let (_, order) = group_by_bucket(&blocks, (self.params.columns >> SWEEP_BLOCK) + 1);
-        let values: Vec<Gf128> = order.par_iter().with_min_len(1024).map(|&i| decode(keys[i as usize])).collect();
+        let (order, grouped) = self.decode_grouped(&hasher, keys);
         let mut out = vec![Gf128::ZERO; keys.len()];
-        for (&i, v) in order.iter().zip(values) {
+        for (&i, v) in order.iter().zip(grouped) {
             out[i as usize] = v;
         }
         out
     }
+
+    /// The keys' indices grouped by bin, and their values in that order.
+    fn decode_grouped(&self, hasher: &BandHasher, keys: &[u128]) -> (Vec<u32>, Vec<Gf128>) {
+        let (starts, order) = by_bin(hasher, keys, self.params.bins);
+        let mut values = vec![Gf128::ZERO; keys.len()];
+        let parts = split_groups(&mut values, &starts);
+        parts.into_par_iter().enumerate().for_each(|(b, out)| {
+            let columns = self.bin(b);
+            let group: Vec<u128> = order[starts[b]..starts[b + 1]].iter().map(|&i| keys[i as usize]).collect();
+            let mut bands = vec![Band::default(); group.len()];
+            hasher.bands(&group, &mut bands);
+            out.iter_mut().zip(&bands).for_each(|(o, band)| *o = band.dot(columns));
+        });
+        (order, values)
+    }
 }
 
-/// Encodes with one seed: sorted band elimination, then back substitution.
+/// The keys' indices grouped by bin, and where each bin's group starts.
+fn by_bin(hasher: &BandHasher, keys: &[u128], bins: usize) -> (Vec<usize>, Vec<u32>) {
+    let mut bin_of = vec![0u32; keys.len()];
+    bin_of.par_chunks_mut(1 << 12).zip(keys.par_chunks(1 << 12)).for_each(|(out, keys)| hasher.bins(keys, out));
+    group_by_bucket(&bin_of, bins)
+}
+
+/// Encodes with one seed: each bin's rows by sorted band elimination and back
+/// substitution, the bins in parallel; columns no row pins stay random.
 pub fn encode_with(
     params: OkvsParams,
     seed: &[u8; 16],
@@ -156,9 +187,35 @@ pub fn encode_with(
     values: &[Gf128],
 ) -> Result<Vec<Gf128>, Unsolvable> {
     let hasher = BandHasher::new(seed, params);
-    let mut rows: Vec<(Band, Gf128)> =
-        keys.par_iter().with_min_len(1024).zip(values).map(|(&k, &v)| (hasher.band(k), v)).collect();
-    rows.par_sort_unstable_by_key(|(b, _)| b.start);
+    let mut p = random_columns(params.columns);
+    if params.bins == 1 {
+        solve(rows(&hasher, keys, values), &mut p)?;
+        return Ok(p);
+    }
+    let (starts, order) = by_bin(&hasher, keys, params.bins);
+    p.par_chunks_mut(params.bin_columns()).enumerate().try_for_each(|(b, columns)| {
+        let group = &order[starts[b]..starts[b + 1]];
+        let keys: Vec<u128> = group.iter().map(|&i| keys[i as usize]).collect();
+        let values: Vec<Gf128> = group.iter().map(|&i| values[i as usize]).collect();
+        solve(rows(&hasher, &keys, &values), columns)
+    })?;
+    Ok(p)
+}
+
+/// The rows of `keys` and `values`.
+fn rows(hasher: &BandHasher, keys: &[u128], values: &[Gf128]) -> Vec<(Band, Gf128)> {
+    let mut bands = vec![Band::default(); keys.len()];
+    hasher.bands(keys, &mut bands);
+    bands.into_iter().zip(values.iter().copied()).collect()
+}
+
+/// Solves one bin: sets `p`'s pivot columns so that every row's band selects its value
+/// (the other columns keep what they hold).
+fn solve(mut rows: Vec<(Band, Gf128)>, p: &mut [Gf128]) -> Result<(), Unsolvable> {
+    if rows.len() > p.len() {
+        return Err(Unsolvable); // more equations than unknowns
+    }
+    rows.sort_unstable_by_key(|(b, _)| b.start);
     // Forward elimination: each row's lowest set column becomes its pivot and is cleared
     // from the later rows whose band reaches it (they start at or before it).
     let mut pivots = vec![usize::MAX; rows.len()];
@@ -181,17 +238,16 @@ pub fn encode_with(
             }
         }
     }
-    // Back substitution, last pivot first; free columns stay random.
-    let mut p: Vec<Gf128> = random_columns(params.columns);
+    // Back substitution, last pivot first.
     for (i, (row, value)) in rows.iter().enumerate().rev() {
         let pivot = pivots[i];
         if pivot == usize::MAX {
             continue;
         }
         p[pivot] = Gf128::ZERO;
-        p[pivot] = *value + row.dot(&p);
+        p[pivot] = *value + row.dot(p);
     }
-    Ok(p)
+    Ok(())
 }
 
 /// `n` random columns: AES in counter mode from a fresh OS seed (the OS generator

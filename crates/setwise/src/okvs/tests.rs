@@ -8,7 +8,7 @@ fn random_pairs(n: usize) -> (Vec<u128>, Vec<Gf128>) {
 
 #[test]
 fn every_key_decodes_to_its_value() {
-    for n in [1, 2, 10, 1000, 20_000] {
+    for n in [1, 2, 10, 1000, 20_000, 3 * BIN_ITEMS + 5] {
         let (keys, values) = random_pairs(n);
         let params = OkvsParams::for_items(n);
         let okvs = Okvs::encode(params, &keys, &values).unwrap();
@@ -41,14 +41,18 @@ fn a_store_from_parts_must_have_its_agreed_shape() {
     assert_eq!(again.decode_many(&keys), values);
     let short = okvs.columns()[..params.columns - 1].to_vec();
     assert!(Okvs::from_parts(*okvs.seed(), params, short).is_err());
-    let wide = OkvsParams { columns: params.columns, band: MAX_BAND + 1 };
+    let wide = OkvsParams { band: MAX_BAND + 1, ..params };
     assert!(Okvs::from_parts(*okvs.seed(), wide, okvs.columns().to_vec()).is_err());
+    for bins in [0, 7, params.columns] {
+        let odd = OkvsParams { bins, ..params };
+        assert!(Okvs::from_parts(*okvs.seed(), odd, okvs.columns().to_vec()).is_err(), "{bins} bins");
+    }
 }
 
 /// Failures of `tries` encodings of the same `n` keys with `w`-bit bands (ε = 0.1).
 fn failures(n: usize, w: usize, tries: usize) -> usize {
     let (keys, values) = random_pairs(n);
-    let params = OkvsParams { columns: (n as f64 * 1.1).ceil() as usize, band: w };
+    let params = OkvsParams { columns: (n as f64 * 1.1).ceil() as usize, band: w, bins: 1 };
     (0..tries)
         .filter(|&t| {
             let mut seed = [9u8; 16];
@@ -72,10 +76,18 @@ fn narrow_bands_fail_at_most_as_often_as_the_papers_fit_says() {
 }
 
 #[test]
-fn decoding_in_band_order_gives_the_same_values() {
-    let (keys, values) = random_pairs(20_000);
-    let okvs = Okvs::encode(OkvsParams::for_items(keys.len()), &keys, &values).unwrap();
-    let hasher = BandHasher::new(okvs.seed(), okvs.params());
-    assert_eq!(okvs.decode_sweeping(&hasher, &keys), values);
-    assert_eq!(okvs.decode_sweeping(&hasher, &keys[..1]), values[..1]);
+fn bins_split_a_large_store_and_decode_like_one_key_at_a_time() {
+    let n = 5 * BIN_ITEMS;
+    let (keys, values) = random_pairs(n);
+    let params = OkvsParams::for_items(n);
+    assert_eq!((params.bins, params.columns % params.bins), (5, 0));
+    assert!(params.columns < n * 13 / 10, "{} columns for {n} keys", params.columns);
+    let okvs = Okvs::encode(params, &keys, &values).unwrap();
+    let many = okvs.decode_many(&keys);
+    assert_eq!(many, values);
+    assert!(keys.iter().zip(&values).step_by(97).all(|(k, v)| okvs.decode(*k) == *v));
+    // Keys not encoded decode to values unrelated to the encoded ones.
+    let (others, _) = random_pairs(1000);
+    let stray = okvs.decode_many(&others);
+    assert!(stray.iter().all(|v| !values.contains(v)));
 }

@@ -63,8 +63,10 @@ impl ExConv {
     }
 
     /// Replaces `x` (of [`inputs`](Self::inputs) elements) by its first
-    /// [`outputs`](Self::outputs) elements after the dual encoding.
-    pub fn dual_encode(&self, x: &mut Vec<Gf128>) {
+    /// [`outputs`](Self::outputs) elements after the dual encoding. `x` may hold several
+    /// vectors lane by lane ([`Lanes`]): each is encoded as if alone, and each of the
+    /// expander's random reads fetches all of them at once.
+    pub fn dual_encode<T: Lanes>(&self, x: &mut Vec<T>) {
         assert_eq!(x.len(), self.n, "the code's input length");
         let (head, parity) = x.split_at_mut(self.k);
         // The two passes read disjoint parts (2^62 blocks apart) of the seed's stream.
@@ -76,7 +78,7 @@ impl ExConv {
     }
 
     /// Adds to each of `out`'s k entries its 7 expander entries of `parity`.
-    fn expand(&self, parity: &[Gf128], out: &mut [Gf128]) {
+    fn expand<T: Lanes>(&self, parity: &[T], out: &mut [T]) {
         let step = parity.len() / EXPANDER_WEIGHT;
         let prg = Prg::new(self.seed ^ (1 << 127));
         // Per output 7 positions of 64 bits: 3.5 blocks; 4 blocks keep it aligned.
@@ -85,20 +87,56 @@ impl ExConv {
             let rand = prg.blocks(4 * first, 4 * chunk.len());
             for (i, o) in chunk.iter_mut().enumerate() {
                 let r = &rand[4 * i..4 * i + 4];
-                let mut acc = o.0;
                 for w in 0..EXPANDER_WEIGHT {
                     let word = (r[w / 2] >> (64 * (w % 2))) as u64;
-                    acc ^= parity[w * step + (word % step as u64) as usize].0;
+                    // A uniform position in segment w (multiply-shift, not a division).
+                    let at = ((u128::from(word) * step as u128) >> 64) as usize;
+                    o.xor(&parity[w * step + at]);
                 }
-                o.0 = acc;
             }
         });
     }
 }
 
+/// What the code adds up: one vector of field elements, or several side by side.
+pub trait Lanes: Copy + Send + Sync {
+    /// `self += other`.
+    fn xor(&mut self, other: &Self);
+    /// `self += other` where `mask` is all ones, nothing where it is zero.
+    fn xor_masked(&mut self, other: &Self, mask: u128);
+}
+
+impl Lanes for Gf128 {
+    #[inline]
+    fn xor(&mut self, other: &Self) {
+        self.0 ^= other.0;
+    }
+
+    #[inline]
+    fn xor_masked(&mut self, other: &Self, mask: u128) {
+        self.0 ^= other.0 & mask;
+    }
+}
+
+impl<const L: usize> Lanes for [Gf128; L] {
+    #[inline]
+    fn xor(&mut self, other: &Self) {
+        for (a, b) in self.iter_mut().zip(other) {
+            a.0 ^= b.0;
+        }
+    }
+
+    #[inline]
+    fn xor_masked(&mut self, other: &Self, mask: u128) {
+        for (a, b) in self.iter_mut().zip(other) {
+            a.0 ^= b.0 & mask;
+        }
+    }
+}
+
 /// One convolution pass over `x` (wrapping at its end), with the bits of blocks
 /// `stream..` of `prg`: 3 bytes per row.
-fn convolve(x: &mut [Gf128], prg: Prg, stream: usize) {
+fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize) {
     let size = x.len();
     // The rows whose reach stays inside the vector need no wrap test.
     let main = size - (CONV_WIDTH + 1);
@@ -111,19 +149,19 @@ fn convolve(x: &mut [Gf128], prg: Prg, stream: usize) {
         for r in 0..rows {
             let i = start + r;
             let bits = u32::from_le_bytes([bytes[3 * r], bytes[3 * r + 1], bytes[3 * r + 2], 0]);
-            let xi = x[i].0;
+            let xi = x[i];
+            let mask = |j: usize| 0u128.wrapping_sub(((bits >> j) & 1) as u128);
             if i < main {
                 let window = &mut x[i + 1..i + CONV_WIDTH + 2];
                 for (j, y) in window[..CONV_WIDTH].iter_mut().enumerate() {
-                    y.0 ^= xi & 0u128.wrapping_sub(((bits >> j) & 1) as u128);
+                    y.xor_masked(&xi, mask(j));
                 }
-                window[CONV_WIDTH].0 ^= xi;
+                window[CONV_WIDTH].xor(&xi);
             } else {
                 for j in 0..CONV_WIDTH {
-                    let y = &mut x[(i + 1 + j) % size];
-                    y.0 ^= xi & 0u128.wrapping_sub(((bits >> j) & 1) as u128);
+                    x[(i + 1 + j) % size].xor_masked(&xi, mask(j));
                 }
-                x[(i + CONV_WIDTH + 1) % size].0 ^= xi;
+                x[(i + CONV_WIDTH + 1) % size].xor(&xi);
             }
         }
     }
@@ -186,6 +224,17 @@ mod tests {
         let out = encode(&code, x);
         let hit = out.iter().filter(|v| **v != Gf128::ZERO).count();
         assert!(hit > k / 4 && hit < 3 * k / 4, "{hit} of {k} outputs reached");
+    }
+
+    #[test]
+    fn lanes_are_encoded_as_if_alone() {
+        let (k, n) = (3000, 6144);
+        let code = ExConv::new(k, n, 21).unwrap();
+        let (a, b) = (random(n, 7), random(n, 8));
+        let mut pairs: Vec<[Gf128; 2]> = a.iter().zip(&b).map(|(x, y)| [*x, *y]).collect();
+        code.dual_encode(&mut pairs);
+        let (ea, eb) = (encode(&code, a), encode(&code, b));
+        assert!(pairs.iter().zip(ea.iter().zip(&eb)).all(|(p, (x, y))| p == &[*x, *y]));
     }
 
     #[test]

@@ -102,19 +102,34 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
 /// The receiver, punctured at `points[j]` in tree j: every leaf of the sender's trees,
 /// except at each punctured leaf the sender's leaf plus its value.
 pub fn pprf_receive(ch: &mut impl Channel, sid: SessionId, depth: usize, points: &[usize]) -> Result<Vec<Gf128>> {
+    let mut leaves = vec![Gf128::ZERO; points.len() << depth];
+    pprf_receive_into(ch, sid, depth, points, &mut leaves, |o, leaf| *o = leaf)?;
+    Ok(leaves)
+}
+
+/// [`pprf_receive`] into `out` (t·2^depth entries): `set(&mut out[i], leaf i)`, so that a
+/// caller can place the leaves beside other data.
+pub fn pprf_receive_into<T: Send>(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    depth: usize,
+    points: &[usize],
+    out: &mut [T],
+    set: impl Fn(&mut T, Gf128) + Sync,
+) -> Result<()> {
     check_depth(depth)?;
     if let Some(&p) = points.iter().find(|&&p| p >> depth != 0) {
         return Err(Error::Params(format!("PPRF point {p} is outside a tree of 2^{depth} leaves")));
     }
     let t = points.len();
+    assert_eq!(out.len(), t << depth, "a leaf per output");
     let bit = |alpha: usize, l: usize| (alpha >> (depth - 1 - l)) & 1;
     let choices: Vec<bool> = points.iter().flat_map(|&a| (0..depth).map(move |l| bit(a, l) == 0)).collect();
     let keys = extend_receive(ch, sid, &choices)?;
     let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
     let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
     let ggm = Ggm::new(sid);
-    let mut leaves = vec![Gf128::ZERO; t << depth];
-    leaves.par_chunks_mut(1 << depth).enumerate().for_each(|(j, out)| {
+    out.par_chunks_mut(1 << depth).enumerate().for_each(|(j, out)| {
         let alpha = points[j];
         // The node on the path is unknown (kept at zero); its children are recomputed.
         let (mut level, mut path) = (vec![0u128], 0usize);
@@ -134,8 +149,8 @@ pub fn pprf_receive(ch: &mut impl Channel, sid: SessionId, depth: usize, points:
         let others = level.iter().fold(0u128, |acc, x| acc ^ x);
         level[alpha] = u128::from_le_bytes(leaf_sums[j]) ^ others;
         for (o, x) in out.iter_mut().zip(level) {
-            *o = Gf128(x);
+            set(o, Gf128(x));
         }
     });
-    Ok(leaves)
+    Ok(())
 }

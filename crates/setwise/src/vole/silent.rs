@@ -18,12 +18,13 @@
 
 use super::code::{CONV_WIDTH, ExConv};
 use super::noisy::{noisy_receive, noisy_send};
-use super::pprf::{MAX_DEPTH, pprf_receive, pprf_send};
+use super::pprf::{MAX_DEPTH, pprf_receive_into, pprf_send};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::rng::fill_os;
 use crate::error::{Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
+use rayon::prelude::*;
 
 /// The least number of noise blocks (the regular noise weight t): 128-bit security.
 pub const NOISE_WEIGHT: usize = 128;
@@ -120,13 +121,17 @@ pub fn silent_receive(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result
         });
     }
     let zs = noisy_receive(ch, sub(sid, b"noisy"), &ys)?;
-    let mut c = pprf_receive(ch, sub(sid, b"pprf"), p.depth, &points)?;
-    let mut a = vec![Gf128::ZERO; p.positions()];
+    // A and C side by side, lane 0 and lane 1, so that the code's random reads fetch
+    // both at once.
+    let mut ac = vec![[Gf128::ZERO; 2]; p.positions()];
+    pprf_receive_into(ch, sub(sid, b"pprf"), p.depth, &points, &mut ac, |o, leaf| o[1] = leaf)?;
     for (j, ((alpha, y), z)) in points.iter().zip(&ys).zip(&zs).enumerate() {
         let at = (j << p.depth) + alpha;
-        c[at] += *z;
-        a[at] = *y;
+        ac[at][1] += *z;
+        ac[at][0] = *y;
     }
-    rayon::join(|| code.dual_encode(&mut a), || code.dual_encode(&mut c));
+    code.dual_encode(&mut ac);
+    let c = ac.par_iter().map(|x| x[1]).collect();
+    let a = ac.into_par_iter().map(|x| x[0]).collect();
     Ok(VoleReceiver { a, c })
 }

@@ -42,7 +42,6 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::error::Result;
-use crate::hashing::buckets::group_by_bucket;
 use crate::math::gf128::Gf128;
 use crate::okvs::OkvsParams;
 use crate::protocols::Context;
@@ -117,61 +116,5 @@ impl Hashes {
     /// Bytes per tag on the wire (at most 16).
     pub(crate) fn len(&self) -> usize {
         self.len
-    }
-}
-
-/// The receiver's own tags, for looking up the sender's: 256 hash maps by the tag's
-/// low byte, built in parallel (one map of 2^24 entries takes seconds to fill on one
-/// thread, and each part is small enough to stay warmer in the caches).
-pub(crate) struct TagIndex {
-    parts: Vec<TagMap>,
-}
-
-impl TagIndex {
-    const PARTS: usize = 256;
-
-    /// Indexes `tags[i] ↦ i`.
-    pub(crate) fn new(tags: &[u128]) -> Self {
-        let part_of: Vec<u32> = tags.iter().map(|&t| (t as usize % Self::PARTS) as u32).collect();
-        let (start, order) = group_by_bucket(&part_of, Self::PARTS);
-        let parts = (0..Self::PARTS)
-            .into_par_iter()
-            .map(|p| {
-                let rows = &order[start[p]..start[p + 1]];
-                let mut map = TagMap::with_capacity_and_hasher(rows.len(), Default::default());
-                map.extend(rows.iter().map(|&i| (tags[i as usize], i)));
-                map
-            })
-            .collect();
-        Self { parts }
-    }
-
-    /// The index of the own item with tag `t`, if any.
-    pub(crate) fn get(&self, t: u128) -> Option<u32> {
-        self.parts[(t as usize) % Self::PARTS].get(&t).copied()
-    }
-}
-
-/// A hash map from tags to indices. Tags are pseudorandom, so hashing mixes their two
-/// halves once instead of running SipHash.
-pub(crate) type TagMap = std::collections::HashMap<u128, u32, std::hash::BuildHasherDefault<TagHasher>>;
-
-/// The hasher of [`TagMap`].
-#[derive(Default)]
-pub(crate) struct TagHasher(u64);
-
-impl std::hash::Hasher for TagHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u128(&mut self, v: u128) {
-        self.0 = ((v as u64) ^ (v >> 64) as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }

@@ -1,8 +1,9 @@
 //! The VOLE-PSI receiver: silent VOLE, store, own tags, match.
 
 use super::messages::{STORE, StoreSeed, TAGS};
-use super::{Hashes, TagIndex, check_sizes, store_params};
+use super::{Hashes, check_sizes, store_params};
 use crate::error::{Error, Result};
+use crate::hashing::join::TagJoin;
 use crate::net::Channel;
 use crate::okvs::Okvs;
 use crate::protocols::{Context, Outcome, Report};
@@ -58,34 +59,31 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
         let decoded = c.decode_many(&keys);
         let tags: Vec<u128> = keys.par_iter().zip(decoded).map(|(k, v)| hashes.tag(*k, v)).collect();
-        Ok::<_, Error>(TagIndex::new(&tags))
+        Ok::<_, Error>(TagJoin::new(&tags, ctx.sender_size()))
     })?;
     report.phase("match", ch, |ch| {
-        let mut found = vec![false; items.len()];
-        let mut matcher =
-            Matcher { len: hashes.len(), own: &own, found: &mut found, carry: Vec::new(), left: ctx.sender_size() };
+        let mut matcher = Matcher { len: hashes.len(), join: own, carry: Vec::new(), left: ctx.sender_size() };
         let records = (ctx.sender_size() * hashes.len()).div_ceil(16);
         TAGS.recv(ch, records, "receiving tags", |_, chunk| {
             matcher.add(chunk.as_flattened());
             Ok(())
         })?;
-        Ok(Outcome::Intersection(found.iter().enumerate().filter(|(_, f)| **f).map(|(i, _)| i).collect()))
+        Ok(Outcome::Intersection(matcher.join.matches()))
     })
 }
 
 /// Splits the stream of records into tags (which may straddle records and chunks) and
-/// marks the own items they match.
-struct Matcher<'a> {
+/// gathers them for the join with the own tags.
+struct Matcher {
     len: usize,
-    own: &'a TagIndex,
-    found: &'a mut [bool],
+    join: TagJoin,
     /// Bytes of a tag begun in the previous chunk.
     carry: Vec<u8>,
     /// Tags still due (the padding after the last one is ignored).
     left: usize,
 }
 
-impl Matcher<'_> {
+impl Matcher {
     fn add(&mut self, mut bytes: &[u8]) {
         if !self.carry.is_empty() {
             let take = (self.len - self.carry.len()).min(bytes.len());
@@ -93,34 +91,28 @@ impl Matcher<'_> {
             bytes = &bytes[take..];
             if self.carry.len() == self.len {
                 let tag = std::mem::take(&mut self.carry);
-                self.check(&tag);
+                self.push(&tag);
             }
         }
         let mut tags = bytes.chunks_exact(self.len);
-        let whole: Vec<&[u8]> = tags.by_ref().take(self.left).collect();
-        self.left -= whole.len();
-        // Look-ups miss the caches at large sizes: spread them over the threads.
-        let hits: Vec<u32> = whole.par_iter().with_min_len(1024).filter_map(|t| self.own.get(tag_value(t))).collect();
-        for i in hits {
-            self.found[i as usize] = true;
+        for t in tags.by_ref() {
+            self.push(t);
         }
         if self.left > 0 {
             self.carry.extend_from_slice(tags.remainder());
         }
     }
 
-    fn check(&mut self, tag: &[u8]) {
+    fn push(&mut self, tag: &[u8]) {
         if self.left == 0 {
             return;
         }
         self.left -= 1;
-        if let Some(i) = self.own.get(tag_value(tag)) {
-            self.found[i as usize] = true;
-        }
+        self.join.add(tag_value(tag));
     }
 }
 
-/// A tag's bytes as the number the map is keyed by.
+/// A tag's bytes as the number the join is keyed by.
 fn tag_value(tag: &[u8]) -> u128 {
     let mut b = [0u8; 16];
     b[..tag.len()].copy_from_slice(tag);

@@ -18,10 +18,11 @@ fn main() {
     let values: Vec<Gf128> =
         bytes[n * 16..].chunks_exact(16).map(|c| Gf128::from_bytes(c.try_into().unwrap())).collect();
     let params = OkvsParams::for_items(n);
+    let pairs: Vec<(u128, Gf128)> = keys.iter().copied().zip(values.iter().copied()).collect();
     let (mut enc, mut dec) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let t = Instant::now();
-        let okvs = Okvs::encode(params, &keys, &values).expect("encodes");
+        let okvs = Okvs::encode(params, &pairs).expect("encodes");
         enc.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let got = okvs.decode_many(&keys);

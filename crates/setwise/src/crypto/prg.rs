@@ -15,9 +15,31 @@ impl Prg {
 
     /// Blocks `first .. first + n` of the stream.
     pub fn blocks(&self, first: usize, n: usize) -> Vec<u128> {
-        let mut buf: Vec<Array<u8, _>> = (0..n).map(|b| Array(((first + b) as u128).to_le_bytes())).collect();
-        self.0.encrypt_blocks(&mut buf);
-        buf.iter().map(|a| u128::from_le_bytes(a.0)).collect()
+        let mut out = vec![0u128; n];
+        self.fill(first, &mut out);
+        out
+    }
+
+    /// Blocks `first ..` of the stream into `out` (no allocation).
+    pub fn fill(&self, first: usize, out: &mut [u128]) {
+        self.each(first, out.len(), |i, b| out[i] = b);
+    }
+
+    /// Calls `f(i, block first + i)` for `i < n`, in order, encrypting a batch of blocks
+    /// at a time on the stack.
+    pub fn each(&self, first: usize, n: usize, mut f: impl FnMut(usize, u128)) {
+        const BATCH: usize = 64;
+        let mut buf = [Array([0u8; 16]); BATCH];
+        for start in (0..n).step_by(BATCH) {
+            let len = BATCH.min(n - start);
+            for (j, b) in buf[..len].iter_mut().enumerate() {
+                *b = Array(((first + start + j) as u128).to_le_bytes());
+            }
+            self.0.encrypt_blocks(&mut buf[..len]);
+            for (j, b) in buf[..len].iter().enumerate() {
+                f(start + j, u128::from_le_bytes(b.0));
+            }
+        }
     }
 }
 
@@ -32,5 +54,10 @@ mod tests {
         assert_eq!(a.blocks(3, 4), s[3..7]);
         assert_ne!(b.blocks(0, 10), s);
         assert_eq!(s.iter().collect::<std::collections::HashSet<_>>().len(), 10);
+        let long = a.blocks(5, 200);
+        assert_eq!(long[..5], s[5..]);
+        let mut part = [0u128; 70];
+        a.fill(100, &mut part);
+        assert_eq!(part, long[95..165]);
     }
 }

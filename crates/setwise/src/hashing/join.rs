@@ -25,13 +25,14 @@ pub struct TagJoin {
 }
 
 impl TagJoin {
-    /// Groups `own` (indexed by position) for about `peer` tags of the peer's to be
-    /// matched against.
-    pub fn new(own: &[u128], peer: usize) -> Self {
+    /// Groups the own tags (each with the index to report it by) for about `peer` tags
+    /// of the peer's to be matched against.
+    pub fn new(own: Vec<(u128, u32)>, peer: usize) -> Self {
         let bits = (own.len() / GROUP).max(1).next_power_of_two().ilog2();
-        let group_of: Vec<u32> = own.par_iter().map(|&t| (t & ((1 << bits) - 1)) as u32).collect();
+        let group_of: Vec<u32> = own.par_iter().map(|&(t, _)| (t & ((1 << bits) - 1)) as u32).collect();
         let (starts, order) = super::buckets::group_by_bucket(&group_of, 1 << bits);
-        let own = order.par_iter().map(|&i| (own[i as usize], i)).collect();
+        drop(group_of);
+        let own = order.par_iter().map(|&i| own[i as usize]).collect();
         // Room for a group's share of the peer's tags and a few σ more, so that groups
         // rarely grow while tags arrive.
         let share = peer >> bits;
@@ -86,7 +87,7 @@ mod tests {
         };
         for n in [0, 1, 100, 5 * GROUP + 3] {
             let own: Vec<u128> = (0..n).map(|_| next()).collect();
-            let mut join = TagJoin::new(&own, 3 * n);
+            let mut join = TagJoin::new(own.iter().enumerate().map(|(i, &t)| (t, i as u32)).collect(), 3 * n);
             let mut want = Vec::new();
             for (i, t) in own.iter().enumerate() {
                 if i % 3 == 0 {

@@ -76,14 +76,13 @@ pub struct Okvs {
 pub const MAX_TRIES: usize = 8;
 
 impl Okvs {
-    /// Encodes `keys[i] ↦ values[i]` (distinct keys) under `params`, retrying with fresh
-    /// seeds on the rare unsolvable system.
-    pub fn encode(params: OkvsParams, keys: &[u128], values: &[Gf128]) -> Result<Self, Unsolvable> {
-        assert_eq!(keys.len(), values.len(), "one value per key");
+    /// Encodes each `(key, value)` of `pairs` (distinct keys) under `params`, retrying
+    /// with fresh seeds on the rare unsolvable system.
+    pub fn encode(params: OkvsParams, pairs: &[(u128, Gf128)]) -> Result<Self, Unsolvable> {
         for _ in 0..MAX_TRIES {
             let mut seed = [0u8; 16];
             fill_os(&mut seed);
-            if let Ok(columns) = encode_with(params, &seed, keys, values) {
+            if let Ok(columns) = encode_with(params, &seed, pairs) {
                 return Ok(Self { seed, params, columns });
             }
         }
@@ -136,89 +135,117 @@ impl Okvs {
     /// The values of many keys, in parallel, bin by bin (so that a large store is read
     /// one cache-sized bin at a time).
     pub fn decode_many(&self, keys: &[u128]) -> Vec<Gf128> {
-        let hasher = BandHasher::new(&self.seed, self.params);
-        if self.params.bins == 1 {
-            let columns = self.bin(0);
-            let mut out = vec![Gf128::ZERO; keys.len()];
-            out.par_chunks_mut(1024).zip(keys.par_chunks(1024)).for_each(|(out, keys)| {
-                let mut bands = vec![Band::default(); keys.len()];
-                hasher.bands(keys, &mut bands);
-                out.iter_mut().zip(&bands).for_each(|(o, b)| *o = b.dot(columns));
-            });
-            return out;
-        }
-        let (order, grouped) = self.decode_grouped(&hasher, keys);
+        let found = self.decode_with(keys, |k| *k, |i, _, v| (i as u32, v));
         let mut out = vec![Gf128::ZERO; keys.len()];
-        for (&i, v) in order.iter().zip(grouped) {
+        for (i, v) in found {
             out[i as usize] = v;
         }
         out
     }
 
-    /// The keys' indices grouped by bin, and their values in that order.
-    fn decode_grouped(&self, hasher: &BandHasher, keys: &[u128]) -> (Vec<u32>, Vec<Gf128>) {
-        let (starts, order) = by_bin(hasher, keys, self.params.bins);
-        let mut values = vec![Gf128::ZERO; keys.len()];
-        let parts = split_groups(&mut values, &starts);
-        parts.into_par_iter().enumerate().for_each(|(b, out)| {
-            let columns = self.bin(b);
-            let group: Vec<u128> = order[starts[b]..starts[b + 1]].iter().map(|&i| keys[i as usize]).collect();
-            let mut bands = vec![Band::default(); group.len()];
-            hasher.bands(&group, &mut bands);
-            out.iter_mut().zip(&bands).for_each(|(o, band)| *o = band.dot(columns));
+    /// `f(i, &items[i], value of key_of(&items[i]))` for every item, in parallel, bin by
+    /// bin, in no particular order: for a caller that needs each item's value once (no
+    /// vector of values in item order is made, and each item is read from memory once).
+    pub fn decode_with<E: Sync, T: Default + Clone + Send>(
+        &self,
+        items: &[E],
+        key_of: impl Fn(&E) -> u128 + Sync,
+        f: impl Fn(usize, &E, Gf128) -> T + Sync,
+    ) -> Vec<T> {
+        let hasher = BandHasher::new(&self.seed, self.params);
+        let (starts, order) = match self.params.bins {
+            1 => (vec![0, items.len()], (0..items.len() as u32).collect()),
+            bins => by_bin(&hasher, items.len(), |i| key_of(&items[i]), bins),
+        };
+        // Tasks of at most 4096 items within a bin (so one bin of a small store still
+        // spreads over the threads); together they cover `order` from start to end.
+        const TASK: usize = 1 << 12;
+        let mut cuts = vec![0];
+        for b in 0..self.params.bins {
+            cuts.extend((starts[b]..starts[b + 1]).step_by(TASK).skip(1));
+            cuts.push(starts[b + 1]);
+        }
+        cuts.dedup();
+        let mut out = vec![T::default(); items.len()];
+        split_groups(&mut out, &cuts).into_par_iter().enumerate().for_each_init(Scratch::default, |s, (task, out)| {
+            let group = &order[cuts[task]..cuts[task + 1]];
+            let Some(&first) = group.first() else { return };
+            let columns = self.bin(hasher.bin(key_of(&items[first as usize])));
+            s.bands_of(&hasher, group.iter().map(|&i| key_of(&items[i as usize])));
+            for ((o, &i), band) in out.iter_mut().zip(group).zip(&s.bands) {
+                *o = f(i as usize, &items[i as usize], band.dot(columns));
+            }
         });
-        (order, values)
+        out
     }
 }
 
-/// The keys' indices grouped by bin, and where each bin's group starts.
-fn by_bin(hasher: &BandHasher, keys: &[u128], bins: usize) -> (Vec<usize>, Vec<u32>) {
-    let mut bin_of = vec![0u32; keys.len()];
-    bin_of.par_chunks_mut(1 << 12).zip(keys.par_chunks(1 << 12)).for_each(|(out, keys)| hasher.bins(keys, out));
+/// The indices of `n` keys (`key(i)`) grouped by bin, and where each bin's group starts.
+fn by_bin(hasher: &BandHasher, n: usize, key: impl Fn(usize) -> u128 + Sync, bins: usize) -> (Vec<usize>, Vec<u32>) {
+    const CHUNK: usize = 1 << 10;
+    let mut bin_of = vec![0u32; n];
+    bin_of.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+        let mut keys = [0u128; CHUNK];
+        for (j, k) in keys[..out.len()].iter_mut().enumerate() {
+            *k = key(c * CHUNK + j);
+        }
+        hasher.bins(&keys[..out.len()], out);
+    });
     group_by_bucket(&bin_of, bins)
 }
 
 /// Encodes with one seed: each bin's rows by sorted band elimination and back
 /// substitution, the bins in parallel; columns no row pins stay random.
-pub fn encode_with(
-    params: OkvsParams,
-    seed: &[u8; 16],
-    keys: &[u128],
-    values: &[Gf128],
-) -> Result<Vec<Gf128>, Unsolvable> {
+pub fn encode_with(params: OkvsParams, seed: &[u8; 16], pairs: &[(u128, Gf128)]) -> Result<Vec<Gf128>, Unsolvable> {
     let hasher = BandHasher::new(seed, params);
     let mut p = random_columns(params.columns);
-    if params.bins == 1 {
-        solve(rows(&hasher, keys, values), &mut p)?;
-        return Ok(p);
-    }
-    let (starts, order) = by_bin(&hasher, keys, params.bins);
-    p.par_chunks_mut(params.bin_columns()).enumerate().try_for_each(|(b, columns)| {
+    let (starts, order) = match params.bins {
+        1 => (vec![0, pairs.len()], (0..pairs.len() as u32).collect()),
+        bins => by_bin(&hasher, pairs.len(), |i| pairs[i].0, bins),
+    };
+    p.par_chunks_mut(params.bin_columns()).enumerate().try_for_each_init(Scratch::default, |s, (b, columns)| {
         let group = &order[starts[b]..starts[b + 1]];
-        let keys: Vec<u128> = group.iter().map(|&i| keys[i as usize]).collect();
-        let values: Vec<Gf128> = group.iter().map(|&i| values[i as usize]).collect();
-        solve(rows(&hasher, &keys, &values), columns)
+        s.bands_of(&hasher, group.iter().map(|&i| pairs[i as usize].0));
+        s.rows.clear();
+        s.rows.extend(s.bands.iter().copied().zip(group.iter().map(|&i| pairs[i as usize].1)));
+        solve(s, columns)
     })?;
     Ok(p)
 }
 
-/// The rows of `keys` and `values`.
-fn rows(hasher: &BandHasher, keys: &[u128], values: &[Gf128]) -> Vec<(Band, Gf128)> {
-    let mut bands = vec![Band::default(); keys.len()];
-    hasher.bands(keys, &mut bands);
-    bands.into_iter().zip(values.iter().copied()).collect()
+/// Buffers a task reuses from bin to bin (a fresh allocation per bin of a large store
+/// costs more in page faults than the bin's arithmetic).
+#[derive(Default)]
+struct Scratch {
+    keys: Vec<u128>,
+    bands: Vec<Band>,
+    rows: Vec<(Band, Gf128)>,
+    pivots: Vec<usize>,
 }
 
-/// Solves one bin: sets `p`'s pivot columns so that every row's band selects its value
-/// (the other columns keep what they hold).
-fn solve(mut rows: Vec<(Band, Gf128)>, p: &mut [Gf128]) -> Result<(), Unsolvable> {
+impl Scratch {
+    /// The bands of `keys` into `self.bands`.
+    fn bands_of(&mut self, hasher: &BandHasher, keys: impl Iterator<Item = u128>) {
+        self.keys.clear();
+        self.keys.extend(keys);
+        self.bands.clear();
+        self.bands.resize(self.keys.len(), Band::default());
+        hasher.bands(&self.keys, &mut self.bands);
+    }
+}
+
+/// Solves one bin's `rows` (in `s`): sets `p`'s pivot columns so that every row's band
+/// selects its value (the other columns keep what they hold).
+fn solve(s: &mut Scratch, p: &mut [Gf128]) -> Result<(), Unsolvable> {
+    let (rows, pivots) = (&mut s.rows, &mut s.pivots);
     if rows.len() > p.len() {
         return Err(Unsolvable); // more equations than unknowns
     }
     rows.sort_unstable_by_key(|(b, _)| b.start);
     // Forward elimination: each row's lowest set column becomes its pivot and is cleared
     // from the later rows whose band reaches it (they start at or before it).
-    let mut pivots = vec![usize::MAX; rows.len()];
+    pivots.clear();
+    pivots.resize(rows.len(), usize::MAX);
     for i in 0..rows.len() {
         let Some(offset) = rows[i].0.lowest() else {
             // An all-zero row: consistent only if its value is zero too.
@@ -258,10 +285,7 @@ fn random_columns(n: usize) -> Vec<Gf128> {
     let prg = Prg::new(u128::from_le_bytes(seed));
     let mut p = vec![Gf128::ZERO; n];
     p.par_chunks_mut(1 << 14).enumerate().for_each(|(c, chunk)| {
-        let blocks = prg.blocks(c << 14, chunk.len());
-        for (x, b) in chunk.iter_mut().zip(blocks) {
-            *x = Gf128(b);
-        }
+        prg.each(c << 14, chunk.len(), |i, b| chunk[i] = Gf128(b));
     });
     p
 }

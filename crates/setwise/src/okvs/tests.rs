@@ -6,12 +6,16 @@ fn random_pairs(n: usize) -> (Vec<u128>, Vec<Gf128>) {
     ((0..n).map(|_| rng.random()).collect(), (0..n).map(|_| Gf128(rng.random())).collect())
 }
 
+fn zip(keys: &[u128], values: &[Gf128]) -> Vec<(u128, Gf128)> {
+    keys.iter().copied().zip(values.iter().copied()).collect()
+}
+
 #[test]
 fn every_key_decodes_to_its_value() {
     for n in [1, 2, 10, 1000, 20_000, 3 * BIN_ITEMS + 5] {
         let (keys, values) = random_pairs(n);
         let params = OkvsParams::for_items(n);
-        let okvs = Okvs::encode(params, &keys, &values).unwrap();
+        let okvs = Okvs::encode(params, &zip(&keys, &values)).unwrap();
         assert_eq!(okvs.columns().len(), params.columns);
         assert_eq!(okvs.decode_many(&keys), values, "n = {n}");
         assert_eq!(okvs.decode(keys[0]), values[0]);
@@ -22,21 +26,22 @@ fn every_key_decodes_to_its_value() {
 fn free_columns_are_random_and_conflicts_are_refused() {
     let (keys, values) = random_pairs(100);
     let params = OkvsParams::for_items(100);
-    let (a, b) = (Okvs::encode(params, &keys, &values).unwrap(), Okvs::encode(params, &keys, &values).unwrap());
+    let (a, b) =
+        (Okvs::encode(params, &zip(&keys, &values)).unwrap(), Okvs::encode(params, &zip(&keys, &values)).unwrap());
     assert_ne!(a.columns(), b.columns(), "fresh seeds and random free columns");
     // One key with two values has no solution under any seed.
     let mut dup_keys = keys.clone();
     dup_keys.push(keys[3]);
     let mut dup_values = values.clone();
     dup_values.push(values[3] + Gf128::ONE);
-    assert_eq!(Okvs::encode(params, &dup_keys, &dup_values), Err(Unsolvable));
+    assert_eq!(Okvs::encode(params, &zip(&dup_keys, &dup_values)), Err(Unsolvable));
 }
 
 #[test]
 fn a_store_from_parts_must_have_its_agreed_shape() {
     let (keys, values) = random_pairs(50);
     let params = OkvsParams::for_items(50);
-    let okvs = Okvs::encode(params, &keys, &values).unwrap();
+    let okvs = Okvs::encode(params, &zip(&keys, &values)).unwrap();
     let again = Okvs::from_parts(*okvs.seed(), params, okvs.columns().to_vec()).unwrap();
     assert_eq!(again.decode_many(&keys), values);
     let short = okvs.columns()[..params.columns - 1].to_vec();
@@ -57,7 +62,7 @@ fn failures(n: usize, w: usize, tries: usize) -> usize {
         .filter(|&t| {
             let mut seed = [9u8; 16];
             seed[..8].copy_from_slice(&(t as u64).to_le_bytes());
-            encode_with(params, &seed, &keys, &values).is_err()
+            encode_with(params, &seed, &zip(&keys, &values)).is_err()
         })
         .count()
 }
@@ -82,7 +87,7 @@ fn bins_split_a_large_store_and_decode_like_one_key_at_a_time() {
     let params = OkvsParams::for_items(n);
     assert_eq!((params.bins, params.columns % params.bins), (5, 0));
     assert!(params.columns < n * 13 / 10, "{} columns for {n} keys", params.columns);
-    let okvs = Okvs::encode(params, &keys, &values).unwrap();
+    let okvs = Okvs::encode(params, &zip(&keys, &values)).unwrap();
     let many = okvs.decode_many(&keys);
     assert_eq!(many, values);
     assert!(keys.iter().zip(&values).step_by(97).all(|(k, v)| okvs.decode(*k) == *v));

@@ -28,7 +28,9 @@ pub const EXPANDER_WEIGHT: usize = 7;
 pub const CONV_WIDTH: usize = 24;
 /// Outputs generated per expander task (their positions come from one PRG call).
 const EXPAND_CHUNK: usize = 1 << 12;
-/// Convolution rows per PRG call.
+/// Outputs whose positions are drawn per PRG call (on the stack).
+const EXPAND_BATCH: usize = 64;
+/// Convolution rows per PRG call (their bits on the stack).
 const CONV_CHUNK: usize = 1 << 12;
 
 /// An expand-convolute code from `n` noisy positions down to `k` outputs.
@@ -83,15 +85,17 @@ impl ExConv {
         let prg = Prg::new(self.seed ^ (1 << 127));
         // Per output 7 positions of 64 bits: 3.5 blocks; 4 blocks keep it aligned.
         out.par_chunks_mut(EXPAND_CHUNK).enumerate().for_each(|(c, chunk)| {
-            let first = c * EXPAND_CHUNK;
-            let rand = prg.blocks(4 * first, 4 * chunk.len());
-            for (i, o) in chunk.iter_mut().enumerate() {
-                let r = &rand[4 * i..4 * i + 4];
-                for w in 0..EXPANDER_WEIGHT {
-                    let word = (r[w / 2] >> (64 * (w % 2))) as u64;
-                    // A uniform position in segment w (multiply-shift, not a division).
-                    let at = ((u128::from(word) * step as u128) >> 64) as usize;
-                    o.xor(&parity[w * step + at]);
+            let mut rand = [0u128; 4 * EXPAND_BATCH];
+            for (b, outs) in chunk.chunks_mut(EXPAND_BATCH).enumerate() {
+                let first = c * EXPAND_CHUNK + b * EXPAND_BATCH;
+                prg.fill(4 * first, &mut rand[..4 * outs.len()]);
+                for (o, r) in outs.iter_mut().zip(rand.chunks_exact(4)) {
+                    for w in 0..EXPANDER_WEIGHT {
+                        let word = (r[w / 2] >> (64 * (w % 2))) as u64;
+                        // A uniform position in segment w (multiply-shift, not a division).
+                        let at = ((u128::from(word) * step as u128) >> 64) as usize;
+                        o.xor(&parity[w * step + at]);
+                    }
                 }
             }
         });
@@ -144,7 +148,8 @@ fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize) {
     for start in (0..size).step_by(CONV_CHUNK) {
         let rows = CONV_CHUNK.min(size - start);
         let blocks = (3 * rows).div_ceil(16);
-        let bytes: Vec<u8> = prg.blocks(block, blocks).iter().flat_map(|b| b.to_le_bytes()).collect();
+        let mut bytes = [0u8; 16 * (3 * CONV_CHUNK).div_ceil(16)];
+        prg.each(block, blocks, |j, b| bytes[16 * j..16 * j + 16].copy_from_slice(&b.to_le_bytes()));
         block += blocks;
         for r in 0..rows {
             let i = start + r;

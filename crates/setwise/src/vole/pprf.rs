@@ -3,7 +3,9 @@
 //! The sender grows `t` trees of depth d from random roots with the length-doubling
 //! generator G(s) = (AES_k0(s) + s, AES_k1(s) + s) under fixed keys from the session, and
 //! for each level sends the sums of its left and of its right children, each masked by
-//! one random OT. The receiver, punctured at α in a tree, chooses at each level the side
+//! one random OT. A tree grows in place in its slice of the output: level l's 2^l nodes
+//! are its first 2^l entries, and node i's children are i (left) and i + 2^l (right), so
+//! leaf α is reached by taking side bit l of α at level l. The receiver, punctured at α in a tree, chooses at each level the side
 //! its path does not take: with that side's sum and the nodes it already knows it
 //! recovers the one node off its path, so it ends knowing every leaf but α. Finally the
 //! sender sends c = v + Σ leaves and the receiver sets its leaf α to c + Σ_{i≠α} leaves =
@@ -26,6 +28,9 @@ pub const MAX_DEPTH: usize = 24;
 /// The length-doubling generator of the trees.
 struct Ggm([Aes128; 2]);
 
+/// Nodes encrypted per AES call (on the stack).
+const BATCH: usize = 64;
+
 impl Ggm {
     fn new(sid: SessionId) -> Self {
         let k = Domain::new(dst::VOLE_GGM_KEY, sid).hash64(b"fixed AES keys");
@@ -33,17 +38,33 @@ impl Ggm {
         Self([key(0), key(1)])
     }
 
-    /// The next level: children 2i and 2i + 1 of each node i.
-    fn expand(&self, level: &[u128]) -> Vec<u128> {
-        let mut next = vec![0u128; level.len() * 2];
-        for (side, aes) in self.0.iter().enumerate() {
-            let mut buf: Vec<Array<u8, _>> = level.iter().map(|s| Array(s.to_le_bytes())).collect();
-            aes.encrypt_blocks(&mut buf);
-            for (i, (b, s)) in buf.iter().zip(level).enumerate() {
-                next[2 * i + side] = u128::from_le_bytes(b.0) ^ s;
+    /// Grows the level in `tree[..half]` into the next, in `tree[..2 * half]`: node i's
+    /// children at i and i + half. Returns the sums of the left and of the right children.
+    fn expand(&self, tree: &mut [u128], half: usize) -> (u128, u128) {
+        let (parents, right) = tree[..2 * half].split_at_mut(half);
+        let (mut left_sum, mut right_sum) = (0u128, 0u128);
+        let mut buf = [Array([0u8; 16]); BATCH];
+        for (ps, rs) in parents.chunks_mut(BATCH).zip(right.chunks_mut(BATCH)) {
+            let buf = &mut buf[..ps.len()];
+            let encrypt = |aes: &Aes128, buf: &mut [Array<u8, _>]| {
+                for (b, p) in buf.iter_mut().zip(ps.iter()) {
+                    *b = Array(p.to_le_bytes());
+                }
+                aes.encrypt_blocks(buf);
+            };
+            encrypt(&self.0[1], buf);
+            for ((r, p), b) in rs.iter_mut().zip(ps.iter()).zip(buf.iter()) {
+                *r = u128::from_le_bytes(b.0) ^ p;
+                right_sum ^= *r;
+            }
+            // The left children overwrite their parents, last.
+            encrypt(&self.0[0], buf);
+            for (p, b) in ps.iter_mut().zip(buf.iter()) {
+                *p ^= u128::from_le_bytes(b.0);
+                left_sum ^= *p;
             }
         }
-        next
+        (left_sum, right_sum)
     }
 }
 
@@ -62,33 +83,24 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
     let t = values.len();
     let ots = extend_send(ch, sid, t * depth)?;
     let ggm = Ggm::new(sid);
-    // Each tree grows into its own slice of the output (no second copy of the leaves).
-    let mut leaves = vec![Gf128::ZERO; t << depth];
+    // Each tree grows in place in its own slice of the output.
+    let mut leaves = vec![0u128; t << depth];
     let per_tree: Vec<(Vec<[u8; 16]>, [u8; 16])> = leaves
         .par_chunks_mut(1 << depth)
         .zip(values)
         .enumerate()
-        .map(|(j, (out, v))| {
+        .map(|(j, (tree, v))| {
             let mut root = [0u8; 16];
             fill_os(&mut root);
-            let mut level = vec![u128::from_le_bytes(root)];
+            tree[0] = u128::from_le_bytes(root);
             let mut sums = Vec::with_capacity(2 * depth);
             for l in 0..depth {
-                level = ggm.expand(&level);
-                let (mut left, mut right) = (0u128, 0u128);
-                for pair in level.chunks_exact(2) {
-                    left ^= pair[0];
-                    right ^= pair[1];
-                }
+                let (left, right) = ggm.expand(tree, 1 << l);
                 let [m0, m1] = ots[j * depth + l];
                 sums.push((left ^ m0).to_le_bytes());
                 sums.push((right ^ m1).to_le_bytes());
             }
-            let mut total = v.0;
-            for (o, x) in out.iter_mut().zip(&level) {
-                *o = Gf128(*x);
-                total ^= x;
-            }
+            let total = tree.iter().fold(v.0, |acc, x| acc ^ x);
             (sums, total.to_le_bytes())
         })
         .collect();
@@ -96,7 +108,7 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
     PPRF_LEVEL_SUMS.send(ch, &level_sums, "sending the PPRF")?;
     let leaf_sums: Vec<[u8; 16]> = per_tree.iter().map(|(_, l)| *l).collect();
     PPRF_LEAF_SUMS.send(ch, &leaf_sums, "sending the PPRF")?;
-    Ok(leaves)
+    Ok(leaves.into_iter().map(Gf128).collect())
 }
 
 /// The receiver, punctured at `points[j]` in tree j: every leaf of the sender's trees,
@@ -123,34 +135,40 @@ pub fn pprf_receive_into<T: Send>(
     }
     let t = points.len();
     assert_eq!(out.len(), t << depth, "a leaf per output");
-    let bit = |alpha: usize, l: usize| (alpha >> (depth - 1 - l)) & 1;
+    // At level l the path to α takes side bit l of α.
+    let bit = |alpha: usize, l: usize| (alpha >> l) & 1;
     let choices: Vec<bool> = points.iter().flat_map(|&a| (0..depth).map(move |l| bit(a, l) == 0)).collect();
     let keys = extend_receive(ch, sid, &choices)?;
     let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
     let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
     let ggm = Ggm::new(sid);
-    out.par_chunks_mut(1 << depth).enumerate().for_each(|(j, out)| {
-        let alpha = points[j];
-        // The node on the path is unknown (kept at zero); its children are recomputed.
-        let (mut level, mut path) = (vec![0u128], 0usize);
-        for l in 0..depth {
-            level = ggm.expand(&level);
-            let a = bit(alpha, l);
-            let (on, off) = (2 * path + a, 2 * path + (1 - a));
-            let ot = j * depth + l;
-            let mut node = u128::from_le_bytes(sums[2 * ot + (1 - a)]) ^ keys[ot];
-            for i in ((1 - a)..level.len()).step_by(2).filter(|&i| i != off) {
-                node ^= level[i];
+    out.par_chunks_mut(1 << depth).enumerate().for_each_init(
+        || vec![0u128; 1 << depth],
+        |tree, (j, out)| {
+            let alpha = points[j];
+            // The node on the path is unknown (kept at zero): its children come out wrong
+            // and are replaced, the one off the path from the sender's masked sum.
+            tree[0] = 0;
+            let mut path = 0usize;
+            for l in 0..depth {
+                let half = 1 << l;
+                let (left, right) = ggm.expand(tree, half);
+                let a = bit(alpha, l);
+                let (on, off) = (path + a * half, path + (1 - a) * half);
+                let ot = j * depth + l;
+                let known = if a == 0 { right } else { left };
+                // The side's sum as computed holds a wrong child at `off`: take it out.
+                let sent = u128::from_le_bytes(sums[2 * ot + (1 - a)]) ^ keys[ot];
+                tree[off] ^= sent ^ known;
+                tree[on] = 0;
+                path = on;
             }
-            level[off] = node;
-            level[on] = 0;
-            path = on;
-        }
-        let others = level.iter().fold(0u128, |acc, x| acc ^ x);
-        level[alpha] = u128::from_le_bytes(leaf_sums[j]) ^ others;
-        for (o, x) in out.iter_mut().zip(level) {
-            set(o, Gf128(x));
-        }
-    });
+            let others = tree.iter().fold(0u128, |acc, x| acc ^ x);
+            tree[alpha] = u128::from_le_bytes(leaf_sums[j]) ^ others;
+            for (o, x) in out.iter_mut().zip(tree.iter()) {
+                set(o, Gf128(*x));
+            }
+        },
+    );
     Ok(())
 }

@@ -89,7 +89,7 @@ impl Hashes {
     }
 
     /// Each item's OKVS key and value.
-    pub(crate) fn items<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> (Vec<u128>, Vec<Gf128>) {
+    pub(crate) fn items<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<(u128, Gf128)> {
         items
             .par_iter()
             .map(|x| {
@@ -100,7 +100,7 @@ impl Hashes {
                 let half = |i: usize| u128::from_le_bytes(b[16 * i..16 * i + 16].try_into().expect("16 bytes"));
                 (half(0), Gf128(half(1)))
             })
-            .unzip()
+            .collect()
     }
 
     /// The tag of a key and its OPRF value: the first [`tag_bytes`] of H_o(k, v), the

@@ -31,15 +31,15 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let (vole, prepared) = std::thread::scope(|s| {
         let prepare = s.spawn(|| {
             let t = std::time::Instant::now();
-            let (keys, values) = hashes.items(items);
-            let store = Okvs::encode(params, &keys, &values);
-            (keys, store, t.elapsed())
+            let hashed = hashes.items(items);
+            let store = Okvs::encode(params, &hashed);
+            (hashed, store, t.elapsed())
         });
         let vole =
             report.phase("silent VOLE, store encoded alongside", ch, |ch| silent_receive(ch, ctx.id, params.columns));
         (vole, prepare.join().expect("the store encoding panicked"))
     });
-    let (vole, (keys, store, took)) = (vole?, prepared);
+    let (vole, (hashed, store, took)) = (vole?, prepared);
     report.detail("hash items and encode the store", format!("{:.3} s", took.as_secs_f64()));
     let store = store.map_err(|_| {
         Error::Params(
@@ -57,9 +57,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     })?;
     let own = report.phase("compute own tags", ch, |_| {
         let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
-        let decoded = c.decode_many(&keys);
-        let tags: Vec<u128> = keys.par_iter().zip(decoded).map(|(k, v)| hashes.tag(*k, v)).collect();
-        Ok::<_, Error>(TagJoin::new(&tags, ctx.sender_size()))
+        let tags = c.decode_with(&hashed, |&(k, _)| k, |i, &(k, _), v| (hashes.tag(k, v), i as u32));
+        Ok::<_, Error>(TagJoin::new(tags, ctx.sender_size()))
     })?;
     report.phase("match", ch, |ch| {
         let mut matcher = Matcher { len: hashes.len(), join: own, carry: Vec::new(), left: ctx.sender_size() };

@@ -26,7 +26,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     }
     let hashes = Hashes::new(ctx);
     let params = store_params(ctx.receiver_size());
-    let (vole, (keys, values)) = std::thread::scope(|s| {
+    let (vole, hashed) = std::thread::scope(|s| {
         let hashed = s.spawn(|| hashes.items(items));
         let vole =
             report.phase("silent VOLE, items hashed alongside", ch, |ch| silent_send(ch, ctx.id, params.columns));
@@ -45,8 +45,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         Okvs::from_parts(seed, params, k)
     })?;
     let mut tags: Vec<u128> = report.phase("compute tags", ch, |_| {
-        let decoded = store.decode_many(&keys);
-        keys.par_iter().zip(values.par_iter()).zip(decoded).map(|((k, h), d)| hashes.tag(*k, d + *h * delta)).collect()
+        store.decode_with(&hashed, |&(k, _)| k, |_, &(k, h), d| hashes.tag(k, d + h * delta))
     });
     report.phase("send tags", ch, |ch| {
         shuffle(&mut tags);

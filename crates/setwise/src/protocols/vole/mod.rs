@@ -51,16 +51,9 @@ use rayon::prelude::*;
 /// items on the receiver's side; larger sets are split into buckets (docs/scale-out.md).
 pub const MAX_SET: usize = 1 << 26;
 
-/// Statistical security of the tags: a false match has probability ≤ 2^-40 per run.
-pub const TAG_SECURITY: u32 = 40;
-
-/// Bytes per tag: λ + log2(|X|·|Y|) bits, rounded up (RR22 §5), so that the chance that
-/// any of the sender's tags equals any of the receiver's by accident is ≤ 2^-λ.
-pub fn tag_bytes(sender: usize, receiver: usize) -> usize {
-    let log = |n: usize| n.max(1).next_power_of_two().ilog2();
-    let bits = TAG_SECURITY + log(sender) + log(receiver);
-    (bits as usize).div_ceil(8).min(16)
-}
+// The tags' statistical security (2^-40 per run) and length, shared with the other short
+// tags on the wire.
+pub use crate::wire::tags::{TAG_SECURITY, tag_bytes};
 
 /// The store's shape for the receiver's set.
 pub fn store_params(receiver: usize) -> OkvsParams {

@@ -10,6 +10,7 @@ use crate::protocols::{Context, Outcome, Report};
 use crate::vole::silent_receive;
 use crate::wire::msg::Message;
 use crate::wire::stream::CHUNK;
+use crate::wire::tags::recv_tags;
 use rayon::prelude::*;
 
 /// Runs the receiver's side on its distinct `items`; returns the intersection (sorted
@@ -61,59 +62,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         Ok::<_, Error>(TagJoin::new(tags, ctx.sender_size()))
     })?;
     report.phase("match", ch, |ch| {
-        let mut matcher = Matcher { len: hashes.len(), join: own, carry: Vec::new(), left: ctx.sender_size() };
-        let records = (ctx.sender_size() * hashes.len()).div_ceil(16);
-        TAGS.recv(ch, records, "receiving tags", |_, chunk| {
-            matcher.add(chunk.as_flattened());
-            Ok(())
-        })?;
-        Ok(Outcome::Intersection(matcher.join.matches()))
+        let mut join = own;
+        recv_tags(&TAGS, ch, hashes.len(), ctx.sender_size(), "receiving tags", |t| join.add(t))?;
+        Ok(Outcome::Intersection(join.matches()))
     })
-}
-
-/// Splits the stream of records into tags (which may straddle records and chunks) and
-/// gathers them for the join with the own tags.
-struct Matcher {
-    len: usize,
-    join: TagJoin,
-    /// Bytes of a tag begun in the previous chunk.
-    carry: Vec<u8>,
-    /// Tags still due (the padding after the last one is ignored).
-    left: usize,
-}
-
-impl Matcher {
-    fn add(&mut self, mut bytes: &[u8]) {
-        if !self.carry.is_empty() {
-            let take = (self.len - self.carry.len()).min(bytes.len());
-            self.carry.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.carry.len() == self.len {
-                let tag = std::mem::take(&mut self.carry);
-                self.push(&tag);
-            }
-        }
-        let mut tags = bytes.chunks_exact(self.len);
-        for t in tags.by_ref() {
-            self.push(t);
-        }
-        if self.left > 0 {
-            self.carry.extend_from_slice(tags.remainder());
-        }
-    }
-
-    fn push(&mut self, tag: &[u8]) {
-        if self.left == 0 {
-            return;
-        }
-        self.left -= 1;
-        self.join.add(tag_value(tag));
-    }
-}
-
-/// A tag's bytes as the number the join is keyed by.
-fn tag_value(tag: &[u8]) -> u128 {
-    let mut b = [0u8; 16];
-    b[..tag.len()].copy_from_slice(tag);
-    u128::from_le_bytes(b)
 }

@@ -10,7 +10,7 @@ use crate::okvs::Okvs;
 use crate::protocols::{Context, Report};
 use crate::vole::silent_send;
 use crate::wire::msg::Message;
-use crate::wire::stream::CHUNK;
+use crate::wire::tags::send_tags;
 use rayon::prelude::*;
 
 /// Runs the sender's side on its distinct `items`. The sender learns nothing.
@@ -49,17 +49,6 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     });
     report.phase("send tags", ch, |ch| {
         shuffle(&mut tags);
-        // 16 tags of `len` bytes are exactly `len` records.
-        let len = hashes.len();
-        for group in tags.chunks(16 * CHUNK) {
-            let mut bytes = Vec::with_capacity((group.len() * len).div_ceil(16) * 16);
-            for t in group {
-                bytes.extend_from_slice(&t.to_le_bytes()[..len]);
-            }
-            bytes.resize(bytes.len().div_ceil(16) * 16, 0);
-            let records: Vec<[u8; 16]> = bytes.chunks_exact(16).map(|r| r.try_into().expect("16 bytes")).collect();
-            TAGS.send(ch, &records, "sending tags")?;
-        }
-        Ok(())
+        send_tags(&TAGS, ch, hashes.len(), &tags, "sending tags")
     })
 }

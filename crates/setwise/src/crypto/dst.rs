@@ -47,8 +47,16 @@ pub const MQRPMT_ITEM_TO_GROUP: &str = "setwise/mqrpmt/v1/item-to-group";
 pub const MQRPMT_FILTER: &str = "setwise/mqrpmt/v1/bloom-filter";
 /// mqRPMT intersection: the 128-bit tag of an item the receiver looks up.
 pub const MQRPMT_TAG: &str = "setwise/mqrpmt/v1/item-tag";
+/// mqRPMT from a permuted OPRF: the short tag of a PRF value k·H(x) the client queries with.
+pub const MQRPMT_POPRF_TAG: &str = "setwise/mqrpmt/v1/poprf-query-tag";
 /// mqRPMT private-ID: items hashed to ristretto255 for the distributed OPRF.
 pub const MQRPMT_PRIVATE_ID: &str = "setwise/mqrpmt/v1/private-id-to-group";
+/// mqRPMT private-ID: the session ids of its two VOLE OPRFs.
+pub const MQRPMT_PRIVATE_ID_OPRF: &str = "setwise/mqrpmt/v2/private-id-oprf-session";
+/// mqRPMT private-ID: an item's OKVS key and value in one of the two OPRFs.
+pub const MQRPMT_PRIVATE_ID_ITEM: &str = "setwise/mqrpmt/v2/private-id-item-to-key-value";
+/// mqRPMT private-ID: an OPRF's output, half of an item's ID.
+pub const MQRPMT_PRIVATE_ID_OUTPUT: &str = "setwise/mqrpmt/v2/private-id-oprf-output";
 /// Base OT (Chou–Orlandi): the OT keys.
 pub const OT_BASE_KEY: &str = "setwise/ot/v1/base-ot-key";
 /// IKNP: the fixed AES key of the correlation-robust hash.
@@ -77,6 +85,14 @@ pub const FINGERPRINT_UNBALANCED_PARAMS: &str = "setwise/unbalanced/v1/params-fi
 /// A 32-byte per-session value both parties agree on in the hello.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SessionId(pub [u8; 32]);
+
+impl SessionId {
+    /// The session id of sub-protocol `what` of this session, derived in the domain
+    /// `label` (so that the sub-protocols' hashes never meet each other's or this one's).
+    pub fn sub(self, label: &'static str, what: &[u8]) -> SessionId {
+        SessionId(Domain::new(label, self).hash64(what)[..32].try_into().expect("32 bytes"))
+    }
+}
 
 /// A hashing domain: label and session.
 #[derive(Debug, Clone, Copy)]

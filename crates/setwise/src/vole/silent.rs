@@ -83,7 +83,7 @@ pub struct VoleReceiver {
 /// The session id of a sub-protocol, so the noisy VOLE's and the PPRF's OTs hash in
 /// separate domains.
 fn sub(sid: SessionId, what: &[u8]) -> SessionId {
-    SessionId(Domain::new(dst::VOLE_SUBSESSION, sid).hash64(what)[..32].try_into().expect("32 bytes"))
+    sid.sub(dst::VOLE_SUBSESSION, what)
 }
 
 fn random_element() -> Gf128 {

@@ -34,6 +34,7 @@
 //! ```
 
 pub mod messages;
+pub(crate) mod oprf;
 mod receiver;
 mod sender;
 
@@ -65,20 +66,23 @@ pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
     ctx.check_sizes("vole PSI", MAX_SET, "split larger sets into buckets")
 }
 
-/// The session's item hash and tag hash.
+/// The item hash and the output hash of one OPRF session.
 pub(crate) struct Hashes {
     item: blake3::Hasher,
-    tag: blake3::Hasher,
+    output: blake3::Hasher,
     len: usize,
 }
 
 impl Hashes {
+    /// The hashes of VOLE-PSI in session `ctx`, with tags of [`tag_bytes`].
     pub(crate) fn new(ctx: &Context) -> Self {
-        Self {
-            item: Domain::new(dst::VOLE_PSI_ITEM, ctx.id).hasher(),
-            tag: Domain::new(dst::VOLE_PSI_TAG, ctx.id).hasher(),
-            len: tag_bytes(ctx.sender_size(), ctx.receiver_size()),
-        }
+        Self::of(ctx.id, [dst::VOLE_PSI_ITEM, dst::VOLE_PSI_TAG], tag_bytes(ctx.sender_size(), ctx.receiver_size()))
+    }
+
+    /// The hashes of session `sid` under the labels `[item, output]`, tags of `len`
+    /// bytes (at most 16).
+    pub(crate) fn of(sid: crate::crypto::dst::SessionId, labels: [&'static str; 2], len: usize) -> Self {
+        Self { item: Domain::new(labels[0], sid).hasher(), output: Domain::new(labels[1], sid).hasher(), len }
     }
 
     /// Each item's OKVS key and value.
@@ -96,13 +100,18 @@ impl Hashes {
             .collect()
     }
 
-    /// The tag of a key and its OPRF value: the first [`tag_bytes`] of H_o(k, v), the
-    /// rest zero.
-    pub(crate) fn tag(&self, key: u128, value: Gf128) -> u128 {
-        let mut h = self.tag.clone();
+    /// The OPRF output of a key and its value: H_o(k, v), 32 bytes.
+    pub(crate) fn output(&self, key: u128, value: Gf128) -> [u8; 32] {
+        let mut h = self.output.clone();
         h.update(&key.to_le_bytes());
         h.update(&value.to_bytes());
-        let t = u128::from_le_bytes(h.finalize().as_bytes()[..16].try_into().expect("16 bytes"));
+        *h.finalize().as_bytes()
+    }
+
+    /// The tag of a key and its OPRF value: the first [`Hashes::len`] bytes of
+    /// H_o(k, v), the rest zero.
+    pub(crate) fn tag(&self, key: u128, value: Gf128) -> u128 {
+        let t = u128::from_le_bytes(self.output(key, value)[..16].try_into().expect("16 bytes"));
         if self.len == 16 { t } else { t & ((1u128 << (8 * self.len)) - 1) }
     }
 

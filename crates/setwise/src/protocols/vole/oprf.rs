@@ -1,0 +1,132 @@
+//! The OPRF of VOLE-PSI (RR22 Fig. 10), on which PSI and Private-ID are built: the key
+//! holder ends with a store K and Δ and can evaluate F on any item, the evaluator with
+//! F on its own items only (its set is fixed when it encodes the store).
+//!
+//! F(x) = H_o(k(x), Decode(K, k(x)) + h(x)·Δ), where (k, h) is the item hash and H_o the
+//! output hash of a [`Hashes`]. The evaluator holds C with K = C + P·Δ and
+//! Decode(P, k(y)) = h(y), so F(y) = H_o(k(y), Decode(C, k(y))) for its items y.
+
+use super::messages::{STORE, StoreSeed};
+use super::{Hashes, store_params};
+use crate::crypto::dst::SessionId;
+use crate::error::{Error, Result};
+use crate::math::gf128::Gf128;
+use crate::net::Channel;
+use crate::okvs::Okvs;
+use crate::protocols::Report;
+use crate::vole::{silent_receive, silent_send};
+use crate::wire::msg::Message;
+use crate::wire::stream::CHUNK;
+use rayon::prelude::*;
+
+/// An item's OKVS key and value, from [`Hashes::items`].
+pub(crate) type Hashed = (u128, Gf128);
+
+/// The key holder's key: the store K = B + A·Δ and Δ.
+pub(crate) struct OprfKey {
+    k: Okvs,
+    delta: Gf128,
+}
+
+impl OprfKey {
+    /// `f(i, k, Decode(K, k) + h·Δ)` for each hashed item `(k, h)` at index i, in no
+    /// particular order (H_o of the last two arguments is F).
+    pub(crate) fn eval_with<T: Default + Clone + Send>(
+        &self,
+        hashed: &[Hashed],
+        f: impl Fn(usize, u128, Gf128) -> T + Sync,
+    ) -> Vec<T> {
+        self.k.decode_with(hashed, |&(k, _)| k, |i, &(k, h), d| f(i, k, d + h * self.delta))
+    }
+}
+
+/// The evaluator's outputs: its items' hashes and the store C they decode in.
+pub(crate) struct Evaluated {
+    /// The evaluator's items hashed, in item order.
+    pub hashed: Vec<Hashed>,
+    c: Okvs,
+}
+
+impl Evaluated {
+    /// `f(i, k, Decode(C, k))` for each own item i, in no particular order.
+    pub(crate) fn eval_with<T: Default + Clone + Send>(&self, f: impl Fn(usize, u128, Gf128) -> T + Sync) -> Vec<T> {
+        self.c.decode_with(&self.hashed, |&(k, _)| k, |i, &(k, _), v| f(i, k, v))
+    }
+}
+
+/// Phase names for the report: the VOLE, and the store's transfer.
+pub(crate) type Phases = [&'static str; 2];
+
+/// The key holder of session `sid`: a silent VOLE sized by the evaluator's `peer_items`
+/// while `own` is hashed on a second thread, then the store. Returns the key and `own`
+/// hashed.
+pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    hashes: &Hashes,
+    peer_items: usize,
+    own: &[I],
+    report: &mut Report,
+    phases: Phases,
+) -> Result<(OprfKey, Vec<Hashed>)> {
+    let params = store_params(peer_items);
+    let (vole, hashed) = std::thread::scope(|s| {
+        let hashed = s.spawn(|| hashes.items(own));
+        let vole = report.phase(phases[0], ch, |ch| silent_send(ch, sid, params.columns));
+        (vole, hashed.join().expect("hashing panicked"))
+    });
+    let vole = vole?;
+    let delta = vole.delta;
+    let k = report.phase(phases[1], ch, |ch| {
+        let StoreSeed(seed) = StoreSeed::recv(ch, "receiving the store", ())?;
+        // K = B + A·Δ, column by column as the chunks come.
+        let mut k = vole.b;
+        STORE.recv(ch, params.columns, "receiving the store", |at, chunk| {
+            k[at..at + chunk.len()].par_iter_mut().zip(chunk).for_each(|(k, a)| *k += Gf128::from_bytes(*a) * delta);
+            Ok(())
+        })?;
+        Okvs::from_parts(seed, params, k)
+    })?;
+    Ok((OprfKey { k, delta }, hashed))
+}
+
+/// The evaluator of session `sid` on its `items`: hashes them and encodes the store on a
+/// second thread while the silent VOLE runs, then sends the store masked by the VOLE.
+pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    hashes: &Hashes,
+    items: &[I],
+    report: &mut Report,
+    phases: Phases,
+) -> Result<Evaluated> {
+    let params = store_params(items.len());
+    let (vole, prepared) = std::thread::scope(|s| {
+        let prepare = s.spawn(|| {
+            let t = std::time::Instant::now();
+            let hashed = hashes.items(items);
+            let store = Okvs::encode(params, &hashed);
+            (hashed, store, t.elapsed())
+        });
+        let vole = report.phase(phases[0], ch, |ch| silent_receive(ch, sid, params.columns));
+        (vole, prepare.join().expect("the store encoding panicked"))
+    });
+    let (vole, (hashed, store, took)) = (vole?, prepared);
+    report.detail("hash items and encode the store", format!("{:.3} s", took.as_secs_f64()));
+    let store = store.map_err(|_| {
+        Error::Params(
+            "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
+        )
+    })?;
+    report.phase(phases[1], ch, |ch| {
+        StoreSeed(*store.seed()).send(ch, "sending the store")?;
+        // Chunk by chunk: no second store-sized buffer.
+        for (p, a) in store.columns().chunks(CHUNK).zip(vole.a.chunks(CHUNK)) {
+            let masked: Vec<[u8; 16]> = p.par_iter().zip(a).map(|(p, a)| (*p + *a).to_bytes()).collect();
+            STORE.send_chunk(ch, &masked, "sending the store")?;
+        }
+        Ok::<_, Error>(())
+    })?;
+    let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
+    Ok(Evaluated { hashed, c })
+}

@@ -327,13 +327,13 @@ fn clients_refuse_what_a_cheating_server_sends() {
                 }
             }),
         ),
-        // An evaluated point that is not a point.
+        // The store of OPRF A (the server evaluates its items) cut short.
         (
             Operation::PrivateId,
-            "PrivateIdEvaluated",
+            "VolePsiStoreSeed",
             Box::new(|f: &mut Vec<u8>| {
-                if f[0] == 0x77 {
-                    f[5..37].fill(0xff);
+                if f[0] == 0x93 {
+                    f.pop();
                 }
             }),
         ),

@@ -49,8 +49,6 @@ pub const MQRPMT_FILTER: &str = "setwise/mqrpmt/v1/bloom-filter";
 pub const MQRPMT_TAG: &str = "setwise/mqrpmt/v1/item-tag";
 /// mqRPMT from a permuted OPRF: the short tag of a PRF value k·H(x) the client queries with.
 pub const MQRPMT_POPRF_TAG: &str = "setwise/mqrpmt/v1/poprf-query-tag";
-/// mqRPMT private-ID: items hashed to ristretto255 for the distributed OPRF.
-pub const MQRPMT_PRIVATE_ID: &str = "setwise/mqrpmt/v1/private-id-to-group";
 /// mqRPMT private-ID: the session ids of its two VOLE OPRFs.
 pub const MQRPMT_PRIVATE_ID_OPRF: &str = "setwise/mqrpmt/v2/private-id-oprf-session";
 /// mqRPMT private-ID: an item's OKVS key and value in one of the two OPRFs.

@@ -79,7 +79,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<Outcome> {
     match op {
-        Operation::PrivateId => private_id::client(ch, ctx, items, report),
+        Operation::PrivateId => private_id::client(ch, ctx, items, params, report),
         _ => operations::sender(ch, ctx, op, items, values, params.last_move, report),
     }
 }
@@ -94,7 +94,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<Outcome> {
     match op {
-        Operation::PrivateId => private_id::server(ch, ctx, items, report),
+        Operation::PrivateId => private_id::server(ch, ctx, items, params, report),
         _ => operations::receiver(ch, ctx, op, items, params.last_move, report),
     }
 }

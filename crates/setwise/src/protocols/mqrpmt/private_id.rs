@@ -1,74 +1,83 @@
-//! Private-ID (paper §6.2): every item z gets the ID G(z) = k1·k2·H(z), each party
-//! learning the IDs of its own items only; the server learns the IDs of X \ Y by OT and
-//! sends the sorted union of IDs to the client.
+//! Private-ID (paper §6.2, after Garimella, Mohassel, Rosulek, Sadeghian, Singh, Trieu,
+//! CRYPTO 2021): every item z gets the ID id(z) = F_A(z) ⊕ F_B(z), where F_A is the VOLE
+//! OPRF whose key the client holds and F_B the one whose key the server holds; each
+//! party learns the IDs of its own items (one OPRF evaluated for it by the peer, the
+//! other with its own key) and the IDs of the union:
+//! 1. OPRF A: the server evaluates Y under the client's key (`vole::oprf`); the client
+//!    evaluates F_A on X with its key;
+//! 2. OPRF B: the same with the roles swapped;
+//! 3. PSU on the IDs, as the paper does: the mqRPMT `union` operation (any construction
+//!    and last move) gives the server the IDs of X \ Y by OT;
+//! 4. the server sends the sorted union of IDs; the client checks it holds its own.
 //!
-//! The paper runs a VOLE-based OPRF twice and then PSU from mqRPMT; here the OPRF is
-//! Diffie–Hellman over ristretto255 and its messages double as the membership test,
-//! which saves the PSU's four exponentiations per item (8 instead of 12 in all):
-//! 1. server → client: A_y = s·H(y) (s a blind);
-//! 2. client → server: E_y = k2·A_y in order, so the server's IDs are (k1/s)·E_y;
-//!    Ω = r·E_y shuffled, so the server's test set is (k1/s)·Ω = {r·G(y)};
-//!    V_i = r·k2·H(x_i) in the client's shuffled order;
-//! 3. server → client: W_i = k1·V_i = r·G(x_i); the server's bit e_i = [W_i ∈ {r·G(y)}];
-//!    the client's IDs are r⁻¹·W_i;
-//! 4. one-sided OT of G(x_i) where e_i = 0; the server sends the sorted union.
-//!
-//! The server never holds G(x) for x ∈ X ∩ Y next to its own G(y): it sees G(X) only
-//! multiplied by the client's secret r, and linking r·G(y) to G(y) is DDH. Without the
-//! blind s, the client would compute the server's IDs itself.
+//! Neither party can compute the ID of an item it chooses (it holds one key of the
+//! two), so the union's IDs say nothing about the peer's items beyond their number. The
+//! OPRFs cost no public-key operation per item: the IDs take two silent VOLEs and
+//! BLAKE3, and only the PSU exponentiates (4 per item, where the earlier DH-OPRF version
+//! took 8).
 
-use super::messages::{BLINDED, EVALUATED, TEST_SET, UNION_IDS, UnionCount};
-use super::shuffled;
-use crate::crypto::dst::{self, Domain};
-use crate::crypto::ristretto::{Encoded, ItemHasher, SecretScalar};
-use crate::crypto::rng::shuffle;
-use crate::error::{Deviation, Error, Result};
+use super::messages::{UNION_IDS, UnionCount};
+use super::{MqrpmtParams, operations};
+use crate::crypto::dst::{self, SessionId};
+use crate::error::{Deviation, Result};
 use crate::net::Channel;
-use crate::ot;
-use crate::protocols::{Context, Outcome, Report};
+use crate::protocols::vole::oprf::{self, Phases};
+use crate::protocols::vole::{self, Hashes};
+use crate::protocols::{Context, Operation, Outcome, Report};
 use crate::wire::msg::Message;
-use std::collections::HashSet;
 
-fn hasher(ctx: &Context) -> ItemHasher {
-    ItemHasher::new(&Domain::new(dst::MQRPMT_PRIVATE_ID, ctx.id))
+/// ID bytes: 256 bits, so two of the union's items share an ID with probability at most
+/// (|X| + |Y|)²·2^-257.
+const ID_LEN: usize = 32;
+
+/// The session and hashes of OPRF A (`b"A"`, key at the client) or B (key at the server).
+fn oprf_session(ctx: &Context, which: &[u8]) -> (SessionId, Hashes) {
+    let sid = ctx.id.sub(dst::MQRPMT_PRIVATE_ID_OPRF, which);
+    (sid, Hashes::of(sid, [dst::MQRPMT_PRIVATE_ID_ITEM, dst::MQRPMT_PRIVATE_ID_OUTPUT], 16))
 }
 
-/// Applies `key` to the peer's points.
-fn evaluate(key: &SecretScalar, points: &[Encoded], what: &'static str) -> Result<Vec<Encoded>> {
-    key.mul_encoded(points).map_err(|index| Error::InvalidPoint { what, index })
+const EVALUATE_A: Phases = ["oprf A: silent VOLE, store encoded alongside", "oprf A: send the store"];
+const HOLD_A: Phases = ["oprf A: silent VOLE, items hashed alongside", "oprf A: receive the store"];
+const EVALUATE_B: Phases = ["oprf B: silent VOLE, store encoded alongside", "oprf B: send the store"];
+const HOLD_B: Phases = ["oprf B: silent VOLE, items hashed alongside", "oprf B: receive the store"];
+
+/// The own items' IDs: the output this side evaluated for them (`evaluated`, with the
+/// peer's key) XOR the one under its own key (`held`), each given as (index, output).
+fn ids(n: usize, evaluated: Vec<(u32, [u8; 32])>, held: Vec<(u32, [u8; 32])>) -> Vec<[u8; ID_LEN]> {
+    let mut ids = vec![[0u8; ID_LEN]; n];
+    for (i, half) in evaluated.into_iter().chain(held) {
+        ids[i as usize].iter_mut().zip(half).for_each(|(a, b)| *a ^= b);
+    }
+    ids
 }
 
 /// The server P1 (the hello's receiver) with Y: its IDs and the union's.
-///
-/// There is no last move to choose: the test set must stay points the server can key.
 pub(super) fn server<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     ctx: &Context,
     items: &[I],
+    params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
-    let (n_own, n_peer) = (ctx.receiver_size(), ctx.sender_size());
-    let (k1, s) = (SecretScalar::random(), SecretScalar::random());
-    let unblind = k1.times(&s.invert());
-    let (ids, bits) = report.phase("distributed oprf", ch, |ch| {
-        BLINDED.send(ch, &s.hash_and_mul(&hasher(ctx), items), "sending blinded items")?;
-        let ours = EVALUATED.recv_all(ch, n_own, "receiving our IDs")?;
-        let ids = evaluate(&unblind, &ours, "PrivateIdEvaluated")?;
-        let omega = TEST_SET.recv_all(ch, n_own, "receiving the test set")?;
-        let test: HashSet<Encoded> = evaluate(&unblind, &omega, "PrivateIdTestSet")?.into_iter().collect();
-        let theirs = BLINDED.recv_all(ch, n_peer, "receiving blinded items")?;
-        let keyed = evaluate(&k1, &theirs, "PrivateIdBlinded")?;
-        EVALUATED.send(ch, &keyed, "sending their IDs")?;
-        let bits: Vec<bool> = keyed.iter().map(|w| !test.contains(w)).collect();
-        Ok::<_, Error>((ids, bits))
-    })?;
-    // The IDs of the client's items we lack, by one-sided OT chosen by [x_i ∉ Y].
-    let mut union = ids.clone();
-    if n_peer > 0 {
-        let sid = ctx.id;
-        let keys = report.phase("ot extension", ch, |ch| ot::extend_receive(ch, sid, &bits))?;
-        let got = report.phase("transfer", ch, |ch| ot::receive_one_sided(ch, sid, &keys, &bits, 32))?;
-        union.extend(got.iter().map(|(_, id)| <[u8; 32]>::try_from(id.as_slice()).expect("32-byte messages")));
+    vole::check_sizes(ctx)?;
+    let ((sid_a, hashes_a), (sid_b, hashes_b)) = (oprf_session(ctx, b"A"), oprf_session(ctx, b"B"));
+    let a = oprf::evaluate(ch, sid_a, &hashes_a, items, report, EVALUATE_A)?;
+    let (key_b, hashed) = oprf::hold_key(ch, sid_b, &hashes_b, ctx.sender_size(), items, report, HOLD_B)?;
+    let own = report.phase("ids", ch, |_| {
+        let fa = a.eval_with(|i, k, v| (i as u32, hashes_a.output(k, v)));
+        let fb = key_b.eval_with(&hashed, |i, k, v| (i as u32, hashes_b.output(k, v)));
+        ids(items.len(), fa, fb)
+    });
+    let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
+    let extra = match operations::receiver(ch, ctx, Operation::Union, &refs, params.last_move, report)? {
+        Outcome::Union(extra) => extra,
+        other => unreachable!("the union operation returns the union, not {other:?}"),
+    };
+    let mut union = own.clone();
+    for (index, id) in extra.iter().enumerate() {
+        let id = <[u8; ID_LEN]>::try_from(id.as_slice())
+            .map_err(|_| Deviation::NotAnItem { what: "private ID (32 bytes)", index })?;
+        union.push(id);
     }
     union.sort_unstable();
     union.dedup();
@@ -76,7 +85,7 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
         UnionCount(union.len() as u64).send(ch, "sending the union IDs")?;
         UNION_IDS.send(ch, &union, "sending the union IDs")
     })?;
-    Ok(Outcome::PrivateIds { own: ids, union })
+    Ok(Outcome::PrivateIds { own, union })
 }
 
 /// The client P2 (the hello's sender) with X: its IDs and the union's.
@@ -84,32 +93,21 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     ctx: &Context,
     items: &[I],
+    params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
+    vole::check_sizes(ctx)?;
     let (n_own, n_peer) = (ctx.sender_size(), ctx.receiver_size());
-    let (k2, r) = (SecretScalar::random(), SecretScalar::random());
-    let rk2 = r.times(&k2);
-    let (order, xs) = shuffled(items);
-    let ids_shuffled = report.phase("distributed oprf", ch, |ch| {
-        let blinded = rk2.hash_and_mul(&hasher(ctx), &xs);
-        let theirs = BLINDED.recv_all(ch, n_peer, "receiving blinded items")?;
-        EVALUATED.send(ch, &evaluate(&k2, &theirs, "PrivateIdBlinded")?, "sending their IDs")?;
-        let mut omega = evaluate(&rk2, &theirs, "PrivateIdBlinded")?;
-        shuffle(&mut omega);
-        TEST_SET.send(ch, &omega, "sending the test set")?;
-        BLINDED.send(ch, &blinded, "sending blinded items")?;
-        let ours = EVALUATED.recv_all(ch, n_own, "receiving our IDs")?;
-        evaluate(&r.invert(), &ours, "PrivateIdEvaluated")
-    })?;
-    if n_own > 0 {
-        let sid = ctx.id;
-        let pairs = report.phase("ot extension", ch, |ch| ot::extend_send(ch, sid, n_own))?;
-        report.phase("transfer", ch, |ch| ot::send_one_sided(ch, sid, &pairs, ids_shuffled.as_flattened(), 32))?;
-    }
-    let mut ids = vec![[0u8; 32]; n_own];
-    for (&i, id) in order.iter().zip(&ids_shuffled) {
-        ids[i] = *id;
-    }
+    let ((sid_a, hashes_a), (sid_b, hashes_b)) = (oprf_session(ctx, b"A"), oprf_session(ctx, b"B"));
+    let (key_a, hashed) = oprf::hold_key(ch, sid_a, &hashes_a, n_peer, items, report, HOLD_A)?;
+    let b = oprf::evaluate(ch, sid_b, &hashes_b, items, report, EVALUATE_B)?;
+    let own = report.phase("ids", ch, |_| {
+        let fb = b.eval_with(|i, k, v| (i as u32, hashes_b.output(k, v)));
+        let fa = key_a.eval_with(&hashed, |i, k, v| (i as u32, hashes_a.output(k, v)));
+        ids(n_own, fb, fa)
+    });
+    let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
+    operations::sender(ch, ctx, Operation::Union, &refs, None, params.last_move, report)?;
     let union = report.phase("union ids", ch, |ch| {
         let total = UnionCount::recv(ch, "receiving the union IDs", (n_own, n_peer))?.0;
         UNION_IDS.recv_all(ch, total as usize, "receiving the union IDs")
@@ -117,8 +115,8 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
     if union.windows(2).any(|w| w[0] >= w[1]) {
         return Err(Deviation::UnsortedUnion.into());
     }
-    if let Some(index) = ids.iter().position(|id| union.binary_search(id).is_err()) {
+    if let Some(index) = own.iter().position(|id| union.binary_search(id).is_err()) {
         return Err(Deviation::IncompleteUnion { index }.into());
     }
-    Ok(Outcome::PrivateIds { own: ids, union })
+    Ok(Outcome::PrivateIds { own, union })
 }

@@ -65,12 +65,15 @@ class Judge:
         tls: Tls | None = None,
         insecure_no_tls: bool = False,
         max_concurrent: int = 8,
+        max_peer_items: int | None = None,
         timeout: float = 600.0,
         session_timeout: float = 3600.0,
         grace: float = 30.0,
         log: Callable[[str], Any] | None = None,
     ) -> ServeStats:
-        """Signs clients' allowed items on ``listen``; see :func:`setwise.serve`."""
+        """Signs clients' allowed items on ``listen``; see :func:`setwise.serve`.
+        ``max_peer_items`` refuses a client asking about more items (each costs the
+        judge a signature)."""
         return _serve(
             "judge",
             "authorized",
@@ -82,6 +85,7 @@ class Judge:
             tls=tls,
             insecure_no_tls=insecure_no_tls,
             max_concurrent=max_concurrent,
+            max_peer_items=max_peer_items,
             timeout=timeout,
             session_timeout=session_timeout,
             grace=grace,

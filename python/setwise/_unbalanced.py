@@ -145,12 +145,14 @@ class SenderDb:
         insecure_no_tls: bool = False,
         reveal: str = "receiver",
         max_concurrent: int = 8,
+        max_peer_items: int | None = None,
         timeout: float = 600.0,
         session_timeout: float = 3600.0,
         grace: float = 30.0,
         log: Callable[[str], Any] | None = None,
     ) -> ServeStats:
-        """Answers receivers' queries on ``listen``; see :func:`setwise.serve`. The
+        """Answers receivers' queries on ``listen``; see :func:`setwise.serve`
+        (``max_peer_items`` refuses a receiver announcing more items). The
         database may be updated (:meth:`insert`, :meth:`remove`, :meth:`save`) from
         another thread while it is served: an update waits for the queries under way,
         and queries arriving meanwhile wait for the update."""
@@ -166,6 +168,7 @@ class SenderDb:
             insecure_no_tls=insecure_no_tls,
             reveal=reveal,
             max_concurrent=max_concurrent,
+            max_peer_items=max_peer_items,
             timeout=timeout,
             session_timeout=session_timeout,
             grace=grace,

@@ -266,3 +266,31 @@ def test_a_python_database_served_by_the_cli(tmp_path: Path, setwise_cli: Path) 
     assert list(r.matches(RECEIVER).name) == [
         labels_of(e)[0] for e in RECEIVER.email[expected_rows()]
     ]
+
+
+@pytest.mark.parametrize("server", ["database", "judge"])
+def test_a_served_database_or_judge_refuses_a_peer_above_the_cap(
+    tmp_path: Path, server: str
+) -> None:
+    db = setwise.SenderDb.build(list(SENDER.email), params="64K-256")
+    judge = setwise.Judge(["a", "b", "c"], secret_key=tmp_path / "judge.key")
+
+    def serve(addr: str) -> setwise.ServeStats:
+        if server == "database":
+            return db.serve(listen=addr, sessions=1, max_peer_items=2)
+        return judge.serve(listen=addr, sessions=1, max_peer_items=2)
+
+    def ask(addr: str, items: list[str]) -> Any:
+        if server == "database":
+            return setwise.receiver(items, "unbalanced", connect=addr)
+        return setwise.authorize(items, connect=addr, client_id="lab")
+
+    addr = free_port()
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.setdefault("stats", serve(addr)))
+    t.start()
+    with pytest.raises(setwise.PeerError, match="exceeds the limit"):
+        ask(addr, ["a", "b", "c"])
+    ask(addr, ["a", "b"])  # within the cap: answered, and the one session ends the server
+    t.join(timeout=60)
+    assert out["stats"].completed == 1 and out["stats"].failed == 1

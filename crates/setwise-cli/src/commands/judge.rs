@@ -52,6 +52,10 @@ pub struct JudgeArgs {
     /// Seconds a whole frame from or to a client may take.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Refuse a client that asks about more items than this (each costs the judge a
+    /// signature; default: 2^32).
+    #[arg(long)]
+    max_peer_items: Option<u64>,
     #[command(flatten)]
     serve: ServeArgs,
     #[command(flatten)]
@@ -77,7 +81,10 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         allow.len(),
         a.public_key.display()
     );
-    let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
+    let mut job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
+    if let Some(n) = a.max_peer_items {
+        job = job.with_max_peer_size(n);
+    }
     let config = JudgeConfig::new(a.fraction, a.strict).map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
     let tcp = TcpConfig {
         io_timeout: Some(Duration::from_secs(a.timeout)),

@@ -17,7 +17,7 @@ use setwise::net::read_frame;
 use setwise::protocols::authorized::{AllowList, Credentials, JudgeConfig, JudgeKey, Mode, messages as auth};
 use setwise::protocols::ecdh::steps::ReceiverState;
 use setwise::protocols::fhe::FheParams;
-use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams, messages as mq};
+use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams, messages as mq};
 use setwise::protocols::reveal::Revealed;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label, messages as ub};
@@ -26,6 +26,7 @@ use setwise::session::{self, Hello, Input, Job, ProtocolParams};
 use setwise::testing::{Party, ScriptedChannel};
 use setwise::wire::Reader;
 use setwise::wire::msg::Message;
+use setwise::wire::tags::{self, TagReader};
 use setwise::{Operation, Outcome, Protocol, Role, ot};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -143,18 +144,23 @@ fn job(p: Protocol, op: Operation) -> Job {
     Job::new(p, op)
 }
 
-fn mqrpmt(op: Operation, last_move: LastMove) -> Job {
-    job(Protocol::Mqrpmt, op).with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move, ..Default::default() }))
+/// The mqRPMT membership tests: cwPRF with either last move, pOPRF.
+const BLOOM: MqrpmtParams = MqrpmtParams { construction: Construction::Cwprf, last_move: LastMove::Bloom };
+const SHUFFLE: MqrpmtParams = MqrpmtParams { construction: Construction::Cwprf, last_move: LastMove::Shuffle };
+const POPRF: MqrpmtParams = MqrpmtParams { construction: Construction::Poprf, last_move: LastMove::Shuffle };
+
+fn mqrpmt(op: Operation, params: MqrpmtParams) -> Job {
+    job(Protocol::Mqrpmt, op).with_params(ProtocolParams::Mqrpmt(params))
 }
 
-fn mqrpmt_party(op: Operation, last_move: LastMove, role: Role) -> Party<'static> {
+fn mqrpmt_party(op: Operation, params: MqrpmtParams, role: Role) -> Party<'static> {
     match (op, role) {
         (Operation::Sum, Role::Sender) => Party {
-            job: mqrpmt(op, last_move),
+            job: mqrpmt(op, params),
             role,
             input: Input::Values { items: sender_items(), values: values(), bound: 1 << 20 },
         },
-        _ => items_party(mqrpmt(op, last_move), role),
+        _ => items_party(mqrpmt(op, params), role),
     }
 }
 
@@ -229,45 +235,37 @@ pub fn cases(family: &str) -> Vec<Case> {
         "mqrpmt" => vec![
             both!(
                 "sender-intersection",
-                mqrpmt_party(Intersection, LastMove::Bloom, S),
+                mqrpmt_party(Intersection, BLOOM, S),
                 "receiver-intersection",
-                mqrpmt_party(Intersection, LastMove::Bloom, R)
+                mqrpmt_party(Intersection, BLOOM, R)
             ),
             both!(
                 "sender-shuffle",
-                mqrpmt_party(Intersection, LastMove::Shuffle, S),
+                mqrpmt_party(Intersection, SHUFFLE, S),
                 "receiver-shuffle",
-                mqrpmt_party(Intersection, LastMove::Shuffle, R)
+                mqrpmt_party(Intersection, SHUFFLE, R)
             ),
             both!(
                 "sender-cardinality",
-                mqrpmt_party(Cardinality, LastMove::Bloom, S),
+                mqrpmt_party(Cardinality, BLOOM, S),
                 "receiver-cardinality",
-                mqrpmt_party(Cardinality, LastMove::Bloom, R)
+                mqrpmt_party(Cardinality, BLOOM, R)
             ),
-            both!(
-                "sender-sum",
-                mqrpmt_party(Sum, LastMove::Bloom, S),
-                "receiver-sum",
-                mqrpmt_party(Sum, LastMove::Bloom, R)
-            ),
-            both!(
-                "sender-shares",
-                mqrpmt_party(Shares, LastMove::Bloom, S),
-                "receiver-shares",
-                mqrpmt_party(Shares, LastMove::Bloom, R)
-            ),
-            both!(
-                "sender-union",
-                mqrpmt_party(Union, LastMove::Bloom, S),
-                "receiver-union",
-                mqrpmt_party(Union, LastMove::Bloom, R)
-            ),
+            both!("sender-sum", mqrpmt_party(Sum, BLOOM, S), "receiver-sum", mqrpmt_party(Sum, BLOOM, R)),
+            both!("sender-shares", mqrpmt_party(Shares, BLOOM, S), "receiver-shares", mqrpmt_party(Shares, BLOOM, R)),
+            both!("sender-union", mqrpmt_party(Union, BLOOM, S), "receiver-union", mqrpmt_party(Union, BLOOM, R)),
             both!(
                 "sender-private-id",
-                mqrpmt_party(PrivateId, LastMove::Bloom, S),
+                mqrpmt_party(PrivateId, BLOOM, S),
                 "receiver-private-id",
-                mqrpmt_party(PrivateId, LastMove::Bloom, R)
+                mqrpmt_party(PrivateId, BLOOM, R)
+            ),
+            // Last, so that the committed seeds of the cases above keep their selector.
+            both!(
+                "sender-poprf",
+                mqrpmt_party(Intersection, POPRF, S),
+                "receiver-poprf",
+                mqrpmt_party(Intersection, POPRF, R)
             ),
         ],
         "fhe" => vec![both!(
@@ -408,6 +406,10 @@ pub fn messages(data: &[u8]) {
         0x74 => mq::Width::decode(body, Operation::Sum).map(drop),
         0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
         0x7a => mq::UnionCount::decode(body, (N, N)).map(drop),
+        // Query tags of 9 bytes, which straddle records, then the padding.
+        0x7b => mq::QUERY_TAGS.decode_chunk(body, tags::records(N, 9)).map_err(Into::into).and_then(|records| {
+            TagReader::new(mq::QUERY_TAGS.name, 9, N).add(records.as_flattened(), |_| ()).map_err(Into::into)
+        }),
         0x80 => Revealed::decode(body, (N, N)).map(drop),
         0x90..=0x92 | 0x94 | 0x95 => {
             setwise::vole::messages::NOISY_CORRECTIONS.decode_chunk(body, N).map(drop).map_err(Into::into)

@@ -195,7 +195,8 @@ def _options(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    last_move: str = "bloom",
+    rpmt: str = "cwprf",
+    last_move: str | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
     values: Any | None = None,
@@ -226,6 +227,7 @@ def _options(
         "peer_name": t.peer_name,
         "insecure_no_tls": insecure_no_tls,
         "reveal": reveal,
+        "rpmt": rpmt,
         "last_move": last_move,
         "connect_timeout": connect_timeout,
         "timeout": timeout,
@@ -303,7 +305,8 @@ def receiver(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    last_move: str = "bloom",
+    rpmt: str = "cwprf",
+    last_move: str | None = None,
     fingerprint: str | None = None,
     credentials: Credentials | PathLike | None = None,
     connect_timeout: float = 30.0,
@@ -316,9 +319,12 @@ def receiver(
     or a DataFrame / Arrow Table with ``key`` (a column name or several). Exactly one of
     ``connect="host:port"`` or ``listen="host:port"``. Plain TCP only on loopback unless
     ``insecure_no_tls=True``; otherwise give ``tls``. The options mean what the CLI's
-    flags of the same names mean. ``protocol="unbalanced"``: ``fingerprint`` refuses a
-    sender whose parameters differ; the result has the sender's labels
-    (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
+    flags of the same names mean. ``protocol="mqrpmt"``: ``rpmt`` is the membership
+    test's construction, ``"cwprf"`` or ``"poprf"`` (the cheaper one when the sender
+    holds the larger set), ``last_move`` its last move (``None``: ``"bloom"`` for cwprf,
+    ``"shuffle"`` for poprf); both sides must agree. ``protocol="unbalanced"``:
+    ``fingerprint`` refuses a sender whose parameters differ; the result has the sender's
+    labels (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
     ``credentials`` from :func:`authorize` (or their file). ``max_peer_items`` refuses
     a peer that announces more items (a server's cap on what one peer can ask of it).
     """
@@ -332,6 +338,7 @@ def receiver(
         tls=tls,
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
+        rpmt=rpmt,
         last_move=last_move,
         fingerprint=fingerprint,
         credentials=credentials,
@@ -352,7 +359,8 @@ def sender(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    last_move: str = "bloom",
+    rpmt: str = "cwprf",
+    last_move: str | None = None,
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
     judge_key: str | PathLike | None = None,
@@ -381,6 +389,7 @@ def sender(
         tls=tls,
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
+        rpmt=rpmt,
         last_move=last_move,
         values=values,
         value_bound=value_bound,
@@ -418,7 +427,8 @@ def serve(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    last_move: str = "bloom",
+    rpmt: str = "cwprf",
+    last_move: str | None = None,
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
     judge_key: str | PathLike | None = None,
@@ -449,6 +459,7 @@ def serve(
         tls=tls,
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
+        rpmt=rpmt,
         last_move=last_move,
         values=values,
         value_bound=value_bound,

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, TlsOptions};
 use setwise::protocols::authorized::{self, Credentials, Mode};
-use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
+use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
 use setwise::protocols::unbalanced::{SenderDb, decode_label};
 use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, served_line};
 use setwise::{Operation, Outcome, Protocol, Report, Role};
@@ -35,7 +35,10 @@ pub struct Options {
     peer_name: Option<String>,
     insecure_no_tls: bool,
     reveal: String,
-    last_move: String,
+    /// `mqrpmt`: the membership test's construction, and its last move (`None`: the
+    /// construction's default).
+    rpmt: String,
+    last_move: Option<String>,
     connect_timeout: f64,
     timeout: f64,
     /// The party's keys (every role but the unbalanced sender and the judge).
@@ -229,8 +232,12 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
             let (store, kc) = with_keys("the party needs its items")?;
             let mut job = Job::new(protocol, operation).with_key_columns(kc).with_reveal(reveal);
             if protocol == Protocol::Mqrpmt {
-                let last_move: LastMove = parse(&o.last_move)?;
-                job = job.with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move, ..Default::default() }));
+                let construction: Construction = parse(&o.rpmt)?;
+                let last_move = match &o.last_move {
+                    Some(m) => parse::<LastMove>(m)?,
+                    None => construction.default_last_move(),
+                };
+                job = job.with_params(ProtocolParams::Mqrpmt(MqrpmtParams { construction, last_move }));
             }
             let held = match (operation, role, &o.values) {
                 (Operation::Sum, Role::Sender, Some(v)) => {

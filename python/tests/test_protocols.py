@@ -118,6 +118,37 @@ def test_union() -> None:
     assert sorted(v.decode() for v in r.union) == sorted(set(X) | set(Y))
 
 
+@pytest.mark.parametrize("op", ["intersection", "cardinality", "sum", "shares", "union"])
+def test_mqrpmt_poprf(op: str) -> None:
+    # The sender holds the larger set: where the permuted-OPRF membership test is cheaper.
+    values = list(range(len(X)))
+    vals = values if op == "sum" else None
+    s, r = pair(
+        lambda a: setwise.sender(
+            X, "mqrpmt", op, listen=a, rpmt="poprf", values=vals, value_bound=1000
+        ),
+        lambda a: setwise.receiver(Y, "mqrpmt", op, connect=a, rpmt="poprf"),
+    )
+    assert "rpmt=poprf;last_move=shuffle" in r.report["params"]
+    if op == "intersection":
+        assert r.indices == plain_rows(Y, X)
+    elif op == "union":
+        assert sorted(v.decode() for v in r.union) == sorted(set(X) | set(Y))
+    elif op == "shares":
+        assert r.members is not None and sum(r.members) == len(COMMON)
+    else:
+        assert r.cardinality == len(COMMON)
+    if op == "sum":
+        assert s.sum == sum(values[i] for i in plain_rows(X, Y))
+
+
+def test_mqrpmt_poprf_has_no_bloom_filter() -> None:
+    with pytest.raises(setwise.InputError, match="no Bloom-filter last move"):
+        setwise.receiver(Y, "mqrpmt", connect="127.0.0.1:1", rpmt="poprf", last_move="bloom")
+    with pytest.raises(setwise.InputError, match="unknown mqRPMT construction 'oprf'"):
+        setwise.receiver(Y, "mqrpmt", connect="127.0.0.1:1", rpmt="oprf")
+
+
 def test_private_id() -> None:
     s, r = pair(
         lambda a: setwise.sender(X, "mqrpmt", "private-id", listen=a),

@@ -5,7 +5,7 @@ use crate::Failure;
 use clap::{ArgGroup, Args};
 use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOptions};
 use setwise::protocols::Reveal;
-use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
+use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
 use setwise::{Operation, Protocol};
 use std::path::PathBuf;
@@ -44,11 +44,8 @@ pub struct JobArgs {
     /// private-id (both get an ID per row and the IDs of the union).
     #[arg(long = "op", default_value = "intersection")]
     pub operation: Operation,
-    /// mqrpmt: how the sender returns the receiver's keyed items: bloom (a Bloom filter,
-    /// 58 bits per item, false positives 2^-40) or shuffle (32 bytes per item). Both
-    /// sides must agree; private-id tests membership exactly either way.
-    #[arg(long, default_value = "bloom")]
-    pub last_move: LastMove,
+    #[command(flatten)]
+    pub mqrpmt: MqrpmtArgs,
     /// Who learns the result: receiver, or both (ecdh and mqrpmt intersection and
     /// cardinality, fhe, compact, vole): the receiver then tells the sender, which writes its
     /// own rows in the intersection with --output or prints the count. The sender trusts
@@ -69,11 +66,38 @@ impl JobArgs {
             job = job.with_max_peer_size(n);
         }
         match self.protocol {
-            Protocol::Mqrpmt => job
-                .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: self.last_move, ..Default::default() })),
+            Protocol::Mqrpmt => job.with_params(ProtocolParams::Mqrpmt(self.mqrpmt.params())),
             _ => job,
         }
     }
+}
+
+/// mqrpmt's membership test (`run`, `demo`; `bench` takes a list of constructions).
+#[derive(Args)]
+pub struct MqrpmtArgs {
+    /// mqrpmt: the membership test's construction: cwprf (from a commutative weak PRF,
+    /// 2 scalar multiplications per item on each side) or poprf (from a permuted OPRF:
+    /// 1 multiplication and a ~10-byte tag per sender item, 3 multiplications per receiver
+    /// item; the cheaper one when the sender holds the larger set). Both sides must agree.
+    #[arg(long, default_value = "cwprf")]
+    pub rpmt: Construction,
+    /// mqrpmt: how the sender returns the receiver's keyed items: bloom (a Bloom filter,
+    /// 58 bits per item, false positives 2^-40; the default with cwprf) or shuffle (32
+    /// bytes per item; poprf's only one). Both sides must agree.
+    #[arg(long)]
+    pub last_move: Option<LastMove>,
+}
+
+impl MqrpmtArgs {
+    /// The parameters named, the last move defaulting to the construction's.
+    pub fn params(&self) -> MqrpmtParams {
+        params_of(self.rpmt, self.last_move)
+    }
+}
+
+/// `construction` with `last_move`, or with its default last move.
+pub fn params_of(construction: Construction, last_move: Option<LastMove>) -> MqrpmtParams {
+    MqrpmtParams { construction, last_move: last_move.unwrap_or(construction.default_last_move()) }
 }
 
 /// How to reach the peer.

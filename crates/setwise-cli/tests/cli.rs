@@ -697,6 +697,41 @@ fn mqrpmt_operations_over_tcp() {
     assert!(text(&o.stderr).contains("above --value-bound 1000"), "{}", text(&o.stderr));
 }
 
+/// `--rpmt poprf` alone (its last move follows) on both sides, as two processes; with an
+/// explicit Bloom filter it stops with exit 2 before waiting for a peer.
+#[test]
+fn mqrpmt_poprf_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: String = std::iter::once("id\n".to_string()).chain((0..150).map(|i| format!("k{i}\n"))).collect();
+    let r: String = std::iter::once("id\n".to_string()).chain((100..220).map(|i| format!("k{i}\n"))).collect();
+    let (s, r) = (write(dir.path(), "s.csv", &s), write(dir.path(), "r.csv", &r));
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let mq = |op: &'static str| ["--protocol", "mqrpmt", "--rpmt", "poprf", "--op", op];
+    let (so, ro) =
+        pair(&[&mq("cardinality")[..], &["--input", s]].concat(), &[&mq("cardinality")[..], &["--input", r]].concat());
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(text(&ro.stdout).trim(), "50");
+    let out = dir.path().join("union.csv");
+    let (so, ro) = pair(
+        &[&mq("union")[..], &["--input", s]].concat(),
+        &[
+            &mq("union")[..],
+            &["--input", r, "--output", out.to_str().unwrap(), "--report", dir.path().join("r.json").to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    let got: std::collections::BTreeSet<String> = read_csv(&out).1.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(got, (0..220).map(|i| format!("k{i}")).collect());
+    let report = std::fs::read_to_string(dir.path().join("r.json")).unwrap();
+    assert!(report.contains("rpmt=poprf;last_move=shuffle"), "{report}");
+
+    let args = ["sender", "--listen", "127.0.0.1:1", "--protocol", "mqrpmt", "--rpmt", "poprf", "--input", s];
+    let o = bin().args(args).args(["--last-move", "bloom"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("poprf construction has no Bloom-filter last move"), "{}", text(&o.stderr));
+}
+
 /// Any sender can serve many sessions (here ecdh, with a bad client between two good
 /// ones); SIGTERM stops it accepting and it exits 0 once the running sessions end.
 #[test]

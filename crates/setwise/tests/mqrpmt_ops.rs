@@ -1,5 +1,6 @@
 //! The mqRPMT operations end to end (hello, membership test, OT), each against the plain
-//! set computation: intersection, cardinality, sum, shares, union and private-ID.
+//! set computation: intersection, cardinality, sum, shares, union and private-ID, with
+//! either construction of the membership test (cwPRF, pOPRF).
 
 mod common;
 
@@ -7,7 +8,7 @@ use common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel};
 use setwise::protocols::Role;
-use setwise::protocols::mqrpmt::{self, LastMove, MqrpmtParams, Shares, Values};
+use setwise::protocols::mqrpmt::{self, Construction, LastMove, MqrpmtParams, Shares, Values};
 use setwise::session::{self, Hello, Input, ProtocolParams, handshake};
 use setwise::{Error, Job, Operation, Outcome, Protocol, Result};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -17,20 +18,23 @@ fn ops() -> &'static [Operation] {
     Protocol::Mqrpmt.operations()
 }
 
-fn job(op: Operation, last: LastMove) -> Job {
-    let params = MqrpmtParams { last_move: last, ..Default::default() };
+/// cwPRF with the Bloom filter (the default) and pOPRF.
+const CWPRF: MqrpmtParams = MqrpmtParams { construction: Construction::Cwprf, last_move: LastMove::Bloom };
+const POPRF: MqrpmtParams = MqrpmtParams { construction: Construction::Poprf, last_move: LastMove::Shuffle };
+
+fn job(op: Operation, params: MqrpmtParams) -> Job {
     Job::new(Protocol::Mqrpmt, op).with_params(ProtocolParams::Mqrpmt(params))
 }
 
 /// Runs sender (X, optional values) and receiver (Y); returns both outcomes.
 fn run(
     op: Operation,
-    last: LastMove,
+    params: MqrpmtParams,
     x: &[Vec<u8>],
     y: &[Vec<u8>],
     values: Option<Values<'_>>,
 ) -> (Result<Outcome>, Result<Outcome>) {
-    run_tampered(op, last, x, y, values, |_| {})
+    run_tampered(op, params, x, y, values, Role::Receiver, |_| {})
 }
 
 /// A channel end that lets a test rewrite every frame it sends: a hostile peer that
@@ -54,18 +58,31 @@ impl<C: Channel, F: FnMut(&mut Vec<u8>) + Send> Channel for Tamper<C, F> {
     }
 }
 
-/// [`run`] with `edit` applied to every frame the receiver sends.
+/// [`run`] with `edit` applied to every frame that `cheat` (the sender or the receiver)
+/// sends.
 fn run_tampered(
     op: Operation,
-    last: LastMove,
+    params: MqrpmtParams,
     x: &[Vec<u8>],
     y: &[Vec<u8>],
     values: Option<Values<'_>>,
-    edit: impl FnMut(&mut Vec<u8>) + Send,
+    cheat: Role,
+    mut edit: impl FnMut(&mut Vec<u8>) + Send,
 ) -> (Result<Outcome>, Result<Outcome>) {
-    let job = job(op, last);
-    let (mut a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
-    let mut b = Tamper { inner: b, edit };
+    let job = job(op, params);
+    let (a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+    let honest = |_: &mut Vec<u8>| {};
+    let (mut a, mut b): (Box<dyn Channel>, Box<dyn Channel>) = if cheat == Role::Sender {
+        (
+            Box::new(Tamper { inner: a, edit: move |f: &mut Vec<u8>| edit(f) }),
+            Box::new(Tamper { inner: b, edit: honest }),
+        )
+    } else {
+        (
+            Box::new(Tamper { inner: a, edit: honest }),
+            Box::new(Tamper { inner: b, edit: move |f: &mut Vec<u8>| edit(f) }),
+        )
+    };
     std::thread::scope(|s| {
         let job = &job;
         let t = s.spawn(move || {
@@ -93,14 +110,14 @@ fn set(v: &[Vec<u8>]) -> HashSet<&[u8]> {
 }
 
 /// Runs `op` and compares both parties' outputs with the plain computation.
-fn check(op: Operation, last: LastMove, x: &[Vec<u8>], y: &[Vec<u8>]) {
+fn check(op: Operation, params: MqrpmtParams, x: &[Vec<u8>], y: &[Vec<u8>]) {
     let values = values_of(x);
     let vals = (op == Operation::Sum).then_some(Values { values: &values, bound: u32::MAX as u64 });
-    let (s, r) = run(op, last, x, y, vals);
-    let (s, r) = (s.unwrap(), r.unwrap());
+    let (s, r) = run(op, params, x, y, vals);
+    let what = format!("{op} {} {}, |X| = {}, |Y| = {}", params.construction, params.last_move, x.len(), y.len());
+    let (s, r) = (s.unwrap_or_else(|e| panic!("{what}: sender: {e}")), r.unwrap_or_else(|e| panic!("{what}: {e}")));
     let (xs, ys) = (set(x), set(y));
     let plain: Vec<usize> = (0..y.len()).filter(|&j| xs.contains(y[j].as_slice())).collect();
-    let what = format!("{op} {last}, |X| = {}, |Y| = {}", x.len(), y.len());
     match op {
         Operation::Intersection => {
             assert_eq!((s, r), (Outcome::Nothing, Outcome::Intersection(plain)), "{what}");
@@ -169,9 +186,12 @@ fn check_private_ids(s: Outcome, r: Outcome, x: &[Vec<u8>], y: &[Vec<u8>], what:
     assert_eq!(su, all, "{what}: the union list is exactly the IDs of X ∪ Y");
 }
 
+/// Every operation with each construction (cwPRF with its default Bloom filter, pOPRF).
 fn check_all(x: &[Vec<u8>], y: &[Vec<u8>]) {
-    for &op in ops() {
-        check(op, LastMove::Bloom, x, y);
+    for params in [CWPRF, POPRF] {
+        for &op in ops() {
+            check(op, params, x, y);
+        }
     }
 }
 
@@ -186,7 +206,7 @@ fn edge_cases_every_operation() {
 #[test]
 fn shuffle_last_move_every_operation() {
     for &op in ops() {
-        check(op, LastMove::Shuffle, &items("a", 0..300), &items("a", 200..700));
+        check(op, MqrpmtParams { last_move: LastMove::Shuffle, ..CWPRF }, &items("a", 0..300), &items("a", 200..700));
     }
 }
 
@@ -224,7 +244,7 @@ fn sum_never_wraps_at_the_bound() {
     for bound in [1u64, 255, 256, u32::MAX as u64, u64::MAX] {
         let x = items("v", 0..1000);
         let values = vec![bound; x.len()];
-        let (s, r) = run(Operation::Sum, LastMove::Bloom, &x, &x, Some(Values { values: &values, bound }));
+        let (s, r) = run(Operation::Sum, CWPRF, &x, &x, Some(Values { values: &values, bound }));
         assert_eq!(s.unwrap(), Outcome::CardinalitySum { cardinality: 1000, sum: 1000 * bound as u128 }, "{bound}");
         assert_eq!(r.unwrap(), Outcome::Cardinality(1000));
     }
@@ -237,10 +257,10 @@ fn sum_never_wraps_at_the_bound() {
 fn sum_refuses_bad_values() {
     let x = items("v", 0..10);
     let values = vec![5u64; 10];
-    let (s, r) = run(Operation::Sum, LastMove::Bloom, &x, &x, Some(Values { values: &values, bound: 4 }));
+    let (s, r) = run(Operation::Sum, CWPRF, &x, &x, Some(Values { values: &values, bound: 4 }));
     assert!(s.unwrap_err().to_string().contains("exceeds the declared bound 4"));
     assert!(matches!(r.unwrap_err(), Error::PeerAborted(_)));
-    let (s, _) = run(Operation::Sum, LastMove::Bloom, &x, &x, Some(Values { values: &values[..3], bound: 9 }));
+    let (s, _) = run(Operation::Sum, CWPRF, &x, &x, Some(Values { values: &values[..3], bound: 9 }));
     assert!(s.unwrap_err().to_string().contains("3 values for 10 items"));
 }
 
@@ -251,7 +271,7 @@ fn sum_refuses_bad_values() {
 fn one_share_alone_looks_uniform() {
     let x = items("user", 0..4000);
     let y = items("user", 2000..6000);
-    let (s, r) = run(Operation::Shares, LastMove::Bloom, &x, &y, None);
+    let (s, r) = run(Operation::Shares, POPRF, &x, &y, None);
     let (Outcome::Shares(ss), Outcome::Shares(rs)) = (s.unwrap(), r.unwrap()) else { panic!() };
     for (who, sh) in [("sender", &ss), ("receiver", &rs)] {
         let w = sh.codec.width();
@@ -271,7 +291,7 @@ fn one_share_alone_looks_uniform() {
 #[test]
 fn private_ids_are_fresh_per_session() {
     let x = items("a", 0..50);
-    let ids = || match run(Operation::PrivateId, LastMove::Bloom, &x, &x, None).0.unwrap() {
+    let ids = || match run(Operation::PrivateId, CWPRF, &x, &x, None).0.unwrap() {
         Outcome::PrivateIds { own, .. } => own,
         o => panic!("{o:?}"),
     };
@@ -283,7 +303,7 @@ fn private_ids_are_fresh_per_session() {
 #[test]
 fn receiver_refuses_bad_widths() {
     for (op, width) in [(Operation::Union, 0u32), (Operation::Shares, 257), (Operation::Sum, 17), (Operation::Sum, 0)] {
-        let job = job(op, LastMove::Bloom);
+        let job = job(op, CWPRF);
         let (mut a, mut b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
         let err = std::thread::scope(|s| {
             let job = &job;
@@ -362,8 +382,108 @@ fn clients_refuse_what_a_cheating_server_sends() {
     let values = vec![1u64; x.len()];
     for (op, want, edit) in cases {
         let v = (op == Operation::Sum).then_some(Values { values: &values, bound: 1 });
-        let (s, _) = run_tampered(op, LastMove::Bloom, &x, &y, v, edit);
+        let (s, _) = run_tampered(op, CWPRF, &x, &y, v, Role::Receiver, edit);
         let e = s.unwrap_err().to_string();
         assert!(e.contains(want), "{op}: {e}");
+    }
+}
+
+/// A hostile client under pOPRF: the receiver checks the permuted points and the query
+/// tags before it uses them.
+#[test]
+fn receiver_refuses_what_a_cheating_poprf_sender_sends() {
+    // 301 client items: 8-byte tags, and the last record half padding.
+    let (x, y) = (items("a", 0..301), items("a", 100..400));
+    let count = |f: &[u8]| u32::from_le_bytes(f[1..5].try_into().unwrap());
+    type Edit = Box<dyn FnMut(&mut Vec<u8>) + Send>;
+    let cases: Vec<(&str, Edit)> = vec![
+        // A permuted point that is not a point.
+        (
+            "MqrpmtShuffled",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x71 {
+                    f[5..37].fill(0xff);
+                }
+            }),
+        ),
+        // One record more than the tags fill.
+        (
+            "MqrpmtQueryTags",
+            Box::new(move |f: &mut Vec<u8>| {
+                if f[0] == 0x7b {
+                    let n = count(f) + 1;
+                    f[1..5].copy_from_slice(&n.to_le_bytes());
+                    f.extend_from_slice(&[0; 16]);
+                }
+            }),
+        ),
+        // A record cut short.
+        (
+            "MqrpmtQueryTags",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x7b {
+                    f.pop();
+                }
+            }),
+        ),
+        // Bytes after the last tag.
+        (
+            "MqrpmtQueryTags: invalid value (non-zero padding after the last tag)",
+            Box::new(|f: &mut Vec<u8>| {
+                if f[0] == 0x7b {
+                    *f.last_mut().unwrap() = 1;
+                }
+            }),
+        ),
+    ];
+    for (want, edit) in cases {
+        let (_, r) = run_tampered(Operation::Cardinality, POPRF, &x, &y, None, Role::Sender, edit);
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains(want), "{want}: {e}");
+    }
+    // Tags that match nothing are no error: they only make the membership bits wrong.
+    let (_, r) = run_tampered(Operation::Cardinality, POPRF, &x, &y, None, Role::Sender, |f: &mut Vec<u8>| {
+        if f[0] == 0x7b {
+            f[5..].iter_mut().for_each(|b| *b ^= 0x5a);
+            let n = f.len();
+            f[n - 8..].fill(0); // keep the padding
+        }
+    });
+    assert_eq!(r.unwrap(), Outcome::Cardinality(0));
+}
+
+/// The two constructions do not meet: the hello names each side's.
+#[test]
+fn both_sides_must_name_the_same_construction() {
+    let (x, y) = (items("a", 0..10), items("a", 5..15));
+    let (mut a, mut b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+    let (s, r) = std::thread::scope(|sc| {
+        let t = sc.spawn(|| session::run(&mut a, &job(Operation::Cardinality, CWPRF), Role::Sender, Input::Items(&x)));
+        let r = session::run(&mut b, &job(Operation::Cardinality, POPRF), Role::Receiver, Input::Items(&y));
+        (t.join().unwrap(), r)
+    });
+    for e in [s.unwrap_err().to_string(), r.unwrap_err().to_string()] {
+        assert!(e.contains("rpmt=poprf") && e.contains("rpmt=cwprf"), "{e}");
+    }
+}
+
+/// `--reveal both` with pOPRF: the sender learns the receiver's result too.
+#[test]
+fn reveal_both_with_poprf() {
+    use setwise::protocols::Reveal;
+    use setwise::testing::{plain_intersection, run_items};
+    let (x, y) = (items("a", 0..300), items("a", 180..400));
+    for op in [Operation::Intersection, Operation::Cardinality] {
+        let run = run_items(&job(op, POPRF).with_reveal(Reveal::Both), &x, &y);
+        let (s, r) = (run.sender.unwrap().0, run.receiver.unwrap().0);
+        let (want_s, want_r) = (plain_intersection(&y, &x), plain_intersection(&x, &y));
+        match (s, r) {
+            (Outcome::Intersection(s), Outcome::Intersection(r)) => {
+                assert_eq!(s.into_iter().collect::<BTreeSet<_>>(), want_s);
+                assert_eq!(r.into_iter().collect::<BTreeSet<_>>(), want_r);
+            }
+            (Outcome::Cardinality(s), Outcome::Cardinality(r)) => assert_eq!((s, r), (120, 120)),
+            other => panic!("{op}: {other:?}"),
+        }
     }
 }

@@ -2,13 +2,14 @@
 //! LAN or WAN link) on generated sets; prints one row per size and operation.
 
 use crate::Failure;
+use crate::args::params_of;
 use crate::net::loopback;
 use crate::params::resolve;
 use crate::sets::{input_for, sets, values};
 use clap::Args;
 use setwise::net::{Channel, NetProfile, Shaped};
 use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey, Mode};
-use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
+use setwise::protocols::mqrpmt::{Construction, LastMove};
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::{Reveal, human_bytes};
 use setwise::session::{Input, Job, ProtocolParams, run};
@@ -29,9 +30,14 @@ pub struct BenchArgs {
     /// Operations to time (default: every operation of the protocol).
     #[arg(long = "ops", value_delimiter = ',')]
     operations: Vec<Operation>,
-    /// mqrpmt: the last move of the membership test, bloom or shuffle.
-    #[arg(long, default_value = "bloom")]
-    last_move: LastMove,
+    /// mqrpmt: the membership test's constructions to time, each in its own row
+    /// (e.g. cwprf,poprf).
+    #[arg(long, value_delimiter = ',', default_value = "cwprf")]
+    rpmt: Vec<Construction>,
+    /// mqrpmt: the last move of the membership test, bloom or shuffle (default: each
+    /// construction's own, bloom for cwprf, shuffle for poprf).
+    #[arg(long)]
+    last_move: Option<LastMove>,
     /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
     #[arg(long, default_value = "none")]
     net: String,
@@ -84,7 +90,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
         return Ok(());
     }
     println!(
-        "{:<14} {:<13} {:>10} {:>10} {:>12} {:>12} {:>10}",
+        "{:<14} {:<25} {:>10} {:>10} {:>12} {:>12} {:>10}",
         "sizes (S×R)", "operation", "sender s", "receiver s", "S→R MB", "R→S MB", "result"
     );
     let mut json = String::new();
@@ -108,18 +114,13 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
             _ => None,
         };
         let ops = if a.operations.is_empty() { a.protocol.operations() } else { &a.operations[..] };
-        for &op in ops.iter().filter(|&&op| op != Operation::Authorize) {
-            let mut job = Job::new(a.protocol, op).with_reveal(a.reveal);
-            if a.protocol == Protocol::Mqrpmt {
-                job = job
-                    .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: a.last_move, ..Default::default() }));
-            }
+        for (name, job) in ops.iter().filter(|&&op| op != Operation::Authorize).flat_map(|&op| jobs(&a, op)) {
             job.validate(Role::Sender)?;
             let (s, r) = run_once(&job, &x.items(), &y.items(), db.as_ref(), profile)?;
             println!(
-                "{:<14} {:<13} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10}",
+                "{:<14} {:<25} {:>10.3} {:>10.3} {:>12.3} {:>12.3} {:>10}",
                 label,
-                op.name(),
+                name,
                 s.total_ms / 1e3,
                 r.total_ms / 1e3,
                 s.traffic.bytes_sent as f64 / 1e6,
@@ -149,6 +150,26 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
         std::fs::write(p, json).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
     }
     Ok(())
+}
+
+/// The jobs timed for `op`, each with its row's name: one per mqRPMT construction (named
+/// with its last move), else one.
+fn jobs(a: &BenchArgs, op: Operation) -> Vec<(String, Job)> {
+    let job = Job::new(a.protocol, op).with_reveal(a.reveal);
+    if a.protocol != Protocol::Mqrpmt {
+        return vec![(op.name().to_string(), job)];
+    }
+    a.rpmt
+        .iter()
+        .map(|&c| {
+            let p = params_of(c, a.last_move);
+            let name = match c {
+                Construction::Poprf if p.last_move == LastMove::Shuffle => format!("{op} {c}"),
+                _ => format!("{op} {c}/{}", p.last_move),
+            };
+            (name, job.clone().with_params(ProtocolParams::Mqrpmt(p)))
+        })
+        .collect()
 }
 
 /// (label, sender size, receiver size) of each row.

@@ -1,13 +1,13 @@
 //! `setwise demo`: both roles over loopback TCP on generated data, checked item by item
 //! against the plain set computation.
 
+use crate::args::MqrpmtArgs;
 use crate::net::loopback;
 use crate::params::resolve;
 use crate::sets::{input_for, sets, values};
 use crate::{EXIT_WRONG, Failure};
 use clap::Args;
 use setwise::protocols::human_bytes;
-use setwise::protocols::mqrpmt::{LastMove, MqrpmtParams};
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::session::{Job, ProtocolParams, run};
 use setwise::{Operation, Outcome, Protocol, Role};
@@ -22,9 +22,8 @@ pub struct DemoArgs {
     /// Operation to run.
     #[arg(long = "op", default_value = "intersection")]
     operation: Operation,
-    /// mqrpmt: the last move of the membership test, bloom or shuffle.
-    #[arg(long, default_value = "bloom")]
-    last_move: LastMove,
+    #[command(flatten)]
+    mqrpmt: MqrpmtArgs,
     /// Items per party.
     #[arg(long, default_value_t = 10_000)]
     size: usize,
@@ -46,7 +45,7 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
     }
     let mut job = Job::new(a.protocol, a.operation);
     if a.protocol == Protocol::Mqrpmt {
-        job = job.with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: a.last_move, ..Default::default() }));
+        job = job.with_params(ProtocolParams::Mqrpmt(a.mqrpmt.params()));
     }
     job.validate(Role::Sender)?;
     let (x_set, y_set) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);

@@ -166,6 +166,9 @@ impl Job {
                 self.protocol, self.operation
             )));
         }
+        if let ProtocolParams::Mqrpmt(m) = &self.params {
+            m.check()?;
+        }
         if let ProtocolParams::Authorized(a) = &self.params {
             if a.client_id.len() > authorized::MAX_CLIENT_ID {
                 return Err(Error::Params(format!(
@@ -222,7 +225,7 @@ impl Job {
 mod tests {
     use super::*;
     use crate::protocols::authorized::JudgeKey;
-    use crate::protocols::mqrpmt::LastMove;
+    use crate::protocols::mqrpmt::{Construction, LastMove};
 
     #[test]
     fn hello_params_are_canonical() {
@@ -231,6 +234,9 @@ mod tests {
             .with_key_columns(2)
             .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { last_move: LastMove::Shuffle, ..Default::default() }));
         assert_eq!(m.hello_params(), "key_columns=2;rpmt=cwprf;last_move=shuffle");
+        let p = Job::new(Protocol::Mqrpmt, Operation::Cardinality)
+            .with_params(ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf)));
+        assert_eq!(p.hello_params(), "key_columns=1;rpmt=poprf;last_move=shuffle");
         let key = JudgeKey::generate();
         let a = Job::authorized(Protocol::Partial, b"ab", *key.public()).with_key_columns(3);
         let p = a.hello_params();
@@ -258,6 +264,13 @@ mod tests {
         let reveal = reveal.validate(Role::Sender).unwrap_err();
         assert!(reveal.to_string().contains("not mqrpmt union"), "{reveal}");
         Job::new(Protocol::Compact, Operation::Intersection).with_reveal(Reveal::Both).validate(Role::Sender).unwrap();
+        let poprf = |last_move| {
+            Job::new(Protocol::Mqrpmt, Operation::Union)
+                .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { construction: Construction::Poprf, last_move }))
+        };
+        let bloom = poprf(LastMove::Bloom).validate(Role::Receiver).unwrap_err();
+        assert!(matches!(&bloom, Error::Params(m) if m.contains("poprf construction has no Bloom-filter")), "{bloom}");
+        poprf(LastMove::Shuffle).validate(Role::Receiver).unwrap();
         Job::authorize(Mode::Full, b"id").validate(Role::Judge).unwrap();
         Job::authorize(Mode::Full, b"id").validate(Role::Receiver).unwrap();
         assert!(Job::authorize(Mode::Full, b"").validate(Role::Receiver).is_err());

@@ -1,6 +1,6 @@
-//! The messages of mqRPMT and its operations: chunked streams of ristretto255 encodings,
-//! the Bloom filter in frames, and the small single-frame messages (OT message width,
-//! masked sum, union size). OT's own messages are in [`crate::ot`].
+//! The messages of mqRPMT and its operations: chunked streams of ristretto255 encodings
+//! and of short tags, the Bloom filter in frames, and the small single-frame messages (OT
+//! message width, masked sum, union size). OT's own messages are in [`crate::ot`].
 
 use super::codec::ItemCodec;
 use crate::error::{Deviation, Result};
@@ -11,10 +11,14 @@ use crate::wire::{Reader, WireError, Writer};
 
 /// Server → client: F_k1(H(y)) for every y.
 pub const SERVER_ITEMS: Stream<32> = Stream::new(0x70, "MqrpmtServerItems");
-/// Client → server: F_k2(F_k1(H(y))), shuffled (the `shuffle` last move).
+/// Client → server: F_k2(F_k1(H(y))), shuffled (the `shuffle` last move, and pOPRF's
+/// permuted list).
 pub const SHUFFLED: Stream<32> = Stream::new(0x71, "MqrpmtShuffled");
 /// Client → server: F_k2(H(x)), in the client's order.
 pub const CLIENT_ITEMS: Stream<32> = Stream::new(0x73, "MqrpmtClientItems");
+/// Client → server (pOPRF): the truncated tags of F_k(H(x)), in the client's order,
+/// packed into 16-byte records ([`crate::wire::tags`]).
+pub const QUERY_TAGS: Stream<16> = Stream::new(0x7b, "MqrpmtQueryTags");
 /// Private-ID: blinded points s·H(z).
 pub const BLINDED: Stream<32> = Stream::new(0x76, "PrivateIdBlinded");
 /// Private-ID: the peer's blinded points under the own key, in order.

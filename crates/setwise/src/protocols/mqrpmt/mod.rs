@@ -1,7 +1,9 @@
-//! The mqRPMT framework (Chen–Zhang–Wang–Yu, *Private Set Operations from Multi-query
-//! Reverse Private Membership Test*, PKC 2024, Fig. 3, Fig. 7 and §6.2): one membership
-//! test plus OT gives intersection, cardinality, sum, secret shares, union and
-//! private-ID.
+//! The mqRPMT framework (Yu Chen, Min Zhang, Cong Zhang, Minglang Dong, Weiran Liu,
+//! *Private Set Operations from Multi-query Reverse Private Membership Test*, PKC 2024,
+//! Fig. 3, Figs. 5–6, Fig. 7 and §6.2): one membership test plus OT gives intersection,
+//! cardinality, sum, secret shares, union and private-ID. The membership test comes
+//! from a commutative weak PRF (`cwprf`, the default) or a permuted OPRF (`poprf`):
+//! [`Construction`].
 //!
 //! Roles: the hello's *receiver* is the paper's P1, the mqRPMT server, holding Y; the
 //! *sender* is P2, the client, holding X (and, for `sum`, a value per item). The client
@@ -18,7 +20,8 @@
 //! - `private-id`: a DH distributed OPRF k1·k2·H(z) whose messages double as the
 //!   membership test, then the union's transfer on the IDs.
 //!
-//! Security: semi-honest, DDH in ristretto255 with hash-to-group as a random oracle,
+//! Security: semi-honest, DDH in ristretto255 with hash-to-group (and, for `poprf`, the
+//! query tags' hash) as a random oracle,
 //! IKNP OT with a fixed-key-AES correlation-robust hash. What each party learns and the
 //! failure probabilities: docs/protocols/mqrpmt.md. Wire: docs/wire-format.md#mqrpmt.
 //!
@@ -52,7 +55,7 @@ pub use operations::{Shares, Values, sum_width};
 pub use rpmt::{Construction, LastMove, client, server};
 
 use crate::crypto::rng::shuffle;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::net::Channel;
 use crate::protocols::{Context, Operation, Outcome, Report};
 
@@ -61,8 +64,29 @@ use crate::protocols::{Context, Operation, Outcome, Report};
 pub struct MqrpmtParams {
     /// The membership test's construction.
     pub construction: Construction,
-    /// How the client returns the server's keyed items.
+    /// How the client returns the server's keyed items (`poprf`: only
+    /// [`LastMove::Shuffle`]).
     pub last_move: LastMove,
+}
+
+impl MqrpmtParams {
+    /// The construction with its default last move ([`Construction::default_last_move`]).
+    pub fn of(construction: Construction) -> Self {
+        Self { construction, last_move: construction.default_last_move() }
+    }
+
+    /// Checks that the last move exists for the construction.
+    pub fn check(&self) -> Result<()> {
+        if self.construction == Construction::Poprf && self.last_move == LastMove::Bloom {
+            return Err(Error::Params(
+                "mqrpmt: the poprf construction has no Bloom-filter last move (the receiver unmasks the permuted \
+                 points, so they travel as points): use the shuffle last move (poprf's default), or the cwprf \
+                 construction for the filter"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The client P2 (the hello's sender) with its items X and, for `sum`, its values.
@@ -80,7 +104,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
 ) -> Result<Outcome> {
     match op {
         Operation::PrivateId => private_id::client(ch, ctx, items, params, report),
-        _ => operations::sender(ch, ctx, op, items, values, params.last_move, report),
+        _ => operations::sender(ch, ctx, op, items, values, params, report),
     }
 }
 
@@ -95,7 +119,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
 ) -> Result<Outcome> {
     match op {
         Operation::PrivateId => private_id::server(ch, ctx, items, params, report),
-        _ => operations::receiver(ch, ctx, op, items, params.last_move, report),
+        _ => operations::receiver(ch, ctx, op, items, params, report),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::codec::ItemCodec;
 use super::messages::{MaskedSum, Width};
-use super::{client, rpmt, server, shuffled};
+use super::{MqrpmtParams, client, server, shuffled};
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::rng::csprng;
 use crate::error::{Deviation, Error, Result};
@@ -112,7 +112,7 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
     op: Operation,
     items: &[I],
     values: Option<Values<'_>>,
-    last: rpmt::LastMove,
+    params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
     let n = items.len();
@@ -146,7 +146,7 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
         report.detail("ot_message_bytes", w.to_string());
     }
     let (order, xs) = shuffled(items);
-    report.phase("membership test", ch, |ch| client(ch, ctx, &xs, last))?;
+    report.phase("membership test", ch, |ch| client(ch, ctx, &xs, params))?;
     if op == Operation::Cardinality || n == 0 {
         return Ok(match op {
             Operation::Sum => Outcome::CardinalitySum { cardinality: 0, sum: 0 },
@@ -224,7 +224,7 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
     ctx: &Context,
     op: Operation,
     items: &[I],
-    last: rpmt::LastMove,
+    params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
     let n = ctx.sender_size();
@@ -236,7 +236,7 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
         Operation::Union | Operation::Shares => Some(ItemCodec::from_width(width)?),
         _ => None,
     };
-    let bits = report.phase("membership test", ch, |ch| server(ch, ctx, items, last))?;
+    let bits = report.phase("membership test", ch, |ch| server(ch, ctx, items, params))?;
     let cardinality = bits.iter().filter(|&&b| b).count() as u64;
     if op == Operation::Cardinality || n == 0 {
         return Ok(match op {
@@ -261,7 +261,8 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
             let hasher = tag_domain(ctx).hasher();
             let own: Vec<[u8; TAG_LEN]> = items.par_iter().map(|y| tag(&hasher, y.as_ref())).collect();
             let index: HashMap<[u8; TAG_LEN], usize> = own.into_iter().enumerate().map(|(i, t)| (t, i)).collect();
-            // A tag that is none of ours is a Bloom-filter false positive: not a match.
+            // A tag that is none of ours is a false positive of the membership test (Bloom
+            // filter, pOPRF query tag): not a match.
             let mut matched: Vec<usize> = got.iter().filter_map(|(_, t)| index.get(&t[..]).copied()).collect();
             matched.sort_unstable();
             matched.dedup();

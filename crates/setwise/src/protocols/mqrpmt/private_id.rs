@@ -69,7 +69,7 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
         ids(items.len(), fa, fb)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
-    let extra = match operations::receiver(ch, ctx, Operation::Union, &refs, params.last_move, report)? {
+    let extra = match operations::receiver(ch, ctx, Operation::Union, &refs, params, report)? {
         Outcome::Union(extra) => extra,
         other => unreachable!("the union operation returns the union, not {other:?}"),
     };
@@ -107,7 +107,7 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
         ids(n_own, fb, fa)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
-    operations::sender(ch, ctx, Operation::Union, &refs, None, params.last_move, report)?;
+    operations::sender(ch, ctx, Operation::Union, &refs, None, params, report)?;
     let union = report.phase("union ids", ch, |ch| {
         let total = UnionCount::recv(ch, "receiving the union IDs", (n_own, n_peer))?.0;
         UNION_IDS.recv_all(ch, total as usize, "receiving the union IDs")

@@ -378,7 +378,7 @@ pub fn messages(data: &[u8]) {
     let _ = match tag {
         0x13 => ecdh::messages::Request::decode(body, ()).map(drop),
         0x14 => ecdh::messages::Response::decode(body, N).map(drop),
-        0x10..=0x12 | 0x31 | 0x32 | 0x52 | 0x70 | 0x71 | 0x73 | 0x76..=0x79 => {
+        0x10..=0x12 | 0x31 | 0x32 | 0x52 | 0x70 | 0x71 | 0x73 | 0x78 => {
             ecdh::messages::RECEIVER_BLINDED.decode_chunk(body, N).map(drop).map_err(Into::into)
         }
         0x20 => fhe::messages::Key::decode(body, he_fhe()).map(drop),

@@ -19,14 +19,8 @@ pub const CLIENT_ITEMS: Stream<32> = Stream::new(0x73, "MqrpmtClientItems");
 /// Client → server (pOPRF): the truncated tags of F_k(H(x)), in the client's order,
 /// packed into 16-byte records ([`crate::wire::tags`]).
 pub const QUERY_TAGS: Stream<16> = Stream::new(0x7b, "MqrpmtQueryTags");
-/// Private-ID: blinded points s·H(z).
-pub const BLINDED: Stream<32> = Stream::new(0x76, "PrivateIdBlinded");
-/// Private-ID: the peer's blinded points under the own key, in order.
-pub const EVALUATED: Stream<32> = Stream::new(0x77, "PrivateIdEvaluated");
 /// Private-ID, server → client: the sorted union IDs (after [`UnionCount`]).
 pub const UNION_IDS: Stream<32> = Stream::new(0x78, "PrivateIdUnion");
-/// Private-ID, client → server: the shuffled set r·k2·s·H(y) the server tests against.
-pub const TEST_SET: Stream<32> = Stream::new(0x79, "PrivateIdTestSet");
 
 /// Client → server: one frame of the Bloom filter (the `bloom` last move); the filter's
 /// size follows from the server's set size, so frames come until it is complete.

@@ -12,76 +12,12 @@
 //!   holds every row with a matching key (duplicates counted in [`ReadStats`]);
 //! - invalid UTF-8, a missing key column or a ragged row is an error naming the line.
 
+use super::error::InputError;
 use super::rows::{self, Span};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-
-/// The caller's input cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InputError {
-    /// The file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A key column named on the command line is not in the header.
-    #[error("{path}: no column named '{column}' (columns: {available})")]
-    MissingColumn {
-        /// The file.
-        path: PathBuf,
-        /// The missing name.
-        column: String,
-        /// The header's names, comma-separated.
-        available: String,
-    },
-    /// A key column index outside the rows.
-    #[error("{path}: key column {index} does not exist (rows have {columns} columns; indices start at 1)")]
-    ColumnIndex {
-        /// The file.
-        path: PathBuf,
-        /// The 1-based index asked for.
-        index: String,
-        /// Columns per row.
-        columns: usize,
-    },
-    /// A line is not UTF-8.
-    #[error("{path}: line {line} is not valid UTF-8")]
-    InvalidUtf8 {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: u64,
-    },
-    /// The CSV is malformed (e.g. a row with a different number of fields).
-    #[error("{path}: line {line}: {message}")]
-    Csv {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: u64,
-        /// What is wrong.
-        message: String,
-    },
-    /// Two items of a set are equal (a set holds each item once; [`ItemSet`] merges
-    /// rows with one key, a library caller must do the same).
-    #[error("items {first} and {second} are equal: give each item once")]
-    Duplicate {
-        /// Index of the first occurrence.
-        first: usize,
-        /// Index of the repeat.
-        second: usize,
-    },
-    /// Any other invalid input.
-    #[error("{0}")]
-    Invalid(String),
-}
+use std::path::Path;
 
 /// The layout of an input file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -412,25 +348,6 @@ fn first_rows(keys: &[&[u8]]) -> Vec<u32> {
     let mut first = super::first_occurrences(keys);
     first.iter_mut().zip(keys).filter(|(_, k)| k.is_empty()).for_each(|(f, _)| *f = SKIPPED);
     first
-}
-
-/// Joins the `n` key fields of one row into `out` as every front end must, so that
-/// parties reading their keys differently (CSV, pandas, Arrow) still agree: the field
-/// itself for one key column, each field with a little-endian u32 length prefix for
-/// several, and nothing if every field is empty (such a row takes no part).
-pub fn join_fields<'a>(fields: impl Iterator<Item = &'a [u8]> + Clone, n: usize, out: &mut Vec<u8>) {
-    out.clear();
-    if n == 1 {
-        fields.take(1).for_each(|f| out.extend_from_slice(f));
-        return;
-    }
-    if fields.clone().all(<[u8]>::is_empty) {
-        return;
-    }
-    for f in fields {
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
 }
 
 /// The key fields of an item: the inverse of how rows' keys are joined into items

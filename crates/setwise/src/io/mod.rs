@@ -4,6 +4,7 @@
 
 mod atomic;
 mod distinct;
+mod error;
 mod hex;
 mod items;
 mod rows;
@@ -13,5 +14,7 @@ pub(crate) use rows::split_with;
 
 pub use atomic::{AtomicFile, sync_dir, write_atomic};
 pub use distinct::{check_distinct, first_occurrences};
+pub use error::InputError;
 pub use hex::{from_hex, hex};
-pub use items::{Format, InputError, ItemSet, ReadStats, join_fields, split_key};
+pub use items::{Format, ItemSet, ReadStats, split_key};
+pub use rows::join_fields;

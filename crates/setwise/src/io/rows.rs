@@ -9,7 +9,7 @@
 //! any quote sends it through the csv crate's RFC 4180 reader on one thread. Both give
 //! the same rows and keys for a file without quotes (tested, and fuzzed by `csv`).
 
-use super::items::{InputError, join_fields};
+use super::error::InputError;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -406,6 +406,25 @@ pub(crate) fn split_with(
     let rows = rows.iter().map(|s| s.of(&data).to_vec()).collect();
     let keys = flat.iter().map(|s| s.of(&data).to_vec()).collect();
     Some(Ok((rows, keys, head.map(|h| h.0))))
+}
+
+/// Joins the `n` key fields of one row into `out` as every front end must, so that
+/// parties reading their keys differently (CSV, pandas, Arrow) still agree: the field
+/// itself for one key column, each field with a little-endian u32 length prefix for
+/// several, and nothing if every field is empty (such a row takes no part).
+pub fn join_fields<'a>(fields: impl Iterator<Item = &'a [u8]> + Clone, n: usize, out: &mut Vec<u8>) {
+    out.clear();
+    if n == 1 {
+        fields.take(1).for_each(|f| out.extend_from_slice(f));
+        return;
+    }
+    if fields.clone().all(<[u8]>::is_empty) {
+        return;
+    }
+    for f in fields {
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
 }
 
 #[cfg(test)]

@@ -196,6 +196,7 @@ def _options(
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     rpmt: str = "cwprf",
+    security: str = "semi-honest",
     last_move: str | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
@@ -228,6 +229,7 @@ def _options(
         "insecure_no_tls": insecure_no_tls,
         "reveal": reveal,
         "rpmt": rpmt,
+        "security": security,
         "last_move": last_move,
         "connect_timeout": connect_timeout,
         "timeout": timeout,
@@ -306,6 +308,7 @@ def receiver(
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     rpmt: str = "cwprf",
+    security: str = "semi-honest",
     last_move: str | None = None,
     fingerprint: str | None = None,
     credentials: Credentials | PathLike | None = None,
@@ -322,7 +325,9 @@ def receiver(
     flags of the same names mean. ``protocol="mqrpmt"``: ``rpmt`` is the membership
     test's construction, ``"cwprf"`` or ``"poprf"`` (the cheaper one when the sender
     holds the larger set), ``last_move`` its last move (``None``: ``"bloom"`` for cwprf,
-    ``"shuffle"`` for poprf); both sides must agree. ``protocol="unbalanced"``:
+    ``"shuffle"`` for poprf); both sides must agree. ``security="malicious"`` (both
+    sides) refuses a protocol proven only against semi-honest peers; with
+    ``protocol="auto"`` it runs ``compact`` or refuses. ``protocol="unbalanced"``:
     ``fingerprint`` refuses a sender whose parameters differ; the result has the sender's
     labels (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
     ``credentials`` from :func:`authorize` (or their file). ``max_peer_items`` refuses
@@ -339,6 +344,7 @@ def receiver(
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
         rpmt=rpmt,
+        security=security,
         last_move=last_move,
         fingerprint=fingerprint,
         credentials=credentials,
@@ -360,6 +366,7 @@ def sender(
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     rpmt: str = "cwprf",
+    security: str = "semi-honest",
     last_move: str | None = None,
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
@@ -390,6 +397,7 @@ def sender(
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
         rpmt=rpmt,
+        security=security,
         last_move=last_move,
         values=values,
         value_bound=value_bound,
@@ -428,6 +436,7 @@ def serve(
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
     rpmt: str = "cwprf",
+    security: str = "semi-honest",
     last_move: str | None = None,
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
@@ -460,6 +469,7 @@ def serve(
         insecure_no_tls=insecure_no_tls,
         reveal=reveal,
         rpmt=rpmt,
+        security=security,
         last_move=last_move,
         values=values,
         value_bound=value_bound,

@@ -14,7 +14,7 @@ use setwise::protocols::authorized::{self, Credentials, Mode};
 use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
 use setwise::protocols::unbalanced::{SenderDb, decode_label};
 use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, served_line};
-use setwise::{Operation, Outcome, Protocol, Report, Role};
+use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -39,6 +39,8 @@ pub struct Options {
     /// construction's default).
     rpmt: String,
     last_move: Option<String>,
+    /// The adversary to withstand (`semi-honest` or `malicious`; both sides agree).
+    security: String,
     connect_timeout: f64,
     timeout: f64,
     /// The party's keys (every role but the unbalanced sender and the judge).
@@ -179,6 +181,7 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     let protocol: Protocol = parse(&o.protocol)?;
     let operation: Operation = parse(&o.op)?;
     let reveal = parse(&o.reveal)?;
+    let security: Security = parse(&o.security)?;
     let keys = o.keys.as_ref().map(|k| (k.get().store.clone(), k.get().key_columns));
     let with_keys = |msg: &str| need(keys.as_ref(), msg).cloned();
     if o.values.is_some() && !(operation == Operation::Sum && role == Role::Sender) {
@@ -257,7 +260,8 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     let job = match o.max_peer_items {
         Some(n) => job.with_max_peer_size(n),
         None => job,
-    };
+    }
+    .with_security(security);
     job.validate(role).map_err(to_py)?;
     Ok((job, held))
 }

@@ -69,6 +69,17 @@ def test_auto_picks_a_protocol_and_says_which() -> None:
     assert "chosen by auto" in r.report["details"]["protocol"]
 
 
+def test_malicious_security_runs_compact_through_auto() -> None:
+    s, r = pair(
+        lambda a: setwise.sender(X, "auto", listen=a, security="malicious"),
+        lambda a: setwise.receiver(Y, "auto", connect=a, security="malicious"),
+    )
+    assert r.indices == plain_rows(Y, X)
+    assert r.report["protocol"] == "compact"
+    with pytest.raises(setwise.Error, match="semi-honest peers only"):
+        setwise.receiver(Y, "vole", connect="127.0.0.1:9", security="malicious")
+
+
 def test_a_peer_above_the_cap_is_refused() -> None:
     with pytest.raises(setwise.Error, match="exceeds the limit"):
         pair(

@@ -7,7 +7,7 @@ use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOpti
 use setwise::protocols::Reveal;
 use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
-use setwise::{Operation, Protocol};
+use setwise::{Operation, Protocol, Security};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +52,11 @@ pub struct JobArgs {
     /// the receiver's report (docs/protocols/reveal.md). Both sides must agree.
     #[arg(long, default_value = "receiver")]
     pub reveal: Reveal,
+    /// The adversary to withstand: semi-honest, or malicious (only compact, for
+    /// intersections of up to 2^16 items; with auto, it picks compact or refuses). Both
+    /// sides must agree.
+    #[arg(long, default_value = "semi-honest")]
+    pub security: Security,
     /// Refuse a peer that announces more items than this (a server's cap on what one
     /// peer can ask of it; default: 2^32).
     #[arg(long)]
@@ -61,7 +66,10 @@ pub struct JobArgs {
 impl JobArgs {
     /// The job for items of `key_columns` key columns.
     pub fn job(&self, key_columns: usize) -> Job {
-        let mut job = Job::new(self.protocol, self.operation).with_key_columns(key_columns).with_reveal(self.reveal);
+        let mut job = Job::new(self.protocol, self.operation)
+            .with_key_columns(key_columns)
+            .with_reveal(self.reveal)
+            .with_security(self.security);
         if let Some(n) = self.max_peer_items {
             job = job.with_max_peer_size(n);
         }

@@ -60,5 +60,5 @@ pub mod vole;
 pub mod wire;
 
 pub use error::{Error, Result};
-pub use protocols::{Operation, Outcome, Protocol, Report, Role};
+pub use protocols::{Operation, Outcome, Protocol, Report, Role, Security};
 pub use session::{Input, Job, run};

@@ -7,7 +7,7 @@ use common::items;
 use setwise::protocols::Reveal;
 use setwise::session::Input;
 use setwise::testing::{plain_intersection, run_items, run_pair};
-use setwise::{Error, Job, Operation, Outcome, Protocol, Report};
+use setwise::{Error, Job, Operation, Outcome, Protocol, Report, Security};
 use std::collections::BTreeSet;
 
 fn chosen(r: &Report) -> &str {
@@ -56,6 +56,51 @@ fn other_operations_go_to_the_protocol_that_has_them() {
 }
 
 #[test]
+fn the_union_of_a_larger_sender_runs_the_permuted_oprf_test() {
+    let (x, y) = (items("p", 0..900), items("p", 800..1000));
+    let run = run_items(&Job::new(Protocol::Auto, Operation::Union), &x, &y);
+    let (Outcome::Union(extra), r_rep) = run.receiver.unwrap() else { panic!("union") };
+    let want: BTreeSet<Vec<u8>> = x.iter().filter(|i| !y.contains(i)).cloned().collect();
+    assert_eq!(extra.into_iter().collect::<BTreeSet<_>>(), want);
+    assert_eq!(chosen(&r_rep), "mqrpmt");
+    assert!(r_rep.details["protocol"].contains("permuted OPRF"), "{}", r_rep.details["protocol"]);
+}
+
+#[test]
+fn malicious_security_runs_compact_or_is_refused_on_both_sides() {
+    let malicious = |op| Job::new(Protocol::Auto, op).with_security(Security::Malicious);
+    let (x, y) = (items("s", 0..300), items("s", 250..400));
+    let run = run_items(&malicious(Operation::Intersection), &x, &y);
+    let (Outcome::Intersection(got), r_rep) = run.receiver.unwrap() else { panic!("intersection") };
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain_intersection(&x, &y));
+    assert_eq!(chosen(&r_rep), "compact");
+
+    let run = run_items(&malicious(Operation::Union), &x, &y);
+    for e in [run.sender.unwrap_err(), run.receiver.unwrap_err()] {
+        assert!(e.to_string().contains("union with malicious security"), "{e}");
+    }
+    // One side asking for malicious security and the other not: refused in the hello.
+    let (s, r) = run_jobs(&malicious(Operation::Intersection), &Job::new(Protocol::Auto, Operation::Intersection));
+    for e in [s.unwrap_err(), r.unwrap_err()] {
+        assert!(matches!(&e, Error::Mismatch { field: "parameters", .. }), "{e}");
+    }
+}
+
+/// What one role's run gives.
+type RoleResult = setwise::Result<(Outcome, Report)>;
+
+/// A sender and a receiver of ten common items, each with its own job.
+fn run_jobs(sender: &Job, receiver: &Job) -> (RoleResult, RoleResult) {
+    let (x, y) = (items("m", 0..10), items("m", 0..10));
+    let (mut a, mut b) = setwise::net::MemoryChannel::pair(1 << 20);
+    std::thread::scope(|sc| {
+        let s = sc.spawn(move || setwise::run(&mut a, sender, setwise::Role::Sender, Input::Items(&x)));
+        let r = setwise::run(&mut b, receiver, setwise::Role::Receiver, Input::Items(&y));
+        (s.join().unwrap(), r)
+    })
+}
+
+#[test]
 fn reveal_both_works_through_auto() {
     let (x, y) = (items("r", 0..9000), items("r", 8990..9100));
     let run = run_items(&Job::new(Protocol::Auto, Operation::Intersection).with_reveal(Reveal::Both), &x, &y);
@@ -65,26 +110,10 @@ fn reveal_both_works_through_auto() {
 
 #[test]
 fn both_sides_must_name_auto() {
-    let (x, y) = (items("m", 0..10), items("m", 0..10));
-    let (a, b) = setwise::net::MemoryChannel::pair(1 << 20);
-    let (s, r) = std::thread::scope(|sc| {
-        let (mut a, mut b) = (a, b);
-        let s = sc.spawn(move || {
-            setwise::run(
-                &mut a,
-                &Job::new(Protocol::Auto, Operation::Intersection),
-                setwise::Role::Sender,
-                Input::Items(&x),
-            )
-        });
-        let r = setwise::run(
-            &mut b,
-            &Job::new(Protocol::Ecdh, Operation::Intersection),
-            setwise::Role::Receiver,
-            Input::Items(&y),
-        );
-        (s.join().unwrap(), r)
-    });
+    let (s, r) = run_jobs(
+        &Job::new(Protocol::Auto, Operation::Intersection),
+        &Job::new(Protocol::Ecdh, Operation::Intersection),
+    );
     for e in [s.unwrap_err(), r.unwrap_err()] {
         assert!(matches!(&e, Error::Mismatch { field: "protocol", .. }), "{e}");
     }

@@ -94,7 +94,8 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         let id = a.client_id.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --client-id ID"))?;
         job = Job::authorized(a.party.job.protocol, id.as_bytes(), read_public_key(path)?)
             .with_key_columns(set.key_columns())
-            .with_reveal(a.party.job.reveal);
+            .with_reveal(a.party.job.reveal)
+            .with_security(a.party.job.security);
     }
     job.validate(Role::Sender)?; // before waiting for a peer
     let values = match (job.operation, &a.value) {
@@ -135,7 +136,8 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
     let job = Job::new(Protocol::Unbalanced, Operation::Intersection)
         .with_key_columns(db.key_columns())
-        .with_reveal(a.party.job.reveal);
+        .with_reveal(a.party.job.reveal)
+        .with_security(a.party.job.security);
     job.validate(Role::Sender)?;
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
@@ -168,9 +170,10 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
         None => None,
     };
     let job = match (&credentials, a.party.job.protocol) {
-        (Some(c), p) => {
-            Job::authorized(p, &c.client_id, c.judge_pk).with_key_columns(kc).with_reveal(a.party.job.reveal)
-        }
+        (Some(c), p) => Job::authorized(p, &c.client_id, c.judge_pk)
+            .with_key_columns(kc)
+            .with_reveal(a.party.job.reveal)
+            .with_security(a.party.job.security),
         (None, Protocol::Unbalanced) => a
             .party
             .job

@@ -81,6 +81,38 @@ impl Protocol {
             Protocol::Fhe | Protocol::Unbalanced | Protocol::Compact | Protocol::Vole => &[Operation::Intersection],
         }
     }
+
+    /// The adversary the protocol is proven against (docs/protocols/): only `compact`
+    /// withstands a malicious peer in both roles. (`authorized` and `partial` withstand a
+    /// malicious client, not a malicious sender, so they count as semi-honest here.)
+    pub fn security(self) -> Security {
+        match self {
+            Protocol::Compact => Security::Malicious,
+            _ => Security::SemiHonest,
+        }
+    }
+}
+
+/// The adversary a job must withstand: both parties ask for the same in the hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Security {
+    /// Peers follow the protocol but try to learn more from what they see.
+    #[default]
+    SemiHonest,
+    /// A peer may deviate in any way: a run then ends with an error or a correct result,
+    /// never one that tells the peer more than its output.
+    Malicious,
+}
+
+impl Security {
+    /// The CLI and hello name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Security::SemiHonest => "semi-honest",
+            Security::Malicious => "malicious",
+        }
+    }
 }
 
 /// A set operation.
@@ -155,6 +187,7 @@ named_enum!(
         Protocol::Auto
     ]
 );
+named_enum!(Security, "security", [Security::SemiHonest, Security::Malicious]);
 named_enum!(
     Operation,
     "operation",

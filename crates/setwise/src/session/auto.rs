@@ -1,12 +1,16 @@
 //! `--protocol auto`: both parties name `auto` in the hello; then each picks the same
-//! protocol from the operation and the two set sizes, which the hello has just told
-//! both of them. The rule is deterministic, so the parties agree without another
-//! message; the crossovers are the ones measured in docs/benchmarks.md ("auto").
+//! protocol (and its parameters) from the operation, the security asked for and the two
+//! set sizes, which the hello has just told both of them. The rule is deterministic, so
+//! the parties agree without another message; the crossovers are the ones measured in
+//! docs/benchmarks.md ("auto").
 //!
-//! Only semi-honest protocols on plain items are candidates: a sender with a prepared
-//! database names `unbalanced`, and malicious security is asked for by naming `compact`.
+//! Only protocols on plain items are candidates: a sender with a prepared database names
+//! `unbalanced`, and so must its receiver.
 
-use crate::protocols::{Operation, Protocol};
+use crate::error::{Error, Result};
+use crate::protocols::mqrpmt::{Construction, MqrpmtParams};
+use crate::protocols::{Operation, Protocol, Security, compact};
+use crate::session::job::ProtocolParams;
 
 /// Below this many items on the larger side, intersection runs `ecdh`; from it on, `vole`.
 ///
@@ -18,20 +22,69 @@ use crate::protocols::{Operation, Protocol};
 /// best on either link.
 pub const VOLE_FROM: usize = 1 << 13;
 
-/// The protocol `auto` runs for `op` between a sender of `sender` and a receiver of
-/// `receiver` items, and why (for the report).
-pub fn choose(op: Operation, sender: usize, receiver: usize) -> (Protocol, &'static str) {
-    match op {
+/// The sender must hold at least this many times the receiver's items for the mqRPMT to
+/// use the permuted-OPRF test: it costs |X| + 3·|Y| multiplications against cwPRF's
+/// 2·|X| + 2·|Y|, measured 0.60 of cwPRF's time at |X| = 16·|Y| and 1.37 times it at
+/// |Y| = 16·|X| (docs/benchmarks.md, "Constructions"). At 2× the model gives pOPRF 0.83
+/// of the multiplications, a margin over the machine's noise.
+pub const POPRF_FROM_RATIO: usize = 2;
+
+/// What `auto` runs, and why (for the report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// Its parameters.
+    pub params: ProtocolParams,
+    /// In plain words, for the report.
+    pub why: &'static str,
+}
+
+/// The protocol `auto` runs for `op` at `security` between a sender of `sender` and a
+/// receiver of `receiver` items; an error when no protocol of setwise gives it.
+pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize) -> Result<Choice> {
+    let plain = |protocol, why| Choice { protocol, params: ProtocolParams::None, why };
+    if security == Security::Malicious {
+        return match op {
+            Operation::Intersection if sender.max(receiver) <= compact::MAX_SET => Ok(plain(
+                Protocol::Compact,
+                "malicious intersection of sets up to 2^16 items: compact is the protocol with malicious security",
+            )),
+            Operation::Intersection => Err(Error::Params(format!(
+                "no protocol of setwise gives a malicious-secure intersection of {} items: compact takes up to {} \
+                 per side (split the sets, or run semi-honest)",
+                sender.max(receiver),
+                compact::MAX_SET
+            ))),
+            op => Err(Error::Params(format!(
+                "no protocol of setwise gives {op} with malicious security (only intersection, with compact)"
+            ))),
+        };
+    }
+    Ok(match op {
         Operation::Intersection if sender.max(receiver) >= VOLE_FROM => {
-            (Protocol::Vole, "intersection of a set of 2^13 items or more: vole is the fastest on any link")
+            plain(Protocol::Vole, "intersection of a set of 2^13 items or more: vole is the fastest on any link")
         }
-        Operation::Intersection => (
+        Operation::Intersection => plain(
             Protocol::Ecdh,
             "intersection of sets under 2^13 items: ecdh takes two round trips and a tenth of vole's bytes",
         ),
-        Operation::Cardinality => (Protocol::Ecdh, "cardinality: ecdh, as fast as mqrpmt's and with fewer round trips"),
-        _ => (Protocol::Mqrpmt, "sum, shares, union and private-id: only mqrpmt implements them"),
-    }
+        Operation::Cardinality => {
+            plain(Protocol::Ecdh, "cardinality: ecdh, as fast as mqrpmt's and with fewer round trips")
+        }
+        _ if sender >= POPRF_FROM_RATIO.saturating_mul(receiver.max(1)) => Choice {
+            protocol: Protocol::Mqrpmt,
+            params: ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf)),
+            why: "sum, shares, union and private-id: only mqrpmt implements them; the sender holds at least twice \
+                  the receiver's items, so its test from a permuted OPRF (fewer multiplications and bytes)",
+        },
+        _ => Choice {
+            protocol: Protocol::Mqrpmt,
+            params: ProtocolParams::Mqrpmt(MqrpmtParams::default()),
+            why: "sum, shares, union and private-id: only mqrpmt implements them; its test from a commutative weak PRF \
+                  with a Bloom filter (the fewest bytes for balanced sets)",
+        },
+    })
 }
 
 #[cfg(test)]
@@ -41,13 +94,35 @@ mod tests {
     #[test]
     fn the_choice_follows_the_sizes_and_the_operation() {
         use Operation::*;
-        assert_eq!(choose(Intersection, 100, 100).0, Protocol::Ecdh);
-        assert_eq!(choose(Intersection, VOLE_FROM - 1, 5).0, Protocol::Ecdh);
-        assert_eq!(choose(Intersection, 5, VOLE_FROM).0, Protocol::Vole);
-        assert_eq!(choose(Intersection, 1 << 20, 1 << 20).0, Protocol::Vole);
-        assert_eq!(choose(Cardinality, 1 << 20, 1 << 20).0, Protocol::Ecdh);
+        let pick = |op, s, r| choose(op, Security::SemiHonest, s, r).unwrap().protocol;
+        assert_eq!(pick(Intersection, 100, 100), Protocol::Ecdh);
+        assert_eq!(pick(Intersection, VOLE_FROM - 1, 5), Protocol::Ecdh);
+        assert_eq!(pick(Intersection, 5, VOLE_FROM), Protocol::Vole);
+        assert_eq!(pick(Intersection, 1 << 20, 1 << 20), Protocol::Vole);
+        assert_eq!(pick(Cardinality, 1 << 20, 1 << 20), Protocol::Ecdh);
         for op in [Sum, Shares, Union, PrivateId] {
-            assert_eq!(choose(op, 10, 10).0, Protocol::Mqrpmt);
+            assert_eq!(pick(op, 10, 10), Protocol::Mqrpmt);
         }
+    }
+
+    #[test]
+    fn mqrpmt_takes_the_permuted_oprf_when_the_sender_holds_the_larger_set() {
+        let params = |s, r| choose(Operation::Union, Security::SemiHonest, s, r).unwrap().params;
+        let poprf = ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf));
+        assert_eq!(params(1 << 16, 1 << 12), poprf);
+        assert_eq!(params(2, 1), poprf);
+        assert_eq!(params(2, 0), poprf);
+        assert_eq!(params(1000, 1000), ProtocolParams::Mqrpmt(MqrpmtParams::default()));
+        assert_eq!(params(1 << 12, 1 << 16), ProtocolParams::Mqrpmt(MqrpmtParams::default()));
+    }
+
+    #[test]
+    fn malicious_security_gets_compact_or_a_clear_refusal() {
+        let m = |op, s, r| choose(op, Security::Malicious, s, r);
+        assert_eq!(m(Operation::Intersection, 10, compact::MAX_SET).unwrap().protocol, Protocol::Compact);
+        let big = m(Operation::Intersection, compact::MAX_SET + 1, 10).unwrap_err().to_string();
+        assert!(big.contains("compact takes up to 65536"), "{big}");
+        let union = m(Operation::Union, 10, 10).unwrap_err().to_string();
+        assert!(union.contains("union with malicious security"), "{union}");
     }
 }

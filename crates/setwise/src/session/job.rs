@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::hex;
 use crate::protocols::authorized::{self, Mode};
 use crate::protocols::mqrpmt::MqrpmtParams;
-use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role};
+use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role, Security};
 
 /// What to run.
 ///
@@ -31,6 +31,9 @@ pub struct Job {
     /// since some protocols (`vole`, `fhe`) allocate by the peer's size. Not part of the
     /// hello: each side sets its own.
     pub max_peer_size: u64,
+    /// The adversary the run must withstand: a protocol proven only against semi-honest
+    /// peers is refused under [`Security::Malicious`], and `auto` picks accordingly.
+    pub security: Security,
 }
 
 /// Per-protocol parameters of a [`Job`].
@@ -77,7 +80,15 @@ impl Job {
             Protocol::Authorized | Protocol::Partial => ProtocolParams::Authorized(AuthorizedJob::default()),
             _ => ProtocolParams::None,
         };
-        Self { protocol, operation, key_columns: 1, params, reveal: Reveal::Receiver, max_peer_size: MAX_SET_SIZE }
+        Self {
+            protocol,
+            operation,
+            key_columns: 1,
+            params,
+            reveal: Reveal::Receiver,
+            max_peer_size: MAX_SET_SIZE,
+            security: Security::SemiHonest,
+        }
     }
 
     /// The job `auto` resolved to: `protocol` with its default parameters, the same
@@ -87,6 +98,7 @@ impl Job {
             key_columns: self.key_columns,
             reveal: self.reveal,
             max_peer_size: self.max_peer_size,
+            security: self.security,
             ..Self::new(protocol, self.operation)
         }
     }
@@ -94,6 +106,12 @@ impl Job {
     /// The same job accepting a peer of at most `n` items (capped at [`MAX_SET_SIZE`]).
     pub fn with_max_peer_size(mut self, n: u64) -> Self {
         self.max_peer_size = n.min(MAX_SET_SIZE);
+        self
+    }
+
+    /// The same job withstanding `security`.
+    pub fn with_security(mut self, security: Security) -> Self {
+        self.security = security;
         self
     }
 
@@ -166,6 +184,15 @@ impl Job {
                 self.protocol, self.operation
             )));
         }
+        if self.security > self.protocol.security() && self.protocol != Protocol::Auto {
+            return Err(Error::Usage(format!(
+                "{} is secure against {} peers only; for {} security use compact (intersection of up to 2^16 \
+                 items) or auto",
+                self.protocol,
+                self.protocol.security(),
+                self.security
+            )));
+        }
         if let ProtocolParams::Mqrpmt(m) = &self.params {
             m.check()?;
         }
@@ -217,6 +244,9 @@ impl Job {
         if self.reveal == Reveal::Both {
             fields.push(("reveal", self.reveal.name().to_string()));
         }
+        if self.security != Security::SemiHonest {
+            fields.push(("security", self.security.name().to_string()));
+        }
         fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")
     }
 }
@@ -245,6 +275,17 @@ mod tests {
         assert_eq!(Job::authorize(Mode::Partial, b"ab").hello_names(), ("judge", "authorize"));
         let both = Job::new(Protocol::Ecdh, Operation::Cardinality).with_reveal(Reveal::Both);
         assert_eq!(both.hello_params(), "key_columns=1;reveal=both");
+        let malicious = Job::new(Protocol::Auto, Operation::Intersection).with_security(Security::Malicious);
+        assert_eq!(malicious.hello_params(), "key_columns=1;security=malicious");
+    }
+
+    #[test]
+    fn malicious_security_refuses_a_semi_honest_protocol() {
+        let m = |p| Job::new(p, Operation::Intersection).with_security(Security::Malicious).validate(Role::Sender);
+        let e = m(Protocol::Vole).unwrap_err().to_string();
+        assert!(e.contains("vole is secure against semi-honest peers only"), "{e}");
+        m(Protocol::Compact).unwrap();
+        m(Protocol::Auto).unwrap();
     }
 
     #[test]

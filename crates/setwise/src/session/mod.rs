@@ -201,10 +201,10 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
             let items = input.items();
             let chosen;
             let job = if job.protocol == Protocol::Auto {
-                let (protocol, why) = auto::choose(job.operation, ctx.sender_size(), ctx.receiver_size());
-                report.protocol = protocol.name().to_string();
-                report.detail("protocol", format!("{protocol}, chosen by auto: {why}"));
-                chosen = job.clone().resolved(protocol);
+                let choice = auto::choose(job.operation, job.security, ctx.sender_size(), ctx.receiver_size())?;
+                report.protocol = choice.protocol.name().to_string();
+                report.detail("protocol", format!("{}, chosen by auto: {}", choice.protocol, choice.why));
+                chosen = job.clone().resolved(choice.protocol).with_params(choice.params);
                 &chosen
             } else {
                 job

@@ -75,6 +75,16 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+    /// A stage of a staged run failed; `at` names the stage and the bucket (or part) and
+    /// `source` says what went wrong there.
+    #[error("{at}: {source}")]
+    Stage {
+        /// The stage and bucket, e.g. `stage 3 (receiver: finish), sender's stage 2, bucket 7`.
+        at: String,
+        /// The failure.
+        #[source]
+        source: Box<Error>,
+    },
     /// A homomorphic-encryption failure: parameters, a peer's ciphertext or key that does
     /// not fit them, or an operation error.
     #[error(transparent)]
@@ -96,6 +106,7 @@ impl Error {
     /// Whose fault the failure is.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            Error::Stage { source, .. } => source.kind(),
             Error::Net { .. } => ErrorKind::Network,
             Error::Input(_)
             | Error::Params(_)
@@ -222,6 +233,13 @@ pub enum Deviation {
     IncompleteUnion {
         /// Our item.
         index: usize,
+    },
+    /// A staged run's message in the exchange is missing, damaged or does not agree with
+    /// its marker or the peer's hello.
+    #[error("{why}")]
+    StagedMessage {
+        /// What is wrong, naming the file.
+        why: String,
     },
     /// The unbalanced sender's parameters decode but cannot be used.
     #[error("the sender's parameters are unusable: {why}")]

@@ -27,7 +27,8 @@
 //!
 //! Layers, top to bottom (data flows down, never up; `scripts/check-layers.py` checks the
 //! imports):
-//! - [`session`]: the hello and the one dispatch, [`run`];
+//! - [`session`]: the hello and the one dispatch, [`run`]; beside it [`staged`]: runs
+//!   split into stages that exchange messages through shared storage, bucket by bucket;
 //! - [`protocols`]: one module per protocol family, each role a function over a
 //!   [`net::Channel`], with its messages as types (`messages.rs`);
 //! - building blocks, which do no I/O and know no protocol: [`crypto`] (randomness,
@@ -54,6 +55,7 @@ pub mod okvs;
 pub mod ot;
 pub mod protocols;
 pub mod session;
+pub mod staged;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod vole;

@@ -71,6 +71,21 @@ pub const VOLE_CODE_SEED: &str = "setwise/vole/v1/code-seed";
 pub const VOLE_PSI_ITEM: &str = "setwise/vole-psi/v1/item-to-key-value";
 /// VOLE-PSI: the OPRF output of an item (truncated to the tag length).
 pub const VOLE_PSI_TAG: &str = "setwise/vole-psi/v1/oprf-output";
+/// Staged runs: the hello nonce a party derives from its run seed (so a re-run of the
+/// hello stage writes the same bytes).
+pub const STAGED_HELLO_NONCE: &str = "setwise/staged/v1/hello-nonce";
+/// Staged runs: an ecdh exponent derived from the run seed, the session and the bucket.
+pub const STAGED_ECDH_SCALAR: &str = "setwise/staged/v1/ecdh-scalar";
+/// Staged runs: the keyed hash of an item that picks its bucket.
+pub const STAGED_BUCKET: &str = "setwise/staged/v1/bucket";
+/// Staged runs: the hello's fingerprint of an operator-given bucket key.
+pub const STAGED_BUCKET_KEY_CHECK: &str = "setwise/staged/v1/bucket-key-check";
+/// Staged runs: the keyed hash of an output value that picks its mixed partition.
+pub const STAGED_MIX: &str = "setwise/staged/v1/mix-partition";
+/// Staged runs: the digest of one part of a stage's messages, recorded in its marker.
+pub const STAGED_MESSAGE: &str = "setwise/staged/v1/message";
+/// Staged runs: the fingerprint of a party's input, kept in its workdir.
+pub const STAGED_INPUT: &str = "setwise/staged/v1/input-fingerprint";
 /// Session identifier derived from both hellos' nonces.
 pub const SESSION_ID: &str = "setwise/session/v1/id";
 /// `--reveal both`: the digest of an item of the intersection the receiver tells the sender.
@@ -131,8 +146,13 @@ impl Domain {
 
     /// A BLAKE3 hasher keyed by this domain, to stream input into.
     pub fn hasher(&self) -> Hasher {
-        let key = blake3::derive_key("setwise domain key v1", &self.tag());
-        Hasher::new_keyed(&key)
+        Hasher::new_keyed(&self.key())
+    }
+
+    /// The BLAKE3 key of this domain (what [`hasher`](Self::hasher) is keyed with), for
+    /// callers that hash many short inputs with `blake3::keyed_hash`.
+    pub fn key(&self) -> [u8; 32] {
+        blake3::derive_key("setwise domain key v1", &self.tag())
     }
 }
 

@@ -86,6 +86,13 @@ impl SecretScalar {
         }
     }
 
+    /// The scalar `wide mod ℓ` of 64 uniform bytes (derived from a seed, for runs that
+    /// must compute the same exponent again); `None` if it is zero (probability 2^-252).
+    pub fn from_wide(wide: &[u8; 64]) -> Option<Self> {
+        let s = Scalar::from_bytes_mod_order_wide(wide);
+        (s != Scalar::ZERO).then_some(Self(s))
+    }
+
     /// The scalar from its 32-byte canonical encoding (e.g. a stored key); `None` if
     /// not canonical or zero.
     pub fn from_bytes(bytes: [u8; 32]) -> Option<Self> {

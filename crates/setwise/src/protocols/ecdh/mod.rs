@@ -44,6 +44,8 @@ pub use sender::sender;
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::ItemHasher;
 
-fn item_hasher(session: SessionId) -> ItemHasher {
+/// H: items to ristretto255 in `session`, as every DH-PSI step hashes them (staged runs
+/// use it too, so their points equal a single-machine run's).
+pub fn item_hasher(session: SessionId) -> ItemHasher {
     ItemHasher::new(&Domain::new(dst::ECDH_ITEM_TO_GROUP, session))
 }

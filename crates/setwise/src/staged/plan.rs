@@ -1,0 +1,400 @@
+//! What both parties of a staged run agree on: the run, the job, the number of buckets
+//! B and the bucket key, announced in each party's hello and settled from the two hellos
+//! alone, so each side (and each of its tasks) computes the same [`Plan`] without
+//! talking to the other.
+//!
+//! The hello is the session layer's frame ([`Hello`]): its parameter string carries
+//! `key_columns`, `staged=v1`, `run`, `buckets` (`auto` or a number) and `bucket_key`
+//! (`session`, or the fingerprint of a key the operators share). Every field must be
+//! equal on both sides; a difference is refused naming the field and both values.
+//!
+//! B: the operators' number when both give the same one, else the rule
+//! [`choose_buckets`] both compute from the two announced set sizes.
+
+use super::seed::RunSeed;
+use crate::crypto::dst::{self, Domain, SessionId, fingerprint, session_id};
+use crate::crypto::ristretto::Encoded;
+use crate::error::{Error, Result};
+use crate::io::from_hex;
+use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Role};
+use crate::session::Hello;
+use crate::wire::text::{MAX_SHOWN, printable};
+use std::fmt;
+use std::str::FromStr;
+use zeroize::Zeroizing;
+
+/// Items per bucket that the automatic rule aims at: 2^20, whose ecdh messages (32 MiB
+/// each way) fit one task's memory with room to spare.
+pub const TARGET_BUCKET_ITEMS: u64 = 1 << 20;
+/// Most buckets a run may have: 2^16 (a marker lists every bucket).
+pub const MAX_BUCKETS: u32 = 1 << 16;
+/// Longest run id: it names directories and appears in every marker.
+pub const MAX_RUN_ID: usize = 64;
+
+/// How many buckets a party asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buckets {
+    /// B from both set sizes ([`choose_buckets`]).
+    Auto,
+    /// Exactly this many (1..=[`MAX_BUCKETS`]).
+    Fixed(u32),
+}
+
+impl fmt::Display for Buckets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Buckets::Auto => f.write_str("auto"),
+            Buckets::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl FromStr for Buckets {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s == "auto" {
+            return Ok(Buckets::Auto);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if (1..=MAX_BUCKETS).contains(&n) => Ok(Buckets::Fixed(n)),
+            _ => Err(format!("buckets: '{s}' is neither auto nor a number from 1 to {MAX_BUCKETS}")),
+        }
+    }
+}
+
+/// The automatic B: the smallest power of two that keeps the larger set's buckets at
+/// about [`TARGET_BUCKET_ITEMS`] items, `next_pow2(⌈max(|X|, |Y|) / 2^20⌉)`, at least 1
+/// and at most [`MAX_BUCKETS`]. Both parties compute it from the two hellos.
+pub fn choose_buckets(sender_size: u64, receiver_size: u64) -> u32 {
+    let need = sender_size.max(receiver_size).div_ceil(TARGET_BUCKET_ITEMS).max(1);
+    need.next_power_of_two().min(MAX_BUCKETS as u64) as u32
+}
+
+/// A bucket key both operators were given (instead of one derived from the session), so
+/// that the same item falls in the same bucket in every run. Redacted in `Debug`.
+#[derive(Clone)]
+pub struct BucketKey(Zeroizing<[u8; 32]>);
+
+impl fmt::Debug for BucketKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BucketKey({})", self.fingerprint())
+    }
+}
+
+impl BucketKey {
+    /// The key from its 32 bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(Zeroizing::new(bytes))
+    }
+
+    /// The key from 64 hexadecimal digits (surrounding whitespace ignored).
+    pub fn from_hex(text: &str) -> Result<Self> {
+        let bad = || Error::Params("bucket key: 32 bytes (64 hexadecimal digits) expected".into());
+        let bytes: [u8; 32] = from_hex(text.trim()).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+        Ok(Self::from_bytes(bytes))
+    }
+
+    /// The key's public fingerprint, which the hello carries so both sides see that they
+    /// hold the same key.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(dst::STAGED_BUCKET_KEY_CHECK, &self.0[..])
+    }
+}
+
+/// What a party runs and asks for; both parties' must agree (the role excepted).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The run id, shared by both operators: letters, digits, `.`, `_`, `-`.
+    pub run_id: String,
+    /// The protocol (`ecdh` is the one that can be staged so far).
+    pub protocol: Protocol,
+    /// `intersection` or `cardinality`.
+    pub operation: Operation,
+    /// Key columns joined into each item (both sides the same).
+    pub key_columns: usize,
+    /// The number of buckets asked for.
+    pub buckets: Buckets,
+    /// The operators' bucket key, if any (else one is derived from the session).
+    pub bucket_key: Option<BucketKey>,
+}
+
+impl Settings {
+    /// Settings for `operation` of `protocol` in run `run_id`, one key column, automatic
+    /// B, a session-derived bucket key.
+    pub fn new(run_id: &str, protocol: Protocol, operation: Operation) -> Self {
+        Self { run_id: run_id.into(), protocol, operation, key_columns: 1, buckets: Buckets::Auto, bucket_key: None }
+    }
+
+    /// Checks what can be checked alone: a stageable protocol and operation, a run id.
+    pub fn validate(&self) -> Result<()> {
+        if self.protocol != Protocol::Ecdh {
+            return Err(Error::Params(format!(
+                "protocol {}: staged runs exist for ecdh only so far (docs/scale-out.md says which protocols can be staged)",
+                self.protocol
+            )));
+        }
+        if !matches!(self.operation, Operation::Intersection | Operation::Cardinality) {
+            return Err(Error::Params(format!("staged ecdh runs intersection or cardinality, not {}", self.operation)));
+        }
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if self.run_id.is_empty() || self.run_id.len() > MAX_RUN_ID || !self.run_id.chars().all(ok) {
+            return Err(Error::Params(format!(
+                "run id '{}': 1 to {MAX_RUN_ID} letters, digits, '.', '_' or '-'",
+                printable(&self.run_id, MAX_SHOWN)
+            )));
+        }
+        if self.key_columns == 0 {
+            return Err(Error::Params("key_columns: at least one key column".into()));
+        }
+        Ok(())
+    }
+
+    /// The hello's parameter string (canonical: fixed field order).
+    pub fn hello_params(&self) -> String {
+        let key = match &self.bucket_key {
+            Some(k) => k.fingerprint(),
+            None => "session".into(),
+        };
+        format!(
+            "key_columns={};staged=v1;run={};buckets={};bucket_key={key}",
+            self.key_columns, self.run_id, self.buckets
+        )
+    }
+
+    /// This party's hello for `set_size` distinct items; its nonce comes from the seed,
+    /// so the hello stage writes the same bytes each time it runs.
+    pub fn hello(&self, role: Role, set_size: usize, seed: &RunSeed) -> Hello {
+        Hello {
+            protocol: self.protocol.name().into(),
+            operation: self.operation.name().into(),
+            params: self.hello_params(),
+            role,
+            set_size: set_size as u64,
+            nonce: seed.hello_nonce(&self.run_id),
+        }
+    }
+}
+
+/// What both parties agreed, computed by each from the two hellos.
+#[derive(Clone)]
+pub struct Plan {
+    /// The session id, from both hellos' nonces (it separates every hash of the run).
+    pub session: SessionId,
+    /// This party's role.
+    pub role: Role,
+    /// The operation.
+    pub operation: Operation,
+    /// The number of buckets B.
+    pub buckets: u32,
+    /// The sender's announced number of distinct items.
+    pub sender_size: u64,
+    /// The receiver's announced number of distinct items.
+    pub receiver_size: u64,
+    bucket_hash: Zeroizing<[u8; 32]>,
+    mix_hash: [u8; 32],
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("role", &self.role)
+            .field("operation", &self.operation)
+            .field("buckets", &self.buckets)
+            .field("sender_size", &self.sender_size)
+            .field("receiver_size", &self.receiver_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `key=value` fields of a hello's parameter string, in order.
+fn fields(params: &str) -> Vec<(&str, &str)> {
+    params.split(';').filter(|f| !f.is_empty()).map(|f| f.split_once('=').unwrap_or((f, ""))).collect()
+}
+
+impl Plan {
+    /// Settles the run from this side's `settings` and both hellos (`ours` must be the
+    /// one `settings` makes). Refuses, naming the field and both values, when the
+    /// hellos disagree on anything but the role, when both claim one role, or when the
+    /// peer announces more than [`MAX_SET_SIZE`] items.
+    pub fn agree(settings: &Settings, ours: &Hello, theirs: &Hello) -> Result<Plan> {
+        settings.validate()?;
+        let mismatch = |field: &'static str, a: &str, b: &str| Error::Mismatch {
+            field,
+            ours: printable(a, MAX_SHOWN),
+            theirs: printable(b, MAX_SHOWN),
+        };
+        if ours.params != settings.hello_params() {
+            return Err(Error::Usage("this side's hello was made with other settings".into()));
+        }
+        if ours.protocol != theirs.protocol {
+            return Err(mismatch("protocol", &ours.protocol, &theirs.protocol));
+        }
+        if ours.operation != theirs.operation {
+            return Err(mismatch("operation", &ours.operation, &theirs.operation));
+        }
+        let (a, b) = (fields(&ours.params), fields(&theirs.params));
+        for (name, field) in [
+            ("key_columns", "key_columns"),
+            ("staged", "staged"),
+            ("run", "run id"),
+            ("buckets", "buckets"),
+            ("bucket_key", "bucket key"),
+        ] {
+            let get = |f: &[(&str, &str)]| f.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+            let (x, y) = (get(&a).unwrap_or_default(), get(&b).unwrap_or_else(|| "(none)".into()));
+            if x != y {
+                return Err(mismatch(field, &x, &y));
+            }
+        }
+        if a.len() != b.len() {
+            return Err(mismatch("parameters", &ours.params, &theirs.params));
+        }
+        if ours.role == theirs.role || !matches!(theirs.role, Role::Sender | Role::Receiver) {
+            return Err(Error::Mismatch {
+                field: "role",
+                ours: ours.role.to_string(),
+                theirs: format!("{} (one side must be the sender, the other the receiver)", theirs.role),
+            });
+        }
+        if theirs.set_size > MAX_SET_SIZE {
+            return Err(crate::error::Deviation::SetTooLarge { announced: theirs.set_size, limit: MAX_SET_SIZE }.into());
+        }
+        let (sender, receiver) = if ours.role == Role::Sender { (ours, theirs) } else { (theirs, ours) };
+        let session = session_id(&sender.nonce, &receiver.nonce, None);
+        let buckets = match settings.buckets {
+            Buckets::Fixed(n) => n,
+            Buckets::Auto => choose_buckets(sender.set_size, receiver.set_size),
+        };
+        let bucket_session = match &settings.bucket_key {
+            Some(k) => SessionId(*k.0),
+            None => session,
+        };
+        Ok(Plan {
+            session,
+            role: ours.role,
+            operation: settings.operation,
+            buckets,
+            sender_size: sender.set_size,
+            receiver_size: receiver.set_size,
+            bucket_hash: Zeroizing::new(Domain::new(dst::STAGED_BUCKET, bucket_session).key()),
+            mix_hash: Domain::new(dst::STAGED_MIX, session).key(),
+        })
+    }
+
+    /// The peer's announced number of items.
+    pub fn peer_size(&self) -> u64 {
+        if self.role == Role::Sender { self.receiver_size } else { self.sender_size }
+    }
+
+    /// The bucket of `item`: its keyed BLAKE3 hash, reduced to `0..B`.
+    pub fn bucket_of(&self, item: &[u8]) -> u32 {
+        reduce(blake3::keyed_hash(&self.bucket_hash, item).as_bytes(), self.buckets)
+    }
+
+    /// The mixed part of an output value (cardinality): a keyed hash of the value reduced
+    /// to `0..B`, unrelated to the bucket the value came from.
+    pub fn mix_part_of(&self, value: &Encoded) -> u32 {
+        reduce(blake3::keyed_hash(&self.mix_hash, value).as_bytes(), self.buckets)
+    }
+}
+
+/// The first 8 bytes of a hash as a number in `0..n` (multiply-shift: bias ≤ n/2^64).
+fn reduce(hash: &[u8; 32], n: u32) -> u32 {
+    let x = u64::from_le_bytes(hash[..8].try_into().expect("8 bytes"));
+    ((x as u128 * n as u128) >> 64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(a: &Settings, b: &Settings, sizes: (usize, usize)) -> (Result<Plan>, Result<Plan>) {
+        let (sa, sb) = (RunSeed::from_bytes([1; 32]), RunSeed::from_bytes([2; 32]));
+        let ha = a.hello(Role::Sender, sizes.0, &sa);
+        let hb = b.hello(Role::Receiver, sizes.1, &sb);
+        let hb = Hello::decode(&hb.encode()).unwrap();
+        (Plan::agree(a, &ha, &hb), Plan::agree(b, &hb, &ha))
+    }
+
+    #[test]
+    fn both_sides_settle_the_same_plan() {
+        let s = Settings::new("run-1", Protocol::Ecdh, Operation::Intersection);
+        let (p, q) = pair(&s, &s, (3 << 20, 5));
+        let (p, q) = (p.unwrap(), q.unwrap());
+        assert_eq!(p.session, q.session);
+        assert_eq!((p.buckets, q.buckets), (4, 4));
+        assert_eq!((p.sender_size, p.receiver_size, p.peer_size(), q.peer_size()), (3 << 20, 5, 5, 3 << 20));
+        for item in [&b"a"[..], b"", "ü,\"x\"".as_bytes()] {
+            assert_eq!(p.bucket_of(item), q.bucket_of(item));
+        }
+        let fixed = Settings { buckets: Buckets::Fixed(16), ..s.clone() };
+        assert_eq!(pair(&fixed, &fixed, (1, 1)).0.unwrap().buckets, 16);
+    }
+
+    #[test]
+    fn choose_buckets_follows_the_rule() {
+        assert_eq!(choose_buckets(0, 0), 1);
+        assert_eq!(choose_buckets(1 << 20, 7), 1);
+        assert_eq!(choose_buckets(7, (1 << 20) + 1), 2);
+        assert_eq!(choose_buckets(5 << 20, 0), 8);
+        assert_eq!(choose_buckets(MAX_SET_SIZE, MAX_SET_SIZE), 4096);
+        assert_eq!(choose_buckets(u64::MAX, 0), MAX_BUCKETS);
+        assert_eq!("16".parse::<Buckets>(), Ok(Buckets::Fixed(16)));
+        assert!("0".parse::<Buckets>().is_err() && "65537".parse::<Buckets>().is_err());
+    }
+
+    #[test]
+    fn disagreements_name_the_field_and_both_values() {
+        let s = Settings::new("run-1", Protocol::Ecdh, Operation::Intersection);
+        let b16 = Settings { buckets: Buckets::Fixed(16), ..s.clone() };
+        let b8 = Settings { buckets: Buckets::Fixed(8), ..s.clone() };
+        let (e1, e2) = pair(&b16, &b8, (1, 1));
+        let (e1, e2) = (e1.unwrap_err().to_string(), e2.unwrap_err().to_string());
+        assert!(e1.contains("buckets") && e1.contains("16") && e1.contains('8'), "{e1}");
+        assert!(e2.contains("this side has 8, the peer has 16"), "{e2}");
+        let auto_vs_fixed = pair(&s, &b16, (1, 1)).0.unwrap_err().to_string();
+        assert!(auto_vs_fixed.contains("auto") && auto_vs_fixed.contains("16"), "{auto_vs_fixed}");
+        let other_run = Settings::new("run-2", Protocol::Ecdh, Operation::Intersection);
+        assert!(pair(&s, &other_run, (1, 1)).0.unwrap_err().to_string().contains("run id"));
+        let card = Settings::new("run-1", Protocol::Ecdh, Operation::Cardinality);
+        assert!(pair(&s, &card, (1, 1)).0.unwrap_err().to_string().contains("operation"));
+        let keyed = Settings { bucket_key: Some(BucketKey::from_bytes([9; 32])), ..s.clone() };
+        assert!(pair(&s, &keyed, (1, 1)).0.unwrap_err().to_string().contains("bucket key"));
+        let sa = RunSeed::from_bytes([1; 32]);
+        let h = s.hello(Role::Sender, 1, &sa);
+        assert!(Plan::agree(&s, &h, &h).unwrap_err().to_string().contains("role"));
+        let mut big = s.hello(Role::Receiver, 1, &sa);
+        big.set_size = MAX_SET_SIZE + 1;
+        assert!(Plan::agree(&s, &h, &big).is_err());
+        assert!(Settings::new("a/b", Protocol::Ecdh, Operation::Intersection).validate().is_err());
+        assert!(Settings::new("a", Protocol::Vole, Operation::Intersection).validate().is_err());
+    }
+
+    #[test]
+    fn an_operator_bucket_key_fixes_buckets_across_runs() {
+        let key = BucketKey::from_hex(&"ab".repeat(32)).unwrap();
+        let s = Settings {
+            bucket_key: Some(key),
+            buckets: Buckets::Fixed(64),
+            ..Settings::new("r", Protocol::Ecdh, Operation::Intersection)
+        };
+        let p = pair(&s, &s, (10, 10)).0.unwrap();
+        let mut other = s.clone();
+        other.run_id = "r2".into();
+        let q = pair(&other, &other, (10, 10)).0.unwrap();
+        assert_ne!(p.session, q.session);
+        let items: Vec<String> = (0..200).map(|i| i.to_string()).collect();
+        assert!(items.iter().all(|i| p.bucket_of(i.as_bytes()) == q.bucket_of(i.as_bytes())));
+        let u = Settings { buckets: Buckets::Fixed(64), ..Settings::new("r", Protocol::Ecdh, Operation::Intersection) };
+        let (u1, u2) = (pair(&u, &u, (10, 10)).0.unwrap(), {
+            let mut o = u.clone();
+            o.run_id = "r2".into();
+            pair(&o, &o, (10, 10)).0.unwrap()
+        });
+        assert!(
+            items.iter().any(|i| u1.bucket_of(i.as_bytes()) != u2.bucket_of(i.as_bytes())),
+            "session keys differ per run"
+        );
+        assert!(BucketKey::from_hex("abcd").is_err());
+    }
+}

@@ -1,0 +1,545 @@
+//! The stages of a staged ecdh run over an [`Exchange`] directory and a [`Workdir`],
+//! for the CLI (`setwise stage`) and tests. Each call of [`Runner::step`] runs the next
+//! stage of this party that has not finished (read from the markers, never chosen by
+//! the caller) once the peer's messages it needs are there.
+//!
+//! | stage | receiver | sender | needs |
+//! |---|---|---|---|
+//! | 0 hello | hello | hello | — |
+//! | 1 blind | b·H(y) per bucket | a_i·H(x) per bucket (mixed: cardinality) | the peer's hello |
+//! | 2 re-blind | — | a_i·b·H(y) per bucket (mixed: cardinality) | the receiver's stage 1 |
+//! | 3 finish | the result | — | the sender's stages 1 and 2 |
+//!
+//! Idempotence: a stage writes its parts atomically, then its marker; a stage with a
+//! marker is never run again, and a stage run again after an interruption writes the
+//! same bytes (every secret and order comes from the seed). Safety: the input's
+//! fingerprint is kept at stage 0 and a changed input is refused; the digest of each
+//! peer message a stage consumed is journaled, and a peer message that changed since is
+//! refused (re-using an exponent on other points would leak).
+
+use super::bucket::{assign, select};
+use super::ecdh;
+use super::message::{decode_part, encode_part, max_part_bytes};
+use super::plan::{Plan, Settings};
+use super::seed::RunSeed;
+use super::store::{Exchange, FORMAT, Marker, PartInfo, Workdir};
+use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::ristretto::Encoded;
+use crate::crypto::rng::fill_os;
+use crate::error::{Deviation, Error, ErrorKind, Result};
+use crate::io::hex;
+use crate::protocols::ecdh::messages::{DOUBLE_BLINDED, RECEIVER_BLINDED, SENDER_BLINDED};
+use crate::protocols::{Operation, Outcome, Role};
+use crate::session::{Hello, MAX_HELLO_FRAME};
+use crate::wire::stream::Stream;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The receiver's stages, in order.
+pub const RECEIVER_STAGES: &[u8] = &[0, 1, 3];
+/// The sender's stages, in order.
+pub const SENDER_STAGES: &[u8] = &[0, 1, 2];
+
+/// What stage `n` does.
+pub fn stage_name(n: u8) -> &'static str {
+    match n {
+        0 => "hello",
+        1 => "blind",
+        2 => "re-blind",
+        3 => "finish",
+        _ => "unknown",
+    }
+}
+
+/// The stages of `role`.
+pub fn stages_of(role: Role) -> &'static [u8] {
+    if role == Role::Receiver { RECEIVER_STAGES } else { SENDER_STAGES }
+}
+
+fn peer_of(role: Role) -> Role {
+    if role == Role::Receiver { Role::Sender } else { Role::Receiver }
+}
+
+/// What a call of [`Runner::step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Ran this stage to its marker.
+    Ran(u8),
+    /// The next stage cannot run yet: it waits for the peer's marker named here.
+    Waiting {
+        /// The stage that waits.
+        stage: u8,
+        /// The marker it waits for.
+        marker: String,
+    },
+    /// Every stage of this party has its marker.
+    Finished,
+}
+
+/// What the workdir keeps of the run's settings and input (`run.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct RunRecord {
+    format: String,
+    run: String,
+    role: String,
+    protocol: String,
+    operation: String,
+    key_columns: usize,
+    buckets: String,
+    bucket_key: String,
+    items: u64,
+    input: String,
+}
+
+/// The receiver's result as its workdir keeps it (`result.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The operation.
+    pub operation: String,
+    /// |X ∩ Y|.
+    pub size: u64,
+}
+
+/// The fingerprint of a party's distinct items (in order) and key-column count.
+pub fn input_fingerprint<I: AsRef<[u8]>>(items: &[I], key_columns: usize) -> String {
+    let mut h = Domain::fixed(dst::STAGED_INPUT).hasher();
+    h.update(&(key_columns as u64).to_le_bytes()).update(&(items.len() as u64).to_le_bytes());
+    for i in items {
+        h.update(&(i.as_ref().len() as u64).to_le_bytes()).update(i.as_ref());
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// Where an error happened: the stage, and the peer message and bucket it concerned.
+fn at(stage: u8, role: Role, what: impl Into<String>) -> impl FnOnce(Error) -> Error {
+    let what = what.into();
+    move |e| {
+        let head = format!("stage {stage} ({role}: {})", stage_name(stage));
+        let at = if what.is_empty() { head } else { format!("{head}, {what}") };
+        Error::Stage { at, source: Box::new(e) }
+    }
+}
+
+/// One party's staged run: its settings, role, exchange, workdir and items.
+#[derive(Debug)]
+pub struct Runner<'a, I> {
+    settings: Settings,
+    role: Role,
+    exchange: Exchange,
+    workdir: Workdir,
+    items: &'a [I],
+    record: RunRecord,
+    attempt: String,
+}
+
+impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
+    /// Opens `role`'s side of the run (creating the workdir). Refuses settings or an
+    /// input other than those the run started with.
+    pub fn open(settings: Settings, role: Role, exchange: &Path, workdir: &Path, items: &'a [I]) -> Result<Self> {
+        settings.validate()?;
+        if !matches!(role, Role::Sender | Role::Receiver) {
+            return Err(Error::Usage("a staged run has a sender and a receiver".into()));
+        }
+        let workdir = Workdir::create(workdir)?;
+        let record = RunRecord {
+            format: FORMAT.into(),
+            run: settings.run_id.clone(),
+            role: role.name().into(),
+            protocol: settings.protocol.name().into(),
+            operation: settings.operation.name().into(),
+            key_columns: settings.key_columns,
+            buckets: settings.buckets.to_string(),
+            bucket_key: settings.bucket_key.as_ref().map_or("session".into(), |k| k.fingerprint()),
+            items: items.len() as u64,
+            input: input_fingerprint(items, settings.key_columns),
+        };
+        if let Some(old) = workdir.read_json::<RunRecord>("run.json")? {
+            check_record(&old, &record, workdir.root())?;
+        }
+        let mut attempt = [0u8; 8];
+        fill_os(&mut attempt);
+        Ok(Self { settings, role, exchange: Exchange::new(exchange), workdir, items, record, attempt: hex(&attempt) })
+    }
+
+    /// This party's first stage without a marker, if any.
+    pub fn next_stage(&self) -> Result<Option<u8>> {
+        for &s in stages_of(self.role) {
+            if self.exchange.read_marker(s, self.role)?.is_none() {
+                return Ok(Some(s));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The peer's marker that stage `stage` still waits for, if any. Fails if the peer
+    /// stopped the run.
+    pub fn waiting_for(&self, stage: u8) -> Result<Option<String>> {
+        let peer = peer_of(self.role);
+        if let Some(why) = self.exchange.read_abort(peer)? {
+            return Err(at(stage, self.role, "")(Error::PeerAborted(why)));
+        }
+        let needs: &[(u8, Role)] = match (stage, self.role) {
+            (0, _) => &[],
+            (1, _) => &[(0, peer)],
+            (2, _) => &[(1, Role::Receiver)],
+            _ => &[(1, Role::Sender), (2, Role::Sender)],
+        };
+        for &(s, r) in needs {
+            if self.exchange.read_marker(s, r).map_err(at(stage, self.role, ""))?.is_none() {
+                return Ok(Some(self.exchange.marker_path(s, r).display().to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs the next stage if it can run. `deliver` gets the receiver's result in its
+    /// finish, before the stage's marker is written (so an output that failed to appear
+    /// makes the finish run again). A failure caused by the peer's messages is also
+    /// recorded in the exchange (`abort-<role>.json`), so the peer stops waiting.
+    pub fn step(&self, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<Step> {
+        let Some(stage) = self.next_stage()? else { return Ok(Step::Finished) };
+        if let Some(marker) = self.waiting_for(stage)? {
+            return Ok(Step::Waiting { stage, marker });
+        }
+        match self.run_stage(stage, deliver) {
+            Ok(()) => Ok(Step::Ran(stage)),
+            Err(e) => {
+                if e.kind() == ErrorKind::Peer
+                    && !matches!(e, Error::Stage { ref source, .. } if matches!(**source, Error::PeerAborted(_)))
+                {
+                    let _ = self.exchange.write_abort(self.role, &e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn run_stage(&self, stage: u8, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
+        match (stage, self.role) {
+            (0, _) => self.hello().map_err(at(0, self.role, "")),
+            (1, Role::Receiver) => self.receiver_blind(),
+            (1, _) => self.sender_blind(),
+            (2, _) => self.sender_reblind(),
+            (_, _) => self.receiver_finish(deliver),
+        }
+    }
+
+    fn seed(&self) -> Result<RunSeed> {
+        self.workdir.read_seed().map_err(|e| {
+            Error::Usage(format!(
+                "{e}: the run seed is lost, and with it the run: start a new run with a new run id and exchange"
+            ))
+        })
+    }
+
+    fn marker(&self, stage: u8, session: Option<SessionId>, parts: Vec<PartInfo>) -> Marker {
+        Marker {
+            format: FORMAT.into(),
+            run: self.settings.run_id.clone(),
+            protocol: self.settings.protocol.name().into(),
+            operation: self.settings.operation.name().into(),
+            stage,
+            role: self.role.name().into(),
+            session: session.map_or(String::new(), |s| hex(&s.0)),
+            parts,
+            attempt: self.attempt.clone(),
+            setwise: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    /// Stage 0: the seed (created once), the run record, the hello and its marker.
+    fn hello(&self) -> Result<()> {
+        let seed = if self.workdir.has_seed() { self.seed()? } else { self.workdir.create_seed()? };
+        self.workdir.write_json("run.json", &self.record)?;
+        let hello = self.settings.hello(self.role, self.items.len(), &seed).encode();
+        let path = self.exchange.hello_path(self.role);
+        let info = self.exchange.write_part(&path, SessionId::default(), 0, self.role, 0, &hello, 1)?;
+        self.exchange.write_marker(&self.marker(0, None, vec![info]))
+    }
+
+    /// Both hellos (ours recomputed, the peer's read and checked) and the plan.
+    fn plan(&self, stage: u8, seed: &RunSeed) -> Result<Plan> {
+        let ours = self.settings.hello(self.role, self.items.len(), seed);
+        let peer = peer_of(self.role);
+        let what = format!("the {peer}'s hello (stage 0)");
+        let fail = |e| at(stage, self.role, what.clone())(e);
+        let m = self.exchange.read_marker(0, peer).map_err(fail)?.ok_or_else(|| fail(not_there()))?;
+        let info = match m.parts.as_slice() {
+            [one] if one.bytes <= MAX_HELLO_FRAME as u64 => one,
+            _ => {
+                return Err(fail(
+                    Deviation::StagedMessage { why: "the hello marker must list one hello".into() }.into(),
+                ));
+            }
+        };
+        let path = self.exchange.hello_path(peer);
+        let bytes = self.exchange.read_part(&path, info, SessionId::default(), 0, peer, 0).map_err(fail)?;
+        let theirs = Hello::decode(&bytes).map_err(fail)?;
+        self.consume(stage, &format!("stage-0/{peer}"), &m.content_digest(), &what)?;
+        Plan::agree(&self.settings, &ours, &theirs).map_err(at(stage, self.role, ""))
+    }
+
+    /// Journals that stage `stage` consumed the peer message `key` with `digest`, or
+    /// refuses if it consumed another version of it before.
+    fn consume(&self, stage: u8, key: &str, digest: &str, what: &str) -> Result<()> {
+        let mut journal: BTreeMap<String, String> = self.workdir.read_json("journal.json")?.unwrap_or_default();
+        match journal.get(key) {
+            Some(d) if d == digest => Ok(()),
+            Some(_) => Err(at(stage, self.role, what.to_string())(
+                Deviation::StagedMessage {
+                    why: "changed since this side consumed it; continuing would reuse secrets on other messages: start a new run".into(),
+                }
+                .into(),
+            )),
+            None => {
+                journal.insert(key.into(), digest.into());
+                self.workdir.write_json("journal.json", &journal)
+            }
+        }
+    }
+
+    /// Writes part `i` of this party's stage `stage` and returns its marker entry.
+    fn put(&self, plan: &Plan, stage: u8, stream: Stream<32>, i: u32, values: &[Encoded]) -> Result<PartInfo> {
+        let bytes = encode_part(stream, values);
+        let path = self.exchange.part_path(stage, self.role, i);
+        self.exchange.write_part(&path, plan.session, stage, self.role, i, &bytes, values.len())
+    }
+
+    /// Writes `parts` (by index) and the stage's marker.
+    fn publish(&self, plan: &Plan, stage: u8, stream: Stream<32>, parts: &[Vec<Encoded>]) -> Result<()> {
+        let infos = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.put(plan, stage, stream, i as u32, p))
+            .collect::<Result<Vec<_>>>()
+            .map_err(at(stage, self.role, ""))?;
+        self.exchange.write_marker(&self.marker(stage, Some(plan.session), infos)).map_err(at(stage, self.role, ""))
+    }
+
+    /// The peer's marker of `stage` for this run, checked: its session, and B parts
+    /// whose counts add up to `total` (from the hello) when given.
+    fn peer_marker(&self, stage: u8, plan: &Plan, peer_stage: u8, total: Option<u64>) -> Result<Marker> {
+        let peer = peer_of(self.role);
+        let what = format!("the {peer}'s stage {peer_stage} message");
+        let fail = |e| at(stage, self.role, what.clone())(e);
+        let m = self.exchange.read_marker(peer_stage, peer).map_err(fail)?.ok_or_else(|| fail(not_there()))?;
+        let bad = |why: String| fail(Deviation::StagedMessage { why }.into());
+        if m.run != self.settings.run_id || m.session != hex(&plan.session.0) {
+            return Err(bad(format!("the marker is for run {} session {}, not this run's", m.run, m.session)));
+        }
+        if m.parts.len() != plan.buckets as usize {
+            return Err(bad(format!("the marker lists {} parts, not the {} agreed", m.parts.len(), plan.buckets)));
+        }
+        if let Some(t) = total
+            && m.total_items() != t
+        {
+            return Err(fail(
+                Deviation::Count { what: "staged message items", got: m.total_items(), expected: t }.into(),
+            ));
+        }
+        self.consume(stage, &format!("stage-{peer_stage}/{peer}"), &m.content_digest(), &what)?;
+        Ok(m)
+    }
+
+    /// Reads and decodes part `i` of the peer's stage `peer_stage`; errors name the
+    /// stage and the bucket (`aligned`) or part.
+    fn get(
+        &self,
+        stage: u8,
+        plan: &Plan,
+        m: &Marker,
+        stream: Stream<32>,
+        i: u32,
+        aligned: bool,
+    ) -> Result<Vec<Encoded>> {
+        let peer = peer_of(self.role);
+        let unit = if aligned { "bucket" } else { "part" };
+        let fail = at(stage, self.role, format!("the {peer}'s stage {} message, {unit} {i}", m.stage));
+        let info = &m.parts[i as usize];
+        (|| {
+            if info.bytes > max_part_bytes(info.items) {
+                return Err(Deviation::StagedMessage {
+                    why: format!("{} bytes cannot hold {} points", info.bytes, info.items),
+                }
+                .into());
+            }
+            let path = self.exchange.part_path(m.stage, peer, i);
+            let bytes = self.exchange.read_part(&path, info, plan.session, m.stage, peer, i)?;
+            let n = usize::try_from(info.items).map_err(|_| Error::Usage("part too large for this machine".into()))?;
+            Ok(decode_part(stream, &bytes, n)?)
+        })()
+        .map_err(fail)
+    }
+
+    /// Receiver, stage 1: b·H(y) per bucket.
+    fn receiver_blind(&self) -> Result<()> {
+        let seed = self.seed()?;
+        let plan = self.plan(1, &seed)?;
+        let buckets = assign(&plan, self.items);
+        let parts = buckets
+            .iter()
+            .map(|idx| ecdh::receiver_blind(&seed, &plan, &select(self.items, idx)))
+            .collect::<Result<Vec<_>>>()
+            .map_err(at(1, self.role, ""))?;
+        self.publish(&plan, 1, RECEIVER_BLINDED, &parts)
+    }
+
+    /// Sender, stage 1: a_i·H(x) per bucket (mixed over parts for cardinality).
+    fn sender_blind(&self) -> Result<()> {
+        let seed = self.seed()?;
+        let plan = self.plan(1, &seed)?;
+        let buckets = assign(&plan, self.items);
+        let mut parts = Vec::with_capacity(buckets.len());
+        for (i, idx) in buckets.iter().enumerate() {
+            let fail = at(1, self.role, format!("bucket {i}"));
+            parts.push(ecdh::sender_blind(&seed, &plan, i as u32, &select(self.items, idx)).map_err(fail)?);
+        }
+        if plan.operation == Operation::Cardinality {
+            parts = ecdh::mix(&plan, parts.concat());
+        }
+        self.publish(&plan, 1, SENDER_BLINDED, &parts)
+    }
+
+    /// Sender, stage 2: a_i·(b·H(y)) per bucket of the receiver's stage 1 (mixed for
+    /// cardinality).
+    fn sender_reblind(&self) -> Result<()> {
+        let seed = self.seed()?;
+        let plan = self.plan(2, &seed)?;
+        let m = self.peer_marker(2, &plan, 1, Some(plan.receiver_size))?;
+        let mut parts = Vec::with_capacity(plan.buckets as usize);
+        for i in 0..plan.buckets {
+            let points = self.get(2, &plan, &m, RECEIVER_BLINDED, i, true)?;
+            let fail = at(2, self.role, format!("the receiver's stage 1 message, bucket {i}"));
+            parts.push(ecdh::sender_reblind(&seed, &plan, i, &points).map_err(fail)?);
+        }
+        if plan.operation == Operation::Cardinality {
+            parts = ecdh::mix(&plan, parts.concat());
+        }
+        self.publish(&plan, 2, DOUBLE_BLINDED, &parts)
+    }
+
+    /// Receiver, stage 3: the result, delivered, kept in `result.json`, then the marker.
+    fn receiver_finish(&self, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
+        let seed = self.seed()?;
+        let plan = self.plan(3, &seed)?;
+        let s1 = self.peer_marker(3, &plan, 1, Some(plan.sender_size))?;
+        let buckets = assign(&plan, self.items);
+        let cardinality = plan.operation == Operation::Cardinality;
+        let s2 = self.peer_marker(3, &plan, 2, Some(plan.receiver_size))?;
+        let outcome = if cardinality {
+            let mut sender = Vec::with_capacity(plan.sender_size.min(1 << 24) as usize);
+            for i in 0..plan.buckets {
+                let points = self.get(3, &plan, &s1, SENDER_BLINDED, i, false)?;
+                let fail = at(3, self.role, format!("the sender's stage 1 message, part {i}"));
+                sender.extend(ecdh::receiver_reblind(&seed, &plan, &points).map_err(fail)?);
+            }
+            let set = ecdh::sender_set(sender).map_err(at(3, self.role, "the sender's stage 1 message"))?;
+            let mut count = 0u64;
+            for i in 0..plan.buckets {
+                let own = self.get(3, &plan, &s2, DOUBLE_BLINDED, i, false)?;
+                count += ecdh::matches(&set, &own).len() as u64;
+            }
+            Outcome::Cardinality(count)
+        } else {
+            let mut matched = Vec::new();
+            for (i, idx) in buckets.iter().enumerate() {
+                let i = i as u32;
+                let due = s2.parts[i as usize].items;
+                if due != idx.len() as u64 {
+                    let what = format!("the sender's stage 2 message, bucket {i}");
+                    return Err(at(3, self.role, what)(
+                        Deviation::Count { what: "DoubleBlinded", got: due, expected: idx.len() as u64 }.into(),
+                    ));
+                }
+                let points = self.get(3, &plan, &s1, SENDER_BLINDED, i, true)?;
+                let fail = at(3, self.role, format!("the sender's stage 1 message, bucket {i}"));
+                let set = ecdh::receiver_reblind(&seed, &plan, &points).and_then(ecdh::sender_set).map_err(fail)?;
+                let own = self.get(3, &plan, &s2, DOUBLE_BLINDED, i, true)?;
+                matched.extend(ecdh::matches(&set, &own).into_iter().map(|p| idx[p] as usize));
+            }
+            matched.sort_unstable();
+            Outcome::Intersection(matched)
+        };
+        deliver(&outcome).map_err(at(3, self.role, "delivering the result"))?;
+        let size = match &outcome {
+            Outcome::Intersection(m) => m.len() as u64,
+            Outcome::Cardinality(c) => *c,
+            _ => 0,
+        };
+        self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size })?;
+        self.exchange.write_marker(&self.marker(3, Some(plan.session), Vec::new())).map_err(at(3, self.role, ""))
+    }
+
+    /// The receiver's result kept by its finish, if it ran.
+    pub fn result(&self) -> Result<Option<RunResult>> {
+        self.workdir.read_json("result.json")
+    }
+}
+
+fn not_there() -> Error {
+    Deviation::StagedMessage { why: "its marker is not there".into() }.into()
+}
+
+/// Refuses to go on with settings or an input that differ from the run's start.
+fn check_record(old: &RunRecord, new: &RunRecord, workdir: &Path) -> Result<()> {
+    let fields = [
+        ("run id", &old.run, &new.run),
+        ("role", &old.role, &new.role),
+        ("protocol", &old.protocol, &new.protocol),
+        ("operation", &old.operation, &new.operation),
+        ("buckets", &old.buckets, &new.buckets),
+        ("bucket key", &old.bucket_key, &new.bucket_key),
+    ];
+    for (name, a, b) in fields {
+        if a != b {
+            return Err(Error::Usage(format!(
+                "{name}: the run in {} was started with {a}, this invocation has {b}",
+                workdir.display()
+            )));
+        }
+    }
+    if old.key_columns != new.key_columns || old.items != new.items || old.input != new.input {
+        return Err(Error::Usage(format!(
+            "the input changed since stage 0 of run {} ({} distinct items then, {} now; fingerprint {} then, {} now): \
+             a run must use the input it started with (start a new run for a new input)",
+            old.run,
+            old.items,
+            new.items,
+            &old.input[..16],
+            &new.input[..16]
+        )));
+    }
+    Ok(())
+}
+
+/// Where a run stands, one line per stage and role, from the exchange's markers.
+pub fn status(exchange: &Path) -> Result<Vec<String>> {
+    let e = Exchange::new(exchange);
+    let mut lines = Vec::new();
+    for stage in 0..=3u8 {
+        for role in [Role::Receiver, Role::Sender] {
+            if !stages_of(role).contains(&stage) {
+                continue;
+            }
+            let state = match e.read_marker(stage, role) {
+                Ok(Some(m)) => format!(
+                    "done (run {}, {} parts, {} items, attempt {})",
+                    m.run,
+                    m.parts.len(),
+                    m.total_items(),
+                    m.attempt
+                ),
+                Ok(None) => "not done".into(),
+                Err(err) => format!("unreadable marker: {err}"),
+            };
+            lines.push(format!("stage {stage} ({}) {role}: {state}", stage_name(stage)));
+        }
+    }
+    for role in [Role::Receiver, Role::Sender] {
+        if let Some(why) = e.read_abort(role)? {
+            lines.push(format!("the {role} stopped the run: {why}"));
+        }
+    }
+    Ok(lines)
+}

@@ -10,7 +10,7 @@ mod progress;
 mod report;
 mod sets;
 
-use commands::{authorize, bench, db, demo, judge, params as params_cmd, role, tls};
+use commands::{authorize, bench, db, demo, judge, params as params_cmd, role, stage, tls};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,6 +51,10 @@ enum Command {
     /// Build or inspect an unbalanced sender's database.
     #[command(subcommand)]
     Db(db::DbCommand),
+    /// Run a protocol in stages through a shared exchange directory, bucket by bucket,
+    /// resumable (docs/scale-out.md).
+    #[command(subcommand)]
+    Stage(stage::StageCommand),
     /// Make a throwaway CA and certificates for trying TLS out.
     #[command(subcommand)]
     Tls(tls::TlsCommand),
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run_bench(a),
         Command::Db(c) => db::run_db(c),
         Command::Tls(c) => tls::run_tls(c),
+        Command::Stage(c) => stage::run_stage(c),
         Command::Judge(a) => judge::run_judge(a),
         Command::Params(a) => params_cmd::run_params(a),
         Command::Authorize(a) => authorize::run_authorize(a),

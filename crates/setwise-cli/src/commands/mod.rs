@@ -8,4 +8,5 @@ pub mod demo;
 pub mod judge;
 pub mod params;
 pub mod role;
+pub mod stage;
 pub mod tls;

@@ -22,7 +22,7 @@ use super::ecdh;
 use super::message::{decode_part, encode_part, max_part_bytes};
 use super::plan::{Plan, Settings};
 use super::seed::RunSeed;
-use super::store::{Exchange, FORMAT, Marker, PartInfo, Workdir};
+use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::Encoded;
 use crate::crypto::rng::fill_os;
@@ -254,7 +254,13 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         self.workdir.write_json("run.json", &self.record)?;
         let hello = self.settings.hello(self.role, self.items.len(), &seed).encode();
         let path = self.exchange.hello_path(self.role);
-        let info = self.exchange.write_part(&path, SessionId::default(), 0, self.role, 0, &hello, 1)?;
+        let info = self.exchange.write_part(
+            &path,
+            SessionId::default(),
+            PartId { stage: 0, role: self.role, part: 0 },
+            &hello,
+            1,
+        )?;
         self.exchange.write_marker(&self.marker(0, None, vec![info]))
     }
 
@@ -274,7 +280,10 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             }
         };
         let path = self.exchange.hello_path(peer);
-        let bytes = self.exchange.read_part(&path, info, SessionId::default(), 0, peer, 0).map_err(fail)?;
+        let bytes = self
+            .exchange
+            .read_part(&path, info, SessionId::default(), PartId { stage: 0, role: peer, part: 0 })
+            .map_err(fail)?;
         let theirs = Hello::decode(&bytes).map_err(fail)?;
         self.consume(stage, &format!("stage-0/{peer}"), &m.content_digest(), &what)?;
         Plan::agree(&self.settings, &ours, &theirs).map_err(at(stage, self.role, ""))
@@ -303,7 +312,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     fn put(&self, plan: &Plan, stage: u8, stream: Stream<32>, i: u32, values: &[Encoded]) -> Result<PartInfo> {
         let bytes = encode_part(stream, values);
         let path = self.exchange.part_path(stage, self.role, i);
-        self.exchange.write_part(&path, plan.session, stage, self.role, i, &bytes, values.len())
+        self.exchange.write_part(&path, plan.session, PartId { stage, role: self.role, part: i }, &bytes, values.len())
     }
 
     /// Writes `parts` (by index) and the stage's marker.
@@ -365,7 +374,8 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
                 .into());
             }
             let path = self.exchange.part_path(m.stage, peer, i);
-            let bytes = self.exchange.read_part(&path, info, plan.session, m.stage, peer, i)?;
+            let bytes =
+                self.exchange.read_part(&path, info, plan.session, PartId { stage: m.stage, role: peer, part: i })?;
             let n = usize::try_from(info.items).map_err(|_| Error::Usage("part too large for this machine".into()))?;
             Ok(decode_part(stream, &bytes, n)?)
         })()

@@ -51,6 +51,17 @@ pub struct PartInfo {
     pub digest: String,
 }
 
+/// Which part: of which stage, written by which role, its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartId {
+    /// The stage.
+    pub stage: u8,
+    /// The role that writes it.
+    pub role: Role,
+    /// The bucket or part index.
+    pub part: u32,
+}
+
 /// The completion marker of one party's stage, written after all its parts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Marker {
@@ -183,9 +194,7 @@ impl Exchange {
         &self,
         path: &Path,
         session: SessionId,
-        stage: u8,
-        role: Role,
-        part: u32,
+        id: PartId,
         bytes: &[u8],
         items: usize,
     ) -> Result<PartInfo> {
@@ -193,20 +202,12 @@ impl Exchange {
         Ok(PartInfo {
             items: items as u64,
             bytes: bytes.len() as u64,
-            digest: hex(&part_digest(session, stage, role, part, bytes)),
+            digest: hex(&part_digest(session, id.stage, id.role, id.part, bytes)),
         })
     }
 
     /// Reads the part at `path` that `info` describes and checks its length and digest.
-    pub fn read_part(
-        &self,
-        path: &Path,
-        info: &PartInfo,
-        session: SessionId,
-        stage: u8,
-        role: Role,
-        part: u32,
-    ) -> Result<Vec<u8>> {
+    pub fn read_part(&self, path: &Path, info: &PartInfo, session: SessionId, id: PartId) -> Result<Vec<u8>> {
         let bytes = read_bounded(path, info.bytes)?.ok_or_else(|| {
             message_error(format!("message missing ({} is listed in the marker but absent)", path.display()))
         })?;
@@ -218,7 +219,7 @@ impl Exchange {
                 info.bytes
             )));
         }
-        if hex(&part_digest(session, stage, role, part, &bytes)) != info.digest {
+        if hex(&part_digest(session, id.stage, id.role, id.part, &bytes)) != info.digest {
             return Err(message_error(format!("{}: digest mismatch (damaged or replaced)", path.display())));
         }
         Ok(bytes)
@@ -367,21 +368,25 @@ mod tests {
         }
     }
 
+    fn id(part: u32) -> PartId {
+        PartId { stage: 1, role: Role::Receiver, part }
+    }
+
     #[test]
     fn parts_are_checked_against_their_marker_entry() {
         let dir = tempfile::tempdir().unwrap();
         let e = Exchange::new(dir.path());
         let sid = SessionId([5; 32]);
         let path = e.part_path(1, Role::Receiver, 3);
-        let info = e.write_part(&path, sid, 1, Role::Receiver, 3, b"0123456789", 0).unwrap();
-        assert_eq!(e.read_part(&path, &info, sid, 1, Role::Receiver, 3).unwrap(), b"0123456789");
-        assert!(e.read_part(&path, &info, sid, 1, Role::Receiver, 4).unwrap_err().to_string().contains("digest"));
+        let info = e.write_part(&path, sid, id(3), b"0123456789", 0).unwrap();
+        assert_eq!(e.read_part(&path, &info, sid, id(3)).unwrap(), b"0123456789");
+        assert!(e.read_part(&path, &info, sid, id(4)).unwrap_err().to_string().contains("digest"));
         fs::write(&path, b"0123456780").unwrap();
-        assert!(e.read_part(&path, &info, sid, 1, Role::Receiver, 3).unwrap_err().to_string().contains("digest"));
+        assert!(e.read_part(&path, &info, sid, id(3)).unwrap_err().to_string().contains("digest"));
         fs::write(&path, b"01234567890").unwrap();
-        assert!(e.read_part(&path, &info, sid, 1, Role::Receiver, 3).is_err());
+        assert!(e.read_part(&path, &info, sid, id(3)).is_err());
         fs::remove_file(&path).unwrap();
-        assert!(e.read_part(&path, &info, sid, 1, Role::Receiver, 3).unwrap_err().to_string().contains("missing"));
+        assert!(e.read_part(&path, &info, sid, id(3)).unwrap_err().to_string().contains("missing"));
         assert!(e.read_marker(1, Role::Sender).unwrap().is_none());
         fs::create_dir_all(dir.path().join("stage-1")).unwrap();
         fs::write(e.marker_path(1, Role::Sender), b"{").unwrap();

@@ -1,0 +1,219 @@
+//! `setwise stage run | next | status`: a staged run from files, through an exchange
+//! directory shared with the peer (any mounted storage) instead of a connection. Each
+//! invocation works out from the markers which stage comes next, so a run that stopped
+//! resumes where it stopped; docs/scale-out.md explains the set-up.
+
+use crate::Failure;
+use crate::args::InputArgs;
+use crate::input::read_items;
+use crate::output::{OutputArgs, write_outcome};
+use clap::{Args, Subcommand};
+use setwise::staged::runner::{self, stage_name};
+use setwise::staged::{BucketKey, Buckets, Runner, Settings, Step};
+use setwise::{Operation, Protocol, Role};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Exit code of `stage next` when the peer's messages for the next stage are not there
+/// yet (EX_TEMPFAIL: call it again later).
+pub const EXIT_NOT_READY: u8 = 75;
+
+/// `setwise stage`.
+#[derive(Subcommand)]
+pub enum StageCommand {
+    /// Run this party's remaining stages, waiting for the peer's messages between them.
+    Run(StageArgs),
+    /// Run this party's next stage if the peer's messages it needs are there, and exit
+    /// (exit 75 when they are not, unless --wait-timeout lets it wait).
+    Next(StageArgs),
+    /// Print where the run stands: each stage's markers, and who stopped the run if one did.
+    Status(StatusArgs),
+}
+
+/// What `stage run` and `stage next` take.
+#[derive(Args)]
+pub struct StageArgs {
+    /// This party's role: receiver (learns the result) or sender.
+    #[arg(long, value_parser = ["receiver", "sender"])]
+    role: String,
+    /// Protocol (only ecdh can be staged so far).
+    #[arg(long, default_value = "ecdh")]
+    protocol: Protocol,
+    /// Operation: intersection or cardinality.
+    #[arg(long = "op", default_value = "intersection")]
+    operation: Operation,
+    #[command(flatten)]
+    input: InputArgs,
+    /// The exchange directory both parties read and write (one per run).
+    #[arg(long)]
+    exchange: PathBuf,
+    /// This party's own working directory for the run (seed, journal, result); keep it
+    /// private.
+    #[arg(long)]
+    workdir: PathBuf,
+    /// The run id both operators agreed (default: the exchange directory's name).
+    #[arg(long)]
+    run_id: Option<String>,
+    /// Number of buckets: auto (from both set sizes, about 2^20 items a bucket) or a
+    /// number; both parties must ask for the same.
+    #[arg(long, default_value = "auto")]
+    buckets: Buckets,
+    /// A file with a 32-byte bucket key in hex that both operators hold (default: a key
+    /// derived from the run's session).
+    #[arg(long)]
+    bucket_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutputArgs,
+    /// Seconds to wait for the peer's messages before giving up (default: 86400 for
+    /// `run`, 0 for `next`).
+    #[arg(long)]
+    wait_timeout: Option<u64>,
+}
+
+/// What `stage status` takes.
+#[derive(Args)]
+pub struct StatusArgs {
+    /// The exchange directory of the run.
+    #[arg(long)]
+    exchange: PathBuf,
+}
+
+/// Runs `setwise stage …`.
+pub fn run_stage(c: StageCommand) -> Result<(), Failure> {
+    match c {
+        StageCommand::Status(a) => {
+            runner::status(&a.exchange)?.iter().for_each(|l| println!("{l}"));
+            Ok(())
+        }
+        StageCommand::Run(a) => drive(a, true),
+        StageCommand::Next(a) => drive(a, false),
+    }
+}
+
+fn usage(msg: String) -> Failure {
+    Failure::usage(anyhow::anyhow!("{msg}"))
+}
+
+fn settings(a: &StageArgs, key_columns: usize) -> Result<Settings, Failure> {
+    let run_id = match &a.run_id {
+        Some(r) => r.clone(),
+        None => a
+            .exchange
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| usage("--run-id ID is needed (the exchange path has no name)".into()))?,
+    };
+    let bucket_key = match &a.bucket_key_file {
+        Some(p) => Some(BucketKey::from_hex(&read_small(p)?)?),
+        None => None,
+    };
+    let s = Settings { key_columns, buckets: a.buckets, bucket_key, ..Settings::new(&run_id, a.protocol, a.operation) };
+    s.validate()?;
+    Ok(s)
+}
+
+fn read_small(p: &Path) -> Result<String, Failure> {
+    std::fs::read_to_string(p).map_err(|e| usage(format!("{}: {e}", p.display())))
+}
+
+/// `run` (all stages, waiting between them) or `next` (one stage).
+fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
+    let role = if a.role == "receiver" { Role::Receiver } else { Role::Sender };
+    if role == Role::Sender && a.out.any() {
+        return Err(usage("the sender learns nothing: --output is for the receiver".into()));
+    }
+    let set = read_items(&a.input)?;
+    let settings = settings(&a, set.key_columns())?;
+    let run_id = settings.run_id.clone();
+    let items = set.items();
+    let r = Runner::open(settings, role, &a.exchange, &a.workdir, &items)?;
+    let timeout = Duration::from_secs(a.wait_timeout.unwrap_or(if all { 86_400 } else { 0 }));
+    let mut summary = None;
+    let mut deliver = |o: &setwise::Outcome| {
+        let line = write_outcome(&set, o.clone(), &a.out, role)
+            .map_err(|f| setwise::Error::Usage(format!("{:#}", f.error)))?;
+        summary = Some(line);
+        Ok(())
+    };
+    let started = Instant::now();
+    let mut waited_since: Option<Instant> = None;
+    let mut told = Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let t = Instant::now();
+        match r.step(&mut deliver)? {
+            Step::Ran(s) => {
+                eprintln!(
+                    "setwise {run_id}: {role} stage {s} ({}) done in {:.1} s",
+                    stage_name(s),
+                    t.elapsed().as_secs_f64()
+                );
+                waited_since = None;
+                pause = Duration::from_millis(100);
+                if !all {
+                    break;
+                }
+            }
+            Step::Finished => {
+                if summary.is_none() {
+                    report_finished(&r, role, &run_id)?;
+                }
+                break;
+            }
+            Step::Waiting { stage, marker } => {
+                let since = *waited_since.get_or_insert_with(|| {
+                    eprintln!("setwise {run_id}: {role} stage {stage} ({}) waits for {marker}", stage_name(stage));
+                    told = Instant::now();
+                    Instant::now()
+                });
+                if since.elapsed() >= timeout {
+                    if timeout.is_zero() {
+                        return Err(Failure {
+                            code: EXIT_NOT_READY,
+                            error: anyhow::anyhow!(
+                                "stage {stage} ({}) is not ready: waiting for {marker}; run again later",
+                                stage_name(stage)
+                            ),
+                        });
+                    }
+                    return Err(Failure {
+                        code: crate::EXIT_PEER,
+                        error: anyhow::anyhow!(
+                            "stage {stage} ({}): gave up after {} s waiting for {marker} (the run resumes with the same command)",
+                            stage_name(stage),
+                            timeout.as_secs()
+                        ),
+                    });
+                }
+                if told.elapsed() >= Duration::from_secs(60) {
+                    eprintln!(
+                        "setwise {run_id}: still waiting for {marker}, {} min of {} min",
+                        since.elapsed().as_secs() / 60,
+                        timeout.as_secs() / 60
+                    );
+                    told = Instant::now();
+                }
+                std::thread::sleep(pause.min(timeout.saturating_sub(since.elapsed())).max(Duration::from_millis(10)));
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    if let Some(line) = summary {
+        eprintln!("setwise {run_id}: {line} (all stages in {:.1} s)", started.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// Tells about a run whose stages were all done before this invocation.
+fn report_finished<I: AsRef<[u8]> + Sync>(r: &Runner<'_, I>, role: Role, run_id: &str) -> Result<(), Failure> {
+    match (role, r.result()?) {
+        (Role::Receiver, Some(res)) => {
+            if res.operation == Operation::Cardinality.name() {
+                println!("{}", res.size);
+            }
+            eprintln!("setwise {run_id}: the run is finished (intersection size {}); nothing to do", res.size);
+        }
+        _ => eprintln!("setwise {run_id}: all of the {role}'s stages are done; nothing to do"),
+    }
+    Ok(())
+}

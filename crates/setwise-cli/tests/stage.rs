@@ -1,0 +1,321 @@
+//! `setwise stage`: two parties as two processes of the CLI with a temporary exchange
+//! directory, compared with the plain set computation and with the single-machine CLI;
+//! interrupted and resumed runs; damaged, missing and changed inputs.
+
+use std::collections::HashSet;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_setwise"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// An awkward key: quotes, commas, unicode, spaces, line breaks, or plain.
+fn key(i: usize) -> String {
+    match i % 7 {
+        0 => format!("user{i}@example.org"),
+        1 => format!("\"quoted\" {i}@x"),
+        2 => format!("comma,{i}@x"),
+        3 => format!("ünïcødé-{i}@例え.jp"),
+        4 => format!(" spaced {i} "),
+        5 => format!("line\nbreak{i}"),
+        _ => format!("plain{i}"),
+    }
+}
+
+/// A CSV `id,email,name` of the keys `range`, with every 50th row repeating an earlier
+/// key and every 97th row's key empty; returns the path and the parsed rows.
+fn input(dir: &Path, name: &str, range: std::ops::Range<usize>) -> (PathBuf, Vec<Vec<String>>) {
+    let mut rows = Vec::new();
+    for (n, i) in range.clone().enumerate() {
+        let k = if n % 97 == 13 {
+            String::new()
+        } else if n % 50 == 49 {
+            key(range.start + n / 2)
+        } else {
+            key(i)
+        };
+        rows.push(vec![format!("{name}{n}"), k, format!("näme, {n}")]);
+    }
+    let path = dir.join(format!("{name}.csv"));
+    let mut w = csv::Writer::from_path(&path).unwrap();
+    w.write_record(["id", "email", "name"]).unwrap();
+    rows.iter().for_each(|r| w.write_record(r).unwrap());
+    w.flush().unwrap();
+    (path, rows)
+}
+
+fn read_csv(p: &Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(p).unwrap();
+    r.records().map(|r| r.unwrap().iter().map(str::to_owned).collect()).collect()
+}
+
+/// The data of a test: sender's and receiver's files and the plain answers.
+struct Data {
+    dir: tempfile::TempDir,
+    sender: PathBuf,
+    receiver: PathBuf,
+    /// The receiver's rows whose key the sender has.
+    want_rows: Vec<Vec<String>>,
+    /// |X ∩ Y| of distinct non-empty keys.
+    want_size: usize,
+}
+
+fn data() -> Data {
+    let dir = tempfile::tempdir().unwrap();
+    let (sender, srows) = input(dir.path(), "s", 0..10_000);
+    let (receiver, rrows) = input(dir.path(), "r", 6_000..16_000);
+    let x: HashSet<&str> = srows.iter().map(|r| r[1].as_str()).filter(|k| !k.is_empty()).collect();
+    let want_rows: Vec<Vec<String>> = rrows.iter().filter(|r| x.contains(r[1].as_str())).cloned().collect();
+    let y: HashSet<&str> = rrows.iter().map(|r| r[1].as_str()).filter(|k| !k.is_empty()).collect();
+    let want_size = x.intersection(&y).count();
+    assert!(want_size > 3000 && want_rows.len() > want_size, "the data overlap, with repeated rows");
+    Data { dir, sender, receiver, want_rows, want_size }
+}
+
+/// The single-machine CLI over loopback TCP: the receiver's output file (intersection)
+/// and standard output.
+fn single_machine(d: &Data, op: &str) -> (Vec<u8>, String) {
+    let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let out = d.dir.path().join(format!("single-{op}.csv"));
+    let common = ["--protocol", "ecdh", "--op", op, "--key", "email"];
+    let sp = spawn(&[&["sender", "--listen", &addr, "--input", path_str(&d.sender)], &common[..]].concat());
+    let r = bin()
+        .args(
+            [
+                &["receiver", "--connect", &addr, "--input", path_str(&d.receiver), "--output", path_str(&out)],
+                &common[..],
+            ]
+            .concat(),
+        )
+        .output()
+        .unwrap();
+    let so = sp.wait_with_output().unwrap();
+    assert!(r.status.success() && so.status.success(), "{} {}", text(&r.stderr), text(&so.stderr));
+    (std::fs::read(&out).unwrap_or_default(), text(&r.stdout))
+}
+
+fn spawn(args: &[&str]) -> Child {
+    bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// A party of a staged run in `d`'s directory under `run`.
+struct Party<'a> {
+    d: &'a Data,
+    role: &'static str,
+    op: &'static str,
+    run: &'static str,
+    buckets: &'static str,
+    input: PathBuf,
+}
+
+impl<'a> Party<'a> {
+    fn new(d: &'a Data, role: &'static str, op: &'static str, run: &'static str) -> Self {
+        let input = if role == "receiver" { d.receiver.clone() } else { d.sender.clone() };
+        Self { d, role, op, run, buckets: "16", input }
+    }
+
+    fn exchange(&self) -> PathBuf {
+        self.d.dir.path().join(self.run).join("exchange")
+    }
+
+    fn output(&self) -> PathBuf {
+        self.d.dir.path().join(self.run).join("out.csv")
+    }
+
+    fn args(&self, cmd: &str) -> Vec<String> {
+        let work = self.d.dir.path().join(self.run).join(format!("work-{}", self.role));
+        let mut a: Vec<String> = ["stage", cmd, "--role", self.role, "--protocol", "ecdh", "--op", self.op]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        for (k, v) in [
+            ("--input", path_str(&self.input)),
+            ("--key", "email"),
+            ("--exchange", path_str(&self.exchange())),
+            ("--workdir", path_str(&work)),
+            ("--run-id", self.run),
+            ("--buckets", self.buckets),
+            ("--wait-timeout", if cmd == "run" { "300" } else { "0" }),
+        ] {
+            a.push(k.into());
+            a.push(v.into());
+        }
+        if self.role == "receiver" && self.op == "intersection" {
+            a.push("--output".into());
+            a.push(path_str(&self.output()).into());
+        }
+        a
+    }
+
+    fn spawn(&self, cmd: &str) -> Child {
+        bin().args(self.args(cmd)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    fn next(&self) -> Output {
+        bin().args(self.args("next")).output().unwrap()
+    }
+
+    fn next_ok(&self, what: &str) -> Output {
+        let o = self.next();
+        assert!(o.status.success(), "{} next ({what}): {}", self.role, text(&o.stderr));
+        assert!(text(&o.stderr).contains(what), "{} next, expected {what}: {}", self.role, text(&o.stderr));
+        o
+    }
+
+    fn marker(&self, stage: u8, role: &str) -> Vec<u8> {
+        std::fs::read(self.exchange().join(format!("stage-{stage}/{role}.done.json"))).unwrap()
+    }
+}
+
+/// Both parties' `stage run` at once; returns the receiver's output.
+fn staged_pair(r: &Party, s: &Party) -> Output {
+    let (rc, sc) = (r.spawn("run"), s.spawn("run"));
+    let (ro, so) = (rc.wait_with_output().unwrap(), sc.wait_with_output().unwrap());
+    assert!(so.status.success(), "sender: {}", text(&so.stderr));
+    assert!(ro.status.success(), "receiver: {}", text(&ro.stderr));
+    ro
+}
+
+#[test]
+fn staged_runs_equal_the_plain_computation_and_the_single_machine_cli() {
+    let d = data();
+    // Intersection: the matching rows, as the single-machine receiver writes them.
+    let (single, _) = single_machine(&d, "intersection");
+    let (r, s) =
+        (Party::new(&d, "receiver", "intersection", "run-i"), Party::new(&d, "sender", "intersection", "run-i"));
+    let ro = staged_pair(&r, &s);
+    let staged = std::fs::read(r.output()).unwrap();
+    assert_eq!(read_csv(&r.output()), d.want_rows, "the plain intersection's rows");
+    assert_eq!(staged, single, "byte for byte the single-machine CLI's output");
+    assert!(text(&ro.stderr).contains(&format!("intersection size {}", d.want_size)), "{}", text(&ro.stderr));
+    assert!((0..16).all(|b| r.exchange().join(format!("stage-2/sender/part-{b:05}.bin")).exists()), "16 buckets");
+
+    // Cardinality: the count on standard output, as the single-machine receiver prints it.
+    let (_, single) = single_machine(&d, "cardinality");
+    let (r, s) = (Party::new(&d, "receiver", "cardinality", "run-c"), Party::new(&d, "sender", "cardinality", "run-c"));
+    let ro = staged_pair(&r, &s);
+    assert_eq!(text(&ro.stdout), format!("{}\n", d.want_size));
+    assert_eq!(text(&ro.stdout), single);
+
+    // A finished run asked again does nothing, and says so (the count again on stdout).
+    let before: Vec<Vec<u8>> = (0..=3).map(|st| r.marker(st, if st == 2 { "sender" } else { "receiver" })).collect();
+    let again = r.next_ok("nothing to do");
+    assert_eq!(text(&again.stdout), format!("{}\n", d.want_size));
+    let after: Vec<Vec<u8>> = (0..=3).map(|st| r.marker(st, if st == 2 { "sender" } else { "receiver" })).collect();
+    assert_eq!(before, after);
+    let status = bin().args(["stage", "status", "--exchange", path_str(&r.exchange())]).output().unwrap();
+    let status = text(&status.stdout);
+    assert!(status.contains("stage 3 (finish) receiver: done") && status.contains("16 parts"), "{status}");
+}
+
+#[test]
+fn an_interrupted_stage_resumes_with_the_same_bytes_and_finished_stages_stay_done() {
+    let d = data();
+    let (r, s) =
+        (Party::new(&d, "receiver", "intersection", "run-k"), Party::new(&d, "sender", "intersection", "run-k"));
+    // `next` runs the stage the markers say; nothing is ready for stage 1 before the hellos.
+    let early = r.next_ok("stage 0 (hello) done");
+    assert!(early.status.success());
+    let not_ready = r.next();
+    assert_eq!(not_ready.status.code(), Some(75), "{}", text(&not_ready.stderr));
+    assert!(text(&not_ready.stderr).contains("sender.done.json"), "{}", text(&not_ready.stderr));
+    s.next_ok("stage 0 (hello) done");
+    r.next_ok("stage 1 (blind) done");
+    s.next_ok("stage 1 (blind) done");
+    s.next_ok("stage 2 (re-blind) done");
+    let parts: Vec<Vec<u8>> =
+        (0..16).map(|b| std::fs::read(s.exchange().join(format!("stage-2/sender/part-{b:05}.bin"))).unwrap()).collect();
+    let done: Vec<Vec<u8>> = [(0, "receiver"), (0, "sender"), (1, "receiver"), (1, "sender")]
+        .iter()
+        .map(|&(st, who)| r.marker(st, who))
+        .collect();
+
+    // The sender's stage 2 is cut short: its marker never written, one part half
+    // written, one missing. Run again, it redoes stage 2 only, with the same bytes.
+    let ex = s.exchange();
+    std::fs::remove_file(ex.join("stage-2/sender.done.json")).unwrap();
+    std::fs::write(ex.join("stage-2/sender/part-00003.bin"), &parts[3][..parts[3].len() / 2]).unwrap();
+    std::fs::remove_file(ex.join("stage-2/sender/part-00005.bin")).unwrap();
+    s.next_ok("stage 2 (re-blind) done");
+    for (b, p) in parts.iter().enumerate() {
+        assert_eq!(&std::fs::read(ex.join(format!("stage-2/sender/part-{b:05}.bin"))).unwrap(), p, "part {b}");
+    }
+    // The receiver's finish is killed mid-stage (or just after): run again, it finishes.
+    let mut killed = r.spawn("next");
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let _ = killed.kill();
+    let _ = killed.wait();
+    let ro = r.spawn("run").wait_with_output().unwrap();
+    assert!(ro.status.success(), "{}", text(&ro.stderr));
+    assert_eq!(read_csv(&r.output()), d.want_rows);
+    let still: Vec<Vec<u8>> = [(0, "receiver"), (0, "sender"), (1, "receiver"), (1, "sender")]
+        .iter()
+        .map(|&(st, who)| r.marker(st, who))
+        .collect();
+    assert_eq!(done, still, "finished stages were not redone (same markers, same attempt ids)");
+    assert_eq!(s.next_ok("nothing to do").status.code(), Some(0));
+}
+
+#[test]
+fn damaged_missing_and_changed_messages_and_inputs_are_refused_by_name() {
+    let d = data();
+    let (r, s) =
+        (Party::new(&d, "receiver", "intersection", "run-d"), Party::new(&d, "sender", "intersection", "run-d"));
+    for (p, what) in [(&r, "hello"), (&s, "hello"), (&r, "blind"), (&s, "blind"), (&s, "re-blind")] {
+        p.next_ok(what);
+    }
+    let ex = r.exchange();
+    // A damaged byte in the sender's stage 2 message of bucket 7.
+    let p7 = ex.join("stage-2/sender/part-00007.bin");
+    let good = std::fs::read(&p7).unwrap();
+    let mut bad = good.clone();
+    bad[100] ^= 1;
+    std::fs::write(&p7, &bad).unwrap();
+    let o = r.next();
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("stage 3") && e.contains("stage 2 message, bucket 7") && e.contains("digest mismatch"), "{e}");
+    assert!(!r.output().exists(), "no output from a failed stage");
+    assert!(ex.join("abort-receiver.json").exists(), "the peer is told");
+    std::fs::write(&p7, &good).unwrap();
+    // A missing part of the sender's stage 1.
+    let p4 = ex.join("stage-1/sender/part-00004.bin");
+    let kept = std::fs::read(&p4).unwrap();
+    std::fs::remove_file(&p4).unwrap();
+    let e = text(&r.next().stderr);
+    assert!(e.contains("stage 3") && e.contains("stage 1 message, bucket 4") && e.contains("missing"), "{e}");
+    std::fs::write(&p4, kept).unwrap();
+    std::fs::remove_file(ex.join("abort-receiver.json")).unwrap();
+    // Restored, the finish runs and gives the plain answer.
+    r.next_ok("stage 3 (finish) done");
+    assert_eq!(read_csv(&r.output()), d.want_rows);
+
+    // A changed input after stage 0 is refused.
+    let (r2, _) = (Party::new(&d, "receiver", "intersection", "run-e"), ());
+    r2.next_ok("hello");
+    let mut changed = std::fs::read_to_string(&d.receiver).unwrap();
+    changed.push_str("extra,new-key@x,Zed\n");
+    let moved = Party { input: d.dir.path().join("r2.csv"), ..Party::new(&d, "receiver", "intersection", "run-e") };
+    std::fs::write(&moved.input, changed).unwrap();
+    let o = moved.next();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("input changed since stage 0"), "{}", text(&o.stderr));
+
+    // Different bucket requests are refused naming both.
+    let r3 = Party::new(&d, "receiver", "intersection", "run-b");
+    let s3 = Party { buckets: "8", ..Party::new(&d, "sender", "intersection", "run-b") };
+    r3.next_ok("hello");
+    s3.next_ok("hello");
+    let e = text(&r3.next().stderr);
+    assert!(e.contains("buckets") && e.contains("this side has 16, the peer has 8"), "{e}");
+}

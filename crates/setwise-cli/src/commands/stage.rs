@@ -122,6 +122,12 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     if role == Role::Sender && a.out.any() {
         return Err(usage("the sender learns nothing: --output is for the receiver".into()));
     }
+    if role == Role::Receiver && a.operation == Operation::Intersection && !a.out.any() {
+        return Err(usage(
+            "the receiver's finish writes the matching rows once: give --output FILE (or --stdout) on every call"
+                .into(),
+        ));
+    }
     let set = read_items(&a.input)?;
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();

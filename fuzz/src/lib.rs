@@ -551,3 +551,21 @@ pub fn ecdh_state(data: &[u8]) {
         assert_eq!(&state.to_bytes()[..], data, "a state stores as it was loaded");
     }
 }
+
+/// The `staged_files` target: what a staged run reads from the shared exchange. The first
+/// byte picks a part file (a receiver's stage-1 message of up to 2^16 points, the count
+/// due from the next two bytes) or a stage marker; neither may panic or allocate beyond
+/// what is due, and a part that decodes holds exactly the count due.
+pub fn staged_files(data: &[u8]) {
+    use setwise::staged::{message, store::Marker};
+    let Some((&which, rest)) = data.split_first() else { return };
+    if which & 1 == 0 {
+        let [a, b, body @ ..] = rest else { return };
+        let due = usize::from(u16::from_le_bytes([*a, *b]));
+        if let Ok(points) = message::decode_part(ecdh::messages::RECEIVER_BLINDED, body, due) {
+            assert_eq!(points.len(), due);
+        }
+    } else if let Ok(m) = Marker::parse(rest, which >> 1, Role::Sender, Path::new("fuzz.json")) {
+        let _ = (m.content_digest(), m.total_items());
+    }
+}

@@ -84,6 +84,9 @@ pub const STAGED_BUCKET_KEY_CHECK: &str = "setwise/staged/v1/bucket-key-check";
 pub const STAGED_MIX: &str = "setwise/staged/v1/mix-partition";
 /// Staged runs: the digest of one part of a stage's messages, recorded in its marker.
 pub const STAGED_MESSAGE: &str = "setwise/staged/v1/message";
+/// Staged runs: the digest of a stage marker's content (counts and part digests), which
+/// the consuming stage journals.
+pub const STAGED_MARKER_CONTENT: &str = "setwise/staged/v1/marker-content";
 /// Staged runs: the fingerprint of a party's input, kept in its workdir.
 pub const STAGED_INPUT: &str = "setwise/staged/v1/input-fingerprint";
 /// Session identifier derived from both hellos' nonces.

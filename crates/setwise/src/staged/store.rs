@@ -24,7 +24,7 @@
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
 use super::seed::RunSeed;
-use crate::crypto::dst::SessionId;
+use crate::crypto::dst::{self, SessionId};
 use crate::error::{Deviation, Error, Result};
 use crate::io::{hex, sync_dir, write_atomic};
 use crate::protocols::Role;
@@ -92,12 +92,28 @@ impl Marker {
     /// The digest of what the stage's messages are (counts and part digests, not who
     /// wrote them when), recorded by the stage that consumes them.
     pub fn content_digest(&self) -> String {
-        let mut h = blake3::Hasher::new();
-        h.update(self.session.as_bytes());
+        let mut h = blake3::Hasher::new_derive_key(dst::STAGED_MARKER_CONTENT);
+        h.update(&(self.session.len() as u64).to_le_bytes()).update(self.session.as_bytes());
         for p in &self.parts {
             h.update(&p.items.to_le_bytes()).update(&p.bytes.to_le_bytes()).update(p.digest.as_bytes());
         }
         h.finalize().to_hex().to_string()
+    }
+
+    /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors).
+    pub fn parse(bytes: &[u8], stage: u8, role: Role, path: &Path) -> Result<Marker> {
+        let m: Marker = serde_json::from_slice(bytes)
+            .map_err(|e| message_error(format!("{}: not a stage marker ({e})", path.display())))?;
+        if m.format != FORMAT || m.stage != stage || m.role != role.name() {
+            return Err(message_error(format!(
+                "{}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
+                path.display(),
+                m.format,
+                m.stage,
+                m.role
+            )));
+        }
+        Ok(m)
     }
 
     /// Total records over the parts.
@@ -167,18 +183,7 @@ impl Exchange {
     pub fn read_marker(&self, stage: u8, role: Role) -> Result<Option<Marker>> {
         let path = self.marker_path(stage, role);
         let Some(bytes) = read_bounded(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
-        let m: Marker = serde_json::from_slice(&bytes)
-            .map_err(|e| message_error(format!("{}: not a stage marker ({e})", path.display())))?;
-        if m.format != FORMAT || m.stage != stage || m.role != role.name() {
-            return Err(message_error(format!(
-                "{}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
-                path.display(),
-                m.format,
-                m.stage,
-                m.role
-            )));
-        }
-        Ok(Some(m))
+        Marker::parse(&bytes, stage, role, &path).map(Some)
     }
 
     /// Writes a marker (atomically: it appears complete or not at all).

@@ -1,0 +1,6 @@
+//! Reading a staged run's part files and stage markers from the exchange.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| setwise_fuzz::staged_files(data));

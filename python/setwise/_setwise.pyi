@@ -85,3 +85,57 @@ def run(role: str, options: dict[str, Any]) -> tuple[dict[str, Any], str]: ...
 def serve(
     role: str, options: dict[str, Any], log: Callable[[str], Any] | None = None
 ) -> tuple[int, int, int]: ...
+
+# Staged ecdh runs one bucket at a time (used by setwise.spark).
+
+PartInfo = tuple[int, int, str]
+
+def staged_hello(
+    run_id: str,
+    operation: str,
+    key_columns: int,
+    buckets: str,
+    bucket_key: str | None,
+    role_name: str,
+    set_size: int,
+    run_seed: bytes,
+) -> bytes: ...
+def staged_new_seed() -> bytes: ...
+def staged_fingerprint(items: Any) -> tuple[int, bytes]: ...
+def staged_fingerprint_combine(key_columns: int, batches: list[tuple[int, bytes]]) -> str: ...
+def staged_read_marker(data: bytes, stage: int, role_name: str) -> tuple[str, str]: ...
+def staged_part_digest(session_hex: str, stage: int, role_name: str, part: int, data: bytes) -> str: ...
+
+class StagedPlan:
+    """What both parties of a staged ecdh run agreed, and each stage's step on a bucket."""
+
+    buckets: int
+    session: str
+    sender_size: int
+    receiver_size: int
+    def __init__(
+        self,
+        run_id: str,
+        operation: str,
+        key_columns: int,
+        buckets: str,
+        bucket_key: str | None,
+        ours: bytes,
+        theirs: bytes,
+    ) -> None: ...
+    def bucket_of(self, items: Any) -> bytes: ...
+    def blind(self, run_seed: bytes, bucket: int, items: Any) -> list[bytes]: ...
+    def reblind(
+        self, run_seed: bytes, bucket: int, chunks: list[bytes], info: PartInfo
+    ) -> list[bytes]: ...
+    def finish(
+        self,
+        run_seed: bytes,
+        bucket: int,
+        own_count: int,
+        s1: list[bytes],
+        s1_info: PartInfo,
+        s2: list[bytes],
+        s2_info: PartInfo,
+    ) -> list[int]: ...
+    def summarize(self, stage: int, part: int, chunks: list[bytes]) -> PartInfo: ...

@@ -106,7 +106,7 @@ fn arrow_bytes<T: ByteArrayType>(array: &GenericByteArray<T>, bufs: &mut Vec<Buf
 }
 
 /// Imports an object with `__arrow_c_array__` (the Arrow PyCapsule interface).
-fn import_arrow(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
+pub(crate) fn import_arrow(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
     let pair = obj.call_method0("__arrow_c_array__")?;
     let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
     let schema_ptr = schema.pointer_checked(Some(c"arrow_schema"))?.as_ptr() as *mut FFI_ArrowSchema;

@@ -8,6 +8,7 @@ mod db;
 mod errors;
 mod keys;
 mod run;
+mod staged;
 mod steps;
 mod worker;
 
@@ -28,6 +29,13 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::serve, m)?)?;
     m.add_function(wrap_pyfunction!(steps::ecdh_respond, m)?)?;
+    m.add_class::<staged::StagedPlan>()?;
+    m.add_function(wrap_pyfunction!(staged::staged_hello, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_new_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_fingerprint_combine, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_read_marker, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_part_digest, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

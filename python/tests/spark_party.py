@@ -1,0 +1,58 @@
+"""One organisation's Spark driver for the tests and scripts/bench-spark.sh: reads its
+rows from a Parquet file, runs `setwise.spark.run` in local[2] and writes the
+receiver's matching rows to a Parquet file.
+
+    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet] [BUCKETS]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+import setwise.spark
+
+
+def main(argv: list[str]) -> int:
+    role, data, exchange, workdir = argv[1:5]
+    output = argv[5] if len(argv) > 5 and argv[5] != "-" else None
+    buckets = argv[6] if len(argv) > 6 else "16"
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(f"setwise-{role}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", os.environ.get("SETWISE_SPARK_DRIVER_MEMORY", "1g"))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    t = time.monotonic()
+    df = spark.read.parquet(data)
+    got = setwise.spark.run(
+        spark,
+        df,
+        key="email",
+        role=role,
+        protocol="ecdh",
+        exchange=exchange,
+        workdir=workdir,
+        buckets=buckets,
+        timeout=float(os.environ.get("SETWISE_SPARK_TIMEOUT", "600")),
+        poll=0.5,
+    )
+    if got is not None and output:
+        got.write.mode("overwrite").parquet(output)
+    print(f"setwise-spark {role}: done in {time.monotonic() - t:.1f} s", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -748,16 +748,16 @@ def run(
         raise InputError("the exchange and the workdir must be different locations")
     rid = run_id or exchange.rstrip("/").rsplit("/", 1)[-1]
     return _Run(
-        spark,
-        df,
-        key,
-        role,
-        exchange,
-        workdir,
-        operation,
-        rid,
-        str(buckets),
-        bucket_key,
-        timeout,
-        poll,
+        spark=spark,
+        df=df,
+        key=key,
+        role=role,
+        exchange=exchange,
+        workdir=workdir,
+        operation=operation,
+        run_id=rid,
+        buckets=str(buckets),
+        bucket_key=bucket_key,
+        timeout=timeout,
+        poll=poll,
     ).go()

@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
         SparkSession.builder.master("local[2]")
         .appName(f"setwise-{role}")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", os.environ.get("SETWISE_SPARK_DRIVER_MEMORY", "1g"))
         .getOrCreate()

@@ -1,0 +1,262 @@
+"""setwise.spark: two organisations as two Spark drivers (local[2]) on one machine,
+meeting only through an exchange directory. One 10^5 × 10^5 run, with the sender killed
+inside its stage 2 and started again, is shared by the assertions; the damaged and
+missing messages are re-runs of the receiver's finish on copies of its exchange."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import cli, free_port
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (scripts/test-python installs it)")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("Spark needs Java (17), which is not installed", allow_module_level=True)
+
+import setwise  # noqa: E402
+import setwise.spark  # noqa: E402
+
+ROWS = 100_000
+BUCKETS = 16
+PARTY = Path(__file__).with_name("spark_party.py")
+KILL = "SETWISE_SPARK_TEST_KILL_IN_STAGE"
+
+
+def key(i: int) -> str:
+    """An awkward key: quotes, commas, unicode, spaces, line breaks, or plain."""
+    return [
+        f"user{i}@example.org",
+        f'"quoted" {i}@x',
+        f"comma,{i}@x",
+        f"ünïcødé-{i}@例え.jp",
+        f" spaced {i} ",
+        f"line\nbreak{i}",
+        f"plain{i}",
+    ][i % 7]
+
+
+def rows(name: str, start: int) -> list[tuple[str, str]]:
+    """(id, email) for keys start..start+ROWS, every 50th row repeating an earlier key and
+    every 97th row's key empty."""
+    out = []
+    for n in range(ROWS):
+        if n % 97 == 13:
+            k = ""
+        elif n % 50 == 49:
+            k = key(start + n // 2)
+        else:
+            k = key(start + n)
+        out.append((f"{name}{n}", k))
+    return out
+
+
+def write_inputs(d: Path, name: str, data: list[tuple[str, str]]) -> tuple[Path, Path]:
+    table = pa.table({"id": [r[0] for r in data], "email": [r[1] for r in data]})
+    pq.write_table(table, d / f"{name}.parquet")
+    with open(d / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "email"])
+        w.writerows(data)
+    return d / f"{name}.parquet", d / f"{name}.csv"
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ, PYSPARK_PYTHON=sys.executable, SETWISE_SPARK_TIMEOUT="900", **extra)
+    e.pop(KILL, None)
+    e.update(extra)
+    return e
+
+
+def party(role: str, data: Path, paths: tuple[str, str, str], log: Path, **extra: str) -> Any:
+    ex, work, out = paths
+    cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS)]
+    return subprocess.Popen(cmd, env=env(**extra), stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def uri(p: Path) -> str:
+    return f"file://{p}"
+
+
+def markers(ex: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(ex)): p.read_bytes() for p in sorted(ex.glob("stage-*/*.done.json"))}
+
+
+def ids(path: Path) -> set[str]:
+    return set(pq.read_table(path).column("id").to_pylist())
+
+
+@pytest.fixture(scope="module")
+def run42(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    d = tmp_path_factory.mktemp("spark")
+    sx, rx = rows("s", 0), rows("r", ROWS // 2)
+    s_pq, s_csv = write_inputs(d, "sender", sx)
+    r_pq, r_csv = write_inputs(d, "receiver", rx)
+    xs = {k for _, k in sx if k}
+    want = {i for i, k in rx if k and k in xs}
+    ex = d / "run-42"
+    started = time.monotonic()
+    # The sender kills itself inside stage 2 (its parts written, not its marker).
+    r = party("receiver", r_pq, (uri(ex), uri(d / "r-work"), uri(d / "r-out")), d / "r.log")
+    s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s1.log", **{KILL: "2"})
+    s_rc = s.wait(timeout=600)
+    killed = {
+        "rc": s_rc,
+        "markers": markers(ex),
+        "stage2_parts": sorted(p.name for p in (ex / "stage-2" / "sender").glob("part=*")),
+        "log": (d / "s1.log").read_text(errors="replace")[-3000:],
+    }
+    s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s2.log")
+    s_rc2, r_rc = s.wait(timeout=600), r.wait(timeout=600)
+    logs = {n: (d / f"{n}.log").read_text(errors="replace")[-4000:] for n in ("s2", "r")}
+    assert s_rc2 == 0 and r_rc == 0, logs
+    spark_seconds = time.monotonic() - started
+    # The single-machine CLI on the same data.
+    cli_rows: set[str] | None = None
+    binary = cli()
+    if binary is not None:
+        addr = free_port()
+        common = ["--protocol", "ecdh", "--key", "email"]
+        sp = subprocess.Popen(
+            [str(binary), "sender", "--listen", addr, "--input", str(s_csv), *common],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.3)
+        out = d / "cli.csv"
+        receiver = [str(binary), "receiver", "--connect", addr, "--input", str(r_csv)]
+        rp = subprocess.run(
+            [*receiver, "--output", str(out), *common],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        sp.communicate(timeout=60)
+        assert rp.returncode == 0 and sp.returncode == 0, rp.stderr
+        with open(out, newline="", encoding="utf-8") as f:
+            cli_rows = {row["id"] for row in csv.DictReader(f)}
+    return {
+        "dir": d,
+        "ex": ex,
+        "want": want,
+        "got": ids(d / "r-out"),
+        "cli": cli_rows,
+        "killed": killed,
+        "final": markers(ex),
+        "seconds": spark_seconds,
+        "receiver": r_pq,
+    }
+
+
+def test_the_result_is_the_plain_intersection_and_the_clis(run42: dict[str, Any]) -> None:
+    assert len(run42["want"]) > 30_000
+    assert run42["got"] == run42["want"]
+    if run42["cli"] is None:
+        pytest.skip("the setwise CLI is not built (set SETWISE_BIN)")
+    assert run42["got"] == run42["cli"]
+    sizes = [
+        json.loads(run42["final"][f"stage-1/{r}.done.json"])["parts"]
+        for r in ("sender", "receiver")
+    ]
+    assert all(len(p) == BUCKETS and all(e["items"] > 0 for e in p) for p in sizes), "16 buckets"
+
+
+def test_a_killed_run_resumes_without_redoing_finished_stages(run42: dict[str, Any]) -> None:
+    k, final = run42["killed"], run42["final"]
+    assert k["rc"] == -signal.SIGKILL, k["log"]
+    # Killed inside stage 2: its parts were written, its marker was not.
+    assert "stage-2/sender.done.json" not in k["markers"]
+    assert k["stage2_parts"], "stage 2 had written its parts"
+    # The sender's finished stages are untouched, marker for marker (attempt ids included).
+    for name in ("stage-0/sender.done.json", "stage-1/sender.done.json"):
+        assert final[name] == k["markers"][name], name
+    first = json.loads(final["stage-1/sender.done.json"])["attempt"]
+    again = json.loads(final["stage-2/sender.done.json"])["attempt"]
+    assert first != again, "stage 2 was run by the second invocation"
+    # The receiver ran each of its stages once, in one invocation.
+    attempts = {json.loads(final[f"stage-{s}/receiver.done.json"])["attempt"] for s in (0, 1, 3)}
+    assert len(attempts) == 1
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    s = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    yield s
+    s.stop()
+
+
+def rerun_finish(spark: Any, run42: dict[str, Any], name: str, damage: Any) -> str:
+    """The receiver's finish again, on a copy of the exchange and of its workdir with
+    `damage` applied to the copy; the error it fails with."""
+    d = run42["dir"] / name
+    ex, work = d / "run-42", d / "r-work"
+    shutil.copytree(run42["ex"], ex)
+    shutil.copytree(run42["dir"] / "r-work", work)
+    (ex / "stage-3" / "receiver.done.json").unlink()
+    damage(ex)
+    df = spark.read.parquet(str(run42["receiver"]))
+    with pytest.raises(setwise.PeerError) as e:
+        setwise.spark.run(
+            spark,
+            df,
+            key="email",
+            role="receiver",
+            protocol="ecdh",
+            exchange=f"file://{ex}",
+            workdir=f"file://{work}",
+            buckets=BUCKETS,
+            timeout=5,
+        )
+    assert (ex / "abort-receiver.json").exists(), "the sender is told"
+    return str(e.value)
+
+
+def test_a_damaged_peer_message_fails_naming_the_stage_and_bucket(
+    spark: Any, run42: dict[str, Any]
+) -> None:
+    def flip(ex: Path) -> None:
+        part = ex / "stage-2" / "sender" / "part=3"
+        f = max(part.glob("*.parquet"), key=lambda p: p.stat().st_size)
+        data = bytearray(f.read_bytes())
+        data[len(data) // 2] ^= 0x01  # inside a payload: Parquet still reads it
+        f.write_bytes(bytes(data))
+        for crc in part.glob(".*.crc"):
+            crc.unlink()
+
+    e = rerun_finish(spark, run42, "damaged", flip)
+    assert "stage 3 (receiver: finish), the sender's stage 2 message, bucket 3" in e, e
+    assert "digest mismatch" in e, e
+
+
+def test_a_missing_peer_message_fails_naming_the_stage_and_bucket(
+    spark: Any, run42: dict[str, Any]
+) -> None:
+    e = rerun_finish(
+        spark, run42, "missing", lambda ex: shutil.rmtree(ex / "stage-1" / "sender" / "part=5")
+    )
+    assert (
+        "stage 3 (receiver: finish), the sender's stage 1 message, bucket 5: message missing" in e
+    ), e

@@ -567,10 +567,13 @@ class _Run:
 
         plan, seed = self.plan(2, size), self.seed()
         infos = self.peer_parts(2, plan, 1, plan.receiver_size)
+        head = f"{_head(2, self.role)}, the receiver's stage 1 message"
 
         def one(key: Any, t: Any) -> Any:
             part = key[0].as_py()
             chunks = t.sort_by("chunk").column("payload").to_pylist()
+            if part not in infos:
+                raise PeerError(f"{head}, bucket {part}: not one of the {plan.buckets} agreed")
             return _frames_table(part, plan.reblind(seed, part, chunks, infos[part]))
 
         peer = self.spark.read.schema(MESSAGE_SCHEMA).parquet(self.data_path(1, "receiver"))
@@ -587,6 +590,7 @@ class _Run:
         plan, seed = self.plan(3, size), self.seed()
         s1 = self.peer_parts(3, plan, 1, plan.sender_size)
         s2 = self.peer_parts(3, plan, 2, plan.receiver_size)
+        head = f"{_head(3, self.role)}, the sender's messages"
 
         def one(key: Any, own: Any, peer: Any) -> Any:
             part = key[0].as_py()
@@ -597,6 +601,8 @@ class _Run:
             payload = peer.column("payload").to_pylist()
             c1 = [p for m, p in zip(msg, payload) if m == 1]
             c2 = [p for m, p in zip(msg, payload) if m == 2]
+            if part not in s1 or part not in s2:
+                raise PeerError(f"{head}, bucket {part}: not one of the {plan.buckets} agreed")
             hits = plan.finish(seed, part, len(col), c1, s1[part], c2, s2[part])
             return pa.table({"item": pc.take(col, pa.array(hits, pa.uint32()))})
 
@@ -628,7 +634,14 @@ class _Run:
     # --- the whole run ------------------------------------------------------------
 
     def go(self) -> DataFrame | None:
-        items = self.items()
+        # Each stage reads the distinct items again: keep them (the input is read once).
+        items = self.items().persist()
+        try:
+            return self.stages(items)
+        finally:
+            items.unpersist()
+
+    def stages(self, items: DataFrame) -> DataFrame | None:
         size, fingerprint = self.fingerprint(items)
         old = self.read_json("run.json")
         new = self.record(size, fingerprint)

@@ -30,12 +30,14 @@ from ._setwise import (
     PeerError,
     StagedPlan,
     __version__,
+    staged_count_matches,
     staged_fingerprint,
     staged_fingerprint_combine,
     staged_hello,
     staged_new_seed,
     staged_part_digest,
     staged_read_marker,
+    staged_split_values,
 )
 
 if TYPE_CHECKING:
@@ -554,11 +556,17 @@ class _Run:
             frames = plan.blind(seed, part, col)
             return _frames_table(part, frames)
 
-        msg = (
-            self.bucketed(items, plan)
-            .groupBy("part")
-            .applyInArrow(one, "part int, chunk int, payload binary")
-        )
+        def raw(key: Any, t: Any) -> Any:
+            part = key[0].as_py()
+            return _pieces_table(
+                part, plan.mix_split(plan.raw(seed, part, items=t.column("item").combine_chunks()))
+            )
+
+        grouped = self.bucketed(items, plan).groupBy("part")
+        if self.op == "cardinality" and self.role == "sender":
+            msg = self.mixed(grouped.applyInArrow(raw, PIECES), plan, 1)
+        else:
+            msg = grouped.applyInArrow(one, "part int, chunk int, payload binary")
         self.write_message(1, msg)
         self.write_marker(1, plan.session, self.summarize(1, plan))
 
@@ -578,9 +586,90 @@ class _Run:
 
         peer = self.spark.read.schema(MESSAGE_SCHEMA).parquet(self.data_path(1, "receiver"))
         peer = peer.where(F.col("part").isNotNull())
-        msg = peer.groupBy("part").applyInArrow(one, "part int, chunk int, payload binary")
+
+        def raw(key: Any, t: Any) -> Any:
+            part = key[0].as_py()
+            if part not in infos:
+                raise PeerError(f"{head}, bucket {part}: not one of the {plan.buckets} agreed")
+            chunks = t.sort_by("chunk").column("payload").to_pylist()
+            points = plan.raw(seed, part, chunks=chunks, info=infos[part])
+            return _pieces_table(part, plan.mix_split(points))
+
+        if self.op == "cardinality":
+            msg = self.mixed(peer.groupBy("part").applyInArrow(raw, PIECES), plan, 2)
+        else:
+            msg = peer.groupBy("part").applyInArrow(one, "part int, chunk int, payload binary")
         self.write_message(2, msg, peer_stage=1)
         self.write_marker(2, plan.session, self.summarize(2, plan))
+
+    def mixed(self, pieces: DataFrame, plan: StagedPlan, stage: int) -> DataFrame:
+        """Cardinality, sender: the message of each mixed part from its pieces."""
+
+        def one(key: Any, t: Any) -> Any:
+            part = key[0].as_py()
+            return _frames_table(part, plan.frame_sorted(stage, t.column("points").to_pylist()))
+
+        return pieces.groupBy("part").applyInArrow(one, "part int, chunk int, payload binary")
+
+    def count(self, size: int) -> None:
+        """Cardinality, the receiver's finish: b·(a·H(x)) meets a·b·H(y) by value, in
+        groups by the values' first byte; only the count comes back."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        plan, seed = self.plan(3, size), self.seed()
+        infos = {
+            1: self.peer_parts(3, plan, 1, plan.sender_size),
+            2: self.peer_parts(3, plan, 2, plan.receiver_size),
+        }
+        head = f"{_head(3, self.role)}, the sender's messages"
+        groups = max(1, min(256, 2 * plan.buckets))
+
+        def open_parts(key: Any, t: Any) -> Any:
+            part = key[0].as_py()
+            if part not in infos[1]:
+                raise PeerError(f"{head}, part {part}: not one of the {plan.buckets} agreed")
+            t = t.sort_by("chunk")
+            g, m, v = [], [], []
+            for stage in (1, 2):
+                chunks = [
+                    p
+                    for k, p in zip(t.column("msg").to_pylist(), t.column("payload").to_pylist())
+                    if k == stage
+                ]
+                values = plan.open_part(seed, stage, part, chunks, infos[stage][part])
+                for group, piece in staged_split_values(values, groups):
+                    g.append(group)
+                    m.append(stage)
+                    v.append(piece)
+            return pa.table(
+                {
+                    "g": pa.array(g, pa.int32()),
+                    "msg": pa.array(m, pa.int32()),
+                    "v": pa.array(v, pa.binary()),
+                }
+            )
+
+        def matches(key: Any, t: Any) -> Any:
+            msg, v = t.column("msg").to_pylist(), t.column("v").to_pylist()
+            sender = [p for k, p in zip(msg, v) if k == 1]
+            own = [p for k, p in zip(msg, v) if k == 2]
+            return pa.table({"n": pa.array([staged_count_matches(sender, own)], pa.int64())})
+
+        read = self.spark.read.schema(MESSAGE_SCHEMA)
+        peer = read.parquet(self.data_path(1, "sender")).withColumn("msg", F.lit(1))
+        peer = peer.unionByName(
+            read.parquet(self.data_path(2, "sender")).withColumn("msg", F.lit(2))
+        )
+        peer = peer.where(F.col("part").isNotNull())
+        values = peer.groupBy("part").applyInArrow(open_parts, "g int, msg int, v binary")
+        counts = values.groupBy("g").applyInArrow(matches, "n long")
+        rows = self.job(3, lambda: counts.agg(F.sum("n").alias("n")).collect(), 2)
+        n = int(rows[0]["n"] or 0)
+        self.fs.write(
+            f"{self.wd}/result.json", json.dumps({"operation": self.op, "size": n}).encode()
+        )
+        self.write_marker(3, plan.session, [])
 
     def finish(self, items: DataFrame, size: int) -> None:
         import pyarrow as pa
@@ -626,14 +715,19 @@ class _Run:
             os.kill(os.getpid(), signal.SIGKILL)
         self.write_marker(3, plan.session, [])
 
-    def result(self) -> DataFrame:
+    def result(self) -> DataFrame | int:
+        if self.op == "cardinality":
+            got = self.read_json("result.json")
+            if not isinstance(got, dict) or not isinstance(got.get("size"), int):
+                raise InputError(f"{self.wd}/result.json: missing or damaged")
+            return int(got["size"])
         matched = self.spark.read.schema("item binary").parquet(f"{self.wd}/result")
         rows = self.with_item()
         return rows.join(matched.withColumnRenamed("item", ITEM), ITEM, "left_semi").drop(ITEM)
 
     # --- the whole run ------------------------------------------------------------
 
-    def go(self) -> DataFrame | None:
+    def go(self) -> DataFrame | int | None:
         # Each stage reads the distinct items again: keep them (the input is read once).
         items = self.items().persist()
         try:
@@ -641,7 +735,7 @@ class _Run:
         finally:
             items.unpersist()
 
-    def stages(self, items: DataFrame) -> DataFrame | None:
+    def stages(self, items: DataFrame) -> DataFrame | int | None:
         size, fingerprint = self.fingerprint(items)
         old = self.read_json("run.json")
         new = self.record(size, fingerprint)
@@ -672,6 +766,8 @@ class _Run:
                     self.blind(items, size)
                 elif stage == 2:
                     self.reblind(size)
+                elif self.op == "cardinality":
+                    self.count(size)
                 else:
                     self.finish(items, size)
             except PeerError as e:
@@ -693,6 +789,22 @@ class _Run:
             time.monotonic() - started,
         )
         return self.result() if self.role == "receiver" else None
+
+
+PIECES = "part int, src int, points binary"
+
+
+def _pieces_table(src: int, pieces: list[tuple[int, bytes]]) -> Any:
+    """Cardinality, sender: bucket `src`'s points as pieces by the part they go to."""
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "part": pa.array([p for p, _ in pieces], pa.int32()),
+            "src": pa.array([src] * len(pieces), pa.int32()),
+            "points": pa.array([b for _, b in pieces], pa.binary()),
+        }
+    )
 
 
 def _frames_table(part: int, frames: list[bytes]) -> Any:
@@ -723,9 +835,10 @@ def run(
     bucket_key: str | None = None,
     timeout: float = 86_400.0,
     poll: float = 2.0,
-) -> DataFrame | None:
-    """Runs this organisation's side of a staged run and returns the receiver's matching
-    rows of `df` (a DataFrame; None for the sender).
+) -> DataFrame | int | None:
+    """Runs this organisation's side of a staged run. Returns, for the receiver, its
+    matching rows of `df` as a DataFrame (`intersection`) or their number as an int
+    (`cardinality`); None for the sender.
 
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
@@ -734,7 +847,8 @@ def run(
     - `exchange`: the location both organisations read and write (one per run), any
       path Spark can write (``file:``, ``hdfs:``, ``s3a:``, ``gs:``).
     - `workdir`: this organisation's private location for the run (seed, journal, result).
-    - `operation`: ``"intersection"`` (``"cardinality"`` runs from the CLI only so far).
+    - `operation`: ``"intersection"`` or ``"cardinality"`` (the sender mixes its messages
+      across parts, so the receiver learns only the total).
     - `run_id`: the id both operators agreed (default: the exchange's last path element).
     - `buckets`: ``"auto"`` or a number, the same on both sides.
     - `timeout`: seconds to wait for the peer's markers between stages; `poll`: the
@@ -750,11 +864,8 @@ def run(
         raise InputError(f"protocol {protocol}: staged runs exist for ecdh only so far")
     if role not in STAGES:
         raise InputError(f"role '{role}': receiver or sender")
-    if operation != "intersection":
-        raise InputError(
-            f"operation {operation}: on Spark, staged ecdh runs intersection only so far "
-            "(cardinality runs staged from the CLI: setwise stage --op cardinality)"
-        )
+    if operation not in ("intersection", "cardinality"):
+        raise InputError(f"operation {operation}: staged ecdh runs intersection or cardinality")
     if not exchange or not workdir:
         raise InputError("exchange= and workdir= are both needed (and must differ)")
     if exchange.rstrip("/") == workdir.rstrip("/"):

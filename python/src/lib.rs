@@ -36,6 +36,8 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(staged::staged_fingerprint_combine, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_read_marker, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_part_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_split_values, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_count_matches, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -303,9 +303,6 @@ impl StagedPlan {
         items: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         self.check_bucket(bucket)?;
-        if self.plan.operation != Operation::Intersection {
-            return Err(input_error("on Spark, staged ecdh runs intersection only so far"));
-        }
         let s = seed(run_seed)?;
         let array = import_arrow(items)?;
         let vals = values(array.as_ref())?;
@@ -377,6 +374,89 @@ impl StagedPlan {
         Ok(py.detach(|| ecdh::matches(&set, &own).into_iter().map(|p| p as u32).collect()))
     }
 
+    /// Cardinality, sender: `values` (32-byte points, concatenated, e.g. from
+    /// `blind_raw`/`reblind_raw`) grouped by the part each is mixed into: (part, points).
+    fn mix_split<'py>(&self, py: Python<'py>, values: &[u8]) -> PyResult<Vec<(u32, Bound<'py, PyBytes>)>> {
+        let mut by: std::collections::BTreeMap<u32, Vec<u8>> = std::collections::BTreeMap::new();
+        for v in as_points(values)? {
+            by.entry(self.plan.mix_part_of(v)).or_default().extend_from_slice(v);
+        }
+        Ok(by.into_iter().map(|(p, b)| (p, PyBytes::new(py, &b))).collect())
+    }
+
+    /// Stage 1 (sender) or 2 on one bucket, unframed: the points concatenated, for
+    /// `mix_split`. Stage 2 takes the receiver's part as `reblind` does.
+    #[pyo3(signature = (run_seed, bucket, items=None, chunks=None, info=None))]
+    fn raw<'py>(
+        &self,
+        py: Python<'py>,
+        run_seed: &[u8],
+        bucket: u32,
+        items: Option<&Bound<'py, PyAny>>,
+        chunks: Option<Vec<Vec<u8>>>,
+        info: Option<Info>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.check_bucket(bucket)?;
+        let s = seed(run_seed)?;
+        let points = match (items, chunks, info) {
+            (Some(items), None, None) => {
+                let array = import_arrow(items)?;
+                let vals = values(array.as_ref())?;
+                py.detach(|| ecdh::sender_blind(&s, &self.plan, bucket, &vals))
+                    .map_err(|e| stage_error(1, Role::Sender, format!("bucket {bucket}"), e))?
+            }
+            (None, Some(chunks), Some(info)) => {
+                let what = format!("the receiver's stage 1 message, bucket {bucket}");
+                py.detach(|| {
+                    let points = self.read(1, bucket, &chunks, &info)?;
+                    ecdh::sender_reblind(&s, &self.plan, bucket, &points)
+                })
+                .map_err(|e| stage_error(2, Role::Sender, what, e))?
+            }
+            _ => return Err(input_error("raw: items, or chunks and info")),
+        };
+        Ok(PyBytes::new(py, points.as_flattened()))
+    }
+
+    /// Cardinality, sender: one mixed part's message from its points (pieces of
+    /// concatenated points), sorted; frames.
+    fn frame_sorted<'py>(
+        &self,
+        py: Python<'py>,
+        stage: u8,
+        pieces: Vec<Vec<u8>>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let mut all: Vec<Encoded> = Vec::new();
+        for p in &pieces {
+            all.extend(as_points(p)?);
+        }
+        all.sort_unstable();
+        Ok(frames_py(py, self.stream(stage), &all))
+    }
+
+    /// Cardinality, receiver's finish: the sender's part `part` of `stage` checked
+    /// against `info`; for stage 1 re-keyed with b. The values concatenated.
+    fn open_part<'py>(
+        &self,
+        py: Python<'py>,
+        run_seed: &[u8],
+        stage: u8,
+        part: u32,
+        chunks: Vec<Vec<u8>>,
+        info: Info,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.check_bucket(part)?;
+        let s = seed(run_seed)?;
+        let what = format!("the sender's stage {stage} message, part {part}");
+        let out = py
+            .detach(|| {
+                let points = self.read(stage, part, &chunks, &info)?;
+                if stage == 1 { ecdh::receiver_reblind(&s, &self.plan, &points) } else { Ok(points) }
+            })
+            .map_err(|e| stage_error(3, Role::Receiver, what, e))?;
+        Ok(PyBytes::new(py, out.as_flattened()))
+    }
+
     /// The marker entry (items, bytes, digest) of this party's own part `part` of `stage`
     /// from its frames in chunk order, each frame checked.
     fn summarize(&self, stage: u8, part: u32, chunks: Vec<Vec<u8>>) -> PyResult<Info> {
@@ -397,6 +477,49 @@ impl StagedPlan {
         let digest = hex(&part_digest(self.plan.session, stage, self.plan.role, part, &bytes));
         Ok((items, bytes.len() as u64, digest))
     }
+}
+
+fn as_points(bytes: &[u8]) -> PyResult<&[Encoded]> {
+    let (points, rest) = bytes.as_chunks::<32>();
+    if !rest.is_empty() {
+        return Err(input_error("points are 32 bytes each"));
+    }
+    Ok(points)
+}
+
+/// Cardinality, receiver: `values` (concatenated 32-byte values) split by their first
+/// byte into `n` groups, so both sides of a match meet in one group: (group, values).
+#[pyfunction]
+pub fn staged_split_values<'py>(py: Python<'py>, values: &[u8], n: u32) -> PyResult<Vec<(u32, Bound<'py, PyBytes>)>> {
+    if n == 0 || n > 256 {
+        return Err(input_error("1 to 256 groups"));
+    }
+    let mut by = vec![Vec::new(); n as usize];
+    for v in as_points(values)? {
+        by[(v[0] as u32 % n) as usize].extend_from_slice(v);
+    }
+    Ok(by
+        .into_iter()
+        .enumerate()
+        .filter(|(_, b)| !b.is_empty())
+        .map(|(g, b)| (g as u32, PyBytes::new(py, &b)))
+        .collect())
+}
+
+/// Cardinality, receiver: how many of `own` (a·b·H(y), pieces of concatenated values)
+/// are among `sender` (b·a·H(x)); a repeated sender value is refused.
+#[pyfunction]
+pub fn staged_count_matches(py: Python<'_>, sender: Vec<Vec<u8>>, own: Vec<Vec<u8>>) -> PyResult<u64> {
+    let mut s: Vec<Encoded> = Vec::new();
+    for p in &sender {
+        s.extend(as_points(p)?);
+    }
+    let mut o: Vec<Encoded> = Vec::new();
+    for p in &own {
+        o.extend(as_points(p)?);
+    }
+    py.detach(|| ecdh::sender_set(s).map(|set| ecdh::matches(&set, &o).len() as u64))
+        .map_err(|e| stage_error(3, Role::Receiver, "the sender's stage 1 message".into(), e))
 }
 
 /// The digest a marker lists for a part of `data` (`stage`, written by `role_name`, index

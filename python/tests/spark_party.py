@@ -2,7 +2,9 @@
 rows from a Parquet file, runs `setwise.spark.run` in local[2] and writes the
 receiver's matching rows to a Parquet file.
 
-    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet] [BUCKETS]
+    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] [OP]
+
+For cardinality the receiver prints `setwise-spark result: N`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ def main(argv: list[str]) -> int:
     role, data, exchange, workdir = argv[1:5]
     output = argv[5] if len(argv) > 5 and argv[5] != "-" else None
     buckets = argv[6] if len(argv) > 6 else "16"
+    operation = argv[7] if len(argv) > 7 else "intersection"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -45,10 +48,13 @@ def main(argv: list[str]) -> int:
         exchange=exchange,
         workdir=workdir,
         buckets=buckets,
+        operation=operation,
         timeout=float(os.environ.get("SETWISE_SPARK_TIMEOUT", "600")),
         poll=0.5,
     )
-    if got is not None and output:
+    if isinstance(got, int):
+        print(f"setwise-spark result: {got}", flush=True)
+    elif got is not None and output:
         got.write.mode("overwrite").parquet(output)
     print(f"setwise-spark {role}: done in {time.monotonic() - t:.1f} s", flush=True)
     spark.stop()

@@ -49,11 +49,11 @@ def key(i: int) -> str:
     ][i % 7]
 
 
-def rows(name: str, start: int) -> list[tuple[str, str]]:
-    """(id, email) for keys start..start+ROWS, every 50th row repeating an earlier key and
+def rows(name: str, start: int, count: int = ROWS) -> list[tuple[str, str]]:
+    """(id, email) for keys start..start+count, every 50th row repeating an earlier key and
     every 97th row's key empty."""
     out = []
-    for n in range(ROWS):
+    for n in range(count):
         if n % 97 == 13:
             k = ""
         elif n % 50 == 49:
@@ -81,14 +81,34 @@ def env(**extra: str) -> dict[str, str]:
     return e
 
 
-def party(role: str, data: Path, paths: tuple[str, str, str], log: Path, **extra: str) -> Any:
+def party(
+    role: str,
+    data: Path,
+    paths: tuple[str, str, str],
+    log: Path,
+    op: str = "intersection",
+    **extra: str,
+) -> Any:
     ex, work, out = paths
-    cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS)]
+    cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS), op]
     return subprocess.Popen(cmd, env=env(**extra), stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
 
 def uri(p: Path) -> str:
     return f"file://{p}"
+
+
+def wait_all(procs: dict[str, Any], logs: Path) -> None:
+    """Waits for each party; if one fails, stops the others and shows its log."""
+    try:
+        for name, p in procs.items():
+            rc = p.wait(timeout=600)
+            assert rc == 0, (logs / f"{name}.log").read_text(errors="replace")[-3000:]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def markers(ex: Path) -> dict[str, bytes]:
@@ -120,9 +140,7 @@ def run42(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "log": (d / "s1.log").read_text(errors="replace")[-3000:],
     }
     s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s2.log")
-    s_rc2, r_rc = s.wait(timeout=600), r.wait(timeout=600)
-    logs = {n: (d / f"{n}.log").read_text(errors="replace")[-4000:] for n in ("s2", "r")}
-    assert s_rc2 == 0 and r_rc == 0, logs
+    wait_all({"s2": s, "r": r}, d)
     spark_seconds = time.monotonic() - started
     # The single-machine CLI on the same data.
     cli_rows: set[str] | None = None
@@ -260,3 +278,24 @@ def test_a_missing_peer_message_fails_naming_the_stage_and_bucket(
     assert (
         "stage 3 (receiver: finish), the sender's stage 1 message, bucket 5: message missing" in e
     ), e
+
+
+def test_cardinality_counts_the_plain_intersection(tmp_path: Path) -> None:
+    """Cardinality: the sender's messages are mixed across parts, the receiver gets an int."""
+    sx, rx = rows("s", 0, 20_000), rows("r", 7_000, 20_000)
+    s_pq, _ = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    want = len({k for _, k in sx if k} & {k for _, k in rx if k})
+    ex = tmp_path / "card-1"
+    r = party(
+        "receiver", r_pq, (uri(ex), uri(tmp_path / "rw"), "-"), tmp_path / "r.log", "cardinality"
+    )
+    s = party(
+        "sender", s_pq, (uri(ex), uri(tmp_path / "sw"), "-"), tmp_path / "s.log", "cardinality"
+    )
+    wait_all({"s": s, "r": r}, tmp_path)
+    log = (tmp_path / "r.log").read_text(errors="replace")
+    assert f"setwise-spark result: {want}\n" in log, log[-2000:]
+    assert want > 5_000
+    m = json.loads((ex / "stage-2" / "sender.done.json").read_text())
+    assert len(m["parts"]) == BUCKETS

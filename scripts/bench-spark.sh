@@ -29,12 +29,12 @@ for name in ("s", "r"):
 PY
 party=python/tests/spark_party.py
 export PYSPARK_PYTHON=$py SETWISE_SPARK_DRIVER_MEMORY=${SETWISE_SPARK_DRIVER_MEMORY:-3g}
-ex=file://$dir/exchange
+ex=file://$dir/bench-spark-$log
 start=$(date +%s.%N)
-/usr/bin/time -f "spark sender   wall %e s, peak RSS %M KiB (driver JVM and Python)" \
+/usr/bin/time -f "spark sender   wall %e s, peak RSS %M KiB (its largest process)" \
   "$py" "$party" sender "$dir/s.parquet" "$ex" "file://$dir/s-work" - "$buckets" > "$dir/s.log" 2>&1 &
 spid=$!
-/usr/bin/time -f "spark receiver wall %e s, peak RSS %M KiB (driver JVM and Python)" \
+/usr/bin/time -f "spark receiver wall %e s, peak RSS %M KiB (its largest process)" \
   "$py" "$party" receiver "$dir/r.parquet" "$ex" "file://$dir/r-work" "file://$dir/out" "$buckets" > "$dir/r.log" 2>&1 \
   || { tail -40 "$dir/r.log"; exit 1; }
 wait "$spid" || { tail -40 "$dir/s.log"; exit 1; }

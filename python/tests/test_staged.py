@@ -77,7 +77,8 @@ def test_cardinality_mixes_and_counts() -> None:
         raw2 = sp.raw(ss, b, chunks=req, info=rp.summarize(1, b, req))
         for part, piece in sp.mix_split(raw2):
             pieces[2].setdefault(part, []).append(piece)
-    sender, own = [], []
+    sender: list[bytes] = []
+    own: list[bytes] = []
     for p in range(B):
         for stage, out in ((1, sender), (2, own)):
             frames = sp.frame_sorted(stage, pieces[stage].get(p, []))

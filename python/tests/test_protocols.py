@@ -70,7 +70,7 @@ def test_auto_picks_a_protocol_and_says_which() -> None:
 
 
 def test_malicious_security_runs_compact_through_auto() -> None:
-    s, r = pair(
+    _, r = pair(
         lambda a: setwise.sender(X, "auto", listen=a, security="malicious"),
         lambda a: setwise.receiver(Y, "auto", connect=a, security="malicious"),
     )

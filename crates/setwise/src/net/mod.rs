@@ -110,6 +110,25 @@ impl Stats {
     }
 }
 
+/// How far one long transfer (a chunked stream) has got, told once per chunk through
+/// [`Channel::progress`] so that a frontend can draw a progress bar without any cost in
+/// the loops that compute the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// What moves, in the words of the running step (e.g. "receiving sender items").
+    pub what: &'static str,
+    /// This side sends the records (else it receives them, waiting for the peer).
+    pub sending: bool,
+    /// Records moved so far.
+    pub done: u64,
+    /// Records the stream carries, as agreed in the hello.
+    pub total: u64,
+    /// Bytes of the records moved so far (without framing).
+    pub bytes: u64,
+    /// Bytes of all the records, when every record has the same size.
+    pub total_bytes: Option<u64>,
+}
+
 /// A bidirectional, reliable, ordered channel of frames to one peer.
 ///
 /// `send` may block while the peer is not reading (bounded buffers); protocols are
@@ -141,6 +160,9 @@ pub trait Channel: Send {
     fn session_binding(&self) -> Option<[u8; 32]> {
         None
     }
+    /// Told by the chunked streams after each chunk they send or receive; a channel
+    /// that shows progress (the session's observed channel) passes it on, others ignore it.
+    fn progress(&self, _transfer: &Transfer) {}
 }
 
 impl<C: Channel + ?Sized> Channel for &mut C {
@@ -162,6 +184,9 @@ impl<C: Channel + ?Sized> Channel for &mut C {
     fn session_binding(&self) -> Option<[u8; 32]> {
         (**self).session_binding()
     }
+    fn progress(&self, transfer: &Transfer) {
+        (**self).progress(transfer)
+    }
 }
 
 impl<C: Channel + ?Sized> Channel for Box<C> {
@@ -182,5 +207,8 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn session_binding(&self) -> Option<[u8; 32]> {
         (**self).session_binding()
+    }
+    fn progress(&self, transfer: &Transfer) {
+        (**self).progress(transfer)
     }
 }

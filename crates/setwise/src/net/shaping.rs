@@ -88,6 +88,10 @@ impl<C: Channel> Channel for Shaped<C> {
         Self::arrive(frame)
     }
 
+    fn progress(&self, transfer: &super::Transfer) {
+        self.inner.progress(transfer)
+    }
+
     fn stats(&self) -> Stats {
         let mut s = self.inner.stats();
         s.bytes_sent -= s.messages_sent * HEADER as u64;

@@ -47,7 +47,7 @@ fn send_masked(
                 xor_pad(&hasher, k[which], f * per_frame + i, &mut m[w * len..(w + 1) * len]);
             }
         });
-        stream.send_encoded(ch, keys.len(), &masked, "sending OT messages")?;
+        stream.send_encoded(ch, keys.len(), &masked, (f * per_frame, ot.len()), "sending OT messages")?;
     }
     Ok(())
 }

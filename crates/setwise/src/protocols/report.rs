@@ -1,18 +1,21 @@
 //! Per-run reports: phases with wall time and traffic, set sizes, result counts.
 
 use super::Role;
-use crate::net::{Channel, Stats};
+use crate::net::{Channel, NetError, Stats, Transfer};
 use crate::wire::text::{MAX_SHOWN, printable};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// One timed phase of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
     /// What the phase does.
     pub name: &'static str,
+    /// When the phase started, in milliseconds since the run started.
+    pub start_ms: f64,
     /// Wall time in milliseconds.
     pub wall_ms: f64,
     /// Traffic during the phase.
@@ -20,8 +23,59 @@ pub struct Phase {
     pub traffic: Stats,
 }
 
-/// Called with each phase's name as it starts (the CLI shows a progress spinner).
-pub type PhaseObserver = Box<dyn Fn(&'static str) + Send + Sync>;
+/// What a running role tells its observer: a phase starts, or a long transfer moved on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The phase of this name starts.
+    Phase(&'static str),
+    /// A chunked stream sent or received one more chunk (told once per chunk).
+    Transfer(Transfer),
+}
+
+/// Called with each [`Progress`] event of a run (the CLI draws progress bars with it).
+/// It runs on the protocol's thread between chunks, so it must return quickly.
+pub type PhaseObserver = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// A channel that passes the streams' progress to an observer; everything else goes to
+/// the channel it wraps. The session runs every role over one.
+pub struct Observed<'a, C: Channel + ?Sized> {
+    inner: &'a mut C,
+    observer: Option<PhaseObserver>,
+}
+
+impl<'a, C: Channel + ?Sized> Observed<'a, C> {
+    /// `inner`, observed by `observer` (none: progress is dropped).
+    pub fn new(inner: &'a mut C, observer: Option<PhaseObserver>) -> Self {
+        Self { inner, observer }
+    }
+}
+
+impl<C: Channel + ?Sized> Channel for Observed<'_, C> {
+    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+        self.inner.send(frame)
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
+        self.inner.recv()
+    }
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        self.inner.recv_limited(max)
+    }
+    fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+    fn peer_identity(&self) -> Option<String> {
+        self.inner.peer_identity()
+    }
+    fn session_binding(&self) -> Option<[u8; 32]> {
+        self.inner.session_binding()
+    }
+    fn progress(&self, transfer: &Transfer) {
+        if let Some(o) = &self.observer {
+            o(Progress::Transfer(*transfer));
+        }
+        self.inner.progress(transfer);
+    }
+}
 
 /// What one party measured in one run.
 #[derive(Serialize, Default)]
@@ -42,6 +96,9 @@ pub struct Report {
     pub peer_identity: Option<String>,
     /// Worker threads used.
     pub threads: usize,
+    /// When the run started, in milliseconds since the Unix epoch (this party's clock;
+    /// lines up both parties' timelines).
+    pub started_unix_ms: u64,
     /// Timed phases, in order.
     pub phases: Vec<Phase>,
     /// Whole-run wall time in milliseconds.
@@ -65,6 +122,7 @@ impl Report {
             protocol: protocol.into(),
             operation: operation.into(),
             threads: rayon::current_num_threads(),
+            started_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             started: Some(Instant::now()),
             ..Default::default()
         }
@@ -78,11 +136,13 @@ impl Report {
     /// Runs `f` as the phase `name`, recording its wall time and traffic on `ch`.
     pub fn phase<C: Channel, R>(&mut self, name: &'static str, ch: &mut C, f: impl FnOnce(&mut C) -> R) -> R {
         if let Some(obs) = &self.observer {
-            obs(name);
+            obs(Progress::Phase(name));
         }
         let (t, before) = (Instant::now(), ch.stats());
+        let start_ms = self.started.map_or(0.0, |s| t.duration_since(s).as_secs_f64() * 1e3);
         let out = f(ch);
-        self.phases.push(Phase { name, wall_ms: t.elapsed().as_secs_f64() * 1e3, traffic: ch.stats().since(&before) });
+        let (wall_ms, traffic) = (t.elapsed().as_secs_f64() * 1e3, ch.stats().since(&before));
+        self.phases.push(Phase { name, start_ms, wall_ms, traffic });
         out
     }
 
@@ -161,5 +221,75 @@ impl fmt::Display for Report {
             writeln!(f, "  {k}: {v}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::MemoryChannel;
+    use crate::wire::stream::{CHUNK, Counted, Stream};
+    use std::sync::Mutex;
+
+    /// An observer that keeps every event.
+    fn recorder() -> (Arc<Mutex<Vec<Progress>>>, PhaseObserver) {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let e = events.clone();
+        (events, Arc::new(move |p| e.lock().unwrap().push(p)))
+    }
+
+    fn transfers(events: &Mutex<Vec<Progress>>) -> Vec<Transfer> {
+        let events = events.lock().unwrap();
+        events.iter().filter_map(|p| if let Progress::Transfer(t) = p { Some(*t) } else { None }).collect()
+    }
+
+    #[test]
+    fn streams_tell_progress_once_per_chunk_on_both_sides() {
+        const S: Stream<4> = Stream::new(0x42, "Test");
+        let (mut a, mut b) = MemoryChannel::pair(1 << 22);
+        let ((sent, so), (received, ro)) = (recorder(), recorder());
+        let records: Vec<[u8; 4]> = (0..40_000u32).map(u32::to_le_bytes).collect();
+        S.send(&mut Observed::new(&mut a, Some(so)), &records, "sending test").unwrap();
+        S.recv_all(&mut Observed::new(&mut b, Some(ro)), records.len(), "receiving test").unwrap();
+        let (sent, received) = (transfers(&sent), transfers(&received));
+        assert_eq!(sent.len(), 40_000usize.div_ceil(CHUNK));
+        assert_eq!(received.len(), sent.len());
+        assert_eq!(sent.iter().map(|t| t.done).collect::<Vec<_>>(), [16_384, 32_768, 40_000]);
+        let last = received.last().unwrap();
+        assert_eq!((last.done, last.total, last.bytes, last.total_bytes), (40_000, 40_000, 160_000, Some(160_000)));
+        assert!(sent.iter().all(|t| t.sending && t.what == "sending test"));
+        assert!(received.iter().all(|t| !t.sending && t.what == "receiving test"));
+    }
+
+    #[test]
+    fn counted_streams_tell_records_and_bytes() {
+        let c = Counted::new(0x43, "Items", 3);
+        let (mut a, mut b) = MemoryChannel::pair(1 << 16);
+        let (events, o) = recorder();
+        let items: Vec<Vec<u8>> = (0..7u8).map(|i| vec![i; i as usize]).collect();
+        c.send(&mut a, &items, "t", |w, x| {
+            w.bytes(x);
+        })
+        .unwrap();
+        c.recv(&mut Observed::new(&mut b, Some(o)), items.len(), "t", |r| {
+            r.bytes("item", 16).map(|_| ()).map_err(Into::into)
+        })
+        .unwrap();
+        let got = transfers(&events);
+        assert_eq!(got.iter().map(|t| t.done).collect::<Vec<_>>(), [3, 6, 7]);
+        let last = got.last().unwrap();
+        // Each record is a 4-byte length and its bytes: 7·4 + (0 + 1 + … + 6).
+        assert_eq!((last.bytes, last.total_bytes), (49, None));
+    }
+
+    #[test]
+    fn phases_are_told_as_they_start() {
+        let (events, o) = recorder();
+        let mut report = Report::new("p", "o");
+        report.observe(o);
+        let (mut a, _b) = MemoryChannel::pair(16);
+        report.phase("one", &mut a, |_| ());
+        report.phase("two", &mut a, |_| ());
+        assert_eq!(*events.lock().unwrap(), [Progress::Phase("one"), Progress::Phase("two")]);
     }
 }

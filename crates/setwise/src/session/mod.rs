@@ -20,8 +20,8 @@ use crate::protocols::authorized::{self, Credentials, JudgeConfig, JudgeKey, Mod
 use crate::protocols::mqrpmt::{self, Values};
 use crate::protocols::unbalanced::{self, SenderDb};
 use crate::protocols::{
-    Context, MAX_SET_SIZE, Operation, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, compact, ecdh, fhe,
-    reveal, vole,
+    Context, MAX_SET_SIZE, Observed, Operation, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, compact, ecdh,
+    fhe, reveal, vole,
 };
 use crate::wire::msg::send_abort;
 
@@ -140,8 +140,8 @@ pub fn run<I: AsRef<[u8]> + Sync>(
     run_observed(ch, job, role, input, None)
 }
 
-/// [`run`], telling `observer` the name of each phase as it starts (a frontend shows
-/// progress with it).
+/// [`run`], telling `observer` of each phase as it starts and of each chunk of a long
+/// transfer (a frontend shows progress with it).
 pub fn run_observed<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     job: &Job,
@@ -187,9 +187,10 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     };
     let (protocol, operation) = job.hello_names();
     let mut report = Report::new(protocol, operation);
-    if let Some(o) = observer {
-        report.observe(o);
+    if let Some(o) = &observer {
+        report.observe(o.clone());
     }
+    let ch = &mut Observed::new(ch, observer);
     report.role = Some(role);
     report.params = job.hello_params();
     report.peer_identity = ch.peer_identity();

@@ -6,11 +6,14 @@
 //! known to both sides from the hello, so a stream has no terminator and an empty list
 //! sends no frame. [`Stream`] carries fixed-size records (points, hashes), [`Counted`]
 //! records each read by the caller (length-prefixed items, flagged signatures).
+//!
+//! After each chunk a stream tells the channel how far it has got ([`Channel::progress`]),
+//! once per chunk and never per record, so progress costs nothing in the hot loops.
 
 use super::msg::recv_message;
 use super::{Reader, WireError, Writer};
 use crate::error::{NetContext, Result};
-use crate::net::Channel;
+use crate::net::{Channel, Transfer};
 
 /// Records per chunk that setwise sends: 2^14 (512 KiB of 32-byte points).
 pub const CHUNK: usize = 1 << 14;
@@ -34,13 +37,32 @@ impl<const N: usize> Stream<N> {
 
     /// Sends `records` as chunks of [`CHUNK`].
     pub fn send(&self, ch: &mut impl Channel, records: &[[u8; N]], phase: &'static str) -> Result<()> {
-        records.chunks(CHUNK).try_for_each(|chunk| self.send_chunk(ch, chunk, phase))
+        let total = records.len();
+        records
+            .chunks(CHUNK)
+            .enumerate()
+            .try_for_each(|(i, chunk)| self.send_chunk(ch, chunk, (i * CHUNK, total), phase))
     }
 
-    /// Sends one chunk (for senders that compute chunk by chunk): 1..=[`MAX_CHUNK`] records.
-    pub fn send_chunk(&self, ch: &mut impl Channel, chunk: &[[u8; N]], phase: &'static str) -> Result<()> {
+    /// Sends one chunk (for senders that compute chunk by chunk): 1..=[`MAX_CHUNK`]
+    /// records, the stream's records `at.0..` of `at.1` (for progress).
+    pub fn send_chunk(
+        &self,
+        ch: &mut impl Channel,
+        chunk: &[[u8; N]],
+        at: (usize, usize),
+        phase: &'static str,
+    ) -> Result<()> {
         debug_assert!(!chunk.is_empty() && chunk.len() <= MAX_CHUNK);
-        ch.send(&self.encode_chunk(chunk)).during(phase)
+        ch.send(&self.encode_chunk(chunk)).during(phase)?;
+        ch.progress(&self.transfer(phase, true, at.0 + chunk.len(), at.1));
+        Ok(())
+    }
+
+    /// Progress after `done` of `total` records.
+    fn transfer(&self, what: &'static str, sending: bool, done: usize, total: usize) -> Transfer {
+        let (done, total) = (done as u64, total as u64);
+        Transfer { what, sending, done, total, bytes: done * N as u64, total_bytes: Some(total * N as u64) }
     }
 
     /// One chunk as a frame: tag, count, records.
@@ -77,6 +99,7 @@ impl<const N: usize> Stream<N> {
             let records = self.decode_chunk(&body, total - done)?;
             f(done, records)?;
             done += records.len();
+            ch.progress(&self.transfer(phase, false, done, total));
         }
         Ok(())
     }
@@ -119,22 +142,46 @@ impl Counted {
         phase: &'static str,
         mut write: impl FnMut(&mut Writer, &T),
     ) -> Result<()> {
+        let (mut done, mut bytes) = (0, 0);
         for chunk in records.chunks(self.per_frame) {
             let mut w = Writer::with_capacity(5 + 64 * chunk.len());
             w.u8(self.tag).u32(chunk.len() as u32);
             chunk.iter().for_each(|r| write(&mut w, r));
-            ch.send(&w.into_vec()).during(phase)?;
+            let frame = w.into_vec();
+            ch.send(&frame).during(phase)?;
+            (done, bytes) = (done + chunk.len(), bytes + frame.len() - 5);
+            ch.progress(&counted(phase, true, done, records.len(), bytes));
         }
         Ok(())
     }
 
     /// Sends one frame of `count` records already encoded back to back in `records`
-    /// (for senders that prepare a frame's records in bulk).
-    pub fn send_encoded(&self, ch: &mut impl Channel, count: usize, records: &[u8], phase: &'static str) -> Result<()> {
+    /// (for senders that prepare a frame's records in bulk), the stream's records
+    /// `at.0..` of `at.1` (for progress).
+    pub fn send_encoded(
+        &self,
+        ch: &mut impl Channel,
+        count: usize,
+        records: &[u8],
+        at: (usize, usize),
+        phase: &'static str,
+    ) -> Result<()> {
         debug_assert!(count > 0 && count <= self.per_frame);
         let mut w = Writer::with_capacity(5 + records.len());
         w.u8(self.tag).u32(count as u32).raw(records);
-        ch.send(&w.into_vec()).during(phase)
+        ch.send(&w.into_vec()).during(phase)?;
+        let done = at.0 + count;
+        // Records of one stream have one size here: the bytes so far scale from this frame.
+        let bytes = records.len() * done / count;
+        ch.progress(&Transfer {
+            what: phase,
+            sending: true,
+            done: done as u64,
+            total: at.1 as u64,
+            bytes: bytes as u64,
+            total_bytes: Some((records.len() * at.1 / count) as u64),
+        });
+        Ok(())
     }
 
     /// Decodes one frame's body (without its tag): a count of 1 to
@@ -166,13 +213,20 @@ impl Counted {
         phase: &'static str,
         mut read: impl FnMut(&mut Reader<'_>) -> Result<()>,
     ) -> Result<()> {
-        let mut done = 0;
+        let (mut done, mut bytes) = (0, 0);
         while done < total {
             let body = recv_message(ch, self.tag, self.name, phase)?;
             done += self.decode_chunk(&body, total - done, &mut read)?;
+            bytes += body.len().saturating_sub(4);
+            ch.progress(&counted(phase, false, done, total, bytes));
         }
         Ok(())
     }
+}
+
+/// Progress of a [`Counted`] stream: records of varying size, so no byte total.
+fn counted(what: &'static str, sending: bool, done: usize, total: usize, bytes: usize) -> Transfer {
+    Transfer { what, sending, done: done as u64, total: total as u64, bytes: bytes as u64, total_bytes: None }
 }
 
 #[cfg(test)]

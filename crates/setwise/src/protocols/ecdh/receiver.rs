@@ -18,9 +18,9 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
 ) -> Result<Outcome> {
     let state = ReceiverState::new(ctx.id, op, items.len())?;
     report.phase("blind and send own items", ch, |ch| {
-        items
-            .chunks(CHUNK)
-            .try_for_each(|chunk| RECEIVER_BLINDED.send_chunk(ch, &state.blind(chunk), "sending blinded items"))
+        items.chunks(CHUNK).enumerate().try_for_each(|(i, chunk)| {
+            RECEIVER_BLINDED.send_chunk(ch, &state.blind(chunk), (i * CHUNK, items.len()), "sending blinded items")
+        })
     })?;
     let mut matcher = state.matcher(ctx.sender_size());
     report.phase("re-blind sender items", ch, |ch| {

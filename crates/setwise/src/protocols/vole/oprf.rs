@@ -121,9 +121,10 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
     report.phase(phases[1], ch, |ch| {
         StoreSeed(*store.seed()).send(ch, "sending the store")?;
         // Chunk by chunk: no second store-sized buffer.
-        for (p, a) in store.columns().chunks(CHUNK).zip(vole.a.chunks(CHUNK)) {
+        let total = store.columns().len();
+        for (i, (p, a)) in store.columns().chunks(CHUNK).zip(vole.a.chunks(CHUNK)).enumerate() {
             let masked: Vec<[u8; 16]> = p.par_iter().zip(a).map(|(p, a)| (*p + *a).to_bytes()).collect();
-            STORE.send_chunk(ch, &masked, "sending the store")?;
+            STORE.send_chunk(ch, &masked, (i * CHUNK, total), "sending the store")?;
         }
         Ok::<_, Error>(())
     })?;

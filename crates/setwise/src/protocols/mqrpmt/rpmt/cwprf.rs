@@ -87,8 +87,8 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
         }
     }
     let h = hasher(ctx);
-    for chunk in items.chunks(CHUNK) {
-        CLIENT_ITEMS.send_chunk(ch, &k2.hash_and_mul(&h, chunk), "sending keyed items")?;
+    for (i, chunk) in items.chunks(CHUNK).enumerate() {
+        CLIENT_ITEMS.send_chunk(ch, &k2.hash_and_mul(&h, chunk), (i * CHUNK, items.len()), "sending keyed items")?;
     }
     Ok(())
 }

@@ -157,8 +157,8 @@ fn send_server_items<I: AsRef<[u8]> + Sync>(
     items: &[I],
 ) -> Result<()> {
     let h = hasher(ctx);
-    for chunk in items.chunks(CHUNK) {
-        SERVER_ITEMS.send_chunk(ch, &key.hash_and_mul(&h, chunk), "sending keyed items")?;
+    for (i, chunk) in items.chunks(CHUNK).enumerate() {
+        SERVER_ITEMS.send_chunk(ch, &key.hash_and_mul(&h, chunk), (i * CHUNK, items.len()), "sending keyed items")?;
     }
     Ok(())
 }

@@ -244,6 +244,10 @@ pub struct ReportArgs {
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Also print each phase's time and traffic.
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "quiet")]
     pub verbose: bool,
+    /// No progress display and no summary line (errors are still printed). Progress is
+    /// drawn only when stderr is a terminal anyway.
+    #[arg(long, short)]
+    pub quiet: bool,
 }

@@ -1,19 +1,90 @@
-//! A spinner naming the current phase, shown only when stderr is a terminal.
+//! Progress on a terminal: a spinner naming the current phase, and a bar for each long
+//! transfer (bytes or items done of the total, rate, time left), driven by the library's
+//! [`Progress`] events. Nothing is drawn off a terminal or with `--quiet`.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use setwise::protocols::PhaseObserver;
+use setwise::net::Transfer;
+use setwise::protocols::{PhaseObserver, Progress};
 use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A spinner and the observer that drives it, or nothing off a terminal.
-pub fn spinner(label: &str) -> (Option<ProgressBar>, Option<PhaseObserver>) {
-    if !std::io::stderr().is_terminal() {
+/// What the bar shows now: a phase (spinner) or one stream's transfer.
+#[derive(PartialEq)]
+enum Showing {
+    Phase,
+    Transfer { what: &'static str, sending: bool, bytes: bool },
+}
+
+/// A progress display and the observer that drives it; nothing when `quiet` or when
+/// stderr is not a terminal.
+pub fn progress(label: &str, quiet: bool) -> (Option<ProgressBar>, Option<PhaseObserver>) {
+    if quiet || !std::io::stderr().is_terminal() {
         return (None, None);
     }
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})").expect("valid template"));
+    bar.set_style(spinner_style());
     bar.set_prefix(label.to_string());
+    bar.set_message("starting");
     bar.enable_steady_tick(Duration::from_millis(120));
     let b = bar.clone();
-    (Some(bar), Some(Box::new(move |phase| b.set_message(phase))))
+    let showing = Mutex::new(Showing::Phase);
+    let observer: PhaseObserver = Arc::new(move |event| {
+        let Ok(mut showing) = showing.lock() else { return };
+        match event {
+            Progress::Phase(name) => {
+                if *showing != Showing::Phase {
+                    b.set_style(spinner_style());
+                    *showing = Showing::Phase;
+                }
+                b.reset_elapsed();
+                b.set_message(name);
+            }
+            Progress::Transfer(t) => show_transfer(&b, &mut showing, &t),
+        }
+    });
+    (Some(bar), Some(observer))
+}
+
+/// Moves the bar to transfer `t`, restyling (and restarting the rate) when a new
+/// stream begins.
+fn show_transfer(bar: &ProgressBar, showing: &mut Showing, t: &Transfer) {
+    let bytes = t.total_bytes.is_some();
+    let now = Showing::Transfer { what: t.what, sending: t.sending, bytes };
+    if *showing != now {
+        bar.set_length(t.total_bytes.unwrap_or(t.total));
+        bar.reset();
+        bar.set_style(transfer_style(bytes, t.sending));
+        bar.set_message(if t.sending { t.what.to_string() } else { format!("waiting for the peer: {}", t.what) });
+        *showing = now;
+    }
+    match t.total_bytes {
+        Some(total) => {
+            bar.set_length(total);
+            bar.set_position(t.bytes);
+        }
+        None => {
+            bar.set_length(t.total);
+            bar.set_position(t.done);
+        }
+    }
+}
+
+fn spinner_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})").expect("valid template")
+}
+
+fn transfer_style(bytes: bool, sending: bool) -> ProgressStyle {
+    let verb = if sending { "sent" } else { "received" };
+    let template = if bytes {
+        format!(
+            "{{prefix}}: {{msg}} [{{bar:24}}] {{decimal_bytes}} of {{decimal_total_bytes}} {verb} \
+             ({{decimal_bytes_per_sec}}, {{eta}} left)"
+        )
+    } else {
+        format!(
+            "{{prefix}}: {{msg}} [{{bar:24}}] {{human_pos}} of {{human_len}} items {verb} ({{per_sec}}, {{eta}} left)"
+        )
+    };
+    ProgressStyle::with_template(&template).expect("valid template").progress_chars("=> ")
 }

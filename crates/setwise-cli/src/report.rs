@@ -1,16 +1,16 @@
-//! Running one role in the foreground: a spinner while it runs, the report afterwards
-//! (stderr with `-v`, JSON with `--report`) and a one-line summary.
+//! Running one role in the foreground: progress while it runs, the report afterwards
+//! (stderr with `-v`, JSON with `--report`) and a one-line summary (none with `--quiet`).
 
 use crate::Failure;
 use crate::args::ReportArgs;
-use crate::progress::spinner;
+use crate::progress::progress;
 use setwise::io::write_atomic;
 use setwise::net::Channel;
 use setwise::protocols::human_bytes;
 use setwise::session::{Input, Job, run_observed};
 use setwise::{Outcome, Report, Role};
 
-/// Runs `role` of `job` over `ch` with a spinner, then prints and saves the report.
+/// Runs `role` of `job` over `ch` showing progress, then prints and saves the report.
 pub fn run_role<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     job: &Job,
@@ -18,7 +18,7 @@ pub fn run_role<I: AsRef<[u8]> + Sync>(
     input: Input<'_, I>,
     a: &ReportArgs,
 ) -> Result<(Outcome, Report), Failure> {
-    let (bar, observer) = spinner(role.name());
+    let (bar, observer) = progress(role.name(), a.quiet);
     let result = run_observed(ch, job, role, input, observer);
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -34,8 +34,12 @@ pub fn run_role<I: AsRef<[u8]> + Sync>(
     Ok((outcome, report))
 }
 
-/// The line that ends a role's run: what it learned, time and traffic.
-pub fn summary(role: Role, report: &Report, what: &str) {
+/// The line that ends a role's run: what it learned, time and traffic (none with
+/// `--quiet`).
+pub fn summary(a: &ReportArgs, role: Role, report: &Report, what: &str) {
+    if a.quiet {
+        return;
+    }
     eprintln!(
         "{role}: {what} — {:.2} s, sent {}, received {} ({} items, peer {})",
         report.total_ms / 1e3,

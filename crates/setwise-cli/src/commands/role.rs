@@ -124,7 +124,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     let mut ch = connect(&a.party.net)?;
     let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.party.report)?;
     let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
-    summary(Role::Sender, &report, &what);
+    summary(&a.party.report, Role::Sender, &report, &what);
     Ok(())
 }
 
@@ -149,7 +149,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
         _ => {
             let mut ch = connect(&a.party.net)?;
             let (_, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.party.report)?;
-            summary(Role::Sender, &report, "answered one query");
+            summary(&a.party.report, Role::Sender, &report, "answered one query");
             Ok(())
         }
     }
@@ -196,6 +196,6 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let mut ch = connect(&a.party.net)?;
     let (outcome, report) = run_role(&mut ch, &job, Role::Receiver, input, &a.party.report)?;
     let what = write_outcome(&set, outcome, &a.out, Role::Receiver)?;
-    summary(Role::Receiver, &report, &what);
+    summary(&a.party.report, Role::Receiver, &report, &what);
     Ok(())
 }

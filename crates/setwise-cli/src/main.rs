@@ -3,14 +3,16 @@
 mod args;
 mod commands;
 mod input;
+mod leakage;
 mod net;
 mod output;
 mod params;
 mod progress;
 mod report;
+mod report_page;
 mod sets;
 
-use commands::{authorize, bench, db, demo, judge, params as params_cmd, role, stage, tls};
+use commands::{authorize, bench, db, demo, judge, params as params_cmd, report as report_cmd, role, stage, tls};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +50,8 @@ enum Command {
     Judge(judge::JudgeArgs),
     /// Ask a judge to sign your items; save the credentials.
     Authorize(authorize::AuthorizeArgs),
+    /// Render run reports (--report JSON of one or both parties) as an HTML page.
+    Report(report_cmd::ReportPageArgs),
     /// Build or inspect an unbalanced sender's database.
     #[command(subcommand)]
     Db(db::DbCommand),
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Sender(a) => role::run_sender(a),
         Command::Receiver(a) => role::run_receiver(a),
         Command::Bench(a) => bench::run_bench(a),
+        Command::Report(a) => report_cmd::run_report(a),
         Command::Db(c) => db::run_db(c),
         Command::Tls(c) => tls::run_tls(c),
         Command::Stage(c) => stage::run_stage(c),

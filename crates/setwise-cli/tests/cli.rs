@@ -762,3 +762,71 @@ fn a_sender_serves_many_sessions_and_stops_on_sigterm() {
     assert!(log.contains("stopping: no new sessions"), "{log}");
     assert!(log.contains("1 failed"), "{log}");
 }
+
+/// A two-party run with reports from both sides, rendered as one page.
+#[test]
+fn report_page_shows_both_parties_and_escapes_what_it_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id\na\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nc\ne\n");
+    let (sj, rj) = (dir.path().join("s.json"), dir.path().join("r.json"));
+    let (so, ro) = pair(
+        &["--input", s.to_str().unwrap(), "--report", sj.to_str().unwrap(), "--quiet"],
+        &["--input", r.to_str().unwrap(), "--report", rj.to_str().unwrap(), "--quiet"],
+    );
+    assert!(so.status.success() && ro.status.success(), "{} {}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(text(&ro.stderr), "", "--quiet prints nothing on success");
+    let html = dir.path().join("run.html");
+    let page = |run: &Path, peer: Option<&Path>| {
+        let mut args = vec!["report", run.to_str().unwrap(), "--html", html.to_str().unwrap()];
+        if let Some(p) = peer {
+            args.extend(["--peer", p.to_str().unwrap()]);
+        }
+        let out = bin().args(&args).output().unwrap();
+        (out.status.code(), text(&out.stderr), std::fs::read_to_string(&html).unwrap_or_default())
+    };
+    let (code, err, h) = page(&rj, Some(&sj));
+    assert_eq!(code, Some(0), "{err}");
+    for want in [
+        "setwise ecdh intersection",
+        "Timeline",
+        "Phases of the receiver",
+        "Phases of the sender",
+        "blind and send own items",
+        "re-blind and send",
+        "3 items",
+        "4 items",
+        "intersection size</td><td class=\"n\">2<",
+        "Both parties learn how many items the other holds",
+        "<svg",
+    ] {
+        assert!(h.contains(want), "page lacks {want:?}");
+    }
+    assert!(!h.contains("http://") && !h.contains("https://") && !h.contains("<script"), "self-contained, no script");
+
+    // Strings in a report are the peer's words: all escaped.
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&sj).unwrap()).unwrap();
+    json["phases"][0]["name"] = "<script>alert(1)</script>".into();
+    json["details"] = serde_json::json!({"<b>k": "\"><img src=x onerror=alert(2)>"});
+    json["peer_identity"] = "O'Brien & <Co>".into();
+    let hostile = write(dir.path(), "hostile.json", &json.to_string());
+    let (code, err, h) = page(&hostile, None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!h.contains("<script") && !h.contains("<img") && !h.contains("<b>"), "unescaped markup");
+    assert!(h.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && h.contains("O&#39;Brien &amp; &lt;Co&gt;"));
+
+    // Damaged or mismatched reports: a clear error, exit 2, no page.
+    std::fs::remove_file(&html).unwrap();
+    let full = std::fs::read_to_string(&rj).unwrap();
+    let cut = write(dir.path(), "cut.json", &full[..full.len() / 2]);
+    let (code, err, _) = page(&cut, None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cut.json: not a setwise run report") && !err.contains("panicked"), "{err}");
+    let negative = write(dir.path(), "neg.json", &full.replacen("\"total_ms\":", "\"total_ms\": -1, \"x\":", 1));
+    let (code, err, _) = page(&negative, None);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err, _) = page(&rj, Some(&rj));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not of the same run"), "{err}");
+    assert!(!html.exists());
+}

@@ -7,6 +7,7 @@ pub mod db;
 pub mod demo;
 pub mod judge;
 pub mod params;
+pub mod report;
 pub mod role;
 pub mod stage;
 pub mod tls;

@@ -12,7 +12,7 @@ mod report;
 mod report_page;
 mod sets;
 
-use commands::{authorize, bench, db, demo, judge, params as params_cmd, report as report_cmd, role, stage, tls};
+use commands::{authorize, bench, db, demo, judge, params as params_cmd, report as report_cmd, role, stage, tls, ui};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -59,6 +59,8 @@ enum Command {
     /// resumable (docs/scale-out.md).
     #[command(subcommand)]
     Stage(stage::StageCommand),
+    /// Serve a local page that runs both parties and shows each step of the protocol.
+    Ui(ui::UiArgs),
     /// Make a throwaway CA and certificates for trying TLS out.
     #[command(subcommand)]
     Tls(tls::TlsCommand),
@@ -116,6 +118,7 @@ fn main() -> ExitCode {
         Command::Db(c) => db::run_db(c),
         Command::Tls(c) => tls::run_tls(c),
         Command::Stage(c) => stage::run_stage(c),
+        Command::Ui(a) => ui::run_ui(a),
         Command::Judge(a) => judge::run_judge(a),
         Command::Params(a) => params_cmd::run_params(a),
         Command::Authorize(a) => authorize::run_authorize(a),

@@ -11,3 +11,4 @@ pub mod report;
 pub mod role;
 pub mod stage;
 pub mod tls;
+pub mod ui;

@@ -1,0 +1,390 @@
+//! `setwise ui`: a local web page that runs both parties and shows each step.
+//!
+//! The server runs the two roles for real, over loopback TCP in this process; the page
+//! (one embedded HTML file, no external asset) only sends the two sets and the job, then
+//! polls the run's events: each party's phases, every frame that crosses the wire with
+//! its size, the streams' progress, and at the end the result beside the plain
+//! computation, both reports and what the protocol reveals.
+//!
+//! API (JSON): `POST /api/parse {text, format}` checks one party's set;
+//! `POST /api/run {protocol, operation, receiver: {text, format}, sender: {…}}` starts a
+//! run and answers `{id}`; `GET /api/runs/ID?since=N` gives the events from the N-th on,
+//! and the result or the error once the run has ended.
+
+use crate::Failure;
+use crate::leakage::leakage;
+use crate::net::loopback;
+use clap::Args;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use setwise::net::{Channel, NetError, Stats, Transfer};
+use setwise::protocols::{PhaseObserver, Progress};
+use setwise::session::{Input, Job, run_observed};
+use setwise::{Operation, Outcome, Protocol, Report, Role};
+use std::collections::{BTreeSet, HashSet};
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tiny_http::{Header, Method, Request, Response, Server};
+
+/// `setwise ui`.
+#[derive(Args)]
+pub struct UiArgs {
+    /// Address to serve the page on (keep it on loopback: the page runs jobs for anyone
+    /// who reaches it).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+}
+
+/// The page: HTML, CSS and script in one file.
+const PAGE: &str = include_str!("../ui/index.html");
+/// Largest request body: two sets of text.
+const MAX_BODY: u64 = 64 << 20;
+/// Most items a party may bring to the page.
+const MAX_ITEMS: usize = 1 << 20;
+/// Events kept per run; frames beyond are counted, not listed.
+const MAX_EVENTS: usize = 5000;
+/// Runs kept for polling; the oldest is forgotten first.
+const MAX_RUNS: usize = 16;
+/// Protocols the page offers, with the set size each accepts at most.
+const PROTOCOLS: [(&str, usize); 6] = [
+    ("auto", MAX_ITEMS),
+    ("ecdh", MAX_ITEMS),
+    ("vole", MAX_ITEMS),
+    ("mqrpmt", MAX_ITEMS),
+    ("compact", setwise::protocols::compact::MAX_SET),
+    // fhe is for small and medium sets; the page keeps its runs short.
+    ("fhe", 1 << 14),
+];
+/// The protocols' pages, served under /docs/NAME.md.
+const DOCS: [(&str, &str); 6] = [
+    ("ecdh", include_str!("../../../../docs/protocols/ecdh.md")),
+    ("vole", include_str!("../../../../docs/protocols/vole.md")),
+    ("mqrpmt", include_str!("../../../../docs/protocols/mqrpmt.md")),
+    ("compact", include_str!("../../../../docs/protocols/compact.md")),
+    ("fhe", include_str!("../../../../docs/protocols/fhe.md")),
+    ("reveal", include_str!("../../../../docs/protocols/reveal.md")),
+];
+
+/// One party's set as the page sends it.
+#[derive(Deserialize)]
+struct SetText {
+    text: String,
+    /// `csv` (a header, the key in the first column) or `lines` (one item per line).
+    format: String,
+}
+
+#[derive(Deserialize)]
+struct RunRequest {
+    protocol: String,
+    operation: String,
+    receiver: SetText,
+    sender: SetText,
+}
+
+/// What a run has shown so far.
+#[derive(Default)]
+struct RunState {
+    events: Vec<Value>,
+    dropped: u64,
+    done: bool,
+    result: Option<Value>,
+    error: Option<String>,
+}
+
+type Shared = Arc<Mutex<RunState>>;
+
+/// Runs `setwise ui`.
+pub fn run_ui(a: UiArgs) -> Result<(), Failure> {
+    let server = Server::http(&a.listen).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", a.listen)))?;
+    eprintln!("setwise ui: open http://{} (Ctrl-C to stop)", server.server_addr());
+    let runs: Arc<Mutex<Vec<(u64, Shared)>>> = Arc::default();
+    let mut next_id = 0u64;
+    for mut request in server.incoming_requests() {
+        let (status, body, kind) = route(&mut request, &runs, &mut next_id);
+        let response = Response::from_data(body)
+            .with_status_code(status)
+            .with_header(Header::from_bytes("Content-Type", kind).expect("valid header"))
+            .with_header(Header::from_bytes("Cache-Control", "no-store").expect("valid header"));
+        // A client that went away is no concern of the server.
+        let _ = request.respond(response);
+    }
+    Ok(())
+}
+
+/// Status, body and content type of the answer to `request`.
+fn route(request: &mut Request, runs: &Mutex<Vec<(u64, Shared)>>, next_id: &mut u64) -> (u16, Vec<u8>, &'static str) {
+    const JSON: &str = "application/json";
+    let url = request.url().to_string();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let bad = |status: u16, e: String| (status, json!({ "error": e }).to_string().into_bytes(), JSON);
+    match (request.method(), path) {
+        (Method::Get, "/") => (200, PAGE.as_bytes().to_vec(), "text/html; charset=utf-8"),
+        (Method::Get, "/api/protocols") => {
+            let list: Vec<Value> = PROTOCOLS
+                .iter()
+                .filter_map(|(name, max)| {
+                    let p: Protocol = name.parse().ok()?;
+                    let ops: Vec<&str> = p
+                        .operations()
+                        .iter()
+                        .filter(|o| matches!(o, Operation::Intersection | Operation::Cardinality | Operation::Union))
+                        .map(|o| o.name())
+                        .collect();
+                    Some(json!({ "name": name, "max_set": max, "operations": ops }))
+                })
+                .collect();
+            (200, Value::Array(list).to_string().into_bytes(), JSON)
+        }
+        (Method::Get, p) if p.starts_with("/docs/") => {
+            let name = p.trim_start_matches("/docs/").trim_end_matches(".md");
+            match DOCS.iter().find(|(n, _)| *n == name) {
+                Some((_, text)) => (200, text.as_bytes().to_vec(), "text/plain; charset=utf-8"),
+                None => bad(404, format!("no page {name}")),
+            }
+        }
+        (Method::Post, "/api/parse") => match body::<SetText>(request).and_then(|s| parse_set(&s)) {
+            Ok((items, duplicates)) => {
+                let sample: Vec<String> =
+                    items.iter().take(5).map(|i| String::from_utf8_lossy(i).into_owned()).collect();
+                let answer = json!({ "count": items.len(), "duplicates": duplicates, "sample": sample });
+                (200, answer.to_string().into_bytes(), JSON)
+            }
+            Err(e) => bad(400, e),
+        },
+        (Method::Post, "/api/run") => match body::<RunRequest>(request).and_then(start) {
+            Ok(state) => {
+                let mut runs = runs.lock().expect("runs lock");
+                *next_id += 1;
+                runs.push((*next_id, state));
+                if runs.len() > MAX_RUNS {
+                    runs.remove(0);
+                }
+                (200, json!({ "id": *next_id }).to_string().into_bytes(), JSON)
+            }
+            Err(e) => bad(400, e),
+        },
+        (Method::Get, p) if p.starts_with("/api/runs/") => {
+            let id: Option<u64> = p.trim_start_matches("/api/runs/").parse().ok();
+            let since: usize = query.strip_prefix("since=").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let state = id.and_then(|id| runs.lock().expect("runs lock").iter().find(|(i, _)| *i == id).cloned());
+            match state {
+                Some((_, s)) => {
+                    let s = s.lock().expect("run lock");
+                    let answer = json!({
+                        "events": s.events.get(since..).unwrap_or(&[]),
+                        "next": s.events.len(),
+                        "dropped": s.dropped,
+                        "done": s.done,
+                        "result": s.result,
+                        "error": s.error,
+                    });
+                    (200, answer.to_string().into_bytes(), JSON)
+                }
+                None => bad(404, "no such run (the server keeps the last 16)".into()),
+            }
+        }
+        _ => bad(404, format!("nothing at {path}")),
+    }
+}
+
+/// The request's JSON body as `T`.
+fn body<T: for<'de> Deserialize<'de>>(request: &mut Request) -> Result<T, String> {
+    let mut text = String::new();
+    request
+        .as_reader()
+        .take(MAX_BODY + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("reading the request: {e}"))?;
+    if text.len() as u64 > MAX_BODY {
+        return Err(format!("the request is larger than {} MB", MAX_BODY >> 20));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("bad request: {e}"))
+}
+
+/// One party's distinct items, and how many repeats were dropped.
+fn parse_set(s: &SetText) -> Result<(Vec<Vec<u8>>, usize), String> {
+    let mut items = Vec::new();
+    match s.format.as_str() {
+        "lines" => items.extend(s.text.lines().map(str::trim).filter(|l| !l.is_empty()).map(|l| l.as_bytes().to_vec())),
+        "csv" => {
+            let mut reader = csv::ReaderBuilder::new().from_reader(s.text.as_bytes());
+            let headers = reader.headers().map_err(|e| format!("bad CSV: {e}"))?.clone();
+            if headers.is_empty() {
+                return Err("bad CSV: no header row (the first line names the columns; the key is the first)".into());
+            }
+            for record in reader.records() {
+                let record = record.map_err(|e| match e.kind() {
+                    csv::ErrorKind::UnequalLengths { pos, expected_len, len } => format!(
+                        "bad CSV: line {} has {len} fields, the header has {expected_len}",
+                        pos.as_ref().map_or(0, |p| p.line())
+                    ),
+                    _ => format!("bad CSV: {e}"),
+                })?;
+                let key = record.get(0).unwrap_or("").trim();
+                if !key.is_empty() {
+                    items.push(key.as_bytes().to_vec());
+                }
+            }
+        }
+        other => return Err(format!("unknown format {other:?}: csv or lines")),
+    }
+    let before = items.len();
+    let mut seen = HashSet::with_capacity(items.len());
+    items.retain(|i| seen.insert(i.clone()));
+    if items.len() > MAX_ITEMS {
+        return Err(format!("{} items: the page takes at most {MAX_ITEMS} per party", items.len()));
+    }
+    let dropped = before - items.len();
+    Ok((items, dropped))
+}
+
+/// Checks a run request and starts it on its own thread.
+fn start(r: RunRequest) -> Result<Shared, String> {
+    let protocol: Protocol = r.protocol.parse().map_err(|_| format!("unknown protocol {:?}", r.protocol))?;
+    let operation: Operation = r.operation.parse().map_err(|_| format!("unknown operation {:?}", r.operation))?;
+    let (receiver, _) = parse_set(&r.receiver).map_err(|e| format!("receiver: {e}"))?;
+    let (sender, _) = parse_set(&r.sender).map_err(|e| format!("sender: {e}"))?;
+    let max = PROTOCOLS.iter().find(|(n, _)| *n == protocol.name()).map(|p| p.1).ok_or("protocol not offered")?;
+    if receiver.len().max(sender.len()) > max {
+        return Err(format!("{protocol} takes sets of at most {max} items here"));
+    }
+    let job = Job::new(protocol, operation);
+    job.validate(Role::Receiver).map_err(|e| e.to_string())?;
+    let state: Shared = Arc::default();
+    let s = state.clone();
+    std::thread::spawn(move || {
+        let outcome = run_pair(&job, &sender, &receiver, &s);
+        let mut st = s.lock().expect("run lock");
+        match outcome {
+            Ok(result) => st.result = Some(result),
+            Err(e) => st.error = Some(e),
+        }
+        st.done = true;
+    });
+    Ok(state)
+}
+
+/// Both roles over loopback TCP, their events recorded in `state`; the result beside
+/// the plain computation.
+fn run_pair(job: &Job, sender: &[Vec<u8>], receiver: &[Vec<u8>], state: &Shared) -> Result<Value, String> {
+    let (a, b) = loopback().map_err(|f| f.error.to_string())?;
+    let clock = Instant::now();
+    let (s, r) = std::thread::scope(|scope| {
+        let s = scope.spawn(|| {
+            let mut ch = Tap { inner: a, party: "sender", state: state.clone(), clock };
+            run_observed(&mut ch, job, Role::Sender, Input::Items(sender), Some(observer("sender", state, clock)))
+        });
+        let mut ch = Tap { inner: b, party: "receiver", state: state.clone(), clock };
+        let r = run_observed(
+            &mut ch,
+            job,
+            Role::Receiver,
+            Input::Items(receiver),
+            Some(observer("receiver", state, clock)),
+        );
+        (s.join(), r)
+    });
+    let s = s.map_err(|_| "the sender's thread panicked".to_string())?;
+    let ((_, s_report), (outcome, r_report)) = match (s, r) {
+        (Ok(s), Ok(r)) => (s, r),
+        (Err(e), _) | (_, Err(e)) => return Err(e.to_string()),
+    };
+    let theirs: BTreeSet<&[u8]> = sender.iter().map(Vec::as_slice).collect();
+    let plain: Vec<&[u8]> = receiver.iter().map(Vec::as_slice).filter(|i| theirs.contains(i)).collect();
+    let show = |items: &[&[u8]]| -> Vec<String> {
+        let mut v: Vec<String> = items.iter().take(1000).map(|i| String::from_utf8_lossy(i).into_owned()).collect();
+        v.sort();
+        v
+    };
+    let (got, ok) = match &outcome {
+        Outcome::Intersection(rows) => {
+            let items: Vec<&[u8]> = rows.iter().filter_map(|&i| receiver.get(i).map(Vec::as_slice)).collect();
+            let same = items.iter().copied().collect::<BTreeSet<_>>() == plain.iter().copied().collect();
+            (json!({ "kind": "intersection", "count": items.len(), "items": show(&items) }), same)
+        }
+        Outcome::Cardinality(n) => (json!({ "kind": "cardinality", "count": n }), *n as usize == plain.len()),
+        Outcome::Union(extra) => {
+            let union = receiver.len() + extra.len();
+            let want = receiver.len() + sender.len() - plain.len();
+            (json!({ "kind": "union", "count": union }), union == want)
+        }
+        _ => (json!({ "kind": "other" }), false),
+    };
+    let plain_json = match job.operation {
+        Operation::Union => json!({ "count": receiver.len() + sender.len() - plain.len() }),
+        _ => json!({ "count": plain.len(), "items": show(&plain) }),
+    };
+    let protocol = r_report.protocol.clone();
+    let leak =
+        leakage(&protocol).map(|l| json!({ "model": l.model, "text": l.text, "doc": format!("/docs/{protocol}.md") }));
+    Ok(json!({
+        "protocol": protocol,
+        "operation": job.operation.name(),
+        "receiver_learned": got,
+        "plain": plain_json,
+        "matches": ok,
+        "reports": { "receiver": report_json(&r_report), "sender": report_json(&s_report) },
+        "leakage": leak,
+    }))
+}
+
+fn report_json(r: &Report) -> Value {
+    serde_json::from_str(&r.to_json()).unwrap_or(Value::Null)
+}
+
+/// Records an event of `party`, `t` milliseconds into the run.
+fn push(state: &Shared, clock: Instant, party: &str, mut event: Value) {
+    let Ok(mut s) = state.lock() else { return };
+    if s.events.len() >= MAX_EVENTS {
+        s.dropped += 1;
+        return;
+    }
+    event["t"] = json!((clock.elapsed().as_secs_f64() * 1e4).round() / 10.0);
+    event["party"] = json!(party);
+    s.events.push(event);
+}
+
+/// The observer of one party: phases and stream progress become events.
+fn observer(party: &'static str, state: &Shared, clock: Instant) -> PhaseObserver {
+    let state = state.clone();
+    Arc::new(move |p| {
+        let event = match p {
+            Progress::Phase(name) => json!({ "kind": "phase", "name": name }),
+            Progress::Transfer(Transfer { what, sending, done, total, bytes, total_bytes }) => json!({
+                "kind": "transfer", "what": what, "sending": sending, "done": done, "total": total,
+                "bytes": bytes, "total_bytes": total_bytes,
+            }),
+        };
+        push(&state, clock, party, event);
+    })
+}
+
+/// A channel that records each frame it sends: what crosses the wire, and its size.
+struct Tap<C> {
+    inner: C,
+    party: &'static str,
+    state: Shared,
+    clock: Instant,
+}
+
+impl<C: Channel> Channel for Tap<C> {
+    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+        let tag = frame.first().map_or(String::new(), |t| format!("0x{t:02x}"));
+        self.inner.send(frame)?;
+        push(&self.state, self.clock, self.party, json!({ "kind": "frame", "bytes": frame.len() + 4, "tag": tag }));
+        Ok(())
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
+        self.inner.recv()
+    }
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        self.inner.recv_limited(max)
+    }
+    fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+    fn progress(&self, transfer: &Transfer) {
+        self.inner.progress(transfer)
+    }
+}

@@ -4,6 +4,7 @@ mod args;
 mod commands;
 mod input;
 mod leakage;
+mod log;
 mod net;
 mod output;
 mod params;
@@ -103,6 +104,7 @@ impl From<setwise::io::InputError> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    log::init();
     if let Some(n) = cli.threads
         && let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n).build_global()
     {

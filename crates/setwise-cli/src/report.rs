@@ -19,6 +19,7 @@ pub fn run_role<I: AsRef<[u8]> + Sync>(
     a: &ReportArgs,
 ) -> Result<(Outcome, Report), Failure> {
     let (bar, observer) = progress(role.name(), a.quiet);
+    let observer = crate::log::both(observer, crate::log::observer(role));
     let result = run_observed(ch, job, role, input, observer);
     if let Some(b) = bar {
         b.finish_and_clear();

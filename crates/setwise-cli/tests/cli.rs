@@ -889,3 +889,33 @@ fn ui_serves_the_page_and_runs_both_roles() {
     }
     assert!(result["leakage"]["text"].as_str().unwrap().contains("how many items the other holds"));
 }
+
+/// `RUST_LOG` turns on structured lines for each phase and finished transfer; without
+/// it a run prints only its summary.
+#[test]
+fn rust_log_gives_structured_lines_and_nothing_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.txt", "a\nb\nc\n");
+    let r = write(dir.path(), "r.txt", "b\nc\nd\n");
+    let addr = free_port();
+    let sender = bin()
+        .args(["sender", "--listen", &addr, "--input", s.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ro = bin()
+        .args(["receiver", "--connect", &addr, "--input", r.to_str().unwrap()])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let so = sender.wait_with_output().unwrap();
+    assert!(so.status.success() && ro.status.success());
+    let logged = text(&so.stderr);
+    for want in ["phase starts", "role=sender", "phase=\"hello\"", "transfer done", "records=3", "run=1"] {
+        assert!(logged.contains(want), "{want:?} not in {logged}");
+    }
+    assert!(!logged.contains('\u{1b}'), "no colours off a terminal");
+    let quiet = text(&ro.stderr);
+    assert!(!quiet.contains("phase starts") && quiet.starts_with("receiver: intersection size 2"), "{quiet}");
+}

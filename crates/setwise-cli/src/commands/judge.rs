@@ -2,12 +2,13 @@
 
 use crate::Failure;
 use crate::args::{ServeArgs, TlsArgs};
+use crate::log::observer;
 use crate::net::serve_many;
 use clap::Args;
 use setwise::io::{Format, ItemSet, write_atomic};
 use setwise::net::TcpConfig;
 use setwise::protocols::authorized::{self, AllowList, JudgeConfig, JudgeKey};
-use setwise::session::{Input, Job, run, served_line};
+use setwise::session::{Input, Job, run_observed, served_line};
 use setwise::{Operation, Protocol, Role};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -93,7 +94,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
     };
     serve_many(&a.listen, a.serve.config(tcp, a.sessions), a.serve.grace(), |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
-        let (outcome, report) = run(ch, &job, Role::Judge, input)?;
+        let (outcome, report) = run_observed(ch, &job, Role::Judge, input, observer(Role::Judge))?;
         Ok(served_line(&outcome, &report))
     })
 }

@@ -3,6 +3,7 @@
 use crate::Failure;
 use crate::args::{PartyArgs, ServeArgs};
 use crate::input::{read_items, sum_values};
+use crate::log::observer;
 use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
 use crate::report::{run_role, summary};
@@ -10,7 +11,7 @@ use clap::Args;
 use setwise::protocols::authorized::{self, Credentials, read_public_key};
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
-use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run, served_line};
+use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run_observed, served_line};
 use setwise::{Operation, Protocol, Role};
 use std::path::PathBuf;
 
@@ -118,7 +119,8 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
             ));
         }
         return serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
-            run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served_line(&outcome, &r))
+            run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
+                .map(|(outcome, r)| served_line(&outcome, &r))
         });
     }
     let mut ch = connect(&a.party.net)?;
@@ -143,7 +145,8 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     match (&a.party.net.listen, a.sessions) {
         (Some(addr), n) if n != 1 => {
             serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
-                run(ch, &job, Role::Sender, input()).map(|(outcome, r)| served_line(&outcome, &r))
+                run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
+                    .map(|(outcome, r)| served_line(&outcome, &r))
             })
         }
         _ => {

@@ -40,6 +40,7 @@ pub fn observer(role: Role) -> Option<PhaseObserver> {
         Progress::Transfer(t) => {
             tracing::debug!(run, %role, what = t.what, done = t.done, total = t.total, bytes = t.bytes)
         }
+        _ => {}
     }))
 }
 

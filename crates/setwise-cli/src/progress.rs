@@ -41,6 +41,7 @@ pub fn progress(label: &str, quiet: bool) -> (Option<ProgressBar>, Option<PhaseO
                 b.set_message(name);
             }
             Progress::Transfer(t) => show_transfer(&b, &mut showing, &t),
+            _ => {}
         }
     });
     (Some(bar), Some(observer))

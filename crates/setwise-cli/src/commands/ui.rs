@@ -17,13 +17,14 @@ use crate::net::loopback;
 use clap::Args;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use setwise::net::{Channel, NetError, Stats, Transfer};
+use setwise::net::{Channel, NetError, Stats, Transfer, is_loopback};
 use setwise::protocols::{PhaseObserver, Progress};
 use setwise::session::{Input, Job, run_observed};
 use setwise::{Operation, Outcome, Protocol, Report, Role};
 use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
-use std::sync::{Arc, Mutex};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use tiny_http::{Header, Method, Request, Response, Server};
 
@@ -98,6 +99,9 @@ type Shared = Arc<Mutex<RunState>>;
 pub fn run_ui(a: UiArgs) -> Result<(), Failure> {
     let server = Server::http(&a.listen).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", a.listen)))?;
     eprintln!("setwise ui: open http://{} (Ctrl-C to stop)", server.server_addr());
+    if !is_loopback(&a.listen) {
+        eprintln!("warning: {} is not a loopback address: anyone who reaches it can run jobs here", a.listen);
+    }
     let runs: Arc<Mutex<Vec<(u64, Shared)>>> = Arc::default();
     let mut next_id = 0u64;
     for mut request in server.incoming_requests() {
@@ -154,7 +158,7 @@ fn route(request: &mut Request, runs: &Mutex<Vec<(u64, Shared)>>, next_id: &mut 
         },
         (Method::Post, "/api/run") => match body::<RunRequest>(request).and_then(start) {
             Ok(state) => {
-                let mut runs = runs.lock().expect("runs lock");
+                let mut runs = runs.lock().unwrap_or_else(PoisonError::into_inner);
                 *next_id += 1;
                 runs.push((*next_id, state));
                 if runs.len() > MAX_RUNS {
@@ -167,10 +171,12 @@ fn route(request: &mut Request, runs: &Mutex<Vec<(u64, Shared)>>, next_id: &mut 
         (Method::Get, p) if p.starts_with("/api/runs/") => {
             let id: Option<u64> = p.trim_start_matches("/api/runs/").parse().ok();
             let since: usize = query.strip_prefix("since=").and_then(|s| s.parse().ok()).unwrap_or(0);
-            let state = id.and_then(|id| runs.lock().expect("runs lock").iter().find(|(i, _)| *i == id).cloned());
+            let state = id.and_then(|id| {
+                runs.lock().unwrap_or_else(PoisonError::into_inner).iter().find(|(i, _)| *i == id).cloned()
+            });
             match state {
                 Some((_, s)) => {
-                    let s = s.lock().expect("run lock");
+                    let s = s.lock().unwrap_or_else(PoisonError::into_inner);
                     let answer = json!({
                         "events": s.events.get(since..).unwrap_or(&[]),
                         "next": s.events.len(),
@@ -254,8 +260,10 @@ fn start(r: RunRequest) -> Result<Shared, String> {
     let state: Shared = Arc::default();
     let s = state.clone();
     std::thread::spawn(move || {
-        let outcome = run_pair(&job, &sender, &receiver, &s);
-        let mut st = s.lock().expect("run lock");
+        // A bug in a role must end this run with an error, not leave the page waiting.
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run_pair(&job, &sender, &receiver, &s)))
+            .unwrap_or_else(|_| Err("internal error: a role panicked (a bug; please report it)".into()));
+        let mut st = s.lock().unwrap_or_else(PoisonError::into_inner);
         match outcome {
             Ok(result) => st.result = Some(result),
             Err(e) => st.error = Some(e),
@@ -351,10 +359,11 @@ fn observer(party: &'static str, state: &Shared, clock: Instant) -> PhaseObserve
     Arc::new(move |p| {
         let event = match p {
             Progress::Phase(name) => json!({ "kind": "phase", "name": name }),
-            Progress::Transfer(Transfer { what, sending, done, total, bytes, total_bytes }) => json!({
-                "kind": "transfer", "what": what, "sending": sending, "done": done, "total": total,
-                "bytes": bytes, "total_bytes": total_bytes,
+            Progress::Transfer(t) => json!({
+                "kind": "transfer", "what": t.what, "sending": t.sending, "done": t.done, "total": t.total,
+                "bytes": t.bytes, "total_bytes": t.total_bytes,
             }),
+            _ => return,
         };
         push(&state, clock, party, event);
     })

@@ -114,6 +114,7 @@ impl Stats {
 /// [`Channel::progress`] so that a frontend can draw a progress bar without any cost in
 /// the loops that compute the records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transfer {
     /// What moves, in the words of the running step (e.g. "receiving sender items").
     pub what: &'static str,

@@ -8,7 +8,8 @@
 //! records each read by the caller (length-prefixed items, flagged signatures).
 //!
 //! After each chunk a stream tells the channel how far it has got ([`Channel::progress`]),
-//! once per chunk and never per record, so progress costs nothing in the hot loops.
+//! once per chunk and never per record, so progress costs nothing in the hot loops; a
+//! receiving stream also tells it once before the first chunk, as waiting starts.
 
 use super::msg::recv_message;
 use super::{Reader, WireError, Writer};
@@ -94,6 +95,10 @@ impl<const N: usize> Stream<N> {
         mut f: impl FnMut(usize, &[[u8; N]]) -> Result<()>,
     ) -> Result<()> {
         let mut done = 0;
+        if total > 0 {
+            // Waiting for the peer starts now, before its first chunk.
+            ch.progress(&self.transfer(phase, false, 0, total));
+        }
         while done < total {
             let body = recv_message(ch, self.tag, self.name, phase)?;
             let records = self.decode_chunk(&body, total - done)?;
@@ -214,6 +219,9 @@ impl Counted {
         mut read: impl FnMut(&mut Reader<'_>) -> Result<()>,
     ) -> Result<()> {
         let (mut done, mut bytes) = (0, 0);
+        if total > 0 {
+            ch.progress(&counted(phase, false, 0, total, 0));
+        }
         while done < total {
             let body = recv_message(ch, self.tag, self.name, phase)?;
             done += self.decode_chunk(&body, total - done, &mut read)?;

@@ -17,7 +17,7 @@
 //! `result.json`.
 //!
 //! A marker lists each part's record count, byte length and digest
-//! ([`part_digest`](super::message::part_digest)); a reader checks all three before it
+//! ([`part_digest`]); a reader checks all three before it
 //! uses a part, so a damaged, truncated or replaced file is an error naming the stage
 //! and the bucket, never a wrong result.
 

@@ -75,6 +75,21 @@ fn start_of_records(data: &[u8]) -> usize {
     }
 }
 
+/// Quotes the first field of the first line of a CSV file when that line starts with a
+/// byte order mark, which a reader takes for an encoding mark and drops: a row written
+/// back byte for byte whose key starts with one then reads back the same.
+pub(super) fn quote_leading_bom(line: &mut Vec<u8>) {
+    if !line.starts_with(BOM) {
+        return;
+    }
+    // The field is unquoted (it starts with the mark, not a quote): it ends at a comma.
+    let end = line.iter().position(|&b| matches!(b, b',' | b'\n' | b'\r')).unwrap_or(line.len());
+    let mut quoted = Vec::with_capacity(line.len() + 2);
+    write_field(&mut quoted, &line[..end], false);
+    quoted.extend_from_slice(&line[end..]);
+    *line = quoted;
+}
+
 /// The 1-based line of byte `at` of `data`.
 pub(super) fn line_of(data: &[u8], at: usize) -> u64 {
     memchr::memchr_iter(b'\n', &data[..at.min(data.len())]).count() as u64 + 1
@@ -351,9 +366,12 @@ pub(super) fn fields(row: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
 }
 
 /// Appends `field` to `out` as a CSV field: quoted (and its quotes doubled) when it holds
-/// a comma, a quote or a line end, or when it is empty and alone on its row.
+/// a comma, a quote or a line end, when it is empty and alone on its row, or when it
+/// starts with a byte order mark (which a reader would drop at the start of a file).
 pub(super) fn write_field(out: &mut Vec<u8>, field: &[u8], alone: bool) {
-    let quote = (alone && field.is_empty()) || field.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
+    let quote = (alone && field.is_empty())
+        || field.starts_with(BOM)
+        || field.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
     if !quote {
         out.extend_from_slice(field);
         return;

@@ -16,8 +16,10 @@ const GROUP: usize = 1 << 12;
 pub struct TagJoin {
     /// Groups are the low `bits` bits of a tag.
     bits: u32,
-    /// Own tags with their indices, group after group.
-    own: Vec<(u128, u32)>,
+    /// Own tags, group after group.
+    own: Vec<u128>,
+    /// The index of each of `own` (tags and indices apart: a pair would pad to 32 bytes).
+    index: Vec<u32>,
     /// Where each group of `own` starts (groups + 1 entries).
     starts: Vec<usize>,
     /// The peer's tags, per group.
@@ -25,19 +27,22 @@ pub struct TagJoin {
 }
 
 impl TagJoin {
-    /// Groups the own tags (each with the index to report it by) for about `peer` tags
-    /// of the peer's to be matched against.
-    pub fn new(own: Vec<(u128, u32)>, peer: usize) -> Self {
-        let bits = (own.len() / GROUP).max(1).next_power_of_two().ilog2();
-        let group_of: Vec<u32> = own.par_iter().map(|&(t, _)| (t & ((1 << bits) - 1)) as u32).collect();
-        let (starts, order) = super::buckets::group_by_bucket(&group_of, 1 << bits);
+    /// Groups the own `tags` (tag j reported as index `ids[j]`) for about `peer` tags of
+    /// the peer's to be matched against.
+    pub fn new(tags: Vec<u128>, ids: Vec<u32>, peer: usize) -> Self {
+        assert_eq!(tags.len(), ids.len(), "an index per tag");
+        let bits = (tags.len() / GROUP).max(1).next_power_of_two().ilog2();
+        let group_of: Vec<u32> = tags.par_iter().map(|&t| (t & ((1 << bits) - 1)) as u32).collect();
+        let (starts, mut index) = super::buckets::group_by_bucket(&group_of, 1 << bits);
         drop(group_of);
-        let own = order.par_iter().map(|&i| own[i as usize]).collect();
+        let own = index.par_iter().map(|&j| tags[j as usize]).collect();
+        drop(tags);
+        index.par_iter_mut().for_each(|j| *j = ids[*j as usize]);
         // Room for a group's share of the peer's tags and a few σ more, so that groups
         // rarely grow while tags arrive.
         let share = peer >> bits;
         let room = share + 4 * share.isqrt() + 16;
-        Self { bits, own, starts, theirs: (0..1 << bits).map(|_| Vec::with_capacity(room)).collect() }
+        Self { bits, own, index, starts, theirs: (0..1 << bits).map(|_| Vec::with_capacity(room)).collect() }
     }
 
     /// Adds one of the peer's tags.
@@ -46,22 +51,25 @@ impl TagJoin {
     }
 
     /// The indices of the own tags that the peer sent, in increasing order.
-    pub fn matches(mut self) -> Vec<usize> {
-        let groups = super::buckets::split_groups(&mut self.own, &self.starts).into_iter().zip(self.theirs);
-        let mut found: Vec<usize> = groups
-            .collect::<Vec<_>>()
+    pub fn matches(self) -> Vec<usize> {
+        let Self { own, index, starts, theirs, .. } = self;
+        let mut found: Vec<usize> = theirs
             .into_par_iter()
-            .flat_map_iter(|(own, mut theirs)| {
-                own.sort_unstable();
+            .enumerate()
+            .flat_map_iter(|(g, mut theirs)| {
+                let span = starts[g]..starts[g + 1];
+                let mut mine: Vec<(u128, u32)> =
+                    own[span.clone()].iter().copied().zip(index[span].iter().copied()).collect();
+                mine.sort_unstable();
                 theirs.sort_unstable();
                 let mut hits = Vec::new();
                 let (mut i, mut j) = (0, 0);
-                while i < own.len() && j < theirs.len() {
-                    match own[i].0.cmp(&theirs[j]) {
+                while i < mine.len() && j < theirs.len() {
+                    match mine[i].0.cmp(&theirs[j]) {
                         std::cmp::Ordering::Less => i += 1,
                         std::cmp::Ordering::Greater => j += 1,
                         std::cmp::Ordering::Equal => {
-                            hits.push(own[i].1 as usize);
+                            hits.push(mine[i].1 as usize);
                             i += 1;
                         }
                     }
@@ -87,7 +95,9 @@ mod tests {
         };
         for n in [0, 1, 100, 5 * GROUP + 3] {
             let own: Vec<u128> = (0..n).map(|_| next()).collect();
-            let mut join = TagJoin::new(own.iter().enumerate().map(|(i, &t)| (t, i as u32)).collect(), 3 * n);
+            // Reported by their position in a reversed list: the indices are the caller's.
+            let ids = (0..n as u32).rev().collect();
+            let mut join = TagJoin::new(own.iter().rev().copied().collect(), ids, 3 * n);
             let mut want = Vec::new();
             for (i, t) in own.iter().enumerate() {
                 if i % 3 == 0 {

@@ -105,6 +105,11 @@ impl Okvs {
         Ok(Self { seed, params, columns })
     }
 
+    /// The seed and the columns, taking the store apart (to reuse its buffer).
+    pub fn into_parts(self) -> ([u8; 16], Vec<Gf128>) {
+        (self.seed, self.columns)
+    }
+
     /// The seed of the row hash.
     pub fn seed(&self) -> &[u8; 16] {
         &self.seed
@@ -152,6 +157,17 @@ impl Okvs {
         key_of: impl Fn(&E) -> u128 + Sync,
         f: impl Fn(usize, &E, Gf128) -> T + Sync,
     ) -> Vec<T> {
+        self.decode_ordered(items, key_of, f).0
+    }
+
+    /// [`decode_with`](Self::decode_with), with the order of its results: result j is
+    /// item `order[j]`'s (so a caller need not store the index in each result).
+    pub fn decode_ordered<E: Sync, T: Default + Clone + Send>(
+        &self,
+        items: &[E],
+        key_of: impl Fn(&E) -> u128 + Sync,
+        f: impl Fn(usize, &E, Gf128) -> T + Sync,
+    ) -> (Vec<T>, Vec<u32>) {
         let hasher = BandHasher::new(&self.seed, self.params);
         let (starts, order) = match self.params.bins {
             1 => (vec![0, items.len()], (0..items.len() as u32).collect()),
@@ -176,7 +192,7 @@ impl Okvs {
                 *o = f(i as usize, &items[i as usize], band.dot(columns));
             }
         });
-        out
+        (out, order)
     }
 }
 

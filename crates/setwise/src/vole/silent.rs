@@ -24,7 +24,6 @@ use crate::crypto::rng::fill_os;
 use crate::error::{Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
-use rayon::prelude::*;
 
 /// The least number of noise blocks (the regular noise weight t): 128-bit security.
 pub const NOISE_WEIGHT: usize = 128;
@@ -72,12 +71,33 @@ pub struct VoleSender {
     pub b: Vec<Gf128>,
 }
 
-/// The receiver's half: A and C.
+/// The receiver's half: A and C, side by side as the code left them (separating them
+/// would cost two more output-sized buffers, and fresh pages are slow).
 pub struct VoleReceiver {
-    /// The pseudorandom input A.
-    pub a: Vec<Gf128>,
-    /// C = B + A·Δ.
-    pub c: Vec<Gf128>,
+    /// `[A_i, C_i]` for each output i.
+    pairs: Vec<[Gf128; 2]>,
+}
+
+impl VoleReceiver {
+    /// Outputs k.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether there are no outputs (never, for a VOLE that ran).
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// `[A_i, C_i]` for each output i, with C = B + A·Δ.
+    pub fn pairs(&self) -> &[[Gf128; 2]] {
+        &self.pairs
+    }
+
+    /// A and C as two vectors.
+    pub fn split(self) -> (Vec<Gf128>, Vec<Gf128>) {
+        self.pairs.into_iter().map(|[a, c]| (a, c)).unzip()
+    }
 }
 
 /// The session id of a sub-protocol, so the noisy VOLE's and the PPRF's OTs hash in
@@ -131,7 +151,5 @@ pub fn silent_receive(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result
         ac[at][0] = *y;
     }
     code.dual_encode(&mut ac);
-    let c = ac.par_iter().map(|x| x[1]).collect();
-    let a = ac.into_par_iter().map(|x| x[0]).collect();
-    Ok(VoleReceiver { a, c })
+    Ok(VoleReceiver { pairs: ac })
 }

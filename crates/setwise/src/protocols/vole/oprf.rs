@@ -50,7 +50,29 @@ pub(crate) struct Evaluated {
 impl Evaluated {
     /// `f(i, k, Decode(C, k))` for each own item i, in no particular order.
     pub(crate) fn eval_with<T: Default + Clone + Send>(&self, f: impl Fn(usize, u128, Gf128) -> T + Sync) -> Vec<T> {
-        self.c.decode_with(&self.hashed, |&(k, _)| k, |i, &(k, _), v| f(i, k, v))
+        self.eval_ordered(f).0
+    }
+
+    /// [`eval_with`](Self::eval_with) with the order of its results: result j is item
+    /// `order[j]`'s.
+    pub(crate) fn eval_ordered<T: Default + Clone + Send>(
+        &self,
+        f: impl Fn(usize, u128, Gf128) -> T + Sync,
+    ) -> (Vec<T>, Vec<u32>) {
+        self.c.decode_ordered(&self.hashed, |&(k, _)| k, |i, &(k, _), v| f(i, k, v))
+    }
+}
+
+/// Runs `work` on a thread pool of its own, as many threads as the global one. Work done
+/// alongside the VOLE must not share the VOLE's pool: rayon's workers finish their own
+/// queued jobs before they take newly injected ones, so each of the VOLE's many short
+/// parallel rounds would wait for the whole of the hashing (2 s of a 12 s VOLE at 2^24).
+/// Two pools leave the sharing of the cores to the OS. Without a pool (no threads to
+/// be had), the work runs on the global one.
+fn on_own_pool<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    match rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads()).build() {
+        Ok(pool) => pool.install(work),
+        Err(_) => work(),
     }
 }
 
@@ -71,7 +93,7 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
 ) -> Result<(OprfKey, Vec<Hashed>)> {
     let params = store_params(peer_items);
     let (vole, hashed) = std::thread::scope(|s| {
-        let hashed = s.spawn(|| hashes.items(own));
+        let hashed = s.spawn(|| on_own_pool(|| hashes.items(own)));
         let vole = report.phase(phases[0], ch, |ch| silent_send(ch, sid, params.columns));
         (vole, hashed.join().expect("hashing panicked"))
     });
@@ -103,10 +125,12 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
     let params = store_params(items.len());
     let (vole, prepared) = std::thread::scope(|s| {
         let prepare = s.spawn(|| {
-            let t = std::time::Instant::now();
-            let hashed = hashes.items(items);
-            let store = Okvs::encode(params, &hashed);
-            (hashed, store, t.elapsed())
+            on_own_pool(|| {
+                let t = std::time::Instant::now();
+                let hashed = hashes.items(items);
+                let store = Okvs::encode(params, &hashed);
+                (hashed, store, t.elapsed())
+            })
         });
         let vole = report.phase(phases[0], ch, |ch| silent_receive(ch, sid, params.columns));
         (vole, prepare.join().expect("the store encoding panicked"))
@@ -118,16 +142,21 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
             "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
         )
     })?;
+    let (seed, mut p) = store.into_parts();
     report.phase(phases[1], ch, |ch| {
-        StoreSeed(*store.seed()).send(ch, "sending the store")?;
-        // Chunk by chunk: no second store-sized buffer.
-        let total = store.columns().len();
-        for (i, (p, a)) in store.columns().chunks(CHUNK).zip(vole.a.chunks(CHUNK)).enumerate() {
-            let masked: Vec<[u8; 16]> = p.par_iter().zip(a).map(|(p, a)| (*p + *a).to_bytes()).collect();
+        StoreSeed(seed).send(ch, "sending the store")?;
+        // P + A in place, chunk by chunk as it is sent: no second store-sized buffer.
+        let total = p.len();
+        for (i, (p, ac)) in p.chunks_mut(CHUNK).zip(vole.pairs().chunks(CHUNK)).enumerate() {
+            p.par_iter_mut().zip(ac).for_each(|(p, [a, _])| *p += *a);
+            let masked: Vec<[u8; 16]> = p.iter().map(|p| p.to_bytes()).collect();
             STORE.send_chunk(ch, &masked, (i * CHUNK, total), "sending the store")?;
         }
         Ok::<_, Error>(())
     })?;
-    let c = Okvs::from_parts(*store.seed(), params, vole.c)?;
+    // The store is sent: its buffer takes C.
+    p.par_iter_mut().zip(vole.pairs()).for_each(|(p, [_, c])| *p = *c);
+    drop(vole);
+    let c = Okvs::from_parts(seed, params, p)?;
     Ok(Evaluated { hashed, c })
 }

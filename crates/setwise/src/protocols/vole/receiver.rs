@@ -24,7 +24,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let phases = ["silent VOLE, store encoded alongside", "send the store"];
     let evaluated = oprf::evaluate(ch, ctx.id, &hashes, items, report, phases)?;
     let own = report.phase("compute own tags", ch, |_| {
-        TagJoin::new(evaluated.eval_with(|i, k, v| (hashes.tag(k, v), i as u32)), ctx.sender_size())
+        let (tags, items) = evaluated.eval_ordered(|_, k, v| hashes.tag(k, v));
+        TagJoin::new(tags, items, ctx.sender_size())
     });
     report.phase("match", ch, |ch| {
         let mut join = own;

@@ -40,6 +40,8 @@ pub fn observer(role: Role) -> Option<PhaseObserver> {
         Progress::Transfer(t) => {
             tracing::debug!(run, %role, what = t.what, done = t.done, total = t.total, bytes = t.bytes)
         }
+        Progress::Work(w) if w.done == w.total => tracing::info!(run, %role, items = w.total, "computation done"),
+        Progress::Work(w) => tracing::debug!(run, %role, done = w.done, total = w.total, "computing"),
         _ => {}
     }))
 }

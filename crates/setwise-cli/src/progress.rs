@@ -1,10 +1,11 @@
-//! Progress on a terminal: a spinner naming the current phase, and a bar for each long
-//! transfer (bytes or items done of the total, rate, time left), driven by the library's
-//! [`Progress`] events. Nothing is drawn off a terminal or with `--quiet`.
+//! Progress on a terminal: a spinner naming the current phase, a bar for each long
+//! transfer (bytes or items done of the total, rate, time left) and for each metered
+//! computation (items done of the total), driven by the library's [`Progress`] events.
+//! Nothing is drawn off a terminal or with `--quiet`.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use setwise::net::Transfer;
-use setwise::protocols::{PhaseObserver, Progress};
+use setwise::protocols::{PhaseObserver, Progress, Work};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 enum Showing {
     Phase,
     Transfer { what: &'static str, sending: bool, bytes: bool },
+    Work,
 }
 
 /// A progress display and the observer that drives it; nothing when `quiet` or when
@@ -41,6 +43,7 @@ pub fn progress(label: &str, quiet: bool) -> (Option<ProgressBar>, Option<PhaseO
                 b.set_message(name);
             }
             Progress::Transfer(t) => show_transfer(&b, &mut showing, &t),
+            Progress::Work(w) => show_work(&b, &mut showing, &w),
             _ => {}
         }
     });
@@ -71,6 +74,28 @@ fn show_transfer(bar: &ProgressBar, showing: &mut Showing, t: &Transfer) {
     }
 }
 
+/// Moves the bar to `w` items computed, turning the phase's spinner into a bar (the
+/// message stays the phase's name).
+fn show_work(bar: &ProgressBar, showing: &mut Showing, w: &Work) {
+    if *showing != Showing::Work {
+        bar.reset();
+        bar.set_style(work_style());
+        *showing = Showing::Work;
+    }
+    bar.set_length(w.total);
+    bar.set_position(w.done);
+}
+
+fn work_style() -> ProgressStyle {
+    items_per_sec(
+        ProgressStyle::with_template(
+            "{prefix}: {msg} [{bar:24}] {human_pos} of {human_len} items ({rate}, {eta} left)",
+        )
+        .expect("valid template"),
+    )
+    .progress_chars("=> ")
+}
+
 fn spinner_style() -> ProgressStyle {
     ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})").expect("valid template")
 }
@@ -83,9 +108,15 @@ fn transfer_style(bytes: bool, sending: bool) -> ProgressStyle {
              ({{decimal_bytes_per_sec}}, {{eta}} left)"
         )
     } else {
-        format!(
-            "{{prefix}}: {{msg}} [{{bar:24}}] {{human_pos}} of {{human_len}} items {verb} ({{per_sec}}, {{eta}} left)"
-        )
+        format!("{{prefix}}: {{msg}} [{{bar:24}}] {{human_pos}} of {{human_len}} items {verb} ({{rate}}, {{eta}} left)")
     };
-    ProgressStyle::with_template(&template).expect("valid template").progress_chars("=> ")
+    items_per_sec(ProgressStyle::with_template(&template).expect("valid template")).progress_chars("=> ")
+}
+
+/// `{rate}`: items per second as a whole number with separators (indicatif's `per_sec`
+/// prints four decimals).
+fn items_per_sec(style: ProgressStyle) -> ProgressStyle {
+    style.with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+        let _ = write!(w, "{}/s", indicatif::HumanCount(state.per_sec().round() as u64));
+    })
 }

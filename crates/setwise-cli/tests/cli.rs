@@ -912,7 +912,18 @@ fn rust_log_gives_structured_lines_and_nothing_without_it() {
     let so = sender.wait_with_output().unwrap();
     assert!(so.status.success() && ro.status.success());
     let logged = text(&so.stderr);
-    for want in ["phase starts", "role=sender", "phase=\"hello\"", "transfer done", "records=3", "run=1"] {
+    // The ecdh sender's "blind own items" is metered: its 3 items computed.
+    let wants = [
+        "phase starts",
+        "role=sender",
+        "phase=\"hello\"",
+        "transfer done",
+        "records=3",
+        "run=1",
+        "computation done",
+        "items=3",
+    ];
+    for want in wants {
         assert!(logged.contains(want), "{want:?} not in {logged}");
     }
     assert!(!logged.contains('\u{1b}'), "no colours off a terminal");

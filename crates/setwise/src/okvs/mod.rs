@@ -157,16 +157,18 @@ impl Okvs {
         key_of: impl Fn(&E) -> u128 + Sync,
         f: impl Fn(usize, &E, Gf128) -> T + Sync,
     ) -> Vec<T> {
-        self.decode_ordered(items, key_of, f).0
+        self.decode_ordered(items, key_of, f, |_| {}).0
     }
 
     /// [`decode_with`](Self::decode_with), with the order of its results: result j is
-    /// item `order[j]`'s (so a caller need not store the index in each result).
+    /// item `order[j]`'s (so a caller need not store the index in each result); `done`
+    /// is told the number of items of each finished batch (for progress).
     pub fn decode_ordered<E: Sync, T: Default + Clone + Send>(
         &self,
         items: &[E],
         key_of: impl Fn(&E) -> u128 + Sync,
         f: impl Fn(usize, &E, Gf128) -> T + Sync,
+        done: impl Fn(usize) + Sync,
     ) -> (Vec<T>, Vec<u32>) {
         let hasher = BandHasher::new(&self.seed, self.params);
         let (starts, order) = match self.params.bins {
@@ -191,6 +193,7 @@ impl Okvs {
             for ((o, &i), band) in out.iter_mut().zip(group).zip(&s.bands) {
                 *o = f(i as usize, &items[i as usize], band.dot(columns));
             }
+            done(group.len());
         });
         (out, order)
     }

@@ -16,7 +16,7 @@ pub mod unbalanced;
 pub mod vole;
 
 pub use context::{Context, MAX_SET_SIZE, Role};
-pub use report::{Observed, Phase, PhaseObserver, Progress, Report, human_bytes};
+pub use report::{Meter, Observed, Phase, PhaseObserver, Progress, Report, WORK_PIECE, Work, human_bytes};
 pub use reveal::Reveal;
 
 use std::fmt;

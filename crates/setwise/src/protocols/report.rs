@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// One timed phase of a run.
@@ -31,11 +32,57 @@ pub enum Progress {
     Phase(&'static str),
     /// A chunked stream sent or received one more chunk (told once per chunk).
     Transfer(Transfer),
+    /// A phase that only computes did one more piece of its items (told once per piece).
+    Work(Work),
+}
+
+/// How far a computing phase is: items done of its total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// Items done so far.
+    pub done: u64,
+    /// Items the phase works on.
+    pub total: u64,
 }
 
 /// Called with each [`Progress`] event of a run (the CLI draws progress bars with it).
-/// It runs on the protocol's thread between chunks, so it must return quickly.
+/// It runs on the protocol's threads between chunks or pieces of work (possibly on a
+/// worker thread), so it must return quickly.
 pub type PhaseObserver = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Items per piece of a metered computation: small enough for a bar that moves (a
+/// piece of DH blinding is about 0.3 s on two cores), large enough that the pieces'
+/// parallel loops stay busy.
+pub const WORK_PIECE: usize = 1 << 14;
+
+/// The progress of one computing phase, for its observer: [`Report::meter`].
+#[derive(Clone, Default)]
+pub struct Meter {
+    observer: Option<PhaseObserver>,
+    total: u64,
+    done: Arc<AtomicU64>,
+}
+
+impl Meter {
+    /// Counts `n` more items done and tells the observer.
+    pub fn add(&self, n: usize) {
+        if let Some(o) = &self.observer {
+            let done = self.done.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+            o(Progress::Work(Work { done: done.min(self.total), total: self.total }));
+        }
+    }
+
+    /// `f` on `items` piece by piece ([`WORK_PIECE`] items; `f` parallelises inside a
+    /// piece), the results appended in order, each piece counted when done.
+    pub fn map_pieces<T, U>(&self, items: &[T], f: impl Fn(&[T]) -> Vec<U>) -> Vec<U> {
+        let mut out = Vec::with_capacity(items.len());
+        for piece in items.chunks(WORK_PIECE) {
+            out.extend(f(piece));
+            self.add(piece.len());
+        }
+        out
+    }
+}
 
 /// A channel that passes the streams' progress to an observer; everything else goes to
 /// the channel it wraps. The session runs every role over one.
@@ -132,6 +179,12 @@ impl Report {
     /// Sets a callback told of each phase as it starts.
     pub fn observe(&mut self, observer: PhaseObserver) {
         self.observer = Some(observer);
+    }
+
+    /// A meter for a phase that computes on `total` items: the observer sees items done
+    /// of the total (a bar rather than a spinner). Without an observer it counts nothing.
+    pub fn meter(&self, total: usize) -> Meter {
+        Meter { observer: self.observer.clone(), total: total as u64, done: Arc::default() }
     }
 
     /// Runs `f` as the phase `name`, recording its wall time and traffic on `ch`.
@@ -237,6 +290,30 @@ mod tests {
         let events = Arc::new(Mutex::new(Vec::new()));
         let e = events.clone();
         (events, Arc::new(move |p| e.lock().unwrap().push(p)))
+    }
+
+    #[test]
+    fn a_meter_maps_piece_by_piece_and_counts_up_to_the_total() {
+        let (events, observer) = recorder();
+        let mut report = Report::new("p", "o");
+        report.observe(observer);
+        let items: Vec<u32> = (0..(2 * WORK_PIECE + 5) as u32).collect();
+        let meter = report.meter(items.len());
+        let doubled = meter.map_pieces(&items, |piece| piece.iter().map(|x| 2 * x).collect());
+        assert_eq!(doubled, items.iter().map(|x| 2 * x).collect::<Vec<_>>());
+        let work: Vec<Work> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|p| if let Progress::Work(w) = p { Some(*w) } else { None })
+            .collect();
+        let done: Vec<u64> = work.iter().map(|w| w.done).collect();
+        let n = items.len() as u64;
+        assert_eq!(done, [WORK_PIECE as u64, 2 * WORK_PIECE as u64, n]);
+        assert!(work.iter().all(|w| w.total == n));
+        // Without an observer nothing is told, and the results are the same.
+        let quiet = Report::new("p", "o").meter(items.len());
+        assert_eq!(quiet.map_pieces(&items, |piece| piece.to_vec()), items);
     }
 
     fn transfers(events: &Mutex<Vec<Progress>>) -> Vec<Transfer> {

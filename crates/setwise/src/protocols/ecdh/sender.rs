@@ -15,7 +15,8 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<()> {
     let state = SenderState::new(ctx.id, op)?;
-    let own = report.phase("blind own items", ch, |_| state.blind_own(items));
+    let meter = report.meter(items.len());
+    let own = report.phase("blind own items", ch, |_| state.blind_own_metered(items, &meter));
     let blinded = report.phase("receive receiver items", ch, |ch| {
         RECEIVER_BLINDED.recv_all(ch, ctx.receiver_size(), "receiving receiver items")
     })?;

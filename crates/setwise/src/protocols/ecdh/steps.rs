@@ -24,7 +24,7 @@ use crate::crypto::dst::SessionId;
 use crate::crypto::ristretto::{Encoded, SecretScalar};
 use crate::crypto::rng::{fill_os, shuffle};
 use crate::error::{Deviation, Error, Result};
-use crate::protocols::{Operation, Outcome};
+use crate::protocols::{Meter, Operation, Outcome};
 use crate::wire::{Reader, WireError, Writer};
 use std::collections::HashSet;
 use zeroize::Zeroizing;
@@ -53,7 +53,13 @@ impl SenderState {
 
     /// Step 2a: a·H(x) for each own item, shuffled.
     pub fn blind_own<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<Encoded> {
-        let mut own = self.key.hash_and_mul(&item_hasher(self.session), items);
+        self.blind_own_metered(items, &Meter::default())
+    }
+
+    /// [`blind_own`](Self::blind_own), telling `meter` as pieces of the items are done.
+    pub fn blind_own_metered<I: AsRef<[u8]> + Sync>(&self, items: &[I], meter: &Meter) -> Vec<Encoded> {
+        let hasher = item_hasher(self.session);
+        let mut own = meter.map_pieces(items, |piece| self.key.hash_and_mul(&hasher, piece));
         shuffle(&mut own);
         own
     }

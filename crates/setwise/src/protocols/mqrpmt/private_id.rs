@@ -63,9 +63,10 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
     let ((sid_a, hashes_a), (sid_b, hashes_b)) = (oprf_session(ctx, b"A"), oprf_session(ctx, b"B"));
     let a = oprf::evaluate(ch, sid_a, &hashes_a, items, report, EVALUATE_A)?;
     let (key_b, hashed) = oprf::hold_key(ch, sid_b, &hashes_b, ctx.sender_size(), items, report, HOLD_B)?;
+    let meter = report.meter(2 * items.len());
     let own = report.phase("ids", ch, |_| {
-        let fa = a.eval_with(|i, k, v| (i as u32, hashes_a.output(k, v)));
-        let fb = key_b.eval_with(&hashed, |i, k, v| (i as u32, hashes_b.output(k, v)));
+        let fa = a.eval_with(&meter, |i, k, v| (i as u32, hashes_a.output(k, v)));
+        let fb = key_b.eval_with(&hashed, &meter, |i, k, v| (i as u32, hashes_b.output(k, v)));
         ids(items.len(), fa, fb)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
@@ -101,9 +102,10 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
     let ((sid_a, hashes_a), (sid_b, hashes_b)) = (oprf_session(ctx, b"A"), oprf_session(ctx, b"B"));
     let (key_a, hashed) = oprf::hold_key(ch, sid_a, &hashes_a, n_peer, items, report, HOLD_A)?;
     let b = oprf::evaluate(ch, sid_b, &hashes_b, items, report, EVALUATE_B)?;
+    let meter = report.meter(2 * n_own);
     let own = report.phase("ids", ch, |_| {
-        let fb = b.eval_with(|i, k, v| (i as u32, hashes_b.output(k, v)));
-        let fa = key_a.eval_with(&hashed, |i, k, v| (i as u32, hashes_a.output(k, v)));
+        let fb = b.eval_with(&meter, |i, k, v| (i as u32, hashes_b.output(k, v)));
+        let fa = key_a.eval_with(&hashed, &meter, |i, k, v| (i as u32, hashes_a.output(k, v)));
         ids(n_own, fb, fa)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::okvs::Okvs;
-use crate::protocols::Report;
+use crate::protocols::{Meter, Report};
 use crate::vole::{silent_receive, silent_send};
 use crate::wire::msg::Message;
 use crate::wire::stream::CHUNK;
@@ -34,9 +34,10 @@ impl OprfKey {
     pub(crate) fn eval_with<T: Default + Clone + Send>(
         &self,
         hashed: &[Hashed],
+        meter: &Meter,
         f: impl Fn(usize, u128, Gf128) -> T + Sync,
     ) -> Vec<T> {
-        self.k.decode_with(hashed, |&(k, _)| k, |i, &(k, h), d| f(i, k, d + h * self.delta))
+        self.k.decode_ordered(hashed, |&(k, _)| k, |i, &(k, h), d| f(i, k, d + h * self.delta), |n| meter.add(n)).0
     }
 }
 
@@ -49,17 +50,22 @@ pub(crate) struct Evaluated {
 
 impl Evaluated {
     /// `f(i, k, Decode(C, k))` for each own item i, in no particular order.
-    pub(crate) fn eval_with<T: Default + Clone + Send>(&self, f: impl Fn(usize, u128, Gf128) -> T + Sync) -> Vec<T> {
-        self.eval_ordered(f).0
+    pub(crate) fn eval_with<T: Default + Clone + Send>(
+        &self,
+        meter: &Meter,
+        f: impl Fn(usize, u128, Gf128) -> T + Sync,
+    ) -> Vec<T> {
+        self.eval_ordered(meter, f).0
     }
 
     /// [`eval_with`](Self::eval_with) with the order of its results: result j is item
     /// `order[j]`'s.
     pub(crate) fn eval_ordered<T: Default + Clone + Send>(
         &self,
+        meter: &Meter,
         f: impl Fn(usize, u128, Gf128) -> T + Sync,
     ) -> (Vec<T>, Vec<u32>) {
-        self.c.decode_ordered(&self.hashed, |&(k, _)| k, |i, &(k, _), v| f(i, k, v))
+        self.c.decode_ordered(&self.hashed, |&(k, _)| k, |i, &(k, _), v| f(i, k, v), |n| meter.add(n))
     }
 }
 

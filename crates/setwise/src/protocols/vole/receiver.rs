@@ -23,8 +23,9 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     let hashes = Hashes::new(ctx);
     let phases = ["silent VOLE, store encoded alongside", "send the store"];
     let evaluated = oprf::evaluate(ch, ctx.id, &hashes, items, report, phases)?;
+    let meter = report.meter(items.len());
     let own = report.phase("compute own tags", ch, |_| {
-        let (tags, items) = evaluated.eval_ordered(|_, k, v| hashes.tag(k, v));
+        let (tags, items) = evaluated.eval_ordered(&meter, |_, k, v| hashes.tag(k, v));
         TagJoin::new(tags, items, ctx.sender_size())
     });
     report.phase("match", ch, |ch| {

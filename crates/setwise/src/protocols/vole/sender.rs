@@ -22,7 +22,9 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
     let hashes = Hashes::new(ctx);
     let phases = ["silent VOLE, items hashed alongside", "receive the store"];
     let (key, hashed) = oprf::hold_key(ch, ctx.id, &hashes, ctx.receiver_size(), items, report, phases)?;
-    let mut tags: Vec<u128> = report.phase("compute tags", ch, |_| key.eval_with(&hashed, |_, k, v| hashes.tag(k, v)));
+    let meter = report.meter(hashed.len());
+    let mut tags: Vec<u128> =
+        report.phase("compute tags", ch, |_| key.eval_with(&hashed, &meter, |_, k, v| hashes.tag(k, v)));
     report.phase("send tags", ch, |ch| {
         shuffle(&mut tags);
         send_tags(&TAGS, ch, hashes.len(), &tags, "sending tags")

@@ -5,7 +5,9 @@ Reads every `setwise bench ... --json FILE` recording under docs/bench/*.jsonl (
 per run: {"sender": report, "receiver": report, "net": name}) and the other
 implementations' figures in docs/bench/anchors.json, and writes docs/charts/time.svg
 (receiver seconds, the end-to-end time) and docs/charts/bytes.svg (bytes both ways)
-against the set size, for intersections of equal-sized sets without network shaping.
+against the set size, for intersections of equal-sized sets without network shaping,
+and docs/charts/unbalanced.svg (the receiver's query seconds against the sender's
+database size, one line per receiver set size) for the unbalanced protocol beside APSI.
 
 Usage: scripts/charts.py [--check] [ROOT]
   --check  regenerate in memory and fail if the committed SVGs differ (hand edits, or
@@ -53,10 +55,24 @@ def series_name(receiver: dict[str, object]) -> str:
     return f"setwise {protocol}"
 
 
-def load(root: Path) -> tuple[list[Series], list[Series]]:
-    """(time series, bytes series): setwise's recordings, then the anchors."""
+@dataclass
+class Loaded:
+    """Every chart's series: setwise's recordings first, then the anchors."""
+
+    times: list[Series]
+    sizes: list[Series]
+    unbalanced: list[Series]
+
+
+def items_name(m: int) -> str:
+    return f"{m} receiver item" + ("" if m == 1 else "s")
+
+
+def load(root: Path) -> Loaded:
+    """The series of every chart, from the recordings and the anchors."""
     times: dict[str, Series] = {}
     sizes: dict[str, Series] = {}
+    unbalanced: dict[int, Series] = {}
     for path in sorted((root / "docs" / "bench").glob("*.jsonl")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
@@ -65,11 +81,15 @@ def load(root: Path) -> tuple[list[Series], list[Series]]:
                 run = json.loads(line)
                 s, r = run["sender"], run["receiver"]
                 n = int(r["own_set_size"])
-                if (
-                    run.get("net") != "none"
-                    or r["operation"] != "intersection"
-                    or n != int(s["own_set_size"])
-                ):
+                if run.get("net") != "none" or r["operation"] != "intersection":
+                    continue
+                db = int(s["own_set_size"])
+                if r["protocol"] == "unbalanced" and db > 0 and not db & (db - 1):
+                    name = f"setwise unbalanced, {items_name(n)}"
+                    series = unbalanced.setdefault(n, Series(name, False))
+                    series.add(db.bit_length() - 1, float(r["total_ms"]) / 1e3)
+                    continue
+                if n != db:
                     continue
                 if n <= 0 or n & (n - 1):
                     continue
@@ -81,18 +101,23 @@ def load(root: Path) -> tuple[list[Series], list[Series]]:
             times.setdefault(name, Series(name, False)).add(n.bit_length() - 1, seconds)
             sizes.setdefault(name, Series(name, False)).add(n.bit_length() - 1, both_ways)
     anchors = json.loads((root / "docs" / "bench" / "anchors.json").read_text())["anchors"]
-    anchor_times, anchor_bytes = [], []
+    anchor_times, anchor_bytes, anchor_unbalanced = [], [], []
     for a in anchors:
         t, b = Series(a["name"], True, a["source"]), Series(a["name"], True, a["source"])
         for p in a["points"]:
             t.add(int(p["log2_size"]), float(p["seconds"]))
-            b.add(int(p["log2_size"]), float(p["bytes"]))
+            if "bytes" in p:
+                b.add(int(p["log2_size"]), float(p["bytes"]))
+        if a.get("chart") == "unbalanced":
+            anchor_unbalanced.append(t)
+            continue
         anchor_times.append(t)
         anchor_bytes.append(b)
     order = sorted(times)
-    return (
+    return Loaded(
         [times[k] for k in order] + anchor_times,
         [sizes[k] for k in order] + anchor_bytes,
+        [unbalanced[m] for m in sorted(unbalanced)] + anchor_unbalanced,
     )
 
 
@@ -111,7 +136,13 @@ def bytes_label(v: float) -> str:
     return f"{v:g} B"
 
 
-def chart(title: str, y_title: str, series: list[Series], label: Callable[[float], str]) -> str:
+def chart(
+    title: str,
+    y_title: str,
+    series: list[Series],
+    label: Callable[[float], str],
+    x_title: str = "set size (items on each side)",
+) -> str:
     """An SVG line chart, log2 sizes across and a log scale up."""
     xs = [n for s in series for n, _ in s.medians()]
     ys = [v for s in series for _, v in s.medians()]
@@ -151,7 +182,7 @@ def chart(title: str, y_title: str, series: list[Series], label: Callable[[float
         out.append(f'<text x="{x:.1f}" y="{TOP + h + 16}" text-anchor="middle">2^{n}</text>')
     out.append(
         f'<text x="{LEFT + w / 2:.0f}" y="{HEIGHT - 10}" text-anchor="middle">'
-        "set size (items on each side)</text>"
+        f"{escape(x_title)}</text>"
     )
     out.append(
         f'<text x="14" y="{TOP + h / 2:.0f}" text-anchor="middle" '
@@ -190,7 +221,8 @@ def chart(title: str, y_title: str, series: list[Series], label: Callable[[float
 
 def render(root: Path) -> dict[Path, str]:
     """Every chart's path and content."""
-    times, sizes = load(root)
+    loaded = load(root)
+    times, sizes = loaded.times, loaded.sizes
     charts = root / "docs" / "charts"
     return {
         charts / "time.svg": chart(
@@ -204,6 +236,13 @@ def render(root: Path) -> dict[Path, str]:
             "bytes, both ways",
             sizes,
             bytes_label,
+        ),
+        charts / "unbalanced.svg": chart(
+            "Unbalanced PSI: a query against the sender's database",
+            "receiver seconds (query, end to end)",
+            loaded.unbalanced,
+            seconds_label,
+            "sender's database (items)",
         ),
     }
 

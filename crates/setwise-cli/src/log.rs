@@ -40,8 +40,10 @@ pub fn observer(role: Role) -> Option<PhaseObserver> {
         Progress::Transfer(t) => {
             tracing::debug!(run, %role, what = t.what, done = t.done, total = t.total, bytes = t.bytes)
         }
-        Progress::Work(w) if w.done == w.total => tracing::info!(run, %role, items = w.total, "computation done"),
-        Progress::Work(w) => tracing::debug!(run, %role, done = w.done, total = w.total, "computing"),
+        Progress::Work(w) if w.done == w.total => {
+            tracing::info!(run, %role, items = w.total, unit = w.unit, "computation done")
+        }
+        Progress::Work(w) => tracing::debug!(run, %role, done = w.done, total = w.total, unit = w.unit, "computing"),
         _ => {}
     }))
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 enum Showing {
     Phase,
     Transfer { what: &'static str, sending: bool, bytes: bool },
-    Work,
+    Work(&'static str),
 }
 
 /// A progress display and the observer that drives it; nothing when `quiet` or when
@@ -77,23 +77,19 @@ fn show_transfer(bar: &ProgressBar, showing: &mut Showing, t: &Transfer) {
 /// Moves the bar to `w` items computed, turning the phase's spinner into a bar (the
 /// message stays the phase's name).
 fn show_work(bar: &ProgressBar, showing: &mut Showing, w: &Work) {
-    if *showing != Showing::Work {
+    if *showing != Showing::Work(w.unit) {
         bar.reset();
-        bar.set_style(work_style());
-        *showing = Showing::Work;
+        bar.set_style(work_style(w.unit));
+        *showing = Showing::Work(w.unit);
     }
     bar.set_length(w.total);
     bar.set_position(w.done);
 }
 
-fn work_style() -> ProgressStyle {
-    items_per_sec(
-        ProgressStyle::with_template(
-            "{prefix}: {msg} [{bar:24}] {human_pos} of {human_len} items ({rate}, {eta} left)",
-        )
-        .expect("valid template"),
-    )
-    .progress_chars("=> ")
+fn work_style(unit: &str) -> ProgressStyle {
+    let template =
+        format!("{{prefix}}: {{msg}} [{{bar:24}}] {{human_pos}} of {{human_len}} {unit} ({{rate}}, {{eta}} left)");
+    items_per_sec(ProgressStyle::with_template(&template).expect("valid template")).progress_chars("=> ")
 }
 
 fn spinner_style() -> ProgressStyle {
@@ -113,8 +109,8 @@ fn transfer_style(bytes: bool, sending: bool) -> ProgressStyle {
     items_per_sec(ProgressStyle::with_template(&template).expect("valid template")).progress_chars("=> ")
 }
 
-/// `{rate}`: items per second as a whole number with separators (indicatif's `per_sec`
-/// prints four decimals).
+/// `{rate}`: items (or whatever is counted) per second as a whole number with separators
+/// (indicatif's `per_sec` prints four decimals).
 fn items_per_sec(style: ProgressStyle) -> ProgressStyle {
     style.with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
         let _ = write!(w, "{}/s", indicatif::HumanCount(state.per_sec().round() as u64));

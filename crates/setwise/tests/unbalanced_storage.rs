@@ -192,3 +192,31 @@ fn reopening_a_database_this_thread_updates_is_an_error() {
     drop(update);
     SenderDb::load(&path).unwrap();
 }
+
+#[test]
+fn an_observed_build_tells_its_steps_and_builds_the_same_database() {
+    use setwise::protocols::{PhaseObserver, Progress};
+    use std::sync::{Arc, Mutex};
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    let observer: PhaseObserver = Arc::new(move |p| e.lock().unwrap().push(p));
+    let (sender, receiver) = (items("s", 0..700), items("s", 650..760));
+    let db = SenderDb::build_observed(&sender, None, small(), "test", Some(observer)).unwrap();
+    let events = events.lock().unwrap();
+    let phases: Vec<&str> =
+        events.iter().filter_map(|p| if let Progress::Phase(n) = p { Some(*n) } else { None }).collect();
+    assert_eq!(phases, ["OPRF of the items", "place the items in bundles", "interpolate each bundle's polynomials"]);
+    // Each metered step ends with all of its units done.
+    for unit in ["items", "bundles"] {
+        let last = events.iter().rev().find_map(|p| match p {
+            Progress::Work(w) if w.unit == unit => Some(*w),
+            _ => None,
+        });
+        let w = last.unwrap_or_else(|| panic!("no {unit} counted"));
+        assert_eq!(w.done, w.total, "{unit}");
+    }
+    let items_counted = events.iter().find_map(|p| if let Progress::Work(w) = p { Some(w.total) } else { None });
+    assert_eq!(items_counted, Some(700));
+    // The database answers as a plainly built one does: the common items.
+    assert_eq!(query(&db, &receiver), (0..50).collect());
+}

@@ -4,6 +4,7 @@ use crate::Failure;
 use crate::args::InputArgs;
 use crate::input::read_items;
 use crate::params::resolve;
+use crate::progress::progress;
 use clap::{Args, Subcommand};
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::db::Open;
@@ -61,6 +62,9 @@ pub struct BuildArgs {
     /// and updating then need it (`--key-file`).
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// No progress display (it is drawn only when stderr is a terminal anyway).
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 /// `setwise db insert|remove`.
@@ -129,13 +133,18 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
                 set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
             };
             let (name, params) = resolve(&a.params, set.len(), a.receiver_max, label_bytes)?;
-            let mut db = if a.label.is_empty() {
-                SenderDb::build(&set.items(), params, &name)
+            let labels: Option<Vec<Vec<u8>>> = if a.label.is_empty() {
+                None
             } else {
-                let labels: Vec<Vec<u8>> = set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect();
-                SenderDb::build_labelled(&set.items(), &labels, a.label.clone(), params, &name)
-            }?
-            .with_key_columns(set.key_columns());
+                Some(set.column_values(&a.label)?.iter().map(|v| encode_label(v)).collect())
+            };
+            let (bar, observer) = progress("db build", a.quiet);
+            let labelled = labels.as_deref().map(|l| (l, a.label.clone()));
+            let built = SenderDb::build_observed(&set.items(), labelled, params, &name, observer);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let mut db = built?.with_key_columns(set.key_columns());
             if let Some(k) = &a.key_file {
                 db.keep_key_apart(k)?;
             }

@@ -363,7 +363,7 @@ fn observer(party: &'static str, state: &Shared, clock: Instant) -> PhaseObserve
                 "kind": "transfer", "what": t.what, "sending": t.sending, "done": t.done, "total": t.total,
                 "bytes": t.bytes, "total_bytes": t.total_bytes,
             }),
-            Progress::Work(w) => json!({ "kind": "work", "done": w.done, "total": w.total }),
+            Progress::Work(w) => json!({ "kind": "work", "done": w.done, "total": w.total, "unit": w.unit }),
             _ => return,
         };
         push(&state, clock, party, event);

@@ -43,6 +43,8 @@ pub struct Work {
     pub done: u64,
     /// Items the phase works on.
     pub total: u64,
+    /// What the items are, plural ("items", "bundles").
+    pub unit: &'static str,
 }
 
 /// Called with each [`Progress`] event of a run (the CLI draws progress bars with it).
@@ -60,15 +62,27 @@ pub const WORK_PIECE: usize = 1 << 14;
 pub struct Meter {
     observer: Option<PhaseObserver>,
     total: u64,
+    unit: &'static str,
     done: Arc<AtomicU64>,
 }
 
 impl Meter {
+    /// A meter of `total` items telling `observer` (none: it counts nothing), for work
+    /// outside a protocol run (e.g. a database build).
+    pub fn new(observer: Option<PhaseObserver>, total: usize) -> Self {
+        Self { observer, total: total as u64, unit: "items", done: Arc::default() }
+    }
+
+    /// The same meter counting `unit` (plural) instead of items.
+    pub fn counting(self, unit: &'static str) -> Self {
+        Self { unit, ..self }
+    }
+
     /// Counts `n` more items done and tells the observer.
     pub fn add(&self, n: usize) {
         if let Some(o) = &self.observer {
             let done = self.done.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-            o(Progress::Work(Work { done: done.min(self.total), total: self.total }));
+            o(Progress::Work(Work { done: done.min(self.total), total: self.total, unit: self.unit }));
         }
     }
 
@@ -184,7 +198,7 @@ impl Report {
     /// A meter for a phase that computes on `total` items: the observer sees items done
     /// of the total (a bar rather than a spinner). Without an observer it counts nothing.
     pub fn meter(&self, total: usize) -> Meter {
-        Meter { observer: self.observer.clone(), total: total as u64, done: Arc::default() }
+        Meter::new(self.observer.clone(), total)
     }
 
     /// Runs `f` as the phase `name`, recording its wall time and traffic on `ch`.

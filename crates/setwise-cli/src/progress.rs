@@ -30,20 +30,24 @@ pub fn progress(label: &str, quiet: bool) -> (Option<ProgressBar>, Option<PhaseO
     bar.set_message("starting");
     bar.enable_steady_tick(Duration::from_millis(120));
     let b = bar.clone();
-    let showing = Mutex::new(Showing::Phase);
+    // What is shown, and the current phase's name (a transfer's bar names its stream,
+    // a computation's bar the phase).
+    let state = Mutex::new((Showing::Phase, "starting"));
     let observer: PhaseObserver = Arc::new(move |event| {
-        let Ok(mut showing) = showing.lock() else { return };
+        let Ok(mut state) = state.lock() else { return };
+        let (showing, phase) = &mut *state;
         match event {
             Progress::Phase(name) => {
                 if *showing != Showing::Phase {
                     b.set_style(spinner_style());
                     *showing = Showing::Phase;
                 }
+                *phase = name;
                 b.reset_elapsed();
                 b.set_message(name);
             }
-            Progress::Transfer(t) => show_transfer(&b, &mut showing, &t),
-            Progress::Work(w) => show_work(&b, &mut showing, &w),
+            Progress::Transfer(t) => show_transfer(&b, showing, &t),
+            Progress::Work(w) => show_work(&b, showing, phase, &w),
             _ => {}
         }
     });
@@ -76,10 +80,13 @@ fn show_transfer(bar: &ProgressBar, showing: &mut Showing, t: &Transfer) {
 
 /// Moves the bar to `w` items computed, turning the phase's spinner into a bar (the
 /// message stays the phase's name).
-fn show_work(bar: &ProgressBar, showing: &mut Showing, w: &Work) {
+fn show_work(bar: &ProgressBar, showing: &mut Showing, phase: &'static str, w: &Work) {
     if *showing != Showing::Work(w.unit) {
+        // Length first: restyling draws, and the last bar's length would show.
+        bar.set_length(w.total);
         bar.reset();
         bar.set_style(work_style(w.unit));
+        bar.set_message(phase);
         *showing = Showing::Work(w.unit);
     }
     bar.set_length(w.total);

@@ -131,3 +131,40 @@ fn silent_vole_outputs_look_uniform() {
     let (again_a, _) = again.1.split();
     assert_eq!(a.iter().zip(&again_a).filter(|(x, y)| x == y).count(), 0);
 }
+
+#[test]
+fn a_told_silent_vole_counts_its_trees_rows_and_outputs_to_the_end() {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    let k = 70_000;
+    let p = setwise::vole::SilentParams::for_outputs(k).unwrap();
+    // The highest count and the total told, per unit, for each side.
+    type Seen = Mutex<BTreeMap<&'static str, (u64, u64)>>;
+    fn record(seen: &Seen) -> impl Fn(&'static str, u64, u64) + Sync + '_ {
+        move |unit: &'static str, done: u64, total: u64| {
+            let mut seen = seen.lock().unwrap();
+            let e = seen.entry(unit).or_insert((0, total));
+            assert_eq!(e.1, total, "{unit}: the total changed");
+            assert!(done <= total, "{unit}: {done} of {total}");
+            e.0 = e.0.max(done);
+        }
+    }
+    let (sent, received) = (Seen::default(), Seen::default());
+    let (tell_s, tell_r) = (record(&sent), record(&received));
+    let (s, r) = pair(
+        |ch| setwise::vole::silent_send_told(ch, SID, k, &tell_s).unwrap(),
+        |ch| setwise::vole::silent_receive_told(ch, SID, k, &tell_r).unwrap(),
+    );
+    let (a, c) = r.split();
+    for i in 0..k {
+        assert_eq!(c[i], s.b[i] + a[i] * s.delta, "output {i}");
+    }
+    let rows = 2 * (p.positions() - k) as u64;
+    let want = BTreeMap::from([
+        ("GGM trees", (p.trees as u64, p.trees as u64)),
+        ("code rows", (rows, rows)),
+        ("outputs", (k as u64, k as u64)),
+    ]);
+    assert_eq!(*sent.lock().unwrap(), want);
+    assert_eq!(*received.lock().unwrap(), want);
+}

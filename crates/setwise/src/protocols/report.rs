@@ -201,6 +201,17 @@ impl Report {
         Meter::new(self.observer.clone(), total)
     }
 
+    /// A callback for the building blocks below the protocols, which do not know
+    /// [`Progress`]: `(what is counted, done, total)` told as [`Progress::Work`].
+    pub fn tell(&self) -> impl Fn(&'static str, u64, u64) + Send + Sync + 'static {
+        let observer = self.observer.clone();
+        move |unit, done, total| {
+            if let Some(o) = &observer {
+                o(Progress::Work(Work { done, total, unit }));
+            }
+        }
+    }
+
     /// Runs `f` as the phase `name`, recording its wall time and traffic on `ch`.
     pub fn phase<C: Channel, R>(&mut self, name: &'static str, ch: &mut C, f: impl FnOnce(&mut C) -> R) -> R {
         if let Some(obs) = &self.observer {

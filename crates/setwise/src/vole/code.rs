@@ -18,9 +18,11 @@
 //! e has regular noise of weight t. The code's bits come from AES in counter mode under a
 //! seed both parties derive from the session.
 
+use super::{Tell, untold};
 use crate::crypto::prg::Prg;
 use crate::math::gf128::Gf128;
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Entries of the accumulated vector summed into each output.
 pub const EXPANDER_WEIGHT: usize = 7;
@@ -32,6 +34,8 @@ const EXPAND_CHUNK: usize = 1 << 12;
 const EXPAND_BATCH: usize = 64;
 /// Convolution rows per PRG call (their bits on the stack).
 const CONV_CHUNK: usize = 1 << 12;
+/// Rows between two reports of the (sequential) convolution's progress.
+const TELL_ROWS: usize = 1 << 18;
 
 /// An expand-convolute code from `n` noisy positions down to `k` outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,20 +73,29 @@ impl ExConv {
     /// vectors lane by lane ([`Lanes`]): each is encoded as if alone, and each of the
     /// expander's random reads fetches all of them at once.
     pub fn dual_encode<T: Lanes>(&self, x: &mut Vec<T>) {
+        self.dual_encode_told(x, &untold);
+    }
+
+    /// [`dual_encode`](Self::dual_encode), telling `tell` of the rows convolved (both
+    /// passes) and then of the outputs expanded.
+    pub fn dual_encode_told<T: Lanes>(&self, x: &mut Vec<T>, tell: Tell) {
         assert_eq!(x.len(), self.n, "the code's input length");
         let (head, parity) = x.split_at_mut(self.k);
         // The two passes read disjoint parts (2^62 blocks apart) of the seed's stream.
-        convolve(parity, Prg::new(self.seed), 0);
-        convolve(parity, Prg::new(self.seed), 1 << 62);
-        self.expand(parity, head);
+        let rows = 2 * parity.len() as u64;
+        convolve(parity, Prg::new(self.seed), 0, &|done| tell("code rows", done, rows));
+        let half = parity.len() as u64;
+        convolve(parity, Prg::new(self.seed), 1 << 62, &|done| tell("code rows", half + done, rows));
+        self.expand(parity, head, tell);
         x.truncate(self.k);
         x.shrink_to_fit();
     }
 
     /// Adds to each of `out`'s k entries its 7 expander entries of `parity`.
-    fn expand<T: Lanes>(&self, parity: &[T], out: &mut [T]) {
+    fn expand<T: Lanes>(&self, parity: &[T], out: &mut [T], tell: Tell) {
         let step = parity.len() / EXPANDER_WEIGHT;
         let prg = Prg::new(self.seed ^ (1 << 127));
+        let (done, total) = (AtomicU64::new(0), out.len() as u64);
         // Per output 7 positions of 64 bits: 3.5 blocks; 4 blocks keep it aligned.
         out.par_chunks_mut(EXPAND_CHUNK).enumerate().for_each(|(c, chunk)| {
             let mut rand = [0u128; 4 * EXPAND_BATCH];
@@ -98,6 +111,7 @@ impl ExConv {
                     }
                 }
             }
+            tell("outputs", done.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64, total);
         });
     }
 }
@@ -139,13 +153,17 @@ impl<const L: usize> Lanes for [Gf128; L] {
 }
 
 /// One convolution pass over `x` (wrapping at its end), with the bits of blocks
-/// `stream..` of `prg`: 3 bytes per row.
-fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize) {
+/// `stream..` of `prg`: 3 bytes per row. `tell` is told the rows done every
+/// [`TELL_ROWS`] and at the end.
+fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize, tell: &dyn Fn(u64)) {
     let size = x.len();
     // The rows whose reach stays inside the vector need no wrap test.
     let main = size - (CONV_WIDTH + 1);
     let mut block = stream;
     for start in (0..size).step_by(CONV_CHUNK) {
+        if start % TELL_ROWS == 0 && start > 0 {
+            tell(start as u64);
+        }
         let rows = CONV_CHUNK.min(size - start);
         let blocks = (3 * rows).div_ceil(16);
         let mut bytes = [0u8; 16 * (3 * CONV_CHUNK).div_ceil(16)];
@@ -170,6 +188,7 @@ fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize) {
             }
         }
     }
+    tell(size as u64);
 }
 
 #[cfg(test)]

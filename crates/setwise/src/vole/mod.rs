@@ -18,4 +18,13 @@ pub mod noisy;
 pub mod pprf;
 pub mod silent;
 
-pub use silent::{SilentParams, VoleReceiver, VoleSender, silent_receive, silent_send};
+pub use silent::{
+    SilentParams, VoleReceiver, VoleSender, silent_receive, silent_receive_told, silent_send, silent_send_told,
+};
+
+/// Told how far a long step of a silent VOLE is: what it counts (plural), how many are
+/// done, of how many. It may be called from worker threads, so it must return quickly.
+pub type Tell<'a> = &'a (dyn Fn(&'static str, u64, u64) + Sync);
+
+/// A [`Tell`] that tells nobody.
+pub fn untold(_: &'static str, _: u64, _: u64) {}

@@ -12,6 +12,7 @@
 //! s_α + v. Cost: t·d random OTs (IKNP), 2·t·d + t field elements sender → receiver.
 
 use super::messages::{PPRF_LEAF_SUMS, PPRF_LEVEL_SUMS};
+use super::{Tell, untold};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::rng::fill_os;
 use crate::error::{Error, Result};
@@ -21,9 +22,13 @@ use crate::ot::{extend_receive, extend_send};
 use aes::Aes128;
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Deepest tree accepted (2^24 leaves per tree).
 pub const MAX_DEPTH: usize = 24;
+
+/// What a PPRF's progress counts.
+const TREES: &str = "GGM trees";
 
 /// The length-doubling generator of the trees.
 struct Ggm([Aes128; 2]);
@@ -79,12 +84,24 @@ fn check_depth(depth: usize) -> Result<()> {
 /// receiver chose and shifted there by `values[j]`. Returns every tree's leaves, tree
 /// after tree.
 pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[Gf128]) -> Result<Vec<Gf128>> {
+    pprf_send_told(ch, sid, depth, values, &untold)
+}
+
+/// [`pprf_send`], telling `tell` of each tree grown.
+pub fn pprf_send_told(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    depth: usize,
+    values: &[Gf128],
+    tell: Tell,
+) -> Result<Vec<Gf128>> {
     check_depth(depth)?;
     let t = values.len();
     let ots = extend_send(ch, sid, t * depth)?;
     let ggm = Ggm::new(sid);
     // Each tree grows in place in its own slice of the output.
     let mut leaves = vec![0u128; t << depth];
+    let grown = AtomicU64::new(0);
     let per_tree: Vec<(Vec<[u8; 16]>, [u8; 16])> = leaves
         .par_chunks_mut(1 << depth)
         .zip(values)
@@ -101,6 +118,7 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
                 sums.push((right ^ m1).to_le_bytes());
             }
             let total = tree.iter().fold(v.0, |acc, x| acc ^ x);
+            tell(TREES, grown.fetch_add(1, Ordering::Relaxed) + 1, t as u64);
             (sums, total.to_le_bytes())
         })
         .collect();
@@ -115,7 +133,7 @@ pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[
 /// except at each punctured leaf the sender's leaf plus its value.
 pub fn pprf_receive(ch: &mut impl Channel, sid: SessionId, depth: usize, points: &[usize]) -> Result<Vec<Gf128>> {
     let mut leaves = vec![Gf128::ZERO; points.len() << depth];
-    pprf_receive_into(ch, sid, depth, points, &mut leaves, |o, leaf| *o = leaf)?;
+    pprf_receive_into(ch, sid, depth, points, &mut leaves, |o, leaf| *o = leaf, &untold)?;
     Ok(leaves)
 }
 
@@ -128,6 +146,7 @@ pub fn pprf_receive_into<T: Send>(
     points: &[usize],
     out: &mut [T],
     set: impl Fn(&mut T, Gf128) + Sync,
+    tell: Tell,
 ) -> Result<()> {
     check_depth(depth)?;
     if let Some(&p) = points.iter().find(|&&p| p >> depth != 0) {
@@ -142,6 +161,7 @@ pub fn pprf_receive_into<T: Send>(
     let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
     let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
     let ggm = Ggm::new(sid);
+    let grown = AtomicU64::new(0);
     out.par_chunks_mut(1 << depth).enumerate().for_each_init(
         || vec![0u128; 1 << depth],
         |tree, (j, out)| {
@@ -168,6 +188,7 @@ pub fn pprf_receive_into<T: Send>(
             for (o, x) in out.iter_mut().zip(tree.iter()) {
                 set(o, Gf128(*x));
             }
+            tell(TREES, grown.fetch_add(1, Ordering::Relaxed) + 1, t as u64);
         },
     );
     Ok(())

@@ -18,7 +18,8 @@
 
 use super::code::{CONV_WIDTH, ExConv};
 use super::noisy::{noisy_receive, noisy_send};
-use super::pprf::{MAX_DEPTH, pprf_receive_into, pprf_send};
+use super::pprf::{MAX_DEPTH, pprf_receive_into, pprf_send_told};
+use super::{Tell, untold};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::rng::fill_os;
 use crate::error::{Error, Result};
@@ -114,17 +115,28 @@ fn random_element() -> Gf128 {
 
 /// The sender of a silent VOLE of `k` outputs.
 pub fn silent_send(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleSender> {
+    silent_send_told(ch, sid, k, &untold)
+}
+
+/// [`silent_send`], telling `tell` of the GGM trees grown, the code's rows and its
+/// outputs (the steps that take seconds at 2^24).
+pub fn silent_send_told(ch: &mut impl Channel, sid: SessionId, k: usize, tell: Tell) -> Result<VoleSender> {
     let p = SilentParams::for_outputs(k)?;
     let code = p.code(sid)?;
     let delta = random_element();
     let shifts = noisy_send(ch, sub(sid, b"noisy"), delta, p.trees)?;
-    let mut b = pprf_send(ch, sub(sid, b"pprf"), p.depth, &shifts)?;
-    code.dual_encode(&mut b);
+    let mut b = pprf_send_told(ch, sub(sid, b"pprf"), p.depth, &shifts, tell)?;
+    code.dual_encode_told(&mut b, tell);
     Ok(VoleSender { delta, b })
 }
 
 /// The receiver of a silent VOLE of `k` outputs.
 pub fn silent_receive(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleReceiver> {
+    silent_receive_told(ch, sid, k, &untold)
+}
+
+/// [`silent_receive`], telling `tell` as [`silent_send_told`] does.
+pub fn silent_receive_told(ch: &mut impl Channel, sid: SessionId, k: usize, tell: Tell) -> Result<VoleReceiver> {
     let p = SilentParams::for_outputs(k)?;
     let code = p.code(sid)?;
     let mut points = Vec::with_capacity(p.trees);
@@ -144,12 +156,12 @@ pub fn silent_receive(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result
     // A and C side by side, lane 0 and lane 1, so that the code's random reads fetch
     // both at once.
     let mut ac = vec![[Gf128::ZERO; 2]; p.positions()];
-    pprf_receive_into(ch, sub(sid, b"pprf"), p.depth, &points, &mut ac, |o, leaf| o[1] = leaf)?;
+    pprf_receive_into(ch, sub(sid, b"pprf"), p.depth, &points, &mut ac, |o, leaf| o[1] = leaf, tell)?;
     for (j, ((alpha, y), z)) in points.iter().zip(&ys).zip(&zs).enumerate() {
         let at = (j << p.depth) + alpha;
         ac[at][1] += *z;
         ac[at][0] = *y;
     }
-    code.dual_encode(&mut ac);
+    code.dual_encode_told(&mut ac, tell);
     Ok(VoleReceiver { pairs: ac })
 }

@@ -14,7 +14,7 @@ use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::okvs::Okvs;
 use crate::protocols::{Meter, Report};
-use crate::vole::{silent_receive, silent_send};
+use crate::vole::{silent_receive_told, silent_send_told};
 use crate::wire::msg::Message;
 use crate::wire::stream::CHUNK;
 use rayon::prelude::*;
@@ -100,7 +100,8 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
     let params = store_params(peer_items);
     let (vole, hashed) = std::thread::scope(|s| {
         let hashed = s.spawn(|| on_own_pool(|| hashes.items(own)));
-        let vole = report.phase(phases[0], ch, |ch| silent_send(ch, sid, params.columns));
+        let tell = report.tell();
+        let vole = report.phase(phases[0], ch, |ch| silent_send_told(ch, sid, params.columns, &tell));
         (vole, hashed.join().expect("hashing panicked"))
     });
     let vole = vole?;
@@ -138,7 +139,8 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
                 (hashed, store, t.elapsed())
             })
         });
-        let vole = report.phase(phases[0], ch, |ch| silent_receive(ch, sid, params.columns));
+        let tell = report.tell();
+        let vole = report.phase(phases[0], ch, |ch| silent_receive_told(ch, sid, params.columns, &tell));
         (vole, prepare.join().expect("the store encoding panicked"))
     });
     let (vole, (hashed, store, took)) = (vole?, prepared);

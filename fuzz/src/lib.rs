@@ -21,7 +21,7 @@ use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams, messages 
 use setwise::protocols::reveal::Revealed;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label, messages as ub};
-use setwise::protocols::{Reveal, compact, ecdh, fhe};
+use setwise::protocols::{Reveal, Security, compact, ecdh, fhe};
 use setwise::session::{self, Hello, Input, Job, ProtocolParams};
 use setwise::testing::{Party, ScriptedChannel};
 use setwise::wire::Reader;
@@ -231,6 +231,12 @@ pub fn cases(family: &str) -> Vec<Case> {
                 "receiver-reveal",
                 items_party(job(Protocol::Vole, Intersection).with_reveal(Reveal::Both), R)
             ),
+            both!(
+                "sender-malicious",
+                items_party(job(Protocol::Vole, Intersection).with_security(Security::Malicious), S),
+                "receiver-malicious",
+                items_party(job(Protocol::Vole, Intersection).with_security(Security::Malicious), R)
+            ),
         ],
         "mqrpmt" => vec![
             both!(
@@ -401,7 +407,9 @@ pub fn messages(data: &[u8]) {
         0x51 => compact::messages::Polynomial::decode(body, N).map(drop),
         0x60 => ot::messages::BaseSenderPoint::decode(body, ()).map(drop),
         0x61 => ot::messages::BaseReceiverPoints::decode(body, 128).map(drop),
-        0x62..=0x6f => ot::messages::CorrectionChunk::decode(body, N).map(drop),
+        0x64 => ot::messages::BaseReceiverPairs::decode(body, 128).map(drop),
+        0x65 => ot::messages::KosCheck::decode(body, ()).map(drop),
+        0x62 | 0x63 | 0x66..=0x6f => ot::messages::CorrectionChunk::decode(body, N).map(drop),
         0x72 => mq::FilterPart::decode(body, 4096).map(drop),
         0x74 => mq::Width::decode(body, Operation::Sum).map(drop),
         0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
@@ -411,10 +419,12 @@ pub fn messages(data: &[u8]) {
             TagReader::new(mq::QUERY_TAGS.name, 9, N).add(records.as_flattened(), |_| ()).map_err(Into::into)
         }),
         0x80 => Revealed::decode(body, (N, N)).map(drop),
-        0x90..=0x92 | 0x94 | 0x95 => {
+        0x90..=0x92 | 0x94 | 0x95 | 0x98..=0x9a => {
             setwise::vole::messages::NOISY_CORRECTIONS.decode_chunk(body, N).map(drop).map_err(Into::into)
         }
         0x93 => setwise::protocols::vole::messages::StoreSeed::decode(body, ()).map(drop),
+        0x96 => setwise::protocols::vole::messages::MaskCommitment::decode(body, ()).map(drop),
+        0x97 => setwise::protocols::vole::messages::MaskShare::decode(body, ()).map(drop),
         _ => Ok(()),
     };
 }

@@ -77,7 +77,16 @@ def test_malicious_security_runs_compact_through_auto() -> None:
     assert r.indices == plain_rows(Y, X)
     assert r.report["protocol"] == "compact"
     with pytest.raises(setwise.Error, match="semi-honest peers only"):
-        setwise.receiver(Y, "vole", connect="127.0.0.1:9", security="malicious")
+        setwise.receiver(Y, "ecdh", connect="127.0.0.1:9", security="malicious")
+
+
+def test_malicious_vole() -> None:
+    _, r = pair(
+        lambda a: setwise.sender(X, "vole", listen=a, security="malicious"),
+        lambda a: setwise.receiver(Y, "vole", connect=a, security="malicious"),
+    )
+    assert r.indices == plain_rows(Y, X)
+    assert r.report["protocol"] == "vole"
 
 
 def test_a_peer_above_the_cap_is_refused() -> None:

@@ -52,9 +52,8 @@ pub struct JobArgs {
     /// the receiver's report (docs/protocols/reveal.md). Both sides must agree.
     #[arg(long, default_value = "receiver")]
     pub reveal: Reveal,
-    /// The adversary to withstand: semi-honest, or malicious (only compact, for
-    /// intersections of up to 2^16 items; with auto, it picks compact or refuses). Both
-    /// sides must agree.
+    /// The adversary to withstand: semi-honest, or malicious (intersection with vole, or
+    /// compact for up to 2^16 items; auto picks one). Both sides must agree.
     #[arg(long, default_value = "semi-honest")]
     pub security: Security,
     /// Refuse a peer that announces more items than this (a server's cap on what one

@@ -57,10 +57,12 @@ pub fn leakage(protocol: &str) -> Option<Leakage> {
             "docs/protocols/authorized.md",
         ),
         "vole" => (
-            "semi-honest",
+            "semi-honest, or malicious with --security malicious",
             "Each party learns the other's set size. The receiver learns the intersection; the \
              sender learns nothing. The sender shuffles its tags, so their order tells the \
-             receiver nothing about where the matches sit in the sender's list.",
+             receiver nothing about where the matches sit in the sender's list. Under \
+             --security malicious, checks refuse a peer that deviates; a cheating receiver can \
+             test up to the store's size (about 1.15 times its announced items) of its choice.",
             "docs/protocols/vole.md",
         ),
         _ => return None,

@@ -194,6 +194,15 @@ pub enum Deviation {
         /// Index of the element.
         index: usize,
     },
+    /// A consistency check of a malicious-secure sub-protocol failed: the peer sent
+    /// values that no honest run produces.
+    #[error("{what} failed its consistency check ({meaning})")]
+    FailedCheck {
+        /// The sub-protocol checked.
+        what: &'static str,
+        /// What a failure means.
+        meaning: &'static str,
+    },
     /// The compact receiver's polynomial is constant (it would give every item one key).
     #[error("the receiver's polynomial is constant")]
     ConstantPolynomial,

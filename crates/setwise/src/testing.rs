@@ -173,6 +173,55 @@ impl<C: Channel> Channel for Recording<C> {
     }
 }
 
+/// A channel that damages what it sends: the `nth` frame (from 0) with tag `tag` goes out
+/// with the top bit of its last byte flipped (which also makes a point encoding
+/// non-canonical), as a peer that deviates in that message alone.
+#[derive(Debug)]
+pub struct Tampering<C> {
+    inner: C,
+    tag: u8,
+    nth: usize,
+    seen: usize,
+}
+
+impl<C: Channel> Tampering<C> {
+    /// Damages the `nth` frame tagged `tag` that `inner` sends.
+    pub fn new(inner: C, tag: u8, nth: usize) -> Self {
+        Self { inner, tag, nth, seen: 0 }
+    }
+
+    /// Whether the frame was sent (and damaged).
+    pub fn tampered(&self) -> bool {
+        self.seen > self.nth
+    }
+}
+
+impl<C: Channel> Channel for Tampering<C> {
+    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+        if frame.first() == Some(&self.tag) {
+            self.seen += 1;
+            if self.seen == self.nth + 1 {
+                let mut bad = frame.to_vec();
+                *bad.last_mut().expect("a tagged frame") ^= 0x80;
+                return self.inner.send(&bad);
+            }
+        }
+        self.inner.send(frame)
+    }
+
+    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
+        self.inner.recv()
+    }
+
+    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
+        self.inner.recv_limited(max)
+    }
+
+    fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+}
+
 /// One side of a session: its job, role and input.
 pub struct Party<'a> {
     /// The job as this side sees it.

@@ -67,13 +67,16 @@ fn the_union_of_a_larger_sender_runs_the_permuted_oprf_test() {
 }
 
 #[test]
-fn malicious_security_runs_compact_or_is_refused_on_both_sides() {
+fn malicious_security_runs_compact_or_vole_or_is_refused_on_both_sides() {
     let malicious = |op| Job::new(Protocol::Auto, op).with_security(Security::Malicious);
+    for (n, protocol) in [(400, "compact"), (3000, "vole")] {
+        let (x, y) = (items("s", 0..n - 100), items("s", 250..n));
+        let run = run_items(&malicious(Operation::Intersection), &x, &y);
+        let (Outcome::Intersection(got), r_rep) = run.receiver.unwrap() else { panic!("intersection") };
+        assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain_intersection(&x, &y));
+        assert_eq!(chosen(&r_rep), protocol);
+    }
     let (x, y) = (items("s", 0..300), items("s", 250..400));
-    let run = run_items(&malicious(Operation::Intersection), &x, &y);
-    let (Outcome::Intersection(got), r_rep) = run.receiver.unwrap() else { panic!("intersection") };
-    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), plain_intersection(&x, &y));
-    assert_eq!(chosen(&r_rep), "compact");
 
     let run = run_items(&malicious(Operation::Union), &x, &y);
     for e in [run.sender.unwrap_err(), run.receiver.unwrap_err()] {

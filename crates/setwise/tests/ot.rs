@@ -2,8 +2,10 @@
 //! OT, checked against the relations they must satisfy.
 
 use setwise::crypto::dst::SessionId;
+use setwise::crypto::security::Security::{self, Malicious, SemiHonest};
+use setwise::error::{Deviation, Error};
 use setwise::ot::{self, Block};
-use setwise::testing::two_sides as pair;
+use setwise::testing::{Tampering, two_sides as pair};
 
 fn bits(n: usize, seed: u8) -> Vec<bool> {
     (0..n).map(|i| blake3::hash(&[seed, (i % 251) as u8, (i / 251) as u8]).as_bytes()[0] & 1 == 1).collect()
@@ -20,35 +22,82 @@ fn check_relation(pairs: &[[Block; 2]], got: &[Block], choices: &[bool]) {
     }
 }
 
+const BOTH: [Security; 2] = [SemiHonest, Malicious];
+
 #[test]
 fn base_ot_delivers_the_chosen_key() {
-    let choices = bits(128, 1);
-    let (pairs, got) =
-        pair(|ch| ot::base_send(ch, SID, 128).unwrap(), |ch| ot::base_receive(ch, SID, &choices).unwrap());
-    check_relation(&pairs, &got, &choices);
+    for security in BOTH {
+        let choices = bits(128, 1);
+        let (pairs, got) = pair(
+            |ch| ot::base_send(ch, SID, 128, security).unwrap(),
+            |ch| ot::base_receive(ch, SID, &choices, security).unwrap(),
+        );
+        check_relation(&pairs, &got, &choices);
+    }
 }
 
 #[test]
 fn extension_at_many_sizes() {
-    for n in [0usize, 1, 127, 128, 129, 1000, (1 << 14) + 5, 50_000] {
-        let choices = bits(n, n as u8);
-        let (pairs, got) =
-            pair(|ch| ot::extend_send(ch, SID, n).unwrap(), |ch| ot::extend_receive(ch, SID, &choices).unwrap());
-        check_relation(&pairs, &got, &choices);
-        // Outputs look independent: no repeated messages.
-        let distinct: std::collections::HashSet<Block> = pairs.iter().flatten().copied().collect();
-        assert_eq!(distinct.len(), 2 * n, "n = {n}");
+    for security in BOTH {
+        for n in [0usize, 1, 127, 128, 129, 1000, (1 << 14) + 5, 50_000] {
+            let choices = bits(n, n as u8);
+            let (pairs, got) = pair(
+                |ch| ot::extend_send(ch, SID, n, security).unwrap(),
+                |ch| ot::extend_receive(ch, SID, &choices, security).unwrap(),
+            );
+            check_relation(&pairs, &got, &choices);
+            // Outputs look independent: no repeated messages.
+            let distinct: std::collections::HashSet<Block> = pairs.iter().flatten().copied().collect();
+            assert_eq!(distinct.len(), 2 * n, "n = {n}, {security:?}");
+        }
     }
 }
 
 #[test]
 fn all_zero_and_all_one_choices() {
-    for c in [false, true] {
-        let choices = vec![c; 300];
-        let (pairs, got) =
-            pair(|ch| ot::extend_send(ch, SID, 300).unwrap(), |ch| ot::extend_receive(ch, SID, &choices).unwrap());
-        check_relation(&pairs, &got, &choices);
+    for security in BOTH {
+        for c in [false, true] {
+            let choices = vec![c; 300];
+            let (pairs, got) = pair(
+                |ch| ot::extend_send(ch, SID, 300, security).unwrap(),
+                |ch| ot::extend_receive(ch, SID, &choices, security).unwrap(),
+            );
+            check_relation(&pairs, &got, &choices);
+        }
     }
+}
+
+fn failed_check(e: &Error) -> bool {
+    matches!(e, Error::PeerMisbehaved(Deviation::FailedCheck { .. }))
+}
+
+/// The malicious sender refuses a matrix damaged on the way (one bit of a row: the
+/// challenges come from the transcript, so both sides' differ and the check cannot pass)
+/// and damaged check values.
+#[test]
+fn the_malicious_extension_refuses_a_damaged_matrix_or_check() {
+    let choices = bits(1000, 3);
+    for tag in [0x62, 0x65] {
+        let (sent, _) = pair(
+            |ch| ot::extend_send(ch, SID, 1000, Malicious),
+            |ch| ot::extend_receive(&mut Tampering::new(ch, tag, 0), SID, &choices, Malicious),
+        );
+        let e = sent.unwrap_err();
+        assert!(failed_check(&e), "{e}");
+        assert!(e.to_string().contains("OT extension matrix (KOS) failed its consistency check"), "{e}");
+    }
+}
+
+/// A malicious base-OT receiver's point pair must hold two valid points.
+#[test]
+fn the_malicious_base_ot_refuses_an_invalid_point() {
+    let choices = bits(128, 5);
+    let (sent, _) = pair(
+        |ch| ot::base_send(ch, SID, 128, Malicious),
+        |ch| ot::base_receive(&mut Tampering::new(ch, 0x64, 0), SID, &choices, Malicious),
+    );
+    let e = sent.unwrap_err();
+    assert!(matches!(e, Error::InvalidPoint { what: "BaseOtPointPairs", index: 127 }), "{e}");
 }
 
 #[test]
@@ -59,12 +108,12 @@ fn chosen_and_one_sided_messages() {
     let messages: Vec<u8> = (0..n * 2 * len).map(|i| (i * 7 % 256) as u8).collect();
     let (_, got) = pair(
         |ch| {
-            let pairs = ot::extend_send(ch, SID, n).unwrap();
+            let pairs = ot::extend_send(ch, SID, n, SemiHonest).unwrap();
             ot::send_chosen(ch, SID, &pairs, &messages, len).unwrap();
             ot::send_one_sided(ch, SID, &pairs, &messages[..n * len], len).unwrap();
         },
         |ch| {
-            let keys = ot::extend_receive(ch, SID, &choices).unwrap();
+            let keys = ot::extend_receive(ch, SID, &choices, SemiHonest).unwrap();
             let chosen = ot::receive_chosen(ch, SID, &keys, &choices, len).unwrap();
             let one = ot::receive_one_sided(ch, SID, &keys, &choices, len).unwrap();
             (chosen, one)

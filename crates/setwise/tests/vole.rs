@@ -2,8 +2,11 @@
 //! relations they must satisfy, and refusing damaged messages.
 
 use setwise::crypto::dst::SessionId;
+use setwise::crypto::security::Security::{Malicious, SemiHonest};
+use setwise::error::{Deviation, Error};
 use setwise::math::gf128::Gf128;
 use setwise::net::{Channel, MemoryChannel};
+use setwise::testing::Tampering;
 use setwise::testing::two_sides as pair;
 use setwise::vole::{noisy, pprf};
 
@@ -23,14 +26,120 @@ fn noisy_vole_gives_the_relation_on_every_output() {
     for t in [1, 5, 128, 300] {
         let delta = elements(1, 1)[0];
         let ys = elements(t, 2);
-        let (zs_sender, zs) =
-            pair(|ch| noisy::noisy_send(ch, SID, delta, t).unwrap(), |ch| noisy::noisy_receive(ch, SID, &ys).unwrap());
-        for j in 0..t {
-            assert_eq!(zs_sender[j], zs[j] + ys[j] * delta, "t = {t}, j = {j}");
+        for security in [SemiHonest, Malicious] {
+            let (zs_sender, zs) = pair(
+                |ch| noisy::noisy_send(ch, SID, delta, t, security).unwrap(),
+                |ch| noisy::noisy_receive(ch, SID, &ys, security).unwrap(),
+            );
+            assert_eq!((zs_sender.len(), zs.len()), (t, t));
+            for j in 0..t {
+                assert_eq!(zs_sender[j], zs[j] + ys[j] * delta, "t = {t}, j = {j}");
+            }
+            // The receiver's outputs do not depend on Δ in any visible way: all distinct.
+            assert_eq!(zs.iter().collect::<std::collections::HashSet<_>>().len(), t);
         }
-        // The receiver's outputs do not depend on Δ in any visible way: all distinct.
-        assert_eq!(zs.iter().collect::<std::collections::HashSet<_>>().len(), t);
     }
+}
+
+fn failed_check(e: &Error) -> bool {
+    matches!(e, Error::PeerMisbehaved(Deviation::FailedCheck { .. }))
+}
+
+/// The malicious sender refuses corrections damaged on the way (one bit: the challenges
+/// come from the corrections, so both sides' differ) whatever Δ is, and damaged check
+/// values.
+#[test]
+fn the_malicious_noisy_vole_refuses_damaged_corrections_or_checks() {
+    let ys = elements(20, 6);
+    for (tag, delta) in [(0x90, Gf128(u128::MAX)), (0x90, Gf128(0)), (0x98, Gf128(7))] {
+        let (sent, _) = pair(
+            |ch| noisy::noisy_send(ch, SID, delta, 20, Malicious),
+            |ch| noisy::noisy_receive(&mut Tampering::new(ch, tag, 0), SID, &ys, Malicious),
+        );
+        let e = sent.unwrap_err();
+        assert!(failed_check(&e), "{e}");
+        assert!(e.to_string().contains("the noisy VOLE failed its consistency check"), "{e}");
+    }
+}
+
+/// A receiver that keeps to the protocol's messages but uses another y for one bit k of
+/// Δ in the first entry (the attack the check is for): the corrections it sends, its
+/// check values from its honest ys.
+fn noisy_receive_cheating(ch: &mut MemoryChannel, ys: &[Gf128], k: usize) -> setwise::Result<()> {
+    use setwise::crypto::dst::{self, Domain};
+    use setwise::crypto::prg::Prg;
+    use setwise::vole::messages::{NOISY_CHECK, NOISY_CORRECTIONS};
+    let seeds = setwise::ot::base_send(ch, SID, 128, Malicious)?;
+    let mut u = Vec::new();
+    let mut zs = vec![Gf128::ZERO; ys.len()];
+    for (bit, [q0, q1]) in seeds.iter().enumerate() {
+        let (g0, g1) = (Prg::new(*q0).blocks(0, ys.len()), Prg::new(*q1).blocks(0, ys.len()));
+        for j in 0..ys.len() {
+            let y = if bit == k && j == 0 { ys[j] + Gf128::ONE } else { ys[j] };
+            u.push((g0[j] ^ g1[j] ^ (y * Gf128(1 << bit)).0).to_le_bytes());
+            zs[j] += Gf128(g0[j]);
+        }
+    }
+    NOISY_CORRECTIONS.send(ch, &u, "cheating")?;
+    let mut h = Domain::new(dst::VOLE_NOISY_CHALLENGE, SID).hasher();
+    h.update(u.as_flattened());
+    let chi = Prg::new(u128::from_le_bytes(h.finalize().as_bytes()[..16].try_into().unwrap()));
+    let (y, z) = (chi.combine(ys.len(), |j| ys[j]), chi.combine(ys.len(), |j| zs[j]));
+    NOISY_CHECK.send(ch, &[y.to_bytes(), z.to_bytes()], "cheating")
+}
+
+/// The cheat above is caught exactly when bit k of Δ is 1; when it is 0 the corrections
+/// of bit k go unused and the sender's outputs are unchanged (the 1 bit for probability
+/// 1/2 leakage docs/protocols/vole.md states).
+#[test]
+fn the_malicious_noisy_vole_catches_a_receiver_with_another_y_for_one_bit() {
+    let ys = elements(21, 8); // 20 entries and the check's mask
+    for k in [0, 77, 127] {
+        for bit_set in [true, false] {
+            let delta = Gf128(if bit_set { 1u128 << k } else { !(1u128 << k) });
+            let (sent, cheat) =
+                pair(|ch| noisy::noisy_send(ch, SID, delta, 20, Malicious), |ch| noisy_receive_cheating(ch, &ys, k));
+            match sent {
+                Err(e) => assert!(bit_set && failed_check(&e), "k = {k}, bit set: {bit_set}: {e}"),
+                Ok(_) => {
+                    assert!(!bit_set, "k = {k}: the cheat passed with the bit set");
+                    cheat.unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The malicious silent VOLE gives the relation, and each side's checks catch a peer
+/// that damages the message they cover: the sender's PPRF leaf sums or its check answer
+/// (the receiver refuses), the receiver's noisy check (the sender refuses).
+#[test]
+fn the_malicious_silent_vole_gives_the_relation_and_catches_damage() {
+    use setwise::vole::{silent_receive_told, silent_send_told, untold};
+    for k in [1, 1000, 70_000] {
+        let (s, r) = pair(
+            |ch| silent_send_told(ch, SID, k, Malicious, &untold).unwrap(),
+            |ch| silent_receive_told(ch, SID, k, Malicious, &untold).unwrap(),
+        );
+        let (a, c) = r.split();
+        for i in 0..k {
+            assert_eq!(c[i], s.b[i] + a[i] * s.delta, "k = {k}, output {i}");
+        }
+    }
+    for (tag, what) in [(0x92, "the sparse VOLE"), (0x9a, "the sparse VOLE")] {
+        let (_, got) = pair(
+            |ch| silent_send_told(&mut Tampering::new(ch, tag, 0), SID, 1000, Malicious, &untold).map(|_| ()),
+            |ch| silent_receive_told(ch, SID, 1000, Malicious, &untold).map(|_| ()),
+        );
+        let e = got.unwrap_err();
+        assert!(failed_check(&e) && e.to_string().contains(what), "tag {tag:#x}: {e}");
+    }
+    let (sent, _) = pair(
+        |ch| silent_send_told(ch, SID, 1000, Malicious, &untold).map(|_| ()),
+        |ch| silent_receive_told(&mut Tampering::new(ch, 0x98, 0), SID, 1000, Malicious, &untold).map(|_| ()),
+    );
+    let e = sent.unwrap_err();
+    assert!(failed_check(&e) && e.to_string().contains("noisy VOLE"), "{e}");
 }
 
 #[test]
@@ -68,7 +177,7 @@ fn bad_parameters_and_truncated_messages_are_errors() {
     // A sender that stops after the OTs: the receiver gets an error, not a hang or panic.
     let (_, got) = pair(
         |ch| {
-            let _ = setwise::ot::extend_send(ch, SID, 4);
+            let _ = setwise::ot::extend_send(ch, SID, 4, SemiHonest);
             ch.send(&[0x91, 1, 0, 0, 0]).unwrap(); // a level-sums chunk claiming one record, without it
         },
         |ch| pprf::pprf_receive(ch, SID, 2, &[1, 2]),
@@ -152,8 +261,8 @@ fn a_told_silent_vole_counts_its_trees_rows_and_outputs_to_the_end() {
     let (sent, received) = (Seen::default(), Seen::default());
     let (tell_s, tell_r) = (record(&sent), record(&received));
     let (s, r) = pair(
-        |ch| setwise::vole::silent_send_told(ch, SID, k, &tell_s).unwrap(),
-        |ch| setwise::vole::silent_receive_told(ch, SID, k, &tell_r).unwrap(),
+        |ch| setwise::vole::silent_send_told(ch, SID, k, SemiHonest, &tell_s).unwrap(),
+        |ch| setwise::vole::silent_receive_told(ch, SID, k, SemiHonest, &tell_r).unwrap(),
     );
     let (a, c) = r.split();
     for i in 0..k {

@@ -7,9 +7,9 @@ use common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::vole::{MAX_SET, store_params, tag_bytes};
-use setwise::protocols::{Context, Reveal, Role};
+use setwise::protocols::{Context, Reveal, Role, Security, Security::SemiHonest};
 use setwise::session::{self, Hello, Input, handshake};
-use setwise::testing::run_items;
+use setwise::testing::{Tampering, run_items, run_over};
 use setwise::{Error, Job, Operation, Outcome, Protocol};
 use std::time::Duration;
 
@@ -65,6 +65,79 @@ fn reveal_both_gives_the_sender_its_rows() {
     let (Outcome::Intersection(r), _) = run.receiver.unwrap() else { panic!("receiver outcome") };
     assert_eq!(s, (2500..3000).collect::<Vec<_>>());
     assert_eq!(r, (0..500).collect::<Vec<_>>());
+}
+
+fn malicious() -> Job {
+    job().with_security(Security::Malicious)
+}
+
+#[test]
+fn the_malicious_variant_matches_the_plain_intersection() {
+    for (x, y) in common::edge_cases() {
+        common::check_intersection(&malicious(), &x, &y);
+    }
+    common::check_intersection(&malicious(), &items("m", 0..20_000), &items("m", 19_000..19_300));
+    common::check_intersection(&malicious(), &items("m", 0..3), &items("m", 0..5_000));
+    let (x, y) = binary_and_long(30, 3_000);
+    common::check_intersection(&malicious(), &x, &y);
+    let run = run_items(&malicious().with_reveal(Reveal::Both), &items("r", 0..3000), &items("r", 2500..4000));
+    let (Outcome::Intersection(s), _) = run.sender.unwrap() else { panic!("sender outcome") };
+    assert_eq!(s, (2500..3000).collect::<Vec<_>>());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    #[test]
+    fn the_malicious_variant_matches_plain((x, y) in overlapping_sets()) {
+        common::check_intersection(&malicious(), &x, &y);
+    }
+}
+
+/// A malicious run where one side damages its first frame tagged `tag`: the error of
+/// the side that refuses it.
+fn damaged(role: Role, tag: u8) -> Error {
+    let (x, y) = (items("d", 0..2000), items("d", 1000..3000));
+    let (a, b) = MemoryChannel::pair(1 << 26);
+    let nth = |r: Role| if r == role { 0 } else { usize::MAX };
+    let run = run_over(
+        &malicious(),
+        Tampering::new(a, tag, nth(Role::Sender)),
+        Tampering::new(b, tag, nth(Role::Receiver)),
+        Input::Items(&x),
+        Input::Items(&y),
+    );
+    match role {
+        Role::Sender => run.receiver.unwrap_err(),
+        _ => run.sender.unwrap_err(),
+    }
+}
+
+#[test]
+fn each_malicious_check_refuses_a_damaged_message() {
+    for (role, tag, what) in [
+        (Role::Sender, 0x96, "the sender's mask share failed its consistency check"),
+        (Role::Sender, 0x97, "the sender's mask share failed its consistency check"),
+        (Role::Sender, 0x92, "the sparse VOLE (punctured PRFs) failed its consistency check"),
+        (Role::Sender, 0x9a, "the sparse VOLE (punctured PRFs) failed its consistency check"),
+        (Role::Receiver, 0x98, "the noisy VOLE failed its consistency check"),
+        (Role::Receiver, 0x65, "the OT extension matrix (KOS) failed its consistency check"),
+        (Role::Sender, 0x64, "BaseOtPointPairs"),
+    ] {
+        let e = damaged(role, tag);
+        assert!(e.to_string().contains(what), "{role} damaging {tag:#x}: {e}");
+    }
+}
+
+#[test]
+fn malicious_tags_are_16_bytes_and_the_protocol_claims_malicious_security() {
+    assert_eq!(Protocol::Vole.security(), Security::Malicious);
+    let (x, y) = (items("t", 0..1000), items("t", 0..1000));
+    let semi = run_items(&job(), &x, &y);
+    let mal = run_items(&malicious(), &x, &y);
+    let bytes = |r: &setwise::testing::PairRun| r.sender.as_ref().unwrap().1.traffic.bytes_sent;
+    // 1000 tags of 16 bytes against 8 (40 + 10 + 10 bits), plus the checks' few KiB.
+    assert_eq!(tag_bytes(1000, 1000), 8);
+    assert!(bytes(&mal) >= bytes(&semi) + 1000 * 8, "{} vs {}", bytes(&mal), bytes(&semi));
 }
 
 #[test]
@@ -144,8 +217,8 @@ fn a_damaged_pprf_message_is_refused() {
     let e = against(Role::Sender, 10, |ch, ctx| {
         let sub = |w: &[u8]| SessionId(Domain::new(dst::VOLE_SUBSESSION, ctx.id).hash64(w)[..32].try_into().unwrap());
         let p = SilentParams::for_outputs(store_params(10).columns).unwrap();
-        noisy::noisy_send(ch, sub(b"noisy"), setwise::math::gf128::Gf128::ONE, p.trees).unwrap();
-        setwise::ot::extend_send(ch, sub(b"pprf"), p.trees * p.depth).unwrap();
+        noisy::noisy_send(ch, sub(b"noisy"), setwise::math::gf128::Gf128::ONE, p.trees, SemiHonest).unwrap();
+        setwise::ot::extend_send(ch, sub(b"pprf"), p.trees * p.depth, SemiHonest).unwrap();
         ch.send(&frame(0x91, &vec![[0; 16]; 2 * p.trees * p.depth + 1])).unwrap();
     });
     assert!(e.to_string().contains("PprfLevelSums"), "{e}");

@@ -13,7 +13,7 @@ use setwise::protocols::mqrpmt::{Construction, LastMove};
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::{Reveal, human_bytes};
 use setwise::session::{Input, Job, ProtocolParams, run};
-use setwise::{Operation, Outcome, Protocol, Report, Role};
+use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
 
 /// `setwise bench`.
 #[derive(Args)]
@@ -62,6 +62,9 @@ pub struct BenchArgs {
     /// Who learns the result: receiver, or both (the reveal step's time is printed).
     #[arg(long, default_value = "receiver")]
     reveal: Reveal,
+    /// The adversary to withstand: semi-honest, or malicious (vole, compact).
+    #[arg(long, default_value = "semi-honest")]
+    security: Security,
     /// Also write every run's two reports as JSON lines to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -155,9 +158,13 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
 /// The jobs timed for `op`, each with its row's name: one per mqRPMT construction (named
 /// with its last move), else one.
 fn jobs(a: &BenchArgs, op: Operation) -> Vec<(String, Job)> {
-    let job = Job::new(a.protocol, op).with_reveal(a.reveal);
+    let job = Job::new(a.protocol, op).with_reveal(a.reveal).with_security(a.security);
     if a.protocol != Protocol::Mqrpmt {
-        return vec![(op.name().to_string(), job)];
+        let name = match a.security {
+            Security::SemiHonest => op.name().to_string(),
+            Security::Malicious => format!("{op} (malicious)"),
+        };
+        return vec![(name, job)];
     }
     a.rpmt
         .iter()

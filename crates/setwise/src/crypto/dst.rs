@@ -57,6 +57,10 @@ pub const MQRPMT_PRIVATE_ID_ITEM: &str = "setwise/mqrpmt/v2/private-id-item-to-k
 pub const MQRPMT_PRIVATE_ID_OUTPUT: &str = "setwise/mqrpmt/v2/private-id-oprf-output";
 /// Base OT (Chou–Orlandi): the OT keys.
 pub const OT_BASE_KEY: &str = "setwise/ot/v1/base-ot-key";
+/// Malicious base OT (Masny–Rindal): the random oracle to ristretto255.
+pub const OT_BASE_TO_GROUP: &str = "setwise/ot/v1/base-ot-hash-to-group";
+/// Malicious OT extension (KOS): the challenge of the consistency check (Fiat–Shamir).
+pub const OT_KOS_CHALLENGE: &str = "setwise/ot/v1/kos-challenge";
 /// IKNP: the fixed AES key of the correlation-robust hash.
 pub const OT_CRHASH_KEY: &str = "setwise/ot/v1/iknp-crhash-key";
 /// Chosen-message and one-sided OT: the pads of the masked messages.
@@ -67,10 +71,18 @@ pub const VOLE_GGM_KEY: &str = "setwise/vole/v1/ggm-prg-key";
 pub const VOLE_SUBSESSION: &str = "setwise/vole/v1/sub-session";
 /// Silent VOLE: the seed of the expand-convolute code.
 pub const VOLE_CODE_SEED: &str = "setwise/vole/v1/code-seed";
+/// Malicious silent VOLE: the challenge of the noisy VOLE's check (Fiat–Shamir).
+pub const VOLE_NOISY_CHALLENGE: &str = "setwise/vole/v1/noisy-check-challenge";
+/// Malicious silent VOLE: the sender's answer to the punctured PRFs' check (Ferret).
+pub const VOLE_SPARSE_CHECK: &str = "setwise/vole/v1/sparse-check-answer";
 /// VOLE-PSI: an item's OKVS key and value.
 pub const VOLE_PSI_ITEM: &str = "setwise/vole-psi/v1/item-to-key-value";
 /// VOLE-PSI: the OPRF output of an item (truncated to the tag length).
 pub const VOLE_PSI_TAG: &str = "setwise/vole-psi/v1/oprf-output";
+/// Malicious VOLE-PSI: the OPRF output of an item's whole digest and its value plus w.
+pub const VOLE_PSI_TAG_MALICIOUS: &str = "setwise/vole-psi/v1/oprf-output-malicious";
+/// Malicious VOLE-PSI: the sender's commitment to its share w_s of the output mask.
+pub const VOLE_PSI_MASK_COMMITMENT: &str = "setwise/vole-psi/v1/mask-commitment";
 /// Staged runs: the hello nonce a party derives from its run seed (so a re-run of the
 /// hello stage writes the same bytes).
 pub const STAGED_HELLO_NONCE: &str = "setwise/staged/v1/hello-nonce";

@@ -1,4 +1,4 @@
-//! IKNP OT extension (Ishai–Kilian–Nissim–Petrank, CRYPTO 2003), semi-honest: κ = 128
+//! IKNP OT extension (Ishai–Kilian–Nissim–Petrank, CRYPTO 2003): κ = 128
 //! base OTs with the roles reversed give any number of random OTs with chosen choice bits.
 //!
 //! The extension receiver (choices r) holds base-OT key pairs (k0_i, k1_i); the extension
@@ -9,14 +9,24 @@
 //! tweakable correlation-robust hash π(π(x) ⊕ j) ⊕ π(x) of Guo–Katz–Wang–Yu (S&P 2020),
 //! π fixed-key AES (key derived from the session). The matrix travels in chunks of 2^14
 //! columns, so memory stays bounded.
+//!
+//! Malicious (`Security::Malicious`): the base OTs are Masny–Rindal's, and the receiver
+//! proves it used one choice bit per column in every row (Keller, Orsini, Scholl,
+//! "Actively Secure OT Extension with Optimal Overhead", CRYPTO 2015, Fig. 7): with
+//! challenges χ_j ∈ GF(2^128) (here from the transcript, Fiat–Shamir), it sends
+//! x = Σ χ_j·r_j and t = Σ χ_j·t_j, and the sender checks Σ χ_j·q_j = t + x·s. 256 extra
+//! OTs with random choices hide the real ones in x. A cheating receiver passes only by
+//! guessing bits of s, learning ℓ of them with probability 2^-ℓ, as KOS allows.
 
 use super::base::{base_receive, base_send};
-use super::messages::CorrectionChunk;
+use super::messages::{CorrectionChunk, KosCheck};
 use super::{Block, KAPPA};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
-use crate::error::Result;
+use crate::crypto::security::Security;
+use crate::error::{Deviation, Result};
+use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::wire::msg::Message;
 use aes::Aes128;
@@ -26,18 +36,43 @@ use rayon::prelude::*;
 /// OTs per chunk of the correction matrix (256 KiB on the wire).
 const CHUNK: usize = 1 << 14;
 
-/// The extension sender: `n` random OTs; returns (m0_j, m1_j) for each.
-pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {
+/// Extra OTs with random choices that a malicious-secure extension sacrifices to hide the
+/// choice bits in its check: κ + σ = 128 + 40 in KOS, rounded up to whole blocks.
+const KOS_PAD: usize = 256;
+
+/// The KOS check's challenge for one chunk: a generator seeded by the transcript of the
+/// matrix so far, this chunk included (Fiat–Shamir: the receiver is bound to the chunk's
+/// columns before it can know their χ).
+fn challenge(transcript: &mut blake3::Hasher, chunk: &[[u8; 16]]) -> Prg {
+    transcript.update(chunk.as_flattened());
+    Prg::new(u128::from_le_bytes(transcript.finalize().as_bytes()[..16].try_into().expect("16 bytes")))
+}
+
+/// OTs run for `n` wanted at `security`.
+fn padded(n: usize, security: Security) -> usize {
+    match security {
+        Security::SemiHonest => n,
+        Security::Malicious => n + KOS_PAD,
+    }
+}
+
+/// The extension sender: `n` random OTs withstanding `security`; returns (m0_j, m1_j)
+/// for each. Malicious: the KOS check (Keller–Orsini–Scholl, CRYPTO 2015) that the
+/// receiver used one choice bit per column in all κ rows.
+pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize, security: Security) -> Result<Vec<[Block; 2]>> {
     let mut s_bytes = [0u8; 16];
     fill_os(&mut s_bytes);
     let s = u128::from_le_bytes(s_bytes);
     let choices: Vec<bool> = (0..KAPPA).map(|i| (s >> i) & 1 == 1).collect();
-    let seeds = base_receive(ch, sid, &choices)?;
+    let seeds = base_receive(ch, sid, &choices, security)?;
     let prgs: Vec<Prg> = seeds.iter().map(|&k| Prg::new(k)).collect();
     let hash = CrHash::new(sid);
+    let total = padded(n, security);
+    let mut transcript = Domain::new(dst::OT_KOS_CHALLENGE, sid).hasher();
+    let mut q_sum = Gf128::ZERO;
     let mut out = Vec::with_capacity(n);
-    for start in (0..n).step_by(CHUNK) {
-        let blocks = (n - start).min(CHUNK).div_ceil(128);
+    for start in (0..total).step_by(CHUNK) {
+        let blocks = (total - start).min(CHUNK).div_ceil(128);
         let u = CorrectionChunk::recv(ch, "receiving the OT extension matrix", KAPPA * blocks)?.0;
         let rows: Vec<Vec<u128>> = prgs
             .par_iter()
@@ -53,28 +88,57 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Ve
             })
             .collect();
         let q = columns(&rows, blocks);
-        let take = (n - start).min(CHUNK);
-        let h0 = hash.hash(&q[..take], start);
-        let flipped: Vec<u128> = q[..take].iter().map(|x| x ^ s).collect();
+        let take = (total - start).min(CHUNK);
+        if security == Security::Malicious {
+            let chi = challenge(&mut transcript, &u);
+            q_sum += chi.combine(take, |j| Gf128(q[j]));
+        }
+        let keep = n.saturating_sub(start).min(take);
+        let h0 = hash.hash(&q[..keep], start);
+        let flipped: Vec<u128> = q[..keep].iter().map(|x| x ^ s).collect();
         let h1 = hash.hash(&flipped, start);
         out.extend(h0.into_iter().zip(h1).map(|(a, b)| [a, b]));
+    }
+    if security == Security::Malicious {
+        // Column j is q_j = t_j + r_j·s for one bit r_j in every row, so Σχ_j·q_j = t + x·s.
+        let KosCheck { x, t } = KosCheck::recv(ch, "receiving the OT extension check", ())?;
+        if q_sum != Gf128::from_bytes(t) + Gf128::from_bytes(x) * Gf128(s) {
+            return Err(Deviation::FailedCheck {
+                what: "the OT extension matrix (KOS)",
+                meaning: "the receiver's choice bits differ between rows, as when probing the sender's secret",
+            }
+            .into());
+        }
     }
     Ok(out)
 }
 
-/// The extension receiver with `choices`; returns m_{r_j} for each.
-pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result<Vec<Block>> {
+/// The extension receiver with `choices`, withstanding `security`; returns m_{r_j} for
+/// each.
+pub fn extend_receive(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    choices: &[bool],
+    security: Security,
+) -> Result<Vec<Block>> {
     let n = choices.len();
-    let keys = base_send(ch, sid, KAPPA)?;
+    let total = padded(n, security);
+    // The padding's choices are random: they mask the real ones in the check.
+    let mut pad = [0u8; KOS_PAD / 8];
+    fill_os(&mut pad);
+    let choice = |j: usize| if j < n { choices[j] } else { (pad[(j - n) / 8] >> ((j - n) % 8)) & 1 == 1 };
+    let keys = base_send(ch, sid, KAPPA, security)?;
     let prgs: Vec<[Prg; 2]> = keys.iter().map(|&[k0, k1]| [Prg::new(k0), Prg::new(k1)]).collect();
     let hash = CrHash::new(sid);
+    let mut transcript = Domain::new(dst::OT_KOS_CHALLENGE, sid).hasher();
+    let (mut x_sum, mut t_sum) = (Gf128::ZERO, Gf128::ZERO);
     let mut out = Vec::with_capacity(n);
-    for start in (0..n).step_by(CHUNK) {
-        let take = (n - start).min(CHUNK);
+    for start in (0..total).step_by(CHUNK) {
+        let take = (total - start).min(CHUNK);
         let blocks = take.div_ceil(128);
         let mut r = vec![0u128; blocks];
-        for (j, &c) in choices[start..start + take].iter().enumerate() {
-            r[j / 128] |= u128::from(c) << (j % 128);
+        for j in 0..take {
+            r[j / 128] |= u128::from(choice(start + j)) << (j % 128);
         }
         let (t, u): (Vec<Vec<u128>>, Vec<Vec<u128>>) = prgs
             .par_iter()
@@ -88,7 +152,17 @@ pub fn extend_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -
         let chunk = CorrectionChunk(u.iter().flatten().map(|x| x.to_le_bytes()).collect());
         chunk.send(ch, "sending the OT extension matrix")?;
         let cols = columns(&t, blocks);
-        out.extend(hash.hash(&cols[..take], start));
+        if security == Security::Malicious {
+            let chi = challenge(&mut transcript, &chunk.0);
+            let bit = |j: usize| (r[j / 128] >> (j % 128)) & 1;
+            x_sum += chi.combine(take, |j| if bit(j) == 1 { Gf128::ONE } else { Gf128::ZERO });
+            t_sum += chi.combine(take, |j| Gf128(cols[j]));
+        }
+        let keep = n.saturating_sub(start).min(take);
+        out.extend(hash.hash(&cols[..keep], start));
+    }
+    if security == Security::Malicious {
+        KosCheck { x: x_sum.to_bytes(), t: t_sum.to_bytes() }.send(ch, "sending the OT extension check")?;
     }
     Ok(out)
 }

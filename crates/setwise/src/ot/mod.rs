@@ -1,6 +1,7 @@
-//! Oblivious transfer: base OT over ristretto255 (Chou–Orlandi), IKNP OT extension to
-//! any number of random OTs with a fixed-key-AES correlation-robust hash, and on top of
-//! them chosen-message 1-out-of-2 OT and one-sided OT. Semi-honest.
+//! Oblivious transfer: base OT over ristretto255 (Chou–Orlandi; Masny–Rindal when
+//! malicious), IKNP OT extension to any number of random OTs with a fixed-key-AES
+//! correlation-robust hash (with the KOS check when malicious), and on top of them
+//! chosen-message 1-out-of-2 OT and one-sided OT (semi-honest).
 //!
 //! Roles follow the OT, not the PSI: the *OT sender* ends with two messages per OT, the
 //! *OT receiver* with the one its choice bit selects. Every function runs over a

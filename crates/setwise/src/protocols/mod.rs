@@ -15,6 +15,7 @@ pub mod reveal;
 pub mod unbalanced;
 pub mod vole;
 
+pub use crate::crypto::security::Security;
 pub use context::{Context, MAX_SET_SIZE, Role};
 pub use report::{Meter, Observed, Phase, PhaseObserver, Progress, Report, WORK_PIECE, Work, human_bytes};
 pub use reveal::Reveal;
@@ -82,35 +83,14 @@ impl Protocol {
         }
     }
 
-    /// The adversary the protocol is proven against (docs/protocols/): only `compact`
-    /// withstands a malicious peer in both roles. (`authorized` and `partial` withstand a
-    /// malicious client, not a malicious sender, so they count as semi-honest here.)
+    /// The strongest adversary the protocol withstands (docs/protocols/): `compact` and
+    /// `vole` (its malicious variant) withstand a malicious peer in both roles.
+    /// (`authorized` and `partial` withstand a malicious client, not a malicious sender,
+    /// so they count as semi-honest here.)
     pub fn security(self) -> Security {
         match self {
-            Protocol::Compact => Security::Malicious,
+            Protocol::Compact | Protocol::Vole => Security::Malicious,
             _ => Security::SemiHonest,
-        }
-    }
-}
-
-/// The adversary a job must withstand: both parties ask for the same in the hello.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Security {
-    /// Peers follow the protocol but try to learn more from what they see.
-    #[default]
-    SemiHonest,
-    /// A peer may deviate in any way: a run then ends with an error or a correct result,
-    /// never one that tells the peer more than its output.
-    Malicious,
-}
-
-impl Security {
-    /// The CLI and hello name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Security::SemiHonest => "semi-honest",
-            Security::Malicious => "malicious",
         }
     }
 }

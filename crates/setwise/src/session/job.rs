@@ -186,8 +186,8 @@ impl Job {
         }
         if self.security > self.protocol.security() && self.protocol != Protocol::Auto {
             return Err(Error::Usage(format!(
-                "{} is secure against {} peers only; for {} security use compact (intersection of up to 2^16 \
-                 items) or auto",
+                "{} is secure against {} peers only; for {} security use vole or compact (intersection), or \
+                 auto",
                 self.protocol,
                 self.protocol.security(),
                 self.security
@@ -282,9 +282,10 @@ mod tests {
     #[test]
     fn malicious_security_refuses_a_semi_honest_protocol() {
         let m = |p| Job::new(p, Operation::Intersection).with_security(Security::Malicious).validate(Role::Sender);
-        let e = m(Protocol::Vole).unwrap_err().to_string();
-        assert!(e.contains("vole is secure against semi-honest peers only"), "{e}");
+        let e = m(Protocol::Ecdh).unwrap_err().to_string();
+        assert!(e.contains("ecdh is secure against semi-honest peers only"), "{e}");
         m(Protocol::Compact).unwrap();
+        m(Protocol::Vole).unwrap();
         m(Protocol::Auto).unwrap();
     }
 

@@ -253,8 +253,8 @@ fn dispatch<I: AsRef<[u8]> + Sync>(
         (Protocol::Fhe, _, Role::Receiver, Input::Items(y)) => fhe::receiver(ch, ctx, y, report),
         (Protocol::Compact, _, Role::Sender, Input::Items(x)) => nothing(compact::sender(ch, ctx, x, report)),
         (Protocol::Compact, _, Role::Receiver, Input::Items(y)) => compact::receiver(ch, ctx, y, report),
-        (Protocol::Vole, _, Role::Sender, Input::Items(x)) => nothing(vole::sender(ch, ctx, x, report)),
-        (Protocol::Vole, _, Role::Receiver, Input::Items(y)) => vole::receiver(ch, ctx, y, report),
+        (Protocol::Vole, _, Role::Sender, Input::Items(x)) => nothing(vole::sender(ch, ctx, job.security, x, report)),
+        (Protocol::Vole, _, Role::Receiver, Input::Items(y)) => vole::receiver(ch, ctx, job.security, y, report),
         (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Sender, Input::Items(x)) => {
             mqrpmt::sender(ch, ctx, op, x, None, m, report)
         }

@@ -1,4 +1,4 @@
-//! Punctured PRFs from GGM trees (one per noise block of silent VOLE), semi-honest.
+//! Punctured PRFs from GGM trees (one per noise block of silent VOLE).
 //!
 //! The sender grows `t` trees of depth d from random roots with the length-doubling
 //! generator G(s) = (AES_k0(s) + s, AES_k1(s) + s) under fixed keys from the session, and
@@ -15,6 +15,7 @@ use super::messages::{PPRF_LEAF_SUMS, PPRF_LEVEL_SUMS};
 use super::{Tell, untold};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::rng::fill_os;
+use crate::crypto::security::Security;
 use crate::error::{Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
@@ -82,22 +83,24 @@ fn check_depth(depth: usize) -> Result<()> {
 
 /// The sender: trees of `depth` (2^depth leaves each), tree j punctured where the
 /// receiver chose and shifted there by `values[j]`. Returns every tree's leaves, tree
-/// after tree.
+/// after tree. Semi-honest.
 pub fn pprf_send(ch: &mut impl Channel, sid: SessionId, depth: usize, values: &[Gf128]) -> Result<Vec<Gf128>> {
-    pprf_send_told(ch, sid, depth, values, &untold)
+    pprf_send_told(ch, sid, depth, values, Security::SemiHonest, &untold)
 }
 
-/// [`pprf_send`], telling `tell` of each tree grown.
+/// [`pprf_send`] with random OTs withstanding `security`, telling `tell` of each tree
+/// grown. (A malicious sender's trees are checked by the silent VOLE, on the leaves.)
 pub fn pprf_send_told(
     ch: &mut impl Channel,
     sid: SessionId,
     depth: usize,
     values: &[Gf128],
+    security: Security,
     tell: Tell,
 ) -> Result<Vec<Gf128>> {
     check_depth(depth)?;
     let t = values.len();
-    let ots = extend_send(ch, sid, t * depth)?;
+    let ots = extend_send(ch, sid, t * depth, security)?;
     let ggm = Ggm::new(sid);
     // Each tree grows in place in its own slice of the output.
     let mut leaves = vec![0u128; t << depth];
@@ -130,15 +133,16 @@ pub fn pprf_send_told(
 }
 
 /// The receiver, punctured at `points[j]` in tree j: every leaf of the sender's trees,
-/// except at each punctured leaf the sender's leaf plus its value.
+/// except at each punctured leaf the sender's leaf plus its value. Semi-honest.
 pub fn pprf_receive(ch: &mut impl Channel, sid: SessionId, depth: usize, points: &[usize]) -> Result<Vec<Gf128>> {
     let mut leaves = vec![Gf128::ZERO; points.len() << depth];
-    pprf_receive_into(ch, sid, depth, points, &mut leaves, |o, leaf| *o = leaf, &untold)?;
+    pprf_receive_into(ch, sid, depth, points, &mut leaves, |o, leaf| *o = leaf, Security::SemiHonest, &untold)?;
     Ok(leaves)
 }
 
 /// [`pprf_receive`] into `out` (t·2^depth entries): `set(&mut out[i], leaf i)`, so that a
-/// caller can place the leaves beside other data.
+/// caller can place the leaves beside other data; random OTs withstanding `security`.
+#[allow(clippy::too_many_arguments)] // the tree's shape, where its leaves go, and how
 pub fn pprf_receive_into<T: Send>(
     ch: &mut impl Channel,
     sid: SessionId,
@@ -146,6 +150,7 @@ pub fn pprf_receive_into<T: Send>(
     points: &[usize],
     out: &mut [T],
     set: impl Fn(&mut T, Gf128) + Sync,
+    security: Security,
     tell: Tell,
 ) -> Result<()> {
     check_depth(depth)?;
@@ -157,7 +162,7 @@ pub fn pprf_receive_into<T: Send>(
     // At level l the path to α takes side bit l of α.
     let bit = |alpha: usize, l: usize| (alpha >> l) & 1;
     let choices: Vec<bool> = points.iter().flat_map(|&a| (0..depth).map(move |l| bit(a, l) == 0)).collect();
-    let keys = extend_receive(ch, sid, &choices)?;
+    let keys = extend_receive(ch, sid, &choices, security)?;
     let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
     let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
     let ggm = Ggm::new(sid);

@@ -1,6 +1,6 @@
 //! Silent VOLE over GF(2^128) from dual LPN with regular noise (Boyle, Couteau, Gilboa,
-//! Ishai, Kohl, Scholl, CCS 2019), semi-honest: the sender ends with Δ and B, the
-//! receiver with A and C = B + A·Δ, all of length k, with A and B pseudorandom.
+//! Ishai, Kohl, Scholl, CCS 2019): the sender ends with Δ and B, the receiver with A and
+//! C = B + A·Δ, all of length k, with A and B pseudorandom.
 //!
 //! 1. The receiver picks, per noise block j < t, a position α_j in the block's 2^d slots
 //!    and a nonzero y_j. The noisy VOLE gives it z_j and the sender z_j + y_j·Δ.
@@ -15,14 +15,28 @@
 //! minimum-distance ratio d_min/N = 0.25 of `ExConv7x24` gives t = 128 for λ = 128
 //! (libOTe `ConfigureCode.cpp`; docs/protocols/vole.md). setwise takes d so that t lands
 //! in 128..256, which only adds noise.
-
+//!
+//! Malicious (`Security::Malicious`): the noisy VOLE checks the receiver
+//! ([`super::noisy`]), the PPRFs' OTs are KOS's, and the receiver checks the sparse VOLE
+//! before the code, as Ferret does (Yang, Weng, Lan, Zhang, Wang, CCS 2020, Fig. 6, the
+//! check of Wolverine): one more noisy entry (y′, z′ | z′ + y′·Δ); the receiver sends a
+//! seed of challenges χ_i and x′ = Σ χ_i·e_i + y′, and the sender answers
+//! H(Σ χ_i·b_i + z′ + y′·Δ + x′·Δ), which equals H(Σ χ_i·c_i + z′) only if c = b + e·Δ
+//! (but with probability 2^-128 per try). A sender that breaks the trees passes with
+//! probability 2^-ℓ when its break depends on ℓ bits of the noise positions, and then
+//! learns them: the leakage Ferret's LPN assumption allows. The answer is a hash, so a
+//! receiver sending a wrong x′ learns nothing of Δ from it. Cost: 2 KiB of noisy VOLE,
+//! 256 OTs, one round trip and one pass over the 2k positions.
 use super::code::{CONV_WIDTH, ExConv};
+use super::messages::{SPARSE_ANSWER, SPARSE_CHALLENGE};
 use super::noisy::{noisy_receive, noisy_send};
 use super::pprf::{MAX_DEPTH, pprf_receive_into, pprf_send_told};
 use super::{Tell, untold};
 use crate::crypto::dst::{self, Domain, SessionId};
+use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
-use crate::error::{Error, Result};
+use crate::crypto::security::Security;
+use crate::error::{Deviation, Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 
@@ -113,34 +127,64 @@ fn random_element() -> Gf128 {
     Gf128::from_bytes(b)
 }
 
-/// The sender of a silent VOLE of `k` outputs.
-pub fn silent_send(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleSender> {
-    silent_send_told(ch, sid, k, &untold)
+/// H(V) of the sparse check, 32 bytes.
+fn sparse_answer(sid: SessionId, v: Gf128) -> [[u8; 16]; 2] {
+    let h = Domain::new(dst::VOLE_SPARSE_CHECK, sid).hash64(&v.to_bytes());
+    [h[..16].try_into().expect("16 bytes"), h[16..32].try_into().expect("16 bytes")]
 }
 
-/// [`silent_send`], telling `tell` of the GGM trees grown, the code's rows and its
-/// outputs (the steps that take seconds at 2^24).
-pub fn silent_send_told(ch: &mut impl Channel, sid: SessionId, k: usize, tell: Tell) -> Result<VoleSender> {
+/// Noisy entries beyond the trees' at `security`: y′ of the sparse check.
+fn extra(security: Security) -> usize {
+    usize::from(security == Security::Malicious)
+}
+
+/// The sender of a silent VOLE of `k` outputs, semi-honest.
+pub fn silent_send(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleSender> {
+    silent_send_told(ch, sid, k, Security::SemiHonest, &untold)
+}
+
+/// [`silent_send`] withstanding `security`, telling `tell` of the GGM trees grown, the
+/// code's rows and its outputs (the steps that take seconds at 2^24).
+pub fn silent_send_told(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    k: usize,
+    security: Security,
+    tell: Tell,
+) -> Result<VoleSender> {
     let p = SilentParams::for_outputs(k)?;
     let code = p.code(sid)?;
     let delta = random_element();
-    let shifts = noisy_send(ch, sub(sid, b"noisy"), delta, p.trees)?;
-    let mut b = pprf_send_told(ch, sub(sid, b"pprf"), p.depth, &shifts, tell)?;
+    let shifts = noisy_send(ch, sub(sid, b"noisy"), delta, p.trees + extra(security), security)?;
+    let mut b = pprf_send_told(ch, sub(sid, b"pprf"), p.depth, &shifts[..p.trees], security, tell)?;
+    if security == Security::Malicious {
+        let challenge = SPARSE_CHALLENGE.recv_all(ch, 2, "receiving the sparse VOLE check")?;
+        let (chi, x) = (Prg::new(u128::from_le_bytes(challenge[0])), Gf128::from_bytes(challenge[1]));
+        let v = chi.combine(b.len(), |i| b[i]) + shifts[p.trees] + x * delta;
+        SPARSE_ANSWER.send(ch, &sparse_answer(sid, v), "sending the sparse VOLE check")?;
+    }
     code.dual_encode_told(&mut b, tell);
     Ok(VoleSender { delta, b })
 }
 
-/// The receiver of a silent VOLE of `k` outputs.
+/// The receiver of a silent VOLE of `k` outputs, semi-honest.
 pub fn silent_receive(ch: &mut impl Channel, sid: SessionId, k: usize) -> Result<VoleReceiver> {
-    silent_receive_told(ch, sid, k, &untold)
+    silent_receive_told(ch, sid, k, Security::SemiHonest, &untold)
 }
 
-/// [`silent_receive`], telling `tell` as [`silent_send_told`] does.
-pub fn silent_receive_told(ch: &mut impl Channel, sid: SessionId, k: usize, tell: Tell) -> Result<VoleReceiver> {
+/// [`silent_receive`] withstanding `security`, telling `tell` as [`silent_send_told`]
+/// does.
+pub fn silent_receive_told(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    k: usize,
+    security: Security,
+    tell: Tell,
+) -> Result<VoleReceiver> {
     let p = SilentParams::for_outputs(k)?;
     let code = p.code(sid)?;
     let mut points = Vec::with_capacity(p.trees);
-    let mut ys = Vec::with_capacity(p.trees);
+    let mut ys = Vec::with_capacity(p.trees + 1);
     for _ in 0..p.trees {
         let mut r = [0u8; 8];
         fill_os(&mut r);
@@ -152,15 +196,40 @@ pub fn silent_receive_told(ch: &mut impl Channel, sid: SessionId, k: usize, tell
             }
         });
     }
-    let zs = noisy_receive(ch, sub(sid, b"noisy"), &ys)?;
+    if security == Security::Malicious {
+        ys.push(random_element()); // y′ of the sparse check
+    }
+    let zs = noisy_receive(ch, sub(sid, b"noisy"), &ys, security)?;
     // A and C side by side, lane 0 and lane 1, so that the code's random reads fetch
     // both at once.
     let mut ac = vec![[Gf128::ZERO; 2]; p.positions()];
-    pprf_receive_into(ch, sub(sid, b"pprf"), p.depth, &points, &mut ac, |o, leaf| o[1] = leaf, tell)?;
+    pprf_receive_into(ch, sub(sid, b"pprf"), p.depth, &points, &mut ac, |o, leaf| o[1] = leaf, security, tell)?;
     for (j, ((alpha, y), z)) in points.iter().zip(&ys).zip(&zs).enumerate() {
         let at = (j << p.depth) + alpha;
         ac[at][1] += *z;
         ac[at][0] = *y;
+    }
+    if security == Security::Malicious {
+        let mut seed = [0u8; 16];
+        fill_os(&mut seed);
+        let chi = Prg::new(u128::from_le_bytes(seed));
+        // x = Σ χ_i·e_i over the t noise positions.
+        let x = points
+            .iter()
+            .zip(&ys)
+            .enumerate()
+            .fold(Gf128::ZERO, |acc, (j, (alpha, y))| acc + Gf128(chi.blocks((j << p.depth) + alpha, 1)[0]) * *y);
+        let (y1, z1) = (ys[p.trees], zs[p.trees]);
+        SPARSE_CHALLENGE.send(ch, &[seed, (x + y1).to_bytes()], "sending the sparse VOLE check")?;
+        let ours = sparse_answer(sid, chi.combine(ac.len(), |i| ac[i][1]) + z1);
+        let answer = SPARSE_ANSWER.recv_all(ch, 2, "receiving the sparse VOLE check")?;
+        if answer[..] != ours[..] {
+            return Err(Deviation::FailedCheck {
+                what: "the sparse VOLE (punctured PRFs)",
+                meaning: "the sender's GGM trees or values are inconsistent with its Δ",
+            }
+            .into());
+        }
     }
     code.dual_encode_told(&mut ac, tell);
     Ok(VoleReceiver { pairs: ac })

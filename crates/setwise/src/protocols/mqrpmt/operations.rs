@@ -10,7 +10,7 @@ use crate::crypto::rng::csprng;
 use crate::error::{Deviation, Error, Result};
 use crate::net::Channel;
 use crate::ot;
-use crate::protocols::{Context, Operation, Outcome, Report};
+use crate::protocols::{Context, Operation, Outcome, Report, Security};
 use crate::wire::WireError;
 use crate::wire::msg::Message;
 use rand::{Rng, RngExt};
@@ -160,7 +160,7 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
         });
     }
     let sid = ctx.id;
-    let pairs = report.phase("ot extension", ch, |ch| ot::extend_send(ch, sid, n))?;
+    let pairs = report.phase("ot extension", ch, |ch| ot::extend_send(ch, sid, n, Security::SemiHonest))?;
     report.phase("transfer", ch, |ch| match op {
         Operation::Intersection => {
             let hasher = tag_domain(ctx).hasher();
@@ -254,7 +254,7 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
     let sid = ctx.id;
     // Union transfers the items the server does *not* hold.
     let choices: Vec<bool> = if op == Operation::Union { bits.iter().map(|b| !b).collect() } else { bits.clone() };
-    let keys = report.phase("ot extension", ch, |ch| ot::extend_receive(ch, sid, &choices))?;
+    let keys = report.phase("ot extension", ch, |ch| ot::extend_receive(ch, sid, &choices, Security::SemiHonest))?;
     report.phase("transfer", ch, |ch| match op {
         Operation::Intersection => {
             let got = ot::receive_one_sided(ch, sid, &keys, &choices, TAG_LEN)?;

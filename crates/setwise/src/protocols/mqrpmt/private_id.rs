@@ -23,7 +23,7 @@ use crate::error::{Deviation, Result};
 use crate::net::Channel;
 use crate::protocols::vole::oprf::{self, Phases};
 use crate::protocols::vole::{self, Hashes};
-use crate::protocols::{Context, Operation, Outcome, Report};
+use crate::protocols::{Context, Operation, Outcome, Report, Security};
 use crate::wire::msg::Message;
 
 /// ID bytes: 256 bits, so two of the union's items share an ID with probability at most
@@ -35,6 +35,9 @@ fn oprf_session(ctx: &Context, which: &[u8]) -> (SessionId, Hashes) {
     let sid = ctx.id.sub(dst::MQRPMT_PRIVATE_ID_OPRF, which);
     (sid, Hashes::of(sid, [dst::MQRPMT_PRIVATE_ID_ITEM, dst::MQRPMT_PRIVATE_ID_OUTPUT], 16))
 }
+
+/// Private-ID's OPRFs are semi-honest, as the protocol is.
+const SEMI_HONEST: Security = Security::SemiHonest;
 
 const EVALUATE_A: Phases = ["oprf A: silent VOLE, store encoded alongside", "oprf A: send the store"];
 const HOLD_A: Phases = ["oprf A: silent VOLE, items hashed alongside", "oprf A: receive the store"];
@@ -61,12 +64,12 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
 ) -> Result<Outcome> {
     vole::check_sizes(ctx)?;
     let ((sid_a, hashes_a), (sid_b, hashes_b)) = (oprf_session(ctx, b"A"), oprf_session(ctx, b"B"));
-    let a = oprf::evaluate(ch, sid_a, &hashes_a, items, report, EVALUATE_A)?;
-    let (key_b, hashed) = oprf::hold_key(ch, sid_b, &hashes_b, ctx.sender_size(), items, report, HOLD_B)?;
+    let a = oprf::evaluate(ch, sid_a, SEMI_HONEST, &hashes_a, items, report, EVALUATE_A)?;
+    let (key_b, hashed) = oprf::hold_key(ch, sid_b, SEMI_HONEST, &hashes_b, ctx.sender_size(), items, report, HOLD_B)?;
     let meter = report.meter(2 * items.len());
     let own = report.phase("ids", ch, |_| {
-        let fa = a.eval_with(&meter, |i, k, v| (i as u32, hashes_a.output(k, v)));
-        let fb = key_b.eval_with(&hashed, &meter, |i, k, v| (i as u32, hashes_b.output(k, v)));
+        let fa = a.eval_with(&meter, |i, x, v| (i as u32, hashes_a.output(x, v)));
+        let fb = key_b.eval_with(&hashed, &meter, |i, x, v| (i as u32, hashes_b.output(x, v)));
         ids(items.len(), fa, fb)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
@@ -100,12 +103,12 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
     vole::check_sizes(ctx)?;
     let (n_own, n_peer) = (ctx.sender_size(), ctx.receiver_size());
     let ((sid_a, hashes_a), (sid_b, hashes_b)) = (oprf_session(ctx, b"A"), oprf_session(ctx, b"B"));
-    let (key_a, hashed) = oprf::hold_key(ch, sid_a, &hashes_a, n_peer, items, report, HOLD_A)?;
-    let b = oprf::evaluate(ch, sid_b, &hashes_b, items, report, EVALUATE_B)?;
+    let (key_a, hashed) = oprf::hold_key(ch, sid_a, SEMI_HONEST, &hashes_a, n_peer, items, report, HOLD_A)?;
+    let b = oprf::evaluate(ch, sid_b, SEMI_HONEST, &hashes_b, items, report, EVALUATE_B)?;
     let meter = report.meter(2 * n_own);
     let own = report.phase("ids", ch, |_| {
-        let fb = b.eval_with(&meter, |i, k, v| (i as u32, hashes_b.output(k, v)));
-        let fa = key_a.eval_with(&hashed, &meter, |i, k, v| (i as u32, hashes_a.output(k, v)));
+        let fb = b.eval_with(&meter, |i, x, v| (i as u32, hashes_b.output(x, v)));
+        let fa = key_a.eval_with(&hashed, &meter, |i, x, v| (i as u32, hashes_a.output(x, v)));
         ids(n_own, fb, fa)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();

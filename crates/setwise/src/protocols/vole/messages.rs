@@ -29,3 +29,41 @@ impl Message for StoreSeed {
         Ok(Self(r.array::<16>(Self::NAME)?))
     }
 }
+
+/// Malicious VOLE-PSI, sender → receiver before the VOLE: the commitment H(sid, w_s) to
+/// the sender's share of the output mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaskCommitment(pub [u8; 32]);
+
+impl Message for MaskCommitment {
+    const TAG: u8 = 0x96;
+    const NAME: &'static str = "VolePsiMaskCommitment";
+    type Agreed<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.raw(&self.0);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self> {
+        Ok(Self(r.array::<32>(Self::NAME)?))
+    }
+}
+
+/// Malicious VOLE-PSI: a share of the output mask w = w_s + w_r; the receiver's w_r
+/// after the store, then the sender's w_s (the commitment's opening).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaskShare(pub [u8; 16]);
+
+impl Message for MaskShare {
+    const TAG: u8 = 0x97;
+    const NAME: &'static str = "VolePsiMaskShare";
+    type Agreed<'a> = ();
+
+    fn write(&self, w: &mut Writer) {
+        w.raw(&self.0);
+    }
+
+    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self> {
+        Ok(Self(r.array::<16>(Self::NAME)?))
+    }
+}

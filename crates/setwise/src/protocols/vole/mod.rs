@@ -33,6 +33,7 @@
 //! assert_eq!(got.0, Outcome::Intersection(vec![0, 2]));
 //! ```
 
+mod mask;
 pub mod messages;
 pub(crate) mod oprf;
 mod receiver;
@@ -45,7 +46,7 @@ use crate::crypto::dst::{self, Domain};
 use crate::error::Result;
 use crate::math::gf128::Gf128;
 use crate::okvs::OkvsParams;
-use crate::protocols::Context;
+use crate::protocols::{Context, Security};
 use rayon::prelude::*;
 
 /// Largest set either side may hold: 2^26. Memory grows by about 0.5 GiB per 2^20
@@ -73,18 +74,33 @@ pub(crate) struct Hashes {
     item: [u8; 32],
     output: [u8; 32],
     len: usize,
+    // Whether H_o takes the item's whole 256-bit digest (k and h), as the malicious
+    // variant needs, or its key k only.
+    whole: bool,
 }
 
 impl Hashes {
-    /// The hashes of VOLE-PSI in session `ctx`, with tags of [`tag_bytes`].
-    pub(crate) fn new(ctx: &Context) -> Self {
-        Self::of(ctx.id, [dst::VOLE_PSI_ITEM, dst::VOLE_PSI_TAG], tag_bytes(ctx.sender_size(), ctx.receiver_size()))
+    /// The hashes of VOLE-PSI in session `ctx` at `security`: tags of [`tag_bytes`]
+    /// (semi-honest), or 16 bytes of H_o over the whole item digest (malicious: the
+    /// receiver's store may hold more keys than it announced, so the tag length cannot
+    /// count on its size).
+    pub(crate) fn new(ctx: &Context, security: Security) -> Self {
+        match security {
+            Security::SemiHonest => Self::of(
+                ctx.id,
+                [dst::VOLE_PSI_ITEM, dst::VOLE_PSI_TAG],
+                tag_bytes(ctx.sender_size(), ctx.receiver_size()),
+            ),
+            Security::Malicious => {
+                Self { whole: true, ..Self::of(ctx.id, [dst::VOLE_PSI_ITEM, dst::VOLE_PSI_TAG_MALICIOUS], 16) }
+            }
+        }
     }
 
     /// The hashes of session `sid` under the labels `[item, output]`, tags of `len`
-    /// bytes (at most 16).
+    /// bytes (at most 16), H_o over an item's key.
     pub(crate) fn of(sid: crate::crypto::dst::SessionId, labels: [&'static str; 2], len: usize) -> Self {
-        Self { item: Domain::new(labels[0], sid).key(), output: Domain::new(labels[1], sid).key(), len }
+        Self { item: Domain::new(labels[0], sid).key(), output: Domain::new(labels[1], sid).key(), len, whole: false }
     }
 
     /// Each item's OKVS key and value.
@@ -100,18 +116,25 @@ impl Hashes {
             .collect()
     }
 
-    /// The OPRF output of a key and its value: H_o(k, v), 32 bytes.
-    pub(crate) fn output(&self, key: u128, value: Gf128) -> [u8; 32] {
-        let mut input = [0u8; 32];
+    /// The OPRF output of a hashed item and its value: H_o(k, v), or H_o(k, h, v) over
+    /// the whole digest, 32 bytes.
+    pub(crate) fn output(&self, (key, h): (u128, Gf128), value: Gf128) -> [u8; 32] {
+        let mut input = [0u8; 48];
         input[..16].copy_from_slice(&key.to_le_bytes());
-        input[16..].copy_from_slice(&value.to_bytes());
-        *blake3::keyed_hash(&self.output, &input).as_bytes()
+        let at = if self.whole {
+            input[16..32].copy_from_slice(&h.to_bytes());
+            32
+        } else {
+            16
+        };
+        input[at..at + 16].copy_from_slice(&value.to_bytes());
+        *blake3::keyed_hash(&self.output, &input[..at + 16]).as_bytes()
     }
 
-    /// The tag of a key and its OPRF value: the first [`Hashes::len`] bytes of
-    /// H_o(k, v), the rest zero.
-    pub(crate) fn tag(&self, key: u128, value: Gf128) -> u128 {
-        let t = u128::from_le_bytes(self.output(key, value)[..16].try_into().expect("16 bytes"));
+    /// The tag of a hashed item and its OPRF value: the first [`Hashes::len`] bytes of
+    /// [`Hashes::output`], the rest zero.
+    pub(crate) fn tag(&self, item: (u128, Gf128), value: Gf128) -> u128 {
+        let t = u128::from_le_bytes(self.output(item, value)[..16].try_into().expect("16 bytes"));
         if self.len == 16 { t } else { t & ((1u128 << (8 * self.len)) - 1) }
     }
 

@@ -9,6 +9,7 @@
 use super::messages::{STORE, StoreSeed};
 use super::{Hashes, store_params};
 use crate::crypto::dst::SessionId;
+use crate::crypto::security::Security;
 use crate::error::{Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
@@ -29,15 +30,15 @@ pub(crate) struct OprfKey {
 }
 
 impl OprfKey {
-    /// `f(i, k, Decode(K, k) + h·Δ)` for each hashed item `(k, h)` at index i, in no
+    /// `f(i, (k, h), Decode(K, k) + h·Δ)` for each hashed item `(k, h)` at index i, in no
     /// particular order (H_o of the last two arguments is F).
     pub(crate) fn eval_with<T: Default + Clone + Send>(
         &self,
         hashed: &[Hashed],
         meter: &Meter,
-        f: impl Fn(usize, u128, Gf128) -> T + Sync,
+        f: impl Fn(usize, Hashed, Gf128) -> T + Sync,
     ) -> Vec<T> {
-        self.k.decode_ordered(hashed, |&(k, _)| k, |i, &(k, h), d| f(i, k, d + h * self.delta), |n| meter.add(n)).0
+        self.k.decode_ordered(hashed, |&(k, _)| k, |i, &x, d| f(i, x, d + x.1 * self.delta), |n| meter.add(n)).0
     }
 }
 
@@ -49,11 +50,11 @@ pub(crate) struct Evaluated {
 }
 
 impl Evaluated {
-    /// `f(i, k, Decode(C, k))` for each own item i, in no particular order.
+    /// `f(i, (k, h), Decode(C, k))` for each own item i, in no particular order.
     pub(crate) fn eval_with<T: Default + Clone + Send>(
         &self,
         meter: &Meter,
-        f: impl Fn(usize, u128, Gf128) -> T + Sync,
+        f: impl Fn(usize, Hashed, Gf128) -> T + Sync,
     ) -> Vec<T> {
         self.eval_ordered(meter, f).0
     }
@@ -63,9 +64,9 @@ impl Evaluated {
     pub(crate) fn eval_ordered<T: Default + Clone + Send>(
         &self,
         meter: &Meter,
-        f: impl Fn(usize, u128, Gf128) -> T + Sync,
+        f: impl Fn(usize, Hashed, Gf128) -> T + Sync,
     ) -> (Vec<T>, Vec<u32>) {
-        self.c.decode_ordered(&self.hashed, |&(k, _)| k, |i, &(k, _), v| f(i, k, v), |n| meter.add(n))
+        self.c.decode_ordered(&self.hashed, |&(k, _)| k, |i, &x, v| f(i, x, v), |n| meter.add(n))
     }
 }
 
@@ -85,12 +86,14 @@ fn on_own_pool<T: Send>(work: impl FnOnce() -> T + Send) -> T {
 /// Phase names for the report: the VOLE, and the store's transfer.
 pub(crate) type Phases = [&'static str; 2];
 
-/// The key holder of session `sid`: a silent VOLE sized by the evaluator's `peer_items`
-/// while `own` is hashed on a second thread, then the store. Returns the key and `own`
-/// hashed.
+/// The key holder of session `sid`: a silent VOLE withstanding `security`, sized by the
+/// evaluator's `peer_items`, while `own` is hashed on a second thread, then the store.
+/// Returns the key and `own` hashed.
+#[allow(clippy::too_many_arguments)] // the session, both sets, and where progress goes
 pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     sid: SessionId,
+    security: Security,
     hashes: &Hashes,
     peer_items: usize,
     own: &[I],
@@ -101,7 +104,7 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
     let (vole, hashed) = std::thread::scope(|s| {
         let hashed = s.spawn(|| on_own_pool(|| hashes.items(own)));
         let tell = report.tell();
-        let vole = report.phase(phases[0], ch, |ch| silent_send_told(ch, sid, params.columns, &tell));
+        let vole = report.phase(phases[0], ch, |ch| silent_send_told(ch, sid, params.columns, security, &tell));
         (vole, hashed.join().expect("hashing panicked"))
     });
     let vole = vole?;
@@ -120,10 +123,12 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
 }
 
 /// The evaluator of session `sid` on its `items`: hashes them and encodes the store on a
-/// second thread while the silent VOLE runs, then sends the store masked by the VOLE.
+/// second thread while the silent VOLE (withstanding `security`) runs, then sends the
+/// store masked by the VOLE.
 pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     sid: SessionId,
+    security: Security,
     hashes: &Hashes,
     items: &[I],
     report: &mut Report,
@@ -140,7 +145,7 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
             })
         });
         let tell = report.tell();
-        let vole = report.phase(phases[0], ch, |ch| silent_receive_told(ch, sid, params.columns, &tell));
+        let vole = report.phase(phases[0], ch, |ch| silent_receive_told(ch, sid, params.columns, security, &tell));
         (vole, prepare.join().expect("the store encoding panicked"))
     });
     let (vole, (hashed, store, took)) = (vole?, prepared);

@@ -34,7 +34,8 @@ pub struct InputArgs {
 #[derive(Args)]
 pub struct JobArgs {
     /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact, mqrpmt, vole, or
-    /// auto (both sides; chosen after the hello from the operation and both set sizes).
+    /// auto (chosen after the hello from the operation, the security and both set sizes;
+    /// against a peer that names its protocol, that one).
     #[arg(long, default_value = "ecdh")]
     pub protocol: Protocol,
     /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,

@@ -5,7 +5,9 @@ mod common;
 
 use common::items;
 use setwise::protocols::Reveal;
+use setwise::protocols::mqrpmt::{Construction, MqrpmtParams};
 use setwise::session::Input;
+use setwise::session::ProtocolParams;
 use setwise::testing::{plain_intersection, run_items, run_pair};
 use setwise::{Error, Job, Operation, Outcome, Protocol, Report, Security};
 use std::collections::BTreeSet;
@@ -111,13 +113,48 @@ fn reveal_both_works_through_auto() {
     assert_eq!((s, chosen(&s_rep)), ((8990..9000).collect(), "vole"));
 }
 
+/// An `auto` side runs the protocol the peer names, with the peer's parameters, and its
+/// report says so; the named side's report names its own protocol.
 #[test]
-fn both_sides_must_name_auto() {
-    let (s, r) = run_jobs(
-        &Job::new(Protocol::Auto, Operation::Intersection),
-        &Job::new(Protocol::Ecdh, Operation::Intersection),
-    );
-    for e in [s.unwrap_err(), r.unwrap_err()] {
-        assert!(matches!(&e, Error::Mismatch { field: "protocol", .. }), "{e}");
+fn auto_meets_a_peer_that_names_its_protocol() {
+    let (x, y) = (items("m", 0..10), items("m", 0..10));
+    let auto = |op| Job::new(Protocol::Auto, op);
+    let poprf = Job::new(Protocol::Mqrpmt, Operation::Cardinality)
+        .with_params(ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf)));
+    let cases = [
+        (auto(Operation::Intersection), Job::new(Protocol::Ecdh, Operation::Intersection), "ecdh"),
+        (Job::new(Protocol::Vole, Operation::Intersection), auto(Operation::Intersection), "vole"),
+        (poprf, auto(Operation::Cardinality), "mqrpmt"),
+        (
+            auto(Operation::Intersection).with_security(Security::Malicious),
+            Job::new(Protocol::Compact, Operation::Intersection).with_security(Security::Malicious),
+            "compact",
+        ),
+    ];
+    for (sender, receiver, named) in cases {
+        let (s, r) = run_jobs(&sender, &receiver);
+        let ((_, s_rep), (out, r_rep)) = (s.unwrap(), r.unwrap());
+        let want = plain_intersection(&x, &y);
+        match out {
+            Outcome::Intersection(got) => assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), want),
+            Outcome::Cardinality(c) => assert_eq!(c, want.len() as u64),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((chosen(&s_rep), chosen(&r_rep)), (named, named));
+        let auto_report = if sender.protocol == Protocol::Auto { &s_rep } else { &r_rep };
+        assert!(auto_report.details["protocol"].contains("named by the peer"), "{:?}", auto_report.details);
+    }
+}
+
+/// Parameters that differ beyond the protocol's own (here the security) are a mismatch
+/// on both sides, whichever side says `auto`.
+#[test]
+fn auto_and_a_named_protocol_must_agree_on_the_rest() {
+    let malicious_auto = Job::new(Protocol::Auto, Operation::Intersection).with_security(Security::Malicious);
+    let ecdh = Job::new(Protocol::Ecdh, Operation::Intersection);
+    for (s, r) in [run_jobs(&malicious_auto, &ecdh), run_jobs(&ecdh, &malicious_auto)] {
+        for e in [s.unwrap_err(), r.unwrap_err()] {
+            assert!(matches!(&e, Error::Mismatch { field: "parameters", .. }), "{e}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 use setwise::crypto::dst::SessionId;
 use setwise::crypto::security::Security::{self, Malicious, SemiHonest};
 use setwise::error::{Deviation, Error};
+use setwise::net::MemoryChannel;
 use setwise::ot::{self, Block};
 use setwise::testing::{Tampering, two_sides as pair};
 
@@ -86,6 +87,57 @@ fn the_malicious_extension_refuses_a_damaged_matrix_or_check() {
         assert!(failed_check(&e), "{e}");
         assert!(e.to_string().contains("OT extension matrix (KOS) failed its consistency check"), "{e}");
     }
+}
+
+/// An extension receiver that keeps to the messages but, for one column, uses choice 1
+/// in row `row` of the matrix and 0 in the others (how it would probe bit `row` of the
+/// sender's secret s); its check values follow its honest choices and rows.
+fn extend_receive_cheating(ch: &mut MemoryChannel, n: usize, row: usize) -> setwise::Result<()> {
+    use setwise::crypto::dst::{self, Domain};
+    use setwise::crypto::prg::Prg;
+    use setwise::math::gf128::Gf128;
+    use setwise::ot::messages::{CorrectionChunk, KosCheck};
+    use setwise::wire::msg::Message;
+    let total = n + 256; // the sacrificed OTs, with choice 0 here: the cheat needs no hiding
+    assert!(total <= 1 << 14, "one chunk");
+    let blocks = total.div_ceil(128);
+    let keys = ot::base_send(ch, SID, 128, Malicious)?;
+    let mut t_rows = Vec::new();
+    let mut u = Vec::new();
+    for (i, [k0, k1]) in keys.iter().enumerate() {
+        let (t, g1) = (Prg::new(*k0).blocks(0, blocks), Prg::new(*k1).blocks(0, blocks));
+        for b in 0..blocks {
+            let cheat = if i == row && b == 0 { 1 } else { 0 }; // column 0 says 1 in this row only
+            u.push((t[b] ^ g1[b] ^ cheat).to_le_bytes());
+        }
+        t_rows.push(t);
+    }
+    let chunk = CorrectionChunk(u);
+    chunk.send(ch, "cheating")?;
+    // Column j of t: bit i is row i's bit j.
+    let column = |j: usize| (0..128).fold(0u128, |acc, i| acc | (((t_rows[i][j / 128] >> (j % 128)) & 1) << i));
+    let mut transcript = Domain::new(dst::OT_KOS_CHALLENGE, SID).hasher();
+    transcript.update(chunk.0.as_flattened());
+    let chi = Prg::new(u128::from_le_bytes(transcript.finalize().as_bytes()[..16].try_into().unwrap()));
+    let t = chi.combine(total, |j| Gf128(column(j)));
+    KosCheck { x: Gf128::ZERO.to_bytes(), t: t.to_bytes() }.send(ch, "cheating")
+}
+
+/// The cheat above passes exactly when bit `row` of s is 0 (1 bit for probability 1/2,
+/// as KOS allows): over 32 runs with random s, the sender catches some and not all.
+#[test]
+fn the_malicious_extension_catches_a_receiver_with_inconsistent_rows() {
+    let mut caught = 0;
+    for run in 0..32 {
+        let (sent, cheat) =
+            pair(|ch| ot::extend_send(ch, SID, 100, Malicious), |ch| extend_receive_cheating(ch, 100, run % 128));
+        cheat.unwrap();
+        if let Err(e) = sent {
+            assert!(failed_check(&e), "{e}");
+            caught += 1;
+        }
+    }
+    assert!((1..32).contains(&caught), "caught {caught} of 32");
 }
 
 /// A malicious base-OT receiver's point pair must hold two valid points.

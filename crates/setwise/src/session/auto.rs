@@ -6,11 +6,18 @@
 //!
 //! Only protocols on plain items are candidates: a sender with a prepared database names
 //! `unbalanced`, and so must its receiver.
+//!
+//! A side saying `auto` also meets a peer that names a protocol ([`meet`]): it runs the
+//! peer's protocol with the peer's parameters, when that protocol gives the operation at
+//! the security asked for, and says so in the report. An `auto` receiver can so query a
+//! database server that names `unbalanced`.
 
 use crate::error::{Error, Result};
-use crate::protocols::mqrpmt::{Construction, MqrpmtParams};
-use crate::protocols::{Operation, Protocol, Security};
-use crate::session::job::ProtocolParams;
+use crate::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
+use crate::protocols::{Operation, Protocol, Role, Security};
+use crate::session::hello::{Hello, check, check_protocol};
+use crate::session::job::{Job, ProtocolParams};
+use crate::wire::text::printable;
 
 /// Below this many items on the larger side, intersection runs `ecdh`; from it on, `vole`.
 ///
@@ -95,6 +102,53 @@ pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize)
     })
 }
 
+/// Checks the peer's protocol and parameters against ours, where one side may say
+/// `auto`. Returns the job an `auto` side runs when the peer named its protocol (the
+/// peer's protocol and parameters), else `None`: the protocols and parameters are the
+/// same (two `auto` sides choose later, from the sizes), or this side named its protocol
+/// and the peer's `auto` will follow it.
+///
+/// Both sides decide alike: a named protocol's parameters, stripped of what only that
+/// protocol has, must be the `auto` side's (key columns, reveal, security). An `auto`
+/// side that cannot run the peer's protocol (another operation or a weaker security,
+/// credentials it does not hold) refuses with an error that reaches the peer.
+pub fn meet(job: &Job, role: Role, ours: &Hello, theirs: &Hello) -> Result<Option<Job>> {
+    let auto = Protocol::Auto.name();
+    match (ours.protocol == auto, theirs.protocol == auto) {
+        (true, false) => adopt(job, role, theirs).map(Some),
+        (false, true) => {
+            check("parameters", &job.clone().resolved(Protocol::Auto).hello_params(), &theirs.params).map(|()| None)
+        }
+        _ => check_protocol(ours, theirs).map(|()| None),
+    }
+}
+
+/// The job an `auto` side runs for the peer's hello naming its protocol.
+fn adopt(job: &Job, role: Role, theirs: &Hello) -> Result<Job> {
+    let refuse = |why: String| Error::Params(format!("auto cannot run the peer's {}: {why}", theirs.protocol));
+    let protocol: Protocol = theirs.protocol.parse().map_err(refuse)?;
+    let base = job.clone().resolved(protocol);
+    let candidates: Vec<Job> = match protocol {
+        Protocol::Mqrpmt => [Construction::Cwprf, Construction::Poprf]
+            .into_iter()
+            .flat_map(|c| [LastMove::Bloom, LastMove::Shuffle].map(|m| MqrpmtParams { construction: c, last_move: m }))
+            .map(|p| base.clone().with_params(ProtocolParams::Mqrpmt(p)))
+            .collect(),
+        Protocol::Authorized | Protocol::Partial => {
+            return Err(refuse("it needs the judge's key and credentials, which auto does not hold".into()));
+        }
+        _ => vec![base],
+    };
+    // Parameters that no run of the protocol matches differ in what both must agree on
+    // (key columns, reveal, security): a mismatch, which the peer finds too.
+    let Some(adopted) = candidates.into_iter().find(|c| c.hello_params() == theirs.params) else {
+        let theirs = printable(&theirs.params, 200);
+        return Err(Error::Mismatch { field: "parameters", ours: job.hello_params(), theirs });
+    };
+    adopted.validate(role).map_err(|e| refuse(e.to_string()))?;
+    Ok(adopted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +176,34 @@ mod tests {
         assert_eq!(params(2, 0), poprf);
         assert_eq!(params(1000, 1000), ProtocolParams::Mqrpmt(MqrpmtParams::default()));
         assert_eq!(params(1 << 12, 1 << 16), ProtocolParams::Mqrpmt(MqrpmtParams::default()));
+    }
+
+    fn hello(protocol: &str, op: &str, params: &str) -> Hello {
+        Hello::new(protocol, op, params.into(), Role::Sender, 10)
+    }
+
+    #[test]
+    fn auto_follows_a_named_protocol_only_when_it_can_run_it() {
+        let auto = |op| Job::new(Protocol::Auto, op);
+        let ours = |op: Operation| hello("auto", op.name(), "key_columns=1");
+        let meet = |job: &Job, theirs: &Hello| meet(job, Role::Receiver, &ours(job.operation), theirs);
+        let union = auto(Operation::Union);
+        let adopted = meet(&union, &hello("mqrpmt", "union", "key_columns=1;rpmt=poprf;last_move=shuffle"));
+        let adopted = adopted.unwrap().expect("the peer's protocol");
+        assert_eq!(adopted.params, ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf)));
+        let sum = meet(&auto(Operation::Sum), &hello("ecdh", "sum", "key_columns=1")).unwrap_err().to_string();
+        assert!(sum.contains("auto cannot run the peer's ecdh") && sum.contains("has no operation sum"), "{sum}");
+        let judge = "key_columns=1;client_id=61;judge=00";
+        let authorized = meet(&auto(Operation::Intersection), &hello("authorized", "intersection", judge));
+        assert!(authorized.unwrap_err().to_string().contains("judge's key"));
+        let bad = meet(&union, &hello("mqrpmt", "union", "key_columns=2;rpmt=cwprf;last_move=bloom"));
+        assert!(matches!(bad, Err(Error::Mismatch { field: "parameters", .. })), "{bad:?}");
+        // A peer naming mqrpmt without its fields matches no run of it, though the rest
+        // is auto's own.
+        let bare = meet(&union, &hello("mqrpmt", "union", "key_columns=1"));
+        assert!(matches!(bare, Err(Error::Mismatch { field: "parameters", .. })), "{bare:?}");
+        let unknown = meet(&union, &hello("nope", "union", "key_columns=1")).unwrap_err().to_string();
+        assert!(unknown.contains("unknown protocol 'nope'"), "{unknown}");
     }
 
     #[test]

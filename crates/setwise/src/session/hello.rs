@@ -116,14 +116,30 @@ fn not_setwise() -> Error {
 /// Both sides check the same fields, so on a mismatch both end with an error naming the
 /// field and both values. `max_peer_size` bounds the set size the peer may announce.
 pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Result<Context> {
+    let (ctx, theirs) = exchange(ch, ours, max_peer_size)?;
+    check_protocol(ours, &theirs)?;
+    Ok(ctx)
+}
+
+/// Checks that the peer's hello names our protocol and parameters.
+pub fn check_protocol(ours: &Hello, theirs: &Hello) -> Result<()> {
+    check("protocol", &ours.protocol, &theirs.protocol)?;
+    check("parameters", &ours.params, &theirs.params)
+}
+
+/// A mismatch of `field` unless `a` (ours) and `b` (the peer's) agree.
+pub(crate) fn check(field: &'static str, a: &str, b: &str) -> Result<()> {
+    if a == b { Ok(()) } else { Err(Error::Mismatch { field, ours: a.into(), theirs: printable(b, MAX_SHOWN) }) }
+}
+
+/// Sends our hello, reads the peer's and checks the fields that never depend on the
+/// protocol (the operation, the roles, the peer's size); returns the context and the
+/// peer's hello, whose protocol and parameters the caller checks ([`check_protocol`], or
+/// `auto`'s rule in the session layer).
+pub fn exchange(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Result<(Context, Hello)> {
     ch.send(&ours.encode()).during("sending hello")?;
     let theirs = Hello::decode(&ch.recv_limited(MAX_HELLO_FRAME).during("waiting for the peer's hello")?)?;
-    let check = |field: &'static str, a: &str, b: &str| {
-        if a == b { Ok(()) } else { Err(Error::Mismatch { field, ours: a.into(), theirs: printable(b, MAX_SHOWN) }) }
-    };
-    check("protocol", &ours.protocol, &theirs.protocol)?;
     check("operation", &ours.operation, &theirs.operation)?;
-    check("parameters", &ours.params, &theirs.params)?;
     if theirs.role == ours.role {
         return Err(Error::Mismatch {
             field: "role",
@@ -138,12 +154,13 @@ pub fn handshake(ch: &mut impl Channel, ours: &Hello, max_peer_size: u64) -> Res
         Role::Receiver => (&theirs.nonce, &ours.nonce),
         Role::Sender | Role::Judge => (&ours.nonce, &theirs.nonce),
     };
-    Ok(Context {
+    let ctx = Context {
         id: session_id(s, r, ch.session_binding().as_ref()),
         role: ours.role,
         own_size: ours.set_size as usize,
         peer_size: theirs.set_size as usize,
-    })
+    };
+    Ok((ctx, theirs))
 }
 
 #[cfg(test)]

@@ -195,13 +195,22 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     report.params = job.hello_params();
     report.peer_identity = ch.peer_identity();
     let hello = Hello::new(protocol, operation, job.hello_params(), role, own_size);
-    let result =
-        report.phase("hello", ch, |ch| handshake(ch, &hello, job.max_peer_size.min(MAX_SET_SIZE))).and_then(|ctx| {
+    let result = report
+        .phase("hello", ch, |ch| {
+            let (ctx, theirs) = hello::exchange(ch, &hello, job.max_peer_size.min(MAX_SET_SIZE))?;
+            Ok((ctx, auto::meet(job, role, &hello, &theirs)?))
+        })
+        .and_then(|(ctx, named_by_peer)| {
             report.own_set_size = ctx.own_size;
             report.peer_set_size = ctx.peer_size;
             let items = input.items();
             let chosen;
-            let job = if job.protocol == Protocol::Auto {
+            let job = if let Some(named) = named_by_peer {
+                report.protocol = named.protocol.name().to_string();
+                report.detail("protocol", format!("{}, named by the peer (this side said auto)", named.protocol));
+                chosen = named;
+                &chosen
+            } else if job.protocol == Protocol::Auto {
                 let choice = auto::choose(job.operation, job.security, ctx.sender_size(), ctx.receiver_size())?;
                 report.protocol = choice.protocol.name().to_string();
                 report.detail("protocol", format!("{}, chosen by auto: {}", choice.protocol, choice.why));

@@ -562,3 +562,29 @@ fn plain_moduli_above_32_bits_are_refused() {
     let e = UnbalancedParams::from_json(&json).unwrap_err().to_string();
     assert!(e.contains("plain_modulus") && e.contains("2^32"), "{e}");
 }
+
+/// A receiver saying `auto` queries a database server, which names `unbalanced`: it runs
+/// the server's protocol and says so in its report.
+#[test]
+fn an_auto_receiver_queries_a_database_server() {
+    let sender = items("s", 0..2000);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    let receiver = [items("s", 10..40), items("x", 0..20)].concat();
+    let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+    let auto = Job::new(Protocol::Auto, Operation::Intersection);
+    let (s, r) = std::thread::scope(|sc| {
+        let t = sc.spawn(move || {
+            let r = session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(&db));
+            drop(a);
+            r
+        });
+        let r = session::run(&mut b, &auto, Role::Receiver, Input::Items(&receiver));
+        drop(b);
+        (t.join().unwrap(), r)
+    });
+    s.unwrap();
+    let (Outcome::Intersection(got), report) = r.unwrap() else { panic!("intersection") };
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), setwise::testing::plain_intersection(&sender, &receiver));
+    assert_eq!(report.protocol, "unbalanced");
+    assert!(report.details["protocol"].contains("named by the peer"), "{:?}", report.details);
+}

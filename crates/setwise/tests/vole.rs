@@ -110,6 +110,35 @@ fn the_malicious_noisy_vole_catches_a_receiver_with_another_y_for_one_bit() {
     }
 }
 
+/// A sender that breaks one GGM level sum (its last right sum, damaged in transit: the
+/// PPRF has no transcript hash, so this is a consistent cheat) spoils the receiver's
+/// leaves only when the receiver's path needs that sum, when bit d−1 of its last point is
+/// 0: the sparse check catches it then, and a run that passes is a correct VOLE (the
+/// selective failure that leaks 1 bit of a noise position with probability 1/2, as
+/// Ferret allows).
+#[test]
+fn the_malicious_silent_vole_catches_a_broken_tree_when_it_matters() {
+    use setwise::vole::{silent_receive_told, silent_send_told, untold};
+    let mut caught = 0;
+    for _ in 0..24 {
+        let (s, r) = pair(
+            |ch| silent_send_told(&mut Tampering::new(ch, 0x91, 0), SID, 1000, Malicious, &untold),
+            |ch| silent_receive_told(ch, SID, 1000, Malicious, &untold),
+        );
+        match r {
+            Err(e) => {
+                assert!(failed_check(&e) && e.to_string().contains("sparse VOLE"), "{e}");
+                caught += 1;
+            }
+            Ok(r) => {
+                let (s, (a, c)) = (s.unwrap(), r.split());
+                (0..1000).for_each(|i| assert_eq!(c[i], s.b[i] + a[i] * s.delta, "output {i}"));
+            }
+        }
+    }
+    assert!((1..24).contains(&caught), "caught {caught} of 24");
+}
+
 /// The malicious silent VOLE gives the relation, and each side's checks catch a peer
 /// that damages the message they cover: the sender's PPRF leaf sums or its check answer
 /// (the receiver refuses), the receiver's noisy check (the sender refuses).

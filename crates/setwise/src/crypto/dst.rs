@@ -57,6 +57,8 @@ pub const MQRPMT_PRIVATE_ID_ITEM: &str = "setwise/mqrpmt/v2/private-id-item-to-k
 pub const MQRPMT_PRIVATE_ID_OUTPUT: &str = "setwise/mqrpmt/v2/private-id-oprf-output";
 /// Base OT (Chou–Orlandi): the OT keys.
 pub const OT_BASE_KEY: &str = "setwise/ot/v1/base-ot-key";
+/// Malicious base OT (Masny–Rindal): the keys.
+pub const OT_BASE_KEY_MALICIOUS: &str = "setwise/ot/v1/base-ot-key-masny-rindal";
 /// Malicious base OT (Masny–Rindal): the random oracle to ristretto255.
 pub const OT_BASE_TO_GROUP: &str = "setwise/ot/v1/base-ot-hash-to-group";
 /// Malicious OT extension (KOS): the challenge of the consistency check (Fiat–Shamir).

@@ -105,7 +105,7 @@ fn to_group(domain: &Domain, i: usize, r: &Encoded) -> RistrettoPoint {
 }
 
 fn mr_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {
-    let (keys, to) = (Domain::new(dst::OT_BASE_KEY, sid), Domain::new(dst::OT_BASE_TO_GROUP, sid));
+    let (keys, to) = (Domain::new(dst::OT_BASE_KEY_MALICIOUS, sid), Domain::new(dst::OT_BASE_TO_GROUP, sid));
     let pairs = BaseReceiverPairs::recv(ch, "receiving base OT", n)?.0;
     // Every point is checked before the sender's point goes out.
     let points: Vec<[RistrettoPoint; 2]> = pairs
@@ -130,7 +130,7 @@ fn mr_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block
 }
 
 fn mr_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result<Vec<Block>> {
-    let (keys, to) = (Domain::new(dst::OT_BASE_KEY, sid), Domain::new(dst::OT_BASE_TO_GROUP, sid));
+    let (keys, to) = (Domain::new(dst::OT_BASE_KEY_MALICIOUS, sid), Domain::new(dst::OT_BASE_TO_GROUP, sid));
     let secrets: Vec<SecretScalar> = choices.iter().map(|_| SecretScalar::random()).collect();
     let pairs: Vec<[Encoded; 2]> = secrets
         .par_iter()

@@ -125,8 +125,10 @@ pub fn meet(job: &Job, role: Role, ours: &Hello, theirs: &Hello) -> Result<Optio
 
 /// The job an `auto` side runs for the peer's hello naming its protocol.
 fn adopt(job: &Job, role: Role, theirs: &Hello) -> Result<Job> {
-    let refuse = |why: String| Error::Params(format!("auto cannot run the peer's {}: {why}", theirs.protocol));
-    let protocol: Protocol = theirs.protocol.parse().map_err(refuse)?;
+    // The peer's strings reach errors and logs escaped and cut short.
+    let named = printable(&theirs.protocol, 64);
+    let refuse = |why: String| Error::Params(format!("auto cannot run the peer's {named}: {why}"));
+    let protocol: Protocol = theirs.protocol.parse().map_err(|_| refuse("it is not a protocol of setwise".into()))?;
     let base = job.clone().resolved(protocol);
     let candidates: Vec<Job> = match protocol {
         Protocol::Mqrpmt => [Construction::Cwprf, Construction::Poprf]
@@ -203,7 +205,9 @@ mod tests {
         let bare = meet(&union, &hello("mqrpmt", "union", "key_columns=1"));
         assert!(matches!(bare, Err(Error::Mismatch { field: "parameters", .. })), "{bare:?}");
         let unknown = meet(&union, &hello("nope", "union", "key_columns=1")).unwrap_err().to_string();
-        assert!(unknown.contains("unknown protocol 'nope'"), "{unknown}");
+        assert!(unknown.contains("peer's nope: it is not a protocol of setwise"), "{unknown}");
+        let hostile = meet(&union, &hello("\u{1b}[2J", "union", "key_columns=1")).unwrap_err().to_string();
+        assert!(!hostile.contains('\u{1b}'), "{hostile}");
     }
 
     #[test]

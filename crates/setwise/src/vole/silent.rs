@@ -26,7 +26,7 @@
 //! probability 2^-ℓ when its break depends on ℓ bits of the noise positions, and then
 //! learns them: the leakage Ferret's LPN assumption allows. The answer is a hash, so a
 //! receiver sending a wrong x′ learns nothing of Δ from it. Cost: 2 KiB of noisy VOLE,
-//! 256 OTs, one round trip and one pass over the 2k positions.
+//! one round trip and one pass over the 2k positions.
 use super::code::{CONV_WIDTH, ExConv};
 use super::messages::{SPARSE_ANSWER, SPARSE_CHALLENGE};
 use super::noisy::{noisy_receive, noisy_send};

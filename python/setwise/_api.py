@@ -326,8 +326,9 @@ def receiver(
     test's construction, ``"cwprf"`` or ``"poprf"`` (the cheaper one when the sender
     holds the larger set), ``last_move`` its last move (``None``: ``"bloom"`` for cwprf,
     ``"shuffle"`` for poprf); both sides must agree. ``security="malicious"`` (both
-    sides) refuses a protocol proven only against semi-honest peers; with
-    ``protocol="auto"`` it runs ``compact`` or refuses. ``protocol="unbalanced"``:
+    sides) refuses a protocol proven only against semi-honest peers and runs ``vole``'s
+    malicious variant; with ``protocol="auto"`` an intersection runs ``compact`` (under
+    2^11 items) or ``vole``, other operations are refused. ``protocol="unbalanced"``:
     ``fingerprint`` refuses a sender whose parameters differ; the result has the sender's
     labels (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
     ``credentials`` from :func:`authorize` (or their file). ``max_peer_items`` refuses

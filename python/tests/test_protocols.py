@@ -69,24 +69,20 @@ def test_auto_picks_a_protocol_and_says_which() -> None:
     assert "chosen by auto" in r.report["details"]["protocol"]
 
 
-def test_malicious_security_runs_compact_through_auto() -> None:
+@pytest.mark.parametrize(("protocol", "runs"), [("auto", "compact"), ("vole", "vole")])
+def test_malicious_security(protocol: str, runs: str) -> None:
+    # Small sets: auto runs compact; vole runs its malicious variant.
     _, r = pair(
-        lambda a: setwise.sender(X, "auto", listen=a, security="malicious"),
-        lambda a: setwise.receiver(Y, "auto", connect=a, security="malicious"),
+        lambda a: setwise.sender(X, protocol, listen=a, security="malicious"),
+        lambda a: setwise.receiver(Y, protocol, connect=a, security="malicious"),
     )
     assert r.indices == plain_rows(Y, X)
-    assert r.report["protocol"] == "compact"
+    assert r.report["protocol"] == runs
+
+
+def test_malicious_security_refuses_a_semi_honest_protocol() -> None:
     with pytest.raises(setwise.Error, match="semi-honest peers only"):
         setwise.receiver(Y, "ecdh", connect="127.0.0.1:9", security="malicious")
-
-
-def test_malicious_vole() -> None:
-    _, r = pair(
-        lambda a: setwise.sender(X, "vole", listen=a, security="malicious"),
-        lambda a: setwise.receiver(Y, "vole", connect=a, security="malicious"),
-    )
-    assert r.indices == plain_rows(Y, X)
-    assert r.report["protocol"] == "vole"
 
 
 def test_a_peer_above_the_cap_is_refused() -> None:

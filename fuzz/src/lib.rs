@@ -407,9 +407,8 @@ pub fn messages(data: &[u8]) {
         0x51 => compact::messages::Polynomial::decode(body, N).map(drop),
         0x60 => ot::messages::BaseSenderPoint::decode(body, ()).map(drop),
         0x61 => ot::messages::BaseReceiverPoints::decode(body, 128).map(drop),
-        0x64 => ot::messages::BaseReceiverPairs::decode(body, 128).map(drop),
         0x65 => ot::messages::KosCheck::decode(body, ()).map(drop),
-        0x62 | 0x63 | 0x66..=0x6f => ot::messages::CorrectionChunk::decode(body, N).map(drop),
+        0x62..=0x64 | 0x66..=0x6f => ot::messages::CorrectionChunk::decode(body, N).map(drop),
         0x72 => mq::FilterPart::decode(body, 4096).map(drop),
         0x74 => mq::Width::decode(body, Operation::Sum).map(drop),
         0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
@@ -419,7 +418,10 @@ pub fn messages(data: &[u8]) {
             TagReader::new(mq::QUERY_TAGS.name, 9, N).add(records.as_flattened(), |_| ()).map_err(Into::into)
         }),
         0x80 => Revealed::decode(body, (N, N)).map(drop),
-        0x90..=0x92 | 0x94 | 0x95 | 0x98..=0x9a => {
+        0x98 => setwise::vole::messages::NoisyCheck::decode(body, ()).map(drop),
+        0x99 => setwise::vole::messages::SparseChallenge::decode(body, ()).map(drop),
+        0x9a => setwise::vole::messages::SparseAnswer::decode(body, ()).map(drop),
+        0x90..=0x92 | 0x94 | 0x95 => {
             setwise::vole::messages::NOISY_CORRECTIONS.decode_chunk(body, N).map(drop).map_err(Into::into)
         }
         0x93 => setwise::protocols::vole::messages::StoreSeed::decode(body, ()).map(drop),

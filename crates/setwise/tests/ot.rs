@@ -118,9 +118,8 @@ fn extend_receive_cheating(ch: &mut MemoryChannel, n: usize, row: usize) -> setw
     let column = |j: usize| (0..128).fold(0u128, |acc, i| acc | (((t_rows[i][j / 128] >> (j % 128)) & 1) << i));
     let mut transcript = Domain::new(dst::OT_KOS_CHALLENGE, SID).hasher();
     transcript.update(chunk.0.as_flattened());
-    let chi = Prg::new(u128::from_le_bytes(transcript.finalize().as_bytes()[..16].try_into().unwrap()));
-    let t = chi.combine(total, |j| Gf128(column(j)));
-    KosCheck { x: Gf128::ZERO.to_bytes(), t: t.to_bytes() }.send(ch, "cheating")
+    let t = Prg::from_transcript(&transcript).combine(total, |j| Gf128(column(j)));
+    KosCheck(Gf128::pair_to_bytes([Gf128::ZERO, t])).send(ch, "cheating")
 }
 
 /// The cheat above passes exactly when bit `row` of s is 0 (1 bit for probability 1/2,
@@ -140,16 +139,17 @@ fn the_malicious_extension_catches_a_receiver_with_inconsistent_rows() {
     assert!((1..32).contains(&caught), "caught {caught} of 32");
 }
 
-/// A malicious base-OT receiver's point pair must hold two valid points.
+/// A malicious base-OT receiver's point pair must hold two valid points: the last one
+/// of 2·128 damaged is named by its index.
 #[test]
 fn the_malicious_base_ot_refuses_an_invalid_point() {
     let choices = bits(128, 5);
     let (sent, _) = pair(
         |ch| ot::base_send(ch, SID, 128, Malicious),
-        |ch| ot::base_receive(&mut Tampering::new(ch, 0x64, 0), SID, &choices, Malicious),
+        |ch| ot::base_receive(&mut Tampering::new(ch, 0x61, 0), SID, &choices, Malicious),
     );
     let e = sent.unwrap_err();
-    assert!(matches!(e, Error::InvalidPoint { what: "BaseOtPointPairs", index: 127 }), "{e}");
+    assert!(matches!(e, Error::InvalidPoint { what: "BaseOtPoints", index: 255 }), "{e}");
 }
 
 #[test]

@@ -68,7 +68,8 @@ fn the_malicious_noisy_vole_refuses_damaged_corrections_or_checks() {
 fn noisy_receive_cheating(ch: &mut MemoryChannel, ys: &[Gf128], k: usize) -> setwise::Result<()> {
     use setwise::crypto::dst::{self, Domain};
     use setwise::crypto::prg::Prg;
-    use setwise::vole::messages::{NOISY_CHECK, NOISY_CORRECTIONS};
+    use setwise::vole::messages::{NOISY_CORRECTIONS, NoisyCheck};
+    use setwise::wire::msg::Message;
     let seeds = setwise::ot::base_send(ch, SID, 128, Malicious)?;
     let mut u = Vec::new();
     let mut zs = vec![Gf128::ZERO; ys.len()];
@@ -83,9 +84,9 @@ fn noisy_receive_cheating(ch: &mut MemoryChannel, ys: &[Gf128], k: usize) -> set
     NOISY_CORRECTIONS.send(ch, &u, "cheating")?;
     let mut h = Domain::new(dst::VOLE_NOISY_CHALLENGE, SID).hasher();
     h.update(u.as_flattened());
-    let chi = Prg::new(u128::from_le_bytes(h.finalize().as_bytes()[..16].try_into().unwrap()));
+    let chi = Prg::from_transcript(&h);
     let (y, z) = (chi.combine(ys.len(), |j| ys[j]), chi.combine(ys.len(), |j| zs[j]));
-    NOISY_CHECK.send(ch, &[y.to_bytes(), z.to_bytes()], "cheating")
+    NoisyCheck(Gf128::pair_to_bytes([y, z])).send(ch, "cheating")
 }
 
 /// The cheat above is caught exactly when bit k of Δ is 1; when it is 0 the corrections

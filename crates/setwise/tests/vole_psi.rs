@@ -121,7 +121,7 @@ fn each_malicious_check_refuses_a_damaged_message() {
         (Role::Sender, 0x9a, "the sparse VOLE (punctured PRFs) failed its consistency check"),
         (Role::Receiver, 0x98, "the noisy VOLE failed its consistency check"),
         (Role::Receiver, 0x65, "the OT extension matrix (KOS) failed its consistency check"),
-        (Role::Sender, 0x64, "BaseOtPointPairs"),
+        (Role::Sender, 0x61, "BaseOtPoints"),
     ] {
         let e = damaged(role, tag);
         assert!(e.to_string().contains(what), "{role} damaging {tag:#x}: {e}");
@@ -215,7 +215,7 @@ fn a_damaged_pprf_message_is_refused() {
     use setwise::crypto::dst::{self, Domain, SessionId};
     use setwise::vole::{SilentParams, noisy};
     let e = against(Role::Sender, 10, |ch, ctx| {
-        let sub = |w: &[u8]| SessionId(Domain::new(dst::VOLE_SUBSESSION, ctx.id).hash64(w)[..32].try_into().unwrap());
+        let sub = |w: &[u8]| SessionId(Domain::new(dst::VOLE_SUBSESSION, ctx.id).hash32(w));
         let p = SilentParams::for_outputs(store_params(10).columns).unwrap();
         noisy::noisy_send(ch, sub(b"noisy"), setwise::math::gf128::Gf128::ONE, p.trees, SemiHonest).unwrap();
         setwise::ot::extend_send(ch, sub(b"pprf"), p.trees * p.depth, SemiHonest).unwrap();

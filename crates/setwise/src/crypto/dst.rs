@@ -120,7 +120,7 @@ impl SessionId {
     /// The session id of sub-protocol `what` of this session, derived in the domain
     /// `label` (so that the sub-protocols' hashes never meet each other's or this one's).
     pub fn sub(self, label: &'static str, what: &[u8]) -> SessionId {
-        SessionId(Domain::new(label, self).hash64(what)[..32].try_into().expect("32 bytes"))
+        SessionId(Domain::new(label, self).hash32(what))
     }
 }
 
@@ -159,6 +159,14 @@ impl Domain {
         let mut out = [0u8; 64];
         h.finalize_xof().fill(&mut out);
         out
+    }
+
+    /// A 32-byte hash of `input` in this domain: the first half of [`hash64`](Self::hash64)
+    /// (BLAKE3's output is a prefix of its XOF).
+    pub fn hash32(&self, input: &[u8]) -> [u8; 32] {
+        let mut h = self.hasher();
+        h.update(input);
+        *h.finalize().as_bytes()
     }
 
     /// A BLAKE3 hasher keyed by this domain, to stream input into.
@@ -206,6 +214,7 @@ mod tests {
         assert_eq!(a, Domain::new(ECDH_ITEM_TO_GROUP, s1).hash64(b"x"));
         assert_ne!(a, Domain::new(ECDH_ITEM_TO_GROUP, s2).hash64(b"x"));
         assert_ne!(a, Domain::new(SESSION_ID, s1).hash64(b"x"));
+        assert_eq!(Domain::new(ECDH_ITEM_TO_GROUP, s1).hash32(b"x"), a[..32], "a prefix of the XOF");
         assert_ne!(session_id(&[0; 16], &[1; 16], None), session_id(&[1; 16], &[0; 16], None));
         assert_ne!(session_id(&[0; 16], &[1; 16], None), session_id(&[0; 16], &[1; 16], Some(&[0; 32])));
     }

@@ -14,6 +14,12 @@ impl Prg {
         Self(Aes128::new(&Array(seed.to_le_bytes())))
     }
 
+    /// The generator seeded by a transcript's hash so far: Fiat–Shamir challenges that
+    /// the party who wrote the transcript cannot know before it is fixed.
+    pub fn from_transcript(transcript: &blake3::Hasher) -> Self {
+        Self::new(u128::from_le_bytes(transcript.finalize().as_bytes()[..16].try_into().expect("16 bytes")))
+    }
+
     /// Blocks `first .. first + n` of the stream.
     pub fn blocks(&self, first: usize, n: usize) -> Vec<u128> {
         let mut out = vec![0u128; n];

@@ -107,7 +107,7 @@ fn positions(key: &[u8; 32], bits: u64, hashes: u32, item: &[u8], mut f: impl Fn
 }
 
 fn key_of(domain: &Domain) -> [u8; 32] {
-    domain.hash64(b"bloom filter positions")[..32].try_into().expect("32 of 64 bytes")
+    domain.hash32(b"bloom filter positions")
 }
 
 #[cfg(test)]

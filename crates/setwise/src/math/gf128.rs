@@ -41,6 +41,20 @@ impl Gf128 {
         self.0.to_le_bytes()
     }
 
+    /// Two elements from 32 bytes (a message that carries two).
+    pub fn pair_from_bytes(b: [u8; 32]) -> [Self; 2] {
+        let (lo, hi) = b.split_at(16);
+        [lo, hi].map(|h| Self::from_bytes(h.try_into().expect("16 bytes")))
+    }
+
+    /// Two elements as 32 bytes.
+    pub fn pair_to_bytes(pair: [Self; 2]) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..16].copy_from_slice(&pair[0].to_bytes());
+        b[16..].copy_from_slice(&pair[1].to_bytes());
+        b
+    }
+
     /// `self` to the power `e` (square and multiply).
     pub fn pow(self, mut e: u128) -> Self {
         let (mut acc, mut base) = (Self::ONE, self);

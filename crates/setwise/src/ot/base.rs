@@ -15,7 +15,7 @@
 //! gets k_c = H(i, A, r_0 ‖ r_1, sk_i·A).
 
 use super::Block;
-use super::messages::{BaseReceiverPairs, BaseReceiverPoints, BaseSenderPoint};
+use super::messages::{BaseReceiverPoints, BaseSenderPoint};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::{Encoded, SecretScalar, decode};
 use crate::crypto::rng::fill_os;
@@ -106,15 +106,17 @@ fn to_group(domain: &Domain, i: usize, r: &Encoded) -> RistrettoPoint {
 
 fn mr_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {
     let (keys, to) = (Domain::new(dst::OT_BASE_KEY_MALICIOUS, sid), Domain::new(dst::OT_BASE_TO_GROUP, sid));
-    let pairs = BaseReceiverPairs::recv(ch, "receiving base OT", n)?.0;
-    // Every point is checked before the sender's point goes out.
+    // The pairs travel as 2n points, each checked before the sender's point goes out.
+    let flat = BaseReceiverPoints::recv(ch, "receiving base OT", 2 * n)?.0;
+    let pairs = flat.as_chunks::<2>().0;
     let points: Vec<[RistrettoPoint; 2]> = pairs
         .par_iter()
         .enumerate()
         .map(|(i, [r0, r1])| {
-            let bad = |_| Error::InvalidPoint { what: BaseReceiverPairs::NAME, index: i };
-            let p = |r: &Encoded| decode(r).ok_or(()).map_err(bad);
-            Ok([p(r0)? + to_group(&to, i, r1), p(r1)? + to_group(&to, i, r0)])
+            let p = |r: &Encoded, at: usize| {
+                decode(r).ok_or(Error::InvalidPoint { what: BaseReceiverPoints::NAME, index: 2 * i + at })
+            };
+            Ok([p(r0, 0)? + to_group(&to, i, r1), p(r1, 1)? + to_group(&to, i, r0)])
         })
         .collect::<Result<_>>()?;
     let a = SecretScalar::random();
@@ -150,12 +152,11 @@ fn mr_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result
             [r0, r1]
         })
         .collect();
-    let msg = BaseReceiverPairs(pairs);
-    msg.send(ch, "sending base OT")?;
+    BaseReceiverPoints(pairs.as_flattened().to_vec()).send(ch, "sending base OT")?;
     let BaseSenderPoint { encoded: a_enc, point: big_a } = BaseSenderPoint::recv(ch, "receiving base OT", ())?;
     Ok(secrets
         .par_iter()
-        .zip(&msg.0)
+        .zip(&pairs)
         .enumerate()
         .map(|(i, (sk, pair))| key(&keys, i, &a_enc, pair.as_flattened(), &(big_a * sk.expose())))
         .collect())

@@ -45,7 +45,7 @@ const KOS_PAD: usize = 256;
 /// columns before it can know their χ).
 fn challenge(transcript: &mut blake3::Hasher, chunk: &[[u8; 16]]) -> Prg {
     transcript.update(chunk.as_flattened());
-    Prg::new(u128::from_le_bytes(transcript.finalize().as_bytes()[..16].try_into().expect("16 bytes")))
+    Prg::from_transcript(transcript)
 }
 
 /// OTs run for `n` wanted at `security`.
@@ -101,8 +101,8 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize, security: Se
     }
     if security == Security::Malicious {
         // Column j is q_j = t_j + r_j·s for one bit r_j in every row, so Σχ_j·q_j = t + x·s.
-        let KosCheck { x, t } = KosCheck::recv(ch, "receiving the OT extension check", ())?;
-        if q_sum != Gf128::from_bytes(t) + Gf128::from_bytes(x) * Gf128(s) {
+        let [x, t] = Gf128::pair_from_bytes(KosCheck::recv(ch, "receiving the OT extension check", ())?.0);
+        if q_sum != t + x * Gf128(s) {
             return Err(Deviation::FailedCheck {
                 what: "the OT extension matrix (KOS)",
                 meaning: "the receiver's choice bits differ between rows, as when probing the sender's secret",
@@ -162,7 +162,7 @@ pub fn extend_receive(
         out.extend(hash.hash(&cols[..keep], start));
     }
     if security == Security::Malicious {
-        KosCheck { x: x_sum.to_bytes(), t: t_sum.to_bytes() }.send(ch, "sending the OT extension check")?;
+        KosCheck(Gf128::pair_to_bytes([x_sum, t_sum])).send(ch, "sending the OT extension check")?;
     }
     Ok(out)
 }

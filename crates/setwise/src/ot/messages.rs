@@ -2,7 +2,7 @@
 
 use crate::crypto::ristretto::{Encoded, decode};
 use crate::error::{Error, Result};
-use crate::wire::msg::Message;
+use crate::wire::msg::{Message, fixed_message};
 use crate::wire::stream::Counted;
 use crate::wire::{Reader, Writer};
 use curve25519_dalek::ristretto::RistrettoPoint;
@@ -32,8 +32,9 @@ impl Message for BaseSenderPoint {
     }
 }
 
-/// Base OT, receiver → sender: one point B_i per OT (the count is agreed, so there is
-/// no prefix). Points are checked where they are used, each named by its index.
+/// Base OT, receiver → sender: one point B_i per OT, or (Masny–Rindal) the pair
+/// (r_0, r_1) per OT as two points (the count is agreed, so there is no prefix). Points
+/// are checked where they are used, each named by its index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseReceiverPoints(pub Vec<Encoded>);
 
@@ -56,55 +57,14 @@ impl Message for BaseReceiverPoints {
     }
 }
 
-/// Malicious base OT (Masny–Rindal), receiver → sender: the pair (r_0, r_1) per OT (the
-/// count is agreed). Points are checked where they are used, each named by its index.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BaseReceiverPairs(pub Vec<[Encoded; 2]>);
-
-impl Message for BaseReceiverPairs {
-    const TAG: u8 = 0x64;
-    const NAME: &'static str = "BaseOtPointPairs";
-    /// The number of base OTs.
-    type Agreed<'a> = usize;
-
-    fn write(&self, w: &mut Writer) {
-        w.raw(self.0.as_flattened().as_flattened());
-    }
-
-    fn size_hint(&self) -> usize {
-        64 * self.0.len()
-    }
-
-    fn read(r: &mut Reader<'_>, n: usize) -> Result<Self> {
-        let points = r.records::<32>(n.saturating_mul(2), Self::NAME)?;
-        Ok(Self(points.as_chunks::<2>().0.to_vec()))
-    }
-}
-
-/// Malicious IKNP (KOS), extension receiver → sender: the consistency check's x = Σ χ_j·r_j
-/// and t = Σ χ_j·t_j over GF(2^128).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KosCheck {
-    /// Σ χ_j over the columns whose choice bit is 1.
-    pub x: [u8; 16],
-    /// Σ χ_j·t_j.
-    pub t: [u8; 16],
-}
-
-impl Message for KosCheck {
-    const TAG: u8 = 0x65;
-    const NAME: &'static str = "IknpConsistencyCheck";
-    type Agreed<'a> = ();
-
-    fn write(&self, w: &mut Writer) {
-        w.raw(&self.x);
-        w.raw(&self.t);
-    }
-
-    fn read(r: &mut Reader<'_>, (): ()) -> Result<Self> {
-        Ok(Self { x: r.array::<16>(Self::NAME)?, t: r.array::<16>(Self::NAME)? })
-    }
-}
+fixed_message!(
+    /// Malicious IKNP (KOS), extension receiver → sender: the consistency check's
+    /// x = Σ χ_j·r_j, then t = Σ χ_j·t_j, two GF(2^128) elements.
+    KosCheck,
+    0x65,
+    "IknpConsistencyCheck",
+    32
+);
 
 /// IKNP, extension receiver → sender: one chunk of the correction matrix u, κ rows of
 /// the chunk's 128-bit blocks each (the count follows from the chunk).

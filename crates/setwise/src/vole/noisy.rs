@@ -21,7 +21,7 @@
 //! holds with probability 2^-rank: it learns ℓ bits of Δ with probability 2^-ℓ, the
 //! leakage KOS's check has (CRYPTO 2015) and silent VOLE tolerates (Ferret, CCS 2020).
 
-use super::messages::{NOISY_CHECK, NOISY_CORRECTIONS};
+use super::messages::{NOISY_CORRECTIONS, NoisyCheck};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::prg::Prg;
 use crate::crypto::rng::fill_os;
@@ -30,6 +30,7 @@ use crate::error::{Deviation, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::ot::{base_receive, base_send};
+use crate::wire::msg::Message;
 use rayon::prelude::*;
 
 /// Bits of Δ: one OT each.
@@ -44,7 +45,7 @@ fn extra(security: Security) -> usize {
 fn challenge(sid: SessionId, corrections: &[[u8; 16]]) -> Prg {
     let mut h = Domain::new(dst::VOLE_NOISY_CHALLENGE, sid).hasher();
     h.update(corrections.as_flattened());
-    Prg::new(u128::from_le_bytes(h.finalize().as_bytes()[..16].try_into().expect("16 bytes")))
+    Prg::from_transcript(&h)
 }
 
 /// The sender, holding `delta`: z'_j for `t` receiver values, the peer held to them at
@@ -74,11 +75,9 @@ pub fn noisy_send(
         .collect();
     let mut out: Vec<Gf128> = (0..all).map(|j| Gf128(rows.iter().fold(0, |acc, r| acc ^ r[j]))).collect();
     if security == Security::Malicious {
-        let [y, z] = NOISY_CHECK.recv_all(ch, 2, "receiving the noisy VOLE check")?[..] else {
-            unreachable!("recv_all returns the count asked for")
-        };
+        let [y, z] = Gf128::pair_from_bytes(NoisyCheck::recv(ch, "receiving the noisy VOLE check", ())?.0);
         let ours = challenge(sid, &u).combine(all, |j| out[j]);
-        if ours != Gf128::from_bytes(z) + Gf128::from_bytes(y) * delta {
+        if ours != z + y * delta {
             return Err(Deviation::FailedCheck {
                 what: "the noisy VOLE",
                 meaning: "the receiver used different values for different bits of Δ, as when probing Δ",
@@ -116,7 +115,7 @@ pub fn noisy_receive(ch: &mut impl Channel, sid: SessionId, ys: &[Gf128], securi
     if security == Security::Malicious {
         let chi = challenge(sid, &corrections);
         let (y, z) = (chi.combine(all, |j| ys[j]), chi.combine(all, |j| zs[j]));
-        NOISY_CHECK.send(ch, &[y.to_bytes(), z.to_bytes()], "sending the noisy VOLE check")?;
+        NoisyCheck(Gf128::pair_to_bytes([y, z])).send(ch, "sending the noisy VOLE check")?;
         zs.truncate(all - 1);
     }
     Ok(zs)

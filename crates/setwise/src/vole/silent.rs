@@ -28,7 +28,7 @@
 //! receiver sending a wrong x′ learns nothing of Δ from it. Cost: 2 KiB of noisy VOLE,
 //! one round trip and one pass over the 2k positions.
 use super::code::{CONV_WIDTH, ExConv};
-use super::messages::{SPARSE_ANSWER, SPARSE_CHALLENGE};
+use super::messages::{SparseAnswer, SparseChallenge};
 use super::noisy::{noisy_receive, noisy_send};
 use super::pprf::{MAX_DEPTH, pprf_receive_into, pprf_send_told};
 use super::{Tell, untold};
@@ -39,6 +39,7 @@ use crate::crypto::security::Security;
 use crate::error::{Deviation, Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
+use crate::wire::msg::Message;
 
 /// The least number of noise blocks (the regular noise weight t): 128-bit security.
 pub const NOISE_WEIGHT: usize = 128;
@@ -127,10 +128,9 @@ fn random_element() -> Gf128 {
     Gf128::from_bytes(b)
 }
 
-/// H(V) of the sparse check, 32 bytes.
-fn sparse_answer(sid: SessionId, v: Gf128) -> [[u8; 16]; 2] {
-    let h = Domain::new(dst::VOLE_SPARSE_CHECK, sid).hash64(&v.to_bytes());
-    [h[..16].try_into().expect("16 bytes"), h[16..32].try_into().expect("16 bytes")]
+/// H(V) of the sparse check.
+fn sparse_answer(sid: SessionId, v: Gf128) -> SparseAnswer {
+    SparseAnswer(Domain::new(dst::VOLE_SPARSE_CHECK, sid).hash32(&v.to_bytes()))
 }
 
 /// Noisy entries beyond the trees' at `security`: y′ of the sparse check.
@@ -158,10 +158,10 @@ pub fn silent_send_told(
     let shifts = noisy_send(ch, sub(sid, b"noisy"), delta, p.trees + extra(security), security)?;
     let mut b = pprf_send_told(ch, sub(sid, b"pprf"), p.depth, &shifts[..p.trees], security, tell)?;
     if security == Security::Malicious {
-        let challenge = SPARSE_CHALLENGE.recv_all(ch, 2, "receiving the sparse VOLE check")?;
-        let (chi, x) = (Prg::new(u128::from_le_bytes(challenge[0])), Gf128::from_bytes(challenge[1]));
-        let v = chi.combine(b.len(), |i| b[i]) + shifts[p.trees] + x * delta;
-        SPARSE_ANSWER.send(ch, &sparse_answer(sid, v), "sending the sparse VOLE check")?;
+        let challenge = SparseChallenge::recv(ch, "receiving the sparse VOLE check", ())?;
+        let [seed, x] = Gf128::pair_from_bytes(challenge.0);
+        let v = Prg::new(seed.0).combine(b.len(), |i| b[i]) + shifts[p.trees] + x * delta;
+        sparse_answer(sid, v).send(ch, "sending the sparse VOLE check")?;
     }
     code.dual_encode_told(&mut b, tell);
     Ok(VoleSender { delta, b })
@@ -210,9 +210,8 @@ pub fn silent_receive_told(
         ac[at][0] = *y;
     }
     if security == Security::Malicious {
-        let mut seed = [0u8; 16];
-        fill_os(&mut seed);
-        let chi = Prg::new(u128::from_le_bytes(seed));
+        let seed = random_element(); // any 16 bytes: the challenges' seed
+        let chi = Prg::new(seed.0);
         // x = Σ χ_i·e_i over the t noise positions.
         let x = points
             .iter()
@@ -220,10 +219,9 @@ pub fn silent_receive_told(
             .enumerate()
             .fold(Gf128::ZERO, |acc, (j, (alpha, y))| acc + Gf128(chi.blocks((j << p.depth) + alpha, 1)[0]) * *y);
         let (y1, z1) = (ys[p.trees], zs[p.trees]);
-        SPARSE_CHALLENGE.send(ch, &[seed, (x + y1).to_bytes()], "sending the sparse VOLE check")?;
+        SparseChallenge(Gf128::pair_to_bytes([seed, x + y1])).send(ch, "sending the sparse VOLE check")?;
         let ours = sparse_answer(sid, chi.combine(ac.len(), |i| ac[i][1]) + z1);
-        let answer = SPARSE_ANSWER.recv_all(ch, 2, "receiving the sparse VOLE check")?;
-        if answer[..] != ours[..] {
+        if SparseAnswer::recv(ch, "receiving the sparse VOLE check", ())? != ours {
             return Err(Deviation::FailedCheck {
                 what: "the sparse VOLE (punctured PRFs)",
                 meaning: "the sender's GGM trees or values are inconsistent with its Δ",

@@ -118,6 +118,36 @@ pub trait Message: Sized {
     }
 }
 
+/// Defines a [`Message`] whose body is one fixed-size byte array (a seed, a share, a
+/// commitment, a pair of field elements): `fixed_message!(doc, Name, tag, "WireName", bytes)`.
+/// Its decoder takes exactly that many bytes, so a peer cannot size anything by it.
+macro_rules! fixed_message {
+    ($(#[$doc:meta])* $name:ident, $tag:expr, $wire:literal, $bytes:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub [u8; $bytes]);
+
+        impl $crate::wire::msg::Message for $name {
+            const TAG: u8 = $tag;
+            const NAME: &'static str = $wire;
+            type Agreed<'a> = ();
+
+            fn write(&self, w: &mut $crate::wire::Writer) {
+                w.raw(&self.0);
+            }
+
+            fn size_hint(&self) -> usize {
+                $bytes
+            }
+
+            fn read(r: &mut $crate::wire::Reader<'_>, (): ()) -> $crate::error::Result<Self> {
+                Ok(Self(r.array::<$bytes>(Self::NAME)?))
+            }
+        }
+    };
+}
+pub(crate) use fixed_message;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use crate::net::Channel;
 use crate::wire::msg::Message;
 
 fn commitment(sid: SessionId, share: &[u8; 16]) -> [u8; 32] {
-    Domain::new(dst::VOLE_PSI_MASK_COMMITMENT, sid).hash64(share)[..32].try_into().expect("32 bytes")
+    Domain::new(dst::VOLE_PSI_MASK_COMMITMENT, sid).hash32(share)
 }
 
 fn random_share() -> [u8; 16] {

@@ -68,6 +68,17 @@ impl Gf128 {
         acc
     }
 
+    /// `self·x`, for x the field's generator (POLYVAL's polynomial is x's minimal
+    /// polynomial, of degree 128, so x lies in no proper subfield): a shift and a
+    /// reduction, without a branch on the element. In the Montgomery representation the
+    /// element's representative is shifted, since (a·x)·x^-128 = (a·x^-128)·x.
+    #[inline]
+    pub fn mul_x(self) -> Self {
+        // x^128 = x^127 + x^126 + x^121 + 1 modulo the polynomial: ONE's representative.
+        let carry = 0u128.wrapping_sub(self.0 >> 127);
+        Self((self.0 << 1) ^ (carry & Self::ONE.0))
+    }
+
     /// The inverse (`None` for zero): self^(2^128 − 2).
     pub fn inverse(self) -> Option<Self> {
         (self != Self::ZERO).then(|| self.pow(u128::MAX - 1))
@@ -172,6 +183,17 @@ mod clmul {
 mod tests {
     use super::*;
     use rand::RngExt;
+
+    #[test]
+    fn mul_x_is_the_product_with_x() {
+        // x's representative is x·x^128 = x^129 mod p.
+        let x = Gf128(plain_mul(Gf128::ONE.0, 2));
+        assert_eq!(Gf128::ONE.mul_x(), x);
+        let mut rng = rand::rng();
+        for a in [0, 1, 1 << 127, u128::MAX].into_iter().chain((0..200).map(|_| rng.random::<u128>())) {
+            assert_eq!(Gf128(a).mul_x(), Gf128(a) * x, "{a:#x}");
+        }
+    }
 
     /// The second computation: carry-less schoolbook product reduced bit by bit modulo
     /// x^128 + x^127 + x^126 + x^121 + 1 (bit i is the coefficient of x^i).

@@ -1,22 +1,38 @@
 //! The compressing code of dual LPN: expand-convolute (Raghuraman, Rindal, Tanguy,
 //! "Expand-Convolute Codes for Pseudorandom Correlation Generators from LPN", Crypto
 //! 2023, ePrint 2023/882), systematic, with expander weight 7 and a 24-bit convolution,
-//! as libOTe configures it for silent VOLE (`ExConv7x24`).
+//! shaped as libOTe's `ExConv7x24` over GF(2^128).
 //!
 //! [`ExConv::dual_encode`] maps a vector x of `n` elements to `k` elements:
 //! `x[..k] + Expand(Conv(Conv(x[k..])))`, where
 //! - `Conv` is the convolution accumulator: for each row i in order, `x[i]` is added to
 //!   `x[i + 1 + j]` for each of 24 pseudorandom bits b_{i,j} that are set, and always to
-//!   `x[i + 25]` (indices modulo n − k, so the last rows wrap around). It runs twice, with
-//!   independent bits, as libOTe does (a single pass is weak when the expander lands in
-//!   a short region near the end);
+//!   `x[i + 25]`, which is then multiplied by the field element x (indices modulo n − k,
+//!   so the last rows wrap around). It runs twice, with independent bits, as libOTe does
+//!   (a single pass is weak when the expander lands in a short region near the end);
 //! - `Expand` gives output i the sum of 7 entries, one pseudorandom entry in each of
 //!   7 equal segments of the accumulated vector (a regular expander).
 //!
-//! The map is linear over GF(2), so applied to both sides of a sparse VOLE
+//! The map is linear over GF(2^128), so applied to both sides of a sparse VOLE
 //! `c = b + e·Δ` it gives `G·c = G·b + (G·e)·Δ`; dual LPN says G·e is pseudorandom when
 //! e has regular noise of weight t. The code's bits come from AES in counter mode under a
 //! seed both parties derive from the session.
+//!
+//! **Why the multiplication.** With additions alone G would be binary while the noise
+//! lives in GF(2^128): G·e would be 128 binary syndromes of the noise's bit-slices, all
+//! with one support of size t, and a peer who knows about t + 64 of the VOLE receiver's
+//! VOLE-PSI items could find that support by linear algebra, then e and the receiver's
+//! store (the "splitting attack"; module `splitting_attack` runs it). libOTe multiplies
+//! the same accumulator entry by a constant outside GF(2) for this reason
+//! (`CoeffCtxGF128::mulConst` in `libOTe/Tools/CoeffCtx.h`, applied in
+//! `ExConvCode::accOne`; its constant is 0xFC5F989D in GCM's representation). setwise
+//! multiplies by x ([`Gf128::mul_x`]: a shift and a reduction), which lies in no proper
+//! subfield, so G's entries are polynomials in x over GF(2) and the slices mix.
+//!
+//! Where setwise differs from libOTe's bits (not its shape): each row draws 24 fresh bits
+//! (libOTe's rows share 16 with the next), and each of the 7 expander entries is uniform
+//! in its own seventh of the vector (libOTe's weight-7 regular expander: 4 regular, 3
+//! uniform).
 
 use super::{Tell, untold};
 use crate::crypto::prg::Prg;
@@ -43,6 +59,8 @@ pub struct ExConv {
     k: usize,
     n: usize,
     seed: u128,
+    /// Without the accumulator's multiplication (the broken code, for the attack test).
+    binary: bool,
 }
 
 impl ExConv {
@@ -55,7 +73,13 @@ impl ExConv {
                 2 * (CONV_WIDTH + 1)
             )));
         }
-        Ok(Self { k, n, seed })
+        Ok(Self { k, n, seed, binary: false })
+    }
+
+    /// The code with additions only, open to the splitting attack (test only).
+    #[cfg(test)]
+    pub(crate) fn binary(k: usize, n: usize, seed: u128) -> crate::Result<Self> {
+        Ok(Self { binary: true, ..Self::new(k, n, seed)? })
     }
 
     /// Outputs of the code.
@@ -83,9 +107,16 @@ impl ExConv {
         let (head, parity) = x.split_at_mut(self.k);
         // The two passes read disjoint parts (2^62 blocks apart) of the seed's stream.
         let rows = 2 * parity.len() as u64;
-        convolve(parity, Prg::new(self.seed), 0, &|done| tell("code rows", done, rows));
         let half = parity.len() as u64;
-        convolve(parity, Prg::new(self.seed), 1 << 62, &|done| tell("code rows", half + done, rows));
+        let pass = |parity: &mut [T], stream: usize, before: u64| {
+            let tell = |done| tell("code rows", before + done, rows);
+            match self.binary {
+                false => convolve::<T, true>(parity, Prg::new(self.seed), stream, &tell),
+                true => convolve::<T, false>(parity, Prg::new(self.seed), stream, &tell),
+            }
+        };
+        pass(parity, 0, 0);
+        pass(parity, 1 << 62, half);
         self.expand(parity, head, tell);
         x.truncate(self.k);
         x.shrink_to_fit();
@@ -122,6 +153,8 @@ pub trait Lanes: Copy + Send + Sync {
     fn xor(&mut self, other: &Self);
     /// `self += other` where `mask` is all ones, nothing where it is zero.
     fn xor_masked(&mut self, other: &Self, mask: u128);
+    /// `self = self·x` ([`Gf128::mul_x`]).
+    fn times_x(&mut self);
 }
 
 impl Lanes for Gf128 {
@@ -133,6 +166,11 @@ impl Lanes for Gf128 {
     #[inline]
     fn xor_masked(&mut self, other: &Self, mask: u128) {
         self.0 ^= other.0 & mask;
+    }
+
+    #[inline]
+    fn times_x(&mut self) {
+        *self = self.mul_x();
     }
 }
 
@@ -150,12 +188,20 @@ impl<const L: usize> Lanes for [Gf128; L] {
             a.0 ^= b.0 & mask;
         }
     }
+
+    #[inline]
+    fn times_x(&mut self) {
+        for a in self.iter_mut() {
+            *a = a.mul_x();
+        }
+    }
 }
 
 /// One convolution pass over `x` (wrapping at its end), with the bits of blocks
-/// `stream..` of `prg`: 3 bytes per row. `tell` is told the rows done every
-/// [`TELL_ROWS`] and at the end.
-fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize, tell: &dyn Fn(u64)) {
+/// `stream..` of `prg`: 3 bytes per row; `MIX` multiplies the fixed diagonal's entry by
+/// x after the row is added to it (without, the code is binary). `tell` is told the rows
+/// done every [`TELL_ROWS`] and at the end.
+fn convolve<T: Lanes, const MIX: bool>(x: &mut [T], prg: Prg, stream: usize, tell: &dyn Fn(u64)) {
     let size = x.len();
     // The rows whose reach stays inside the vector need no wrap test.
     let main = size - (CONV_WIDTH + 1);
@@ -180,11 +226,18 @@ fn convolve<T: Lanes>(x: &mut [T], prg: Prg, stream: usize, tell: &dyn Fn(u64)) 
                     y.xor_masked(&xi, mask(j));
                 }
                 window[CONV_WIDTH].xor(&xi);
+                if MIX {
+                    window[CONV_WIDTH].times_x();
+                }
             } else {
                 for j in 0..CONV_WIDTH {
                     x[(i + 1 + j) % size].xor_masked(&xi, mask(j));
                 }
-                x[(i + CONV_WIDTH + 1) % size].xor(&xi);
+                let last = &mut x[(i + CONV_WIDTH + 1) % size];
+                last.xor(&xi);
+                if MIX {
+                    last.times_x();
+                }
             }
         }
     }
@@ -240,14 +293,22 @@ mod tests {
     #[test]
     fn one_noise_position_reaches_many_outputs() {
         // A unit vector in the parity part spreads through the convolution, so outputs
-        // depend on far-away inputs (what makes G·e look random).
+        // depend on far-away inputs (what makes G·e look random). Over GF(2) an output
+        // is reached when an odd number of paths lead to it (about half); with the
+        // multiplications the paths' coefficients differ and almost never cancel.
         let (k, n) = (1000, 2000);
-        let code = ExConv::new(k, n, 11).unwrap();
-        let mut x = vec![Gf128::ZERO; n];
-        x[k + 3] = Gf128::ONE;
-        let out = encode(&code, x);
-        let hit = out.iter().filter(|v| **v != Gf128::ZERO).count();
+        let reached = |code: ExConv| {
+            let mut x = vec![Gf128::ZERO; n];
+            x[k + 3] = Gf128::ONE;
+            let out = encode(&code, x);
+            (out.iter().filter(|v| **v != Gf128::ZERO).count(), out)
+        };
+        let (hit, _) = reached(ExConv::binary(k, n, 11).unwrap());
         assert!(hit > k / 4 && hit < 3 * k / 4, "{hit} of {k} outputs reached");
+        let (hit, out) = reached(ExConv::new(k, n, 11).unwrap());
+        assert!(hit > 9 * k / 10, "{hit} of {k} outputs reached");
+        let binary = out.iter().filter(|v| **v == Gf128::ONE).count();
+        assert!(binary < k / 10, "{binary} of {k} coefficients are 1");
     }
 
     #[test]

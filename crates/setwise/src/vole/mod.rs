@@ -17,6 +17,8 @@ pub mod messages;
 pub mod noisy;
 pub mod pprf;
 pub mod silent;
+#[cfg(test)]
+mod splitting_attack;
 
 pub use silent::{
     SilentParams, VoleReceiver, VoleSender, silent_receive, silent_receive_told, silent_send, silent_send_told,

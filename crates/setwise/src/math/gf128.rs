@@ -14,9 +14,10 @@
 
 use polyval::hazmat::FieldElement;
 use std::ops::{Add, AddAssign, Mul, MulAssign};
+use zeroize::Zeroize;
 
 /// An element of GF(2^128) (in POLYVAL's Montgomery representation; see the module).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, Zeroize)]
 pub struct Gf128(pub u128);
 
 impl std::fmt::Debug for Gf128 {

@@ -71,6 +71,13 @@ pub struct Okvs {
     columns: Vec<Gf128>,
 }
 
+/// Wipes the columns (a store that holds a secret: an OPRF key K, or its evaluator's C).
+impl zeroize::Zeroize for Okvs {
+    fn zeroize(&mut self) {
+        self.columns.zeroize();
+    }
+}
+
 /// Encoding tries a fresh seed this many times before giving up; with a failure
 /// probability ≤ 2^-40 per try, a second try is already vanishingly rare.
 pub const MAX_TRIES: usize = 8;

@@ -27,6 +27,7 @@ use curve25519_dalek::constants::RISTRETTO_BASEPOINT_TABLE;
 use curve25519_dalek::ristretto::RistrettoPoint;
 use rayon::prelude::*;
 use subtle::{Choice, ConditionallySelectable};
+use zeroize::Zeroizing;
 
 fn key(domain: &Domain, i: usize, a: &Encoded, b: &[u8], shared: &RistrettoPoint) -> Block {
     let mut h = domain.hasher();
@@ -37,20 +38,34 @@ fn key(domain: &Domain, i: usize, a: &Encoded, b: &[u8], shared: &RistrettoPoint
     u128::from_le_bytes(h.finalize().as_bytes()[..16].try_into().expect("16 bytes"))
 }
 
-/// The base-OT sender: `n` OTs withstanding `security`; returns the key pairs (k0_i, k1_i).
-pub fn base_send(ch: &mut impl Channel, sid: SessionId, n: usize, security: Security) -> Result<Vec<[Block; 2]>> {
+/// The base-OT sender: `n` OTs withstanding `security`; returns the key pairs (k0_i, k1_i),
+/// wiped when dropped.
+pub fn base_send(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    n: usize,
+    security: Security,
+) -> Result<Zeroizing<Vec<[Block; 2]>>> {
     match security {
         Security::SemiHonest => co_send(ch, sid, n),
         Security::Malicious => mr_send(ch, sid, n),
     }
+    .map(Zeroizing::new)
 }
 
-/// The base-OT receiver with `choices`, withstanding `security`; returns k_{c_i} for each.
-pub fn base_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool], security: Security) -> Result<Vec<Block>> {
+/// The base-OT receiver with `choices`, withstanding `security`; returns k_{c_i} for each,
+/// wiped when dropped.
+pub fn base_receive(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    choices: &[bool],
+    security: Security,
+) -> Result<Zeroizing<Vec<Block>>> {
     match security {
         Security::SemiHonest => co_receive(ch, sid, choices),
         Security::Malicious => mr_receive(ch, sid, choices),
     }
+    .map(Zeroizing::new)
 }
 
 fn co_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block; 2]>> {

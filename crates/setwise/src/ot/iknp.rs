@@ -32,6 +32,7 @@ use crate::wire::msg::Message;
 use aes::Aes128;
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 use rayon::prelude::*;
+use zeroize::Zeroizing;
 
 /// OTs per chunk of the correction matrix (256 KiB on the wire).
 const CHUNK: usize = 1 << 14;
@@ -57,52 +58,57 @@ fn padded(n: usize, security: Security) -> usize {
 }
 
 /// The extension sender: `n` random OTs withstanding `security`; returns (m0_j, m1_j)
-/// for each. Malicious: the KOS check (Keller–Orsini–Scholl, CRYPTO 2015) that the
-/// receiver used one choice bit per column in all κ rows.
-pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize, security: Security) -> Result<Vec<[Block; 2]>> {
-    let mut s_bytes = [0u8; 16];
-    fill_os(&mut s_bytes);
-    let s = u128::from_le_bytes(s_bytes);
-    let choices: Vec<bool> = (0..KAPPA).map(|i| (s >> i) & 1 == 1).collect();
+/// for each, wiped when dropped. Malicious: the KOS check (Keller–Orsini–Scholl,
+/// CRYPTO 2015) that the receiver used one choice bit per column in all κ rows.
+pub fn extend_send(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    n: usize,
+    security: Security,
+) -> Result<Zeroizing<Vec<[Block; 2]>>> {
+    let mut s_bytes = Zeroizing::new([0u8; 16]);
+    fill_os(&mut *s_bytes);
+    let s = Zeroizing::new(u128::from_le_bytes(*s_bytes));
+    let choices = Zeroizing::new((0..KAPPA).map(|i| (*s >> i) & 1 == 1).collect::<Vec<bool>>());
     let seeds = base_receive(ch, sid, &choices, security)?;
     let prgs: Vec<Prg> = seeds.iter().map(|&k| Prg::new(k)).collect();
     let hash = CrHash::new(sid);
     let total = padded(n, security);
     let mut transcript = Domain::new(dst::OT_KOS_CHALLENGE, sid).hasher();
     let mut q_sum = Gf128::ZERO;
-    let mut out = Vec::with_capacity(n);
+    let mut out = Zeroizing::new(Vec::with_capacity(n));
     for start in (0..total).step_by(CHUNK) {
         let blocks = (total - start).min(CHUNK).div_ceil(128);
         let u = CorrectionChunk::recv(ch, "receiving the OT extension matrix", KAPPA * blocks)?.0;
-        let rows: Vec<Vec<u128>> = prgs
+        let rows: Vec<Zeroizing<Vec<u128>>> = prgs
             .par_iter()
             .enumerate()
             .map(|(i, prg)| {
-                let mut row = prg.blocks(start / 128, blocks);
-                if choices[i] {
-                    for (x, ub) in row.iter_mut().zip(&u[i * blocks..(i + 1) * blocks]) {
-                        *x ^= u128::from_le_bytes(*ub);
-                    }
+                let mut row = Zeroizing::new(prg.blocks(start / 128, blocks));
+                // Row i takes u_i where s_i = 1, without a branch on s.
+                let mask = 0u128.wrapping_sub((*s >> i) & 1);
+                for (x, ub) in row.iter_mut().zip(&u[i * blocks..(i + 1) * blocks]) {
+                    *x ^= u128::from_le_bytes(*ub) & mask;
                 }
                 row
             })
             .collect();
-        let q = columns(&rows, blocks);
+        let q = Zeroizing::new(columns(&rows, blocks));
         let take = (total - start).min(CHUNK);
         if security == Security::Malicious {
             let chi = challenge(&mut transcript, &u);
             q_sum += chi.combine(take, |j| Gf128(q[j]));
         }
         let keep = n.saturating_sub(start).min(take);
-        let h0 = hash.hash(&q[..keep], start);
-        let flipped: Vec<u128> = q[..keep].iter().map(|x| x ^ s).collect();
-        let h1 = hash.hash(&flipped, start);
-        out.extend(h0.into_iter().zip(h1).map(|(a, b)| [a, b]));
+        let h0 = Zeroizing::new(hash.hash(&q[..keep], start));
+        let flipped = Zeroizing::new(q[..keep].iter().map(|x| x ^ *s).collect::<Vec<u128>>());
+        let h1 = Zeroizing::new(hash.hash(&flipped, start));
+        out.extend(h0.iter().zip(h1.iter()).map(|(a, b)| [*a, *b]));
     }
     if security == Security::Malicious {
         // Column j is q_j = t_j + r_j·s for one bit r_j in every row, so Σχ_j·q_j = t + x·s.
         let [x, t] = Gf128::pair_from_bytes(KosCheck::recv(ch, "receiving the OT extension check", ())?.0);
-        if q_sum != t + x * Gf128(s) {
+        if q_sum != t + x * Gf128(*s) {
             return Err(Deviation::FailedCheck {
                 what: "the OT extension matrix (KOS)",
                 meaning: "the receiver's choice bits differ between rows, as when probing the sender's secret",
@@ -114,52 +120,53 @@ pub fn extend_send(ch: &mut impl Channel, sid: SessionId, n: usize, security: Se
 }
 
 /// The extension receiver with `choices`, withstanding `security`; returns m_{r_j} for
-/// each.
+/// each, wiped when dropped.
 pub fn extend_receive(
     ch: &mut impl Channel,
     sid: SessionId,
     choices: &[bool],
     security: Security,
-) -> Result<Vec<Block>> {
+) -> Result<Zeroizing<Vec<Block>>> {
     let n = choices.len();
     let total = padded(n, security);
     // The padding's choices are random: they mask the real ones in the check.
-    let mut pad = [0u8; KOS_PAD / 8];
-    fill_os(&mut pad);
+    let mut pad = Zeroizing::new([0u8; KOS_PAD / 8]);
+    fill_os(&mut *pad);
     let choice = |j: usize| if j < n { choices[j] } else { (pad[(j - n) / 8] >> ((j - n) % 8)) & 1 == 1 };
     let keys = base_send(ch, sid, KAPPA, security)?;
     let prgs: Vec<[Prg; 2]> = keys.iter().map(|&[k0, k1]| [Prg::new(k0), Prg::new(k1)]).collect();
     let hash = CrHash::new(sid);
     let mut transcript = Domain::new(dst::OT_KOS_CHALLENGE, sid).hasher();
     let (mut x_sum, mut t_sum) = (Gf128::ZERO, Gf128::ZERO);
-    let mut out = Vec::with_capacity(n);
+    let mut out = Zeroizing::new(Vec::with_capacity(n));
     for start in (0..total).step_by(CHUNK) {
         let take = (total - start).min(CHUNK);
         let blocks = take.div_ceil(128);
-        let mut r = vec![0u128; blocks];
+        let mut r = Zeroizing::new(vec![0u128; blocks]);
         for j in 0..take {
             r[j / 128] |= u128::from(choice(start + j)) << (j % 128);
         }
-        let (t, u): (Vec<Vec<u128>>, Vec<Vec<u128>>) = prgs
+        let (t, u): (Vec<Zeroizing<Vec<u128>>>, Vec<Vec<u128>>) = prgs
             .par_iter()
             .map(|[p0, p1]| {
-                let t = p0.blocks(start / 128, blocks);
+                let t = Zeroizing::new(p0.blocks(start / 128, blocks));
                 let g1 = p1.blocks(start / 128, blocks);
-                let u = t.iter().zip(&g1).zip(&r).map(|((a, b), c)| a ^ b ^ c).collect();
+                let u = t.iter().zip(g1.iter()).zip(r.iter()).map(|((a, b), c)| a ^ b ^ c).collect();
                 (t, u)
             })
             .unzip();
         let chunk = CorrectionChunk(u.iter().flatten().map(|x| x.to_le_bytes()).collect());
         chunk.send(ch, "sending the OT extension matrix")?;
-        let cols = columns(&t, blocks);
+        let cols = Zeroizing::new(columns(&t, blocks));
         if security == Security::Malicious {
             let chi = challenge(&mut transcript, &chunk.0);
-            let bit = |j: usize| (r[j / 128] >> (j % 128)) & 1;
-            x_sum += chi.combine(take, |j| if bit(j) == 1 { Gf128::ONE } else { Gf128::ZERO });
+            // r_j as 0 or 1 in the field, without a branch on the choice bit.
+            let bit = |j: usize| Gf128(Gf128::ONE.0 & 0u128.wrapping_sub((r[j / 128] >> (j % 128)) & 1));
+            x_sum += chi.combine(take, bit);
             t_sum += chi.combine(take, |j| Gf128(cols[j]));
         }
         let keep = n.saturating_sub(start).min(take);
-        out.extend(hash.hash(&cols[..keep], start));
+        out.extend_from_slice(&Zeroizing::new(hash.hash(&cols[..keep], start)));
     }
     if security == Security::Malicious {
         KosCheck(Gf128::pair_to_bytes([x_sum, t_sum])).send(ch, "sending the OT extension check")?;
@@ -169,11 +176,11 @@ pub fn extend_receive(
 
 /// The columns of a κ × (128·blocks) bit matrix given as rows of blocks: column j's bit i
 /// is row i's bit j.
-fn columns(rows: &[Vec<u128>], blocks: usize) -> Vec<u128> {
+fn columns<R: AsRef<[u128]> + Sync>(rows: &[R], blocks: usize) -> Vec<u128> {
     (0..blocks)
         .into_par_iter()
         .flat_map_iter(|b| {
-            let mut m: [u128; 128] = std::array::from_fn(|i| rows[i][b]);
+            let mut m: [u128; 128] = std::array::from_fn(|i| rows[i].as_ref()[b]);
             transpose128(&mut m);
             m
         })

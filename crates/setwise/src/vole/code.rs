@@ -39,6 +39,7 @@ use crate::crypto::prg::Prg;
 use crate::math::gf128::Gf128;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use zeroize::Zeroize;
 
 /// Entries of the accumulated vector summed into each output.
 pub const EXPANDER_WEIGHT: usize = 7;
@@ -118,6 +119,8 @@ impl ExConv {
         pass(parity, 0, 0);
         pass(parity, 1 << 62, half);
         self.expand(parity, head, tell);
+        // The parity part derives from the VOLE's secrets: wiped before it is let go.
+        x[self.k..].iter_mut().for_each(Zeroize::zeroize);
         x.truncate(self.k);
         x.shrink_to_fit();
     }
@@ -148,7 +151,7 @@ impl ExConv {
 }
 
 /// What the code adds up: one vector of field elements, or several side by side.
-pub trait Lanes: Copy + Send + Sync {
+pub trait Lanes: Copy + Send + Sync + Zeroize {
     /// `self += other`.
     fn xor(&mut self, other: &Self);
     /// `self += other` where `mask` is all ones, nothing where it is zero.

@@ -32,6 +32,7 @@ use crate::net::Channel;
 use crate::ot::{base_receive, base_send};
 use crate::wire::msg::Message;
 use rayon::prelude::*;
+use zeroize::Zeroizing;
 
 /// Bits of Δ: one OT each.
 const BITS: usize = 128;
@@ -56,24 +57,24 @@ pub fn noisy_send(
     delta: Gf128,
     t: usize,
     security: Security,
-) -> Result<Vec<Gf128>> {
+) -> Result<Zeroizing<Vec<Gf128>>> {
     let all = t + extra(security);
-    let choices: Vec<bool> = (0..BITS).map(|k| (delta.0 >> k) & 1 == 1).collect();
+    let choices = Zeroizing::new((0..BITS).map(|k| (delta.0 >> k) & 1 == 1).collect::<Vec<bool>>());
     let seeds = base_receive(ch, sid, &choices, security)?;
     let u = NOISY_CORRECTIONS.recv_all(ch, BITS * all, "receiving the noisy VOLE")?;
-    let rows: Vec<Vec<u128>> = (0..BITS)
+    let rows: Vec<Zeroizing<Vec<u128>>> = (0..BITS)
         .into_par_iter()
         .map(|k| {
-            let mut row = Prg::new(seeds[k]).blocks(0, all);
-            if choices[k] {
-                for (x, c) in row.iter_mut().zip(&u[k * all..(k + 1) * all]) {
-                    *x ^= u128::from_le_bytes(*c);
-                }
+            let mut row = Zeroizing::new(Prg::new(seeds[k]).blocks(0, all));
+            // Row k takes u_k where Δ_k = 1, without a branch on Δ.
+            let mask = 0u128.wrapping_sub((delta.0 >> k) & 1);
+            for (x, c) in row.iter_mut().zip(&u[k * all..(k + 1) * all]) {
+                *x ^= u128::from_le_bytes(*c) & mask;
             }
             row
         })
         .collect();
-    let mut out: Vec<Gf128> = (0..all).map(|j| Gf128(rows.iter().fold(0, |acc, r| acc ^ r[j]))).collect();
+    let mut out = Zeroizing::new((0..all).map(|j| Gf128(rows.iter().fold(0, |acc, r| acc ^ r[j]))).collect::<Vec<_>>());
     if security == Security::Malicious {
         let [y, z] = Gf128::pair_from_bytes(NoisyCheck::recv(ch, "receiving the noisy VOLE check", ())?.0);
         let ours = challenge(sid, &u).combine(all, |j| out[j]);
@@ -90,8 +91,13 @@ pub fn noisy_send(
 }
 
 /// The receiver, holding `ys`: z_j for each, held to them at `security`.
-pub fn noisy_receive(ch: &mut impl Channel, sid: SessionId, ys: &[Gf128], security: Security) -> Result<Vec<Gf128>> {
-    let mut ys = ys.to_vec();
+pub fn noisy_receive(
+    ch: &mut impl Channel,
+    sid: SessionId,
+    ys: &[Gf128],
+    security: Security,
+) -> Result<Zeroizing<Vec<Gf128>>> {
+    let mut ys = Zeroizing::new(ys.to_vec());
     if security == Security::Malicious {
         let mut mask = [0u8; 16];
         fill_os(&mut mask);
@@ -99,11 +105,11 @@ pub fn noisy_receive(ch: &mut impl Channel, sid: SessionId, ys: &[Gf128], securi
     }
     let all = ys.len();
     let seeds = base_send(ch, sid, BITS, security)?;
-    let (rows, corrections): (Vec<Vec<u128>>, Vec<Vec<[u8; 16]>>) = seeds
+    let (rows, corrections): (Vec<Zeroizing<Vec<u128>>>, Vec<Vec<[u8; 16]>>) = seeds
         .par_iter()
         .enumerate()
         .map(|(k, &[q0, q1])| {
-            let (g0, g1) = (Prg::new(q0).blocks(0, all), Prg::new(q1).blocks(0, all));
+            let (g0, g1) = (Zeroizing::new(Prg::new(q0).blocks(0, all)), Zeroizing::new(Prg::new(q1).blocks(0, all)));
             let e_k = Gf128(1 << k);
             let u = (0..all).map(|j| (g0[j] ^ g1[j] ^ (ys[j] * e_k).0).to_le_bytes()).collect();
             (g0, u)
@@ -111,7 +117,7 @@ pub fn noisy_receive(ch: &mut impl Channel, sid: SessionId, ys: &[Gf128], securi
         .unzip();
     let corrections: Vec<[u8; 16]> = corrections.concat();
     NOISY_CORRECTIONS.send(ch, &corrections, "sending the noisy VOLE")?;
-    let mut zs: Vec<Gf128> = (0..all).map(|j| Gf128(rows.iter().fold(0, |acc, r| acc ^ r[j]))).collect();
+    let mut zs = Zeroizing::new((0..all).map(|j| Gf128(rows.iter().fold(0, |acc, r| acc ^ r[j]))).collect::<Vec<_>>());
     if security == Security::Malicious {
         let chi = challenge(sid, &corrections);
         let (y, z) = (chi.combine(all, |j| ys[j]), chi.combine(all, |j| zs[j]));

@@ -24,6 +24,7 @@ use aes::Aes128;
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use zeroize::{Zeroize, Zeroizing};
 
 /// Deepest tree accepted (2^24 leaves per tree).
 pub const MAX_DEPTH: usize = 24;
@@ -113,6 +114,7 @@ pub fn pprf_send_told(
             let mut root = [0u8; 16];
             fill_os(&mut root);
             tree[0] = u128::from_le_bytes(root);
+            root.zeroize();
             let mut sums = Vec::with_capacity(2 * depth);
             for l in 0..depth {
                 let (left, right) = ggm.expand(tree, 1 << l);
@@ -161,14 +163,15 @@ pub fn pprf_receive_into<T: Send>(
     assert_eq!(out.len(), t << depth, "a leaf per output");
     // At level l the path to α takes side bit l of α.
     let bit = |alpha: usize, l: usize| (alpha >> l) & 1;
-    let choices: Vec<bool> = points.iter().flat_map(|&a| (0..depth).map(move |l| bit(a, l) == 0)).collect();
+    let choices =
+        Zeroizing::new(points.iter().flat_map(|&a| (0..depth).map(move |l| bit(a, l) == 0)).collect::<Vec<bool>>());
     let keys = extend_receive(ch, sid, &choices, security)?;
     let sums = PPRF_LEVEL_SUMS.recv_all(ch, 2 * t * depth, "receiving the PPRF")?;
     let leaf_sums = PPRF_LEAF_SUMS.recv_all(ch, t, "receiving the PPRF")?;
     let ggm = Ggm::new(sid);
     let grown = AtomicU64::new(0);
     out.par_chunks_mut(1 << depth).enumerate().for_each_init(
-        || vec![0u128; 1 << depth],
+        || Zeroizing::new(vec![0u128; 1 << depth]),
         |tree, (j, out)| {
             let alpha = points[j];
             // The node on the path is unknown (kept at zero): its children come out wrong

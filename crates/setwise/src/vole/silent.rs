@@ -40,6 +40,7 @@ use crate::error::{Deviation, Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::wire::msg::Message;
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 /// The least number of noise blocks (the regular noise weight t): 128-bit security.
 pub const NOISE_WEIGHT: usize = 128;
@@ -79,7 +80,7 @@ impl SilentParams {
     }
 }
 
-/// The sender's half: Δ and B.
+/// The sender's half: Δ and B, wiped when dropped.
 pub struct VoleSender {
     /// The global key Δ.
     pub delta: Gf128,
@@ -87,12 +88,30 @@ pub struct VoleSender {
     pub b: Vec<Gf128>,
 }
 
+impl Drop for VoleSender {
+    fn drop(&mut self) {
+        self.delta.zeroize();
+        self.b.zeroize();
+    }
+}
+
+impl ZeroizeOnDrop for VoleSender {}
+
 /// The receiver's half: A and C, side by side as the code left them (separating them
-/// would cost two more output-sized buffers, and fresh pages are slow).
+/// would cost two more output-sized buffers, and fresh pages are slow); wiped when
+/// dropped.
 pub struct VoleReceiver {
     /// `[A_i, C_i]` for each output i.
     pairs: Vec<[Gf128; 2]>,
 }
+
+impl Drop for VoleReceiver {
+    fn drop(&mut self) {
+        self.pairs.zeroize();
+    }
+}
+
+impl ZeroizeOnDrop for VoleReceiver {}
 
 impl VoleReceiver {
     /// Outputs k.
@@ -110,9 +129,9 @@ impl VoleReceiver {
         &self.pairs
     }
 
-    /// A and C as two vectors.
+    /// A and C as two vectors (the caller wipes them).
     pub fn split(self) -> (Vec<Gf128>, Vec<Gf128>) {
-        self.pairs.into_iter().map(|[a, c]| (a, c)).unzip()
+        self.pairs.iter().map(|&[a, c]| (a, c)).unzip()
     }
 }
 
@@ -154,17 +173,18 @@ pub fn silent_send_told(
 ) -> Result<VoleSender> {
     let p = SilentParams::for_outputs(k)?;
     let code = p.code(sid)?;
-    let delta = random_element();
-    let shifts = noisy_send(ch, sub(sid, b"noisy"), delta, p.trees + extra(security), security)?;
-    let mut b = pprf_send_told(ch, sub(sid, b"pprf"), p.depth, &shifts[..p.trees], security, tell)?;
+    let delta = Zeroizing::new(random_element());
+    let shifts = noisy_send(ch, sub(sid, b"noisy"), *delta, p.trees + extra(security), security)?;
+    let mut b = Zeroizing::new(pprf_send_told(ch, sub(sid, b"pprf"), p.depth, &shifts[..p.trees], security, tell)?);
     if security == Security::Malicious {
         let challenge = SparseChallenge::recv(ch, "receiving the sparse VOLE check", ())?;
         let [seed, x] = Gf128::pair_from_bytes(challenge.0);
-        let v = Prg::new(seed.0).combine(b.len(), |i| b[i]) + shifts[p.trees] + x * delta;
+        let v = Prg::new(seed.0).combine(b.len(), |i| b[i]) + shifts[p.trees] + x * *delta;
         sparse_answer(sid, v).send(ch, "sending the sparse VOLE check")?;
     }
+    let mut b = std::mem::take(&mut *b);
     code.dual_encode_told(&mut b, tell);
-    Ok(VoleSender { delta, b })
+    Ok(VoleSender { delta: *delta, b })
 }
 
 /// The receiver of a silent VOLE of `k` outputs, semi-honest.
@@ -183,8 +203,9 @@ pub fn silent_receive_told(
 ) -> Result<VoleReceiver> {
     let p = SilentParams::for_outputs(k)?;
     let code = p.code(sid)?;
-    let mut points = Vec::with_capacity(p.trees);
-    let mut ys = Vec::with_capacity(p.trees + 1);
+    // The noise: positions and values (the VOLE's secret input), wiped when dropped.
+    let mut points = Zeroizing::new(Vec::with_capacity(p.trees));
+    let mut ys = Zeroizing::new(Vec::with_capacity(p.trees + 1));
     for _ in 0..p.trees {
         let mut r = [0u8; 8];
         fill_os(&mut r);
@@ -202,9 +223,9 @@ pub fn silent_receive_told(
     let zs = noisy_receive(ch, sub(sid, b"noisy"), &ys, security)?;
     // A and C side by side, lane 0 and lane 1, so that the code's random reads fetch
     // both at once.
-    let mut ac = vec![[Gf128::ZERO; 2]; p.positions()];
+    let mut ac = Zeroizing::new(vec![[Gf128::ZERO; 2]; p.positions()]);
     pprf_receive_into(ch, sub(sid, b"pprf"), p.depth, &points, &mut ac, |o, leaf| o[1] = leaf, security, tell)?;
-    for (j, ((alpha, y), z)) in points.iter().zip(&ys).zip(&zs).enumerate() {
+    for (j, ((alpha, y), z)) in points.iter().zip(ys.iter()).zip(zs.iter()).enumerate() {
         let at = (j << p.depth) + alpha;
         ac[at][1] += *z;
         ac[at][0] = *y;
@@ -215,7 +236,7 @@ pub fn silent_receive_told(
         // x = Σ χ_i·e_i over the t noise positions.
         let x = points
             .iter()
-            .zip(&ys)
+            .zip(ys.iter())
             .enumerate()
             .fold(Gf128::ZERO, |acc, (j, (alpha, y))| acc + Gf128(chi.blocks((j << p.depth) + alpha, 1)[0]) * *y);
         let (y1, z1) = (ys[p.trees], zs[p.trees]);
@@ -229,6 +250,7 @@ pub fn silent_receive_told(
             .into());
         }
     }
-    code.dual_encode_told(&mut ac, tell);
-    Ok(VoleReceiver { pairs: ac })
+    let mut pairs = std::mem::take(&mut *ac);
+    code.dual_encode_told(&mut pairs, tell);
+    Ok(VoleReceiver { pairs })
 }

@@ -19,14 +19,22 @@ use crate::vole::{silent_receive_told, silent_send_told};
 use crate::wire::msg::Message;
 use crate::wire::stream::CHUNK;
 use rayon::prelude::*;
+use zeroize::Zeroize;
 
 /// An item's OKVS key and value, from [`Hashes::items`].
 pub(crate) type Hashed = (u128, Gf128);
 
-/// The key holder's key: the store K = B + A·Δ and Δ.
+/// The key holder's key: the store K = B + A·Δ and Δ, wiped when dropped.
 pub(crate) struct OprfKey {
     k: Okvs,
     delta: Gf128,
+}
+
+impl Drop for OprfKey {
+    fn drop(&mut self) {
+        self.k.zeroize();
+        self.delta.zeroize();
+    }
 }
 
 impl OprfKey {
@@ -42,11 +50,18 @@ impl OprfKey {
     }
 }
 
-/// The evaluator's outputs: its items' hashes and the store C they decode in.
+/// The evaluator's outputs: its items' hashes and the store C they decode in (its OPRF
+/// values; wiped when dropped).
 pub(crate) struct Evaluated {
     /// The evaluator's items hashed, in item order.
     pub hashed: Vec<Hashed>,
     c: Okvs,
+}
+
+impl Drop for Evaluated {
+    fn drop(&mut self) {
+        self.c.zeroize();
+    }
 }
 
 impl Evaluated {
@@ -107,12 +122,12 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
         let vole = report.phase(phases[0], ch, |ch| silent_send_told(ch, sid, params.columns, security, &tell));
         (vole, hashed.join().expect("hashing panicked"))
     });
-    let vole = vole?;
+    let mut vole = vole?;
     let delta = vole.delta;
     let k = report.phase(phases[1], ch, |ch| {
         let StoreSeed(seed) = StoreSeed::recv(ch, "receiving the store", ())?;
         // K = B + A·Δ, column by column as the chunks come.
-        let mut k = vole.b;
+        let mut k = std::mem::take(&mut vole.b);
         STORE.recv(ch, params.columns, "receiving the store", |at, chunk| {
             k[at..at + chunk.len()].par_iter_mut().zip(chunk).for_each(|(k, a)| *k += Gf128::from_bytes(*a) * delta);
             Ok(())

@@ -11,10 +11,10 @@
 //!    C = G·c, A = G·e. Dual LPN makes A pseudorandom.
 //!
 //! Parameters: N = t·2^d ≥ 2k noisy positions (libOTe's scaler 2 for expand-convolute)
-//! and t ≥ 128 blocks: libOTe's bound t = −λ / log2(1 − 2·d_min/N) with the estimated
-//! minimum-distance ratio d_min/N = 0.25 of `ExConv7x24` gives t = 128 for λ = 128
-//! (libOTe `ConfigureCode.cpp`; docs/protocols/vole.md). setwise takes d so that t lands
-//! in 128..256, which only adds noise.
+//! and t ≥ [`NOISE_WEIGHT`] = 546 blocks: (1 − δ)^t ≤ 2^-128 with δ = 0.15, the bias of a
+//! linear test over a large field for libOTe's estimate δ of `ExConv7x24`'s
+//! minimum-distance ratio (docs/protocols/vole.md says why not libOTe's t). setwise takes
+//! d so that t lands in 546..1092, which only adds noise.
 //!
 //! Malicious (`Security::Malicious`): the noisy VOLE checks the receiver
 //! ([`super::noisy`]), the PPRFs' OTs are KOS's, and the receiver checks the sparse VOLE
@@ -42,8 +42,16 @@ use crate::net::Channel;
 use crate::wire::msg::Message;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-/// The least number of noise blocks (the regular noise weight t): 128-bit security.
-pub const NOISE_WEIGHT: usize = 128;
+/// The least number of noise blocks (the regular noise weight t) for λ = 128 against
+/// linear tests over GF(2^128): a test of the dual code's minimum weight δ·N sees noise
+/// only when some block's noise falls in its support, so its bias is about (1 − δ)^t
+/// (not the binary (1 − 2δ)^t, which gives 248), and (1 − δ)^t ≤ 2^-128 for
+/// δ = [`MIN_DISTANCE_RATIO`] needs t ≥ 546.
+pub const NOISE_WEIGHT: usize = 546;
+/// The minimum-distance ratio δ assumed for the expand-convolute code: libOTe's estimate
+/// for `ExConv7x24` in the version volePSI builds (d5586711, `ConfigureCode.cpp`; libOTe
+/// raised it to 0.25 in 2025 without a stated reason).
+pub const MIN_DISTANCE_RATIO: f64 = 0.15;
 /// Noisy positions per output (libOTe's scaler for expand-convolute codes).
 pub const EXPANSION: usize = 2;
 
@@ -253,4 +261,20 @@ pub fn silent_receive_told(
     let mut pairs = std::mem::take(&mut *ac);
     code.dual_encode_told(&mut pairs, tell);
     Ok(VoleReceiver { pairs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_noise_weight_meets_its_bound() {
+        let bits = |t: usize| -(t as f64) * (1.0 - MIN_DISTANCE_RATIO).log2();
+        assert!(bits(NOISE_WEIGHT) >= 128.0 && bits(NOISE_WEIGHT - 1) < 128.0);
+        for k in [1, 100, 1 << 10, 1_153_434, 1 << 24, 18_454_938] {
+            let p = SilentParams::for_outputs(k).unwrap();
+            assert!((NOISE_WEIGHT..2 * NOISE_WEIGHT).contains(&p.trees), "k = {k}: t = {}", p.trees);
+            assert!(p.positions() >= 2 * k && p.positions() >= k + 2 * (CONV_WIDTH + 1), "k = {k}");
+        }
+    }
 }

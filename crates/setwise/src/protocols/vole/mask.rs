@@ -12,6 +12,7 @@ use crate::error::{Deviation, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::wire::msg::Message;
+use zeroize::{Zeroize, ZeroizeOnDrop};
 
 fn commitment(sid: SessionId, share: &[u8; 16]) -> [u8; 32] {
     Domain::new(dst::VOLE_PSI_MASK_COMMITMENT, sid).hash32(share)
@@ -24,7 +25,8 @@ fn random_share() -> [u8; 16] {
 }
 
 /// The sender's share w_s, committed to (sent before the VOLE). The 128-bit share is
-/// uniform, so its hash hides it (random oracle).
+/// uniform, so its hash hides it (random oracle). Wiped when dropped unopened.
+#[derive(Zeroize, ZeroizeOnDrop)]
 pub(crate) struct SenderShare([u8; 16]);
 
 impl SenderShare {

@@ -90,6 +90,9 @@ pub fn noisy_send(
     Ok(out)
 }
 
+/// One OT seed's pad row, wiped when dropped.
+type SecretRow = Zeroizing<Vec<u128>>;
+
 /// The receiver, holding `ys`: z_j for each, held to them at `security`.
 pub fn noisy_receive(
     ch: &mut impl Channel,
@@ -105,7 +108,7 @@ pub fn noisy_receive(
     }
     let all = ys.len();
     let seeds = base_send(ch, sid, BITS, security)?;
-    let (rows, corrections): (Vec<Zeroizing<Vec<u128>>>, Vec<Vec<[u8; 16]>>) = seeds
+    let (rows, corrections): (Vec<SecretRow>, Vec<Vec<[u8; 16]>>) = seeds
         .par_iter()
         .enumerate()
         .map(|(k, &[q0, q1])| {

@@ -218,7 +218,7 @@ fn attack(
             .collect();
         let mut pivots = vec![None; support.len()];
         let mut row = 0;
-        for col in 0..support.len() {
+        for (col, slot) in pivots.iter_mut().enumerate() {
             let Some(p) = (row..m).find(|&i| (eqs[i].0 >> col) & 1 == 1) else { continue };
             eqs.swap(row, p);
             let pivot = eqs[row];
@@ -228,7 +228,7 @@ fn attack(
                     e.1 ^= pivot.1;
                 }
             }
-            pivots[col] = Some(row);
+            *slot = Some(row);
             row += 1;
         }
         // Consistent only if the observations are V_S·E_S.

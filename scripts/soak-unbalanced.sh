@@ -4,20 +4,24 @@
 # client processes at once (examples/soak_clients.rs): one in three an honest receiver
 # whose answer is checked against the plain set computation, the others garbage, a
 # truncated frame, a byte a second, silence, a frame claiming 4 GiB, or a
-# crafted relinearisation key. Checks that every honest query was answered right, that
-# the server logged each hostile client once and is still serving, and prints the
-# server's peak RSS and the wall time.
-#   scripts/soak-unbalanced.sh [LOG=16] [CONNECTIONS=200] [PROCS=4]
+# crafted relinearisation key; and, all the while, IDLE connections that say nothing
+# (one in four sends one byte), each reopened as soon as the server drops it. Checks that
+# every honest query was answered right, that the server logged each hostile client once
+# (a session error, or a refusal before its hello) and is still serving, and prints the
+# server's peak RSS and the wall time. TLS=1 serves under mutual TLS.
+#   [TLS=1] scripts/soak-unbalanced.sh [LOG=16] [CONNECTIONS=200] [PROCS=4] [IDLE=48]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-log=${1:-16}; connections=${2:-200}; procs=${3:-4}
+log=${1:-16}; connections=${2:-200}; procs=${3:-4}; idle=${4:-48}
 n=$((1 << log))
 source scripts/bench-common.sh
 cargo build --release -q -p setwise --features testing --example soak-clients
 clients=$PWD/target/release/examples/soak-clients
 dir=$(mktemp -d)
 server=
+pests=
 cleanup() {
+  [ -n "$pests" ] && kill "$pests" 2>/dev/null || true
   [ -n "$server" ] && kill "$server" 2>/dev/null || true
   rm -rf "$dir"
 }
@@ -35,17 +39,55 @@ EOF
 "$bin" db build --input "$dir/s.csv" --params "$dir/params.json" --out "$dir/s.db" 2>&1 | grep -E "bundles|error" || true
 
 port=$((20000 + RANDOM % 20000))
+server_tls=(--insecure-no-tls)
+client_tls=()
+if [ "${TLS:-0}" = 1 ]; then
+  "$bin" tls init "$dir/pki" --names alice,bob > /dev/null
+  server_tls=(--tls-cert "$dir/pki/alice.pem" --tls-key "$dir/pki/alice.key" --tls-ca "$dir/pki/ca.pem")
+  client_tls=(--tls-cert "$dir/pki/bob.pem" --tls-key "$dir/pki/bob.key" --tls-ca "$dir/pki/ca.pem" --tls-server-name alice)
+fi
 "$bin" sender --protocol unbalanced --db "$dir/s.db" --listen "127.0.0.1:$port" --sessions 0 \
-  --max-concurrent 8 --timeout 5 --session-timeout 120 2> "$dir/sender.log" &
+  --max-concurrent 8 --timeout 5 --session-timeout 120 "${server_tls[@]}" 2> "$dir/sender.log" &
 server=$!
 for _ in $(seq 100); do grep -q "listening" "$dir/sender.log" 2>/dev/null && break; sleep 0.1; done
+
+# Idle connections held open for the whole run: reopened when the server drops them.
+python3 - "$port" "$idle" <<'PY' &
+import selectors, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+sel = selectors.DefaultSelector()
+def open_one(i: int) -> None:
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+    except OSError:
+        time.sleep(0.1)
+        return
+    if i % 4 == 0:
+        s.sendall(b"\x01")
+    sel.register(s, selectors.EVENT_READ, i)
+for i in range(n):
+    open_one(i)
+while True:
+    for key, _ in sel.select(timeout=1):
+        s = key.fileobj
+        try:
+            closed = not s.recv(1 << 16)
+        except OSError:
+            closed = True
+        if closed:
+            sel.unregister(s)
+            s.close()
+            open_one(key.data)
+PY
+pests=$!
+sleep 1
 
 start=$(date +%s.%N)
 pids=()
 per=$(((connections + procs - 1) / procs))
 for p in $(seq "$procs"); do
   # Bounded: the whole load must be through within 2 minutes.
-  timeout 120 "$clients" "127.0.0.1:$port" "$n" "$per" "$p" 8 > "$dir/clients$p.out" 2> "$dir/clients$p.err" &
+  SOAK_TLS=${client_tls:+$dir/pki} timeout 120 "$clients" "127.0.0.1:$port" "$n" "$per" "$p" 8 > "$dir/clients$p.out" 2> "$dir/clients$p.err" &
   pids+=($!)
 done
 status=0
@@ -54,7 +96,7 @@ wall=$(echo "$(date +%s.%N) - $start" | bc)
 
 # Still serving: one more honest receiver after all that.
 printf 'email\nuser%07d@example.org\nnobody@example.net\n' 7 > "$dir/q.csv"
-"$bin" receiver --protocol unbalanced --input "$dir/q.csv" --connect "127.0.0.1:$port" --output "$dir/out.csv" 2>/dev/null
+"$bin" receiver --protocol unbalanced --input "$dir/q.csv" --connect "127.0.0.1:$port" --output "$dir/out.csv" "${client_tls[@]}" 2>/dev/null
 grep -q "user0000007@example.org" "$dir/out.csv" && ! grep -q nobody "$dir/out.csv" || { echo "the server stopped answering right" >&2; status=1; }
 sleep 0.5
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$server/status")
@@ -62,12 +104,19 @@ peak=$(awk '/VmHWM/ {print $2}' "/proc/$server/status")
 cat "$dir"/clients*.out
 honest=$(cat "$dir"/clients*.out | awk '{s += $2} END {print s}')
 hostile=$(cat "$dir"/clients*.out | awk '{s += $NF} END {print s}')
+kill "$pests" 2>/dev/null || true
+wait "$pests" 2>/dev/null || true
+pests=
+sleep 0.5
 errors=$(grep -c ": error:" "$dir/sender.log" || true)
 distinct=$(grep ": error:" "$dir/sender.log" | grep -oE '^session [0-9]+' | sort -u | wc -l)
-echo "connections $((honest + hostile + 1)) in ${wall%??????} s: $honest honest answered right (+1 after), $hostile hostile;" \
-  "server logged $errors errors ($distinct sessions), peak RSS $((peak / 1024)) MiB"
-if [ "$errors" -ne "$hostile" ] || [ "$distinct" -ne "$errors" ]; then
-  echo "each hostile client should be logged exactly once" >&2
+refused=$(grep -c "refused before its hello" "$dir/sender.log" || true)
+echo "connections $((honest + hostile + 1)) in ${wall%??????} s beside $idle idle ones: $honest honest answered right (+1 after), $hostile hostile;" \
+  "server logged $errors session errors ($distinct sessions) and $refused refusals before a hello, peak RSS $((peak / 1024)) MiB"
+# A hostile client is a session error if its hello was well-formed, else a refusal; the
+# idle connections add refusals of their own (at least one each as the hello deadline passes).
+if [ "$distinct" -ne "$errors" ] || [ "$errors" -gt "$hostile" ] || [ "$((errors + refused))" -lt "$((hostile + idle))" ]; then
+  echo "each hostile client should be logged exactly once, and each idle connection refused" >&2
   status=1
 fi
 cat "$dir"/clients*.err >&2

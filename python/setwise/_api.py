@@ -161,11 +161,14 @@ class Result:
 @dataclass(frozen=True)
 class ServeStats:
     """What a server did: sessions completed, failed (bad peers, timeouts) and panicked
-    (a bug; the server went on)."""
+    (a bug; the server went on), and connections refused before their hello (no TLS
+    handshake and hello within ``hello_timeout``, not a hello, refused by TLS, or pushed
+    out by newer ones beyond ``max_pending``)."""
 
     completed: int
     failed: int
     panicked: int
+    refused: int = 0
 
 
 def _path(p: PathLike | None) -> str | None:
@@ -211,6 +214,9 @@ def _options(
     session_timeout: float = 3600.0,
     grace: float = 30.0,
     max_peer_items: int | None = None,
+    hello_timeout: float = 10.0,
+    max_pending: int = 64,
+    max_pending_per_address: int = 8,
 ) -> dict[str, Any]:
     """Every option of a run, as the native side takes them."""
     t = tls or Tls()
@@ -247,6 +253,9 @@ def _options(
         "max_concurrent": max_concurrent,
         "session_timeout": session_timeout,
         "grace": grace,
+        "hello_timeout": hello_timeout,
+        "max_pending": max_pending,
+        "max_pending_per_address": max_pending_per_address,
     }
 
 
@@ -419,10 +428,10 @@ def _serve(
     **options: Any,
 ) -> ServeStats:
     opts = _options(protocol, op, **held, **options)
-    completed, failed, panicked = _setwise.serve(
+    completed, failed, panicked, refused = _setwise.serve(
         role, opts, log if log is not None else logging.getLogger("setwise").info
     )
-    return ServeStats(completed=completed, failed=failed, panicked=panicked)
+    return ServeStats(completed=completed, failed=failed, panicked=panicked, refused=refused)
 
 
 def serve(
@@ -448,15 +457,22 @@ def serve(
     max_peer_items: int | None = None,
     session_timeout: float = 3600.0,
     grace: float = 30.0,
+    hello_timeout: float = 10.0,
+    max_pending: int = 64,
+    max_pending_per_address: int = 8,
     log: Callable[[str], Any] | None = None,
 ) -> ServeStats:
     """Serves receivers as a sender on ``listen``: ``sessions`` completed sessions
     (0: until Ctrl-C / KeyboardInterrupt), at most ``max_concurrent`` at once, each
     within ``session_timeout`` seconds (a frame within ``timeout``). A bad or slow
-    receiver fails its own session only. ``log`` (default: the ``setwise`` logger at
-    INFO) gets one line per session. On an interrupt no new session starts, running
-    ones get ``grace`` seconds, then ``KeyboardInterrupt`` is raised. The other options
-    are :func:`sender`'s.
+    receiver fails its own session only. A connection must complete TLS and send its
+    hello within ``hello_timeout`` seconds before it takes a session's place; at most
+    ``max_pending`` connections (``max_pending_per_address`` from one address) may be
+    without a hello, the oldest dropped for a new one, so idle or garbage connections
+    cannot hold the server. ``log`` (default: the ``setwise`` logger at INFO) gets one
+    line per session and per refused connection. On an interrupt no new session starts,
+    running ones get ``grace`` seconds, then ``KeyboardInterrupt`` is raised. The other
+    options are :func:`sender`'s.
     """
     return _serve(
         "sender",
@@ -481,4 +497,7 @@ def serve(
         max_peer_items=max_peer_items,
         session_timeout=session_timeout,
         grace=grace,
+        hello_timeout=hello_timeout,
+        max_pending=max_pending,
+        max_pending_per_address=max_pending_per_address,
     )

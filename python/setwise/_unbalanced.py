@@ -149,6 +149,9 @@ class SenderDb:
         timeout: float = 600.0,
         session_timeout: float = 3600.0,
         grace: float = 30.0,
+        hello_timeout: float = 10.0,
+        max_pending: int = 64,
+        max_pending_per_address: int = 8,
         log: Callable[[str], Any] | None = None,
     ) -> ServeStats:
         """Answers receivers' queries on ``listen``; see :func:`setwise.serve`
@@ -172,4 +175,7 @@ class SenderDb:
             timeout=timeout,
             session_timeout=session_timeout,
             grace=grace,
+            hello_timeout=hello_timeout,
+            max_pending=max_pending,
+            max_pending_per_address=max_pending_per_address,
         )

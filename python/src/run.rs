@@ -9,7 +9,7 @@ use crate::keys::{Keys, Store};
 use crate::worker::{Cancel, on_worker};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, TlsOptions};
+use setwise::net::{Admission, NetError, ServeConfig, TcpChannel, TcpConfig, TlsOptions, accept_one};
 use setwise::protocols::authorized::{self, Credentials, Mode};
 use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
 use setwise::protocols::unbalanced::{SenderDb, decode_label};
@@ -68,6 +68,11 @@ pub struct Options {
     session_timeout: f64,
     /// Serving: seconds running sessions get after an interrupt.
     grace: f64,
+    /// Listening: seconds a connection may take to complete TLS and send its hello, and
+    /// how many connections without a hello are kept, in all and per address.
+    hello_timeout: f64,
+    max_pending: usize,
+    max_pending_per_address: usize,
 }
 
 fn secs(what: &str, s: f64) -> PyResult<Duration> {
@@ -97,6 +102,15 @@ impl Options {
             (None, Some(a)) => Ok((a, false)),
             _ => Err(input_error("give exactly one of connect=\"host:port\" or listen=\"host:port\"")),
         }
+    }
+
+    /// How a listener admits connections (a well-formed hello in time, pending ones capped).
+    fn admission(&self) -> PyResult<Admission> {
+        Ok(Admission {
+            max_pending: self.max_pending.max(1),
+            max_pending_per_source: self.max_pending_per_address.max(1),
+            ..setwise::session::admission(secs("hello_timeout", self.hello_timeout)?)
+        })
     }
 
     fn tcp(&self) -> PyResult<TcpConfig> {
@@ -275,25 +289,19 @@ fn role_of(role: &str) -> PyResult<Role> {
     }
 }
 
-/// Accepts one connection on `addr`, polling `cancel` so an interrupt ends the wait.
-fn accept(addr: &str, config: TcpConfig, cancel: &Cancel) -> Result<TcpChannel, NetError> {
+/// Accepts connections on `addr` until one completes TLS and sends a hello in time (as
+/// `admission` says; others are logged to `log` and dropped); an interrupt (`cancel`)
+/// ends the wait.
+fn accept(
+    addr: &str,
+    config: TcpConfig,
+    admission: &Admission,
+    cancel: &Cancel,
+    log: impl Fn(&str) + Sync,
+) -> Result<TcpChannel, NetError> {
     let listener = TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    loop {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false)?;
-                return TcpChannel::from_stream(stream, config);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if cancel.stopped() {
-                    return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted").into());
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let stop = cancel.flag();
+    accept_one(&listener, config, admission, Some(&stop), log)
 }
 
 /// Runs one session as `role`; returns the outcome as a dict and the report as JSON.
@@ -302,11 +310,15 @@ pub fn run(py: Python<'_>, role: &str, options: Options) -> PyResult<(Py<PyAny>,
     let role = role_of(role)?;
     let (job, held) = prepare(py, role, &options)?;
     let config = options.tcp()?;
+    let admission = options.admission()?;
     let (addr, listening) = options.address()?;
     let addr = addr.to_string();
-    let (outcome, report) = on_worker(py, None, Duration::from_secs(2), move |cancel, _log| {
+    let (outcome, report) = on_worker(py, None, Duration::from_secs(2), move |cancel, log| {
         let mut ch = if listening {
-            accept(&addr, config, cancel).map_err(|e| net_to_py("listening", e))?
+            let line = |l: &str| {
+                let _ = log.send(l.to_string());
+            };
+            accept(&addr, config, &admission, cancel, line).map_err(|e| net_to_py("listening", e))?
         } else {
             TcpChannel::connect(&addr, config).map_err(|e| net_to_py("connecting", e))?
         };
@@ -328,7 +340,7 @@ pub fn serve(
     role: &str,
     options: Options,
     log: Option<Bound<'_, PyAny>>,
-) -> PyResult<(usize, usize, usize)> {
+) -> PyResult<(usize, usize, usize, usize)> {
     let role = role_of(role)?;
     if options.connect.is_some() || options.listen.is_none() {
         return Err(input_error("a server listens: give listen=\"host:port\""));
@@ -339,6 +351,7 @@ pub fn serve(
     }
     let mut config = ServeConfig {
         tcp: options.tcp()?,
+        admission: options.admission()?,
         max_concurrent: options.max_concurrent.max(1),
         sessions: options.sessions,
         stop: None,
@@ -355,7 +368,7 @@ pub fn serve(
         };
         setwise::net::serve(&listener, config, handle, line).map_err(|e| net_to_py("listening", e.into()))
     })?;
-    Ok((stats.completed, stats.failed, stats.panicked))
+    Ok((stats.completed, stats.failed, stats.panicked, stats.refused))
 }
 
 /// The outcome as a dict with a `kind` and its fields.

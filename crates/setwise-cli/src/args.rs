@@ -3,7 +3,7 @@
 
 use crate::Failure;
 use clap::{ArgGroup, Args};
-use setwise::net::{DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOptions};
+use setwise::net::{Admission, DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOptions};
 use setwise::protocols::Reveal;
 use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
 use setwise::session::{Job, ProtocolParams};
@@ -129,6 +129,38 @@ pub struct NetArgs {
     pub max_frame: usize,
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
+}
+
+/// What a listener asks of a connection before it counts as a peer: connections that
+/// do not complete TLS and send a hello in time are dropped, and cannot hold a session's
+/// place or the listener.
+#[derive(Args, Clone)]
+pub struct AdmissionArgs {
+    /// Listening: seconds a connection may take to complete its TLS handshake and send
+    /// its hello; slower ones are dropped.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub hello_timeout: u64,
+    /// Listening: connections still without a hello, at most; the oldest is dropped for a
+    /// new one.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_pending: u64,
+    /// Listening: connections still without a hello from one IP address, at most; its
+    /// oldest is dropped for a new one.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_pending_per_address: u64,
+}
+
+impl AdmissionArgs {
+    /// The library's admission with these limits (a well-formed hello required).
+    pub fn admission(&self) -> Admission {
+        Admission {
+            max_pending: self.max_pending as usize,
+            max_pending_per_source: self.max_pending_per_address as usize,
+            ..setwise::session::admission(Duration::from_secs(self.hello_timeout))
+        }
+    }
 }
 
 impl NetArgs {
@@ -212,11 +244,13 @@ impl ServeArgs {
         Duration::from_secs(self.grace)
     }
 
-    /// The server settings around each connection's channel settings `tcp`.
-    pub fn config(&self, tcp: TcpConfig, sessions: usize) -> ServeConfig {
+    /// The server settings around each connection's channel settings `tcp`, admitting
+    /// connections as `admission` says.
+    pub fn config(&self, tcp: TcpConfig, admission: &AdmissionArgs, sessions: usize) -> ServeConfig {
         let session_timeout = (self.session_timeout > 0).then(|| Duration::from_secs(self.session_timeout));
         ServeConfig {
             tcp: TcpConfig { session_timeout, ..tcp },
+            admission: admission.admission(),
             max_concurrent: self.max_concurrent as usize,
             sessions,
             stop: None,

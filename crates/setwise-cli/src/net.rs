@@ -3,7 +3,7 @@
 
 use crate::Failure;
 use crate::args::NetArgs;
-use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, serve};
+use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, accept_one, serve};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -15,12 +15,16 @@ pub fn net_failure(phase: &'static str, source: NetError) -> Failure {
     Failure::from(setwise::Error::Net { phase, source })
 }
 
-/// One connection to the peer: accepted on `--listen` or made to `--connect`.
+/// One connection to the peer: made to `--connect`, or the first on `--listen` that
+/// completes TLS and sends a hello in time (others are logged and dropped).
 pub fn connect(a: &NetArgs) -> Result<TcpChannel, Failure> {
     match (&a.listen, &a.connect) {
         (Some(addr), _) => {
+            let config = a.config()?;
+            let listener = TcpListener::bind(addr).map_err(|e| net_failure("listening", e.into()))?;
             eprintln!("listening on {addr}");
-            TcpChannel::listen(addr, a.config()?).map_err(|e| net_failure("listening", e))
+            accept_one(&listener, config, &a.admission.admission(), None, |line| eprintln!("{line}"))
+                .map_err(|e| net_failure("listening", e))
         }
         (_, Some(addr)) => TcpChannel::connect(addr, a.config()?).map_err(|e| net_failure("connecting", e)),
         _ => Err(Failure::usage(anyhow::anyhow!("give --listen or --connect"))),
@@ -77,8 +81,11 @@ pub fn serve_many(
     eprintln!("listening on {addr} ({tls}) for {what}, at most {} at once", config.max_concurrent);
     let stats =
         serve(&listener, config, handle, |line| eprintln!("{line}")).map_err(|e| net_failure("listening", e.into()))?;
-    if stats.failed + stats.panicked > 0 {
-        eprintln!("served {} sessions; {} failed, {} panicked", stats.completed, stats.failed, stats.panicked);
+    if stats.failed + stats.panicked + stats.refused > 0 {
+        eprintln!(
+            "served {} sessions; {} failed, {} panicked, {} connections refused before their hello",
+            stats.completed, stats.failed, stats.panicked, stats.refused
+        );
     }
     Ok(())
 }

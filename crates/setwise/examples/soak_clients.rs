@@ -7,17 +7,20 @@
 //! soak-clients ADDR SET_SIZE CONNECTIONS SEED [THREADS]
 //! ```
 //!
+//! With `SOAK_TLS=DIR` (a `setwise tls init DIR --names alice,bob` directory) the honest
+//! and crafted-key clients connect under mutual TLS as bob to a sender certified as alice.
+//!
 //! The sender's set must be `user%07d@example.org` for 0 ≤ i < SET_SIZE. Prints one
 //! summary line (`honest N ok`, then each hostile kind's count, `hostile N`); exits 1 if
 //! an honest receiver failed or got a wrong answer, or a crafted key was accepted.
 
-use setwise::net::{Channel, NetError, Stats, TcpChannel, TcpConfig, write_frame};
+use setwise::net::{Channel, NetError, Stats, TcpChannel, TcpConfig, TlsConfig, TlsOptions, write_frame};
 use setwise::session::{self, Hello, Input, Job};
 use setwise::{Operation, Outcome, Protocol, Role};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -73,8 +76,11 @@ fn job() -> Job {
     Job::new(Protocol::Unbalanced, Operation::Intersection)
 }
 
+/// The clients' TLS settings (`SOAK_TLS`), set once in `main`.
+static TLS: OnceLock<Option<Arc<TlsConfig>>> = OnceLock::new();
+
 fn config() -> TcpConfig {
-    TcpConfig { io_timeout: Some(PATIENCE), ..TcpConfig::default() }
+    TcpConfig { io_timeout: Some(PATIENCE), tls: TLS.get().cloned().flatten(), ..TcpConfig::default() }
 }
 
 /// A hello frame (with its length prefix) as an honest receiver of `n` items sends it.
@@ -209,6 +215,21 @@ fn main() {
     let number = |i: usize| -> u64 { args[i].parse().unwrap_or_else(|_| panic!("argument {i} must be a number")) };
     let (set_size, connections, seed) = (number(1), number(2) as usize, number(3));
     let threads = args.get(4).map_or(8, |_| number(4) as usize);
+    let tls = std::env::var_os("SOAK_TLS").filter(|d| !d.is_empty()).map(|dir| {
+        let dir = std::path::PathBuf::from(dir);
+        TlsOptions {
+            cert: Some(dir.join("bob.pem")),
+            key: Some(dir.join("bob.key")),
+            ca: Some(dir.join("ca.pem")),
+            server_name: Some("alice".into()),
+            peer_name: None,
+            insecure_no_tls: false,
+        }
+        .resolve(addr, false)
+        .expect("the TLS files of SOAK_TLS")
+        .expect("TLS settings")
+    });
+    TLS.set(tls).expect("set once");
 
     let keys = crafted_keys(addr);
     let next = AtomicUsize::new(0);

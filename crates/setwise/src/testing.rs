@@ -168,6 +168,10 @@ impl<C: Channel> Channel for Recording<C> {
         self.inner.peer_identity()
     }
 
+    fn peer_certified(&self) -> bool {
+        self.inner.peer_certified()
+    }
+
     fn session_binding(&self) -> Option<[u8; 32]> {
         self.inner.session_binding()
     }

@@ -34,6 +34,9 @@ pub struct AuthorizeArgs {
     /// Seconds to keep retrying --connect.
     #[arg(long, default_value_t = 30)]
     connect_timeout: u64,
+    /// Seconds a whole frame from or to the judge may take.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
     #[command(flatten)]
     tls: TlsArgs,
 }
@@ -44,6 +47,7 @@ pub fn run_authorize(a: AuthorizeArgs) -> Result<(), Failure> {
     let mode = if a.partial { Mode::Partial } else { Mode::Full };
     let config = TcpConfig {
         connect_timeout: Duration::from_secs(a.connect_timeout),
+        io_timeout: Some(Duration::from_secs(a.timeout)),
         tls: a.tls.config(&a.connect, false)?,
         ..TcpConfig::default()
     };

@@ -118,7 +118,8 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
                 "a sender serving --sessions other than 1 writes no output files (shares, private-id); use --sessions 1",
             ));
         }
-        return serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
+        let config = a.serve.config(a.party.net.config()?, &a.party.net.admission, n);
+        return serve_many(addr, config, a.serve.grace(), |ch| {
             run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
                 .map(|(outcome, r)| served_line(&outcome, &r))
         });
@@ -144,7 +145,8 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
         (Some(addr), n) if n != 1 => {
-            serve_many(addr, a.serve.config(a.party.net.config()?, n), a.serve.grace(), |ch| {
+            let config = a.serve.config(a.party.net.config()?, &a.party.net.admission, n);
+            serve_many(addr, config, a.serve.grace(), |ch| {
                 run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
                     .map(|(outcome, r)| served_line(&outcome, &r))
             })

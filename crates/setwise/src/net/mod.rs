@@ -14,7 +14,7 @@ mod tls;
 
 pub use frame::{read_frame, write_frame};
 pub use memory::MemoryChannel;
-pub use server::{ServeConfig, ServeStats, serve};
+pub use server::{Admission, FirstFrameCheck, ServeConfig, ServeStats, accept_one, serve};
 pub use shaping::{NetProfile, Shaped};
 pub use tcp::{TcpChannel, TcpConfig};
 pub use tls::{TlsConfig, TlsError, TlsOptions, certificate_identity, is_loopback, read_certificates};
@@ -56,6 +56,13 @@ pub enum NetError {
     /// The session's deadline passed.
     #[error("the session took longer than its limit of {0:?}")]
     SessionDeadline(Duration),
+    /// A connection to a listener did not complete its TLS handshake and send its first
+    /// frame (the hello) in time, and was dropped before taking a session's place.
+    #[error("no TLS handshake and hello within {0:?} of connecting")]
+    HelloDeadline(Duration),
+    /// A connection's first frame is not what opens a session (not a setwise hello).
+    #[error("its first message does not open a session: {0}")]
+    NotAdmitted(String),
     /// Connecting failed until the connect timeout ran out.
     #[error("could not connect to {addr} within {waited:?}: {source}")]
     Connect {
@@ -155,6 +162,11 @@ pub trait Channel: Send {
     fn peer_identity(&self) -> Option<String> {
         None
     }
+    /// Whether the peer presented a certificate this side verified, named or not (a
+    /// certificate that names nothing has no [`Channel::peer_identity`]).
+    fn peer_certified(&self) -> bool {
+        false
+    }
     /// A value both ends derive from their TLS session (an exporter), mixed into the
     /// setwise session id so that a run cannot be spliced across two TLS sessions;
     /// `None` without TLS.
@@ -182,6 +194,9 @@ impl<C: Channel + ?Sized> Channel for &mut C {
     fn peer_identity(&self) -> Option<String> {
         (**self).peer_identity()
     }
+    fn peer_certified(&self) -> bool {
+        (**self).peer_certified()
+    }
     fn session_binding(&self) -> Option<[u8; 32]> {
         (**self).session_binding()
     }
@@ -205,6 +220,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn peer_identity(&self) -> Option<String> {
         (**self).peer_identity()
+    }
+    fn peer_certified(&self) -> bool {
+        (**self).peer_certified()
     }
     fn session_binding(&self) -> Option<[u8; 32]> {
         (**self).session_binding()

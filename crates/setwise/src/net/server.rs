@@ -1,26 +1,84 @@
 //! Serving many peers on one listener, each session on its own thread, so that no peer
-//! can stop the others: at most `max_concurrent` sessions run at once (further
-//! connections wait in the listen backlog), every connection gets the frame and session
-//! deadlines of [`TcpConfig`], accept errors (e.g. no file descriptors left) back off
-//! instead of spinning, a thread the OS refuses drops that connection only, a panic
-//! inside a session ends that session only, and only sessions that complete count
-//! towards `sessions`.
+//! can stop the others.
+//!
+//! A connection is first *pending*: it must complete its TLS handshake and send its
+//! first frame (the hello, checked by [`Admission::check`]) within
+//! [`Admission::timeout`], and pending connections are capped in total and per source
+//! address, the oldest dropped first when a new one comes, so that idle, slow or garbage
+//! connections can hold neither a session's place nor the server's threads. Only an
+//! admitted connection waits for one of the `max_concurrent` session places; further
+//! admitted ones wait their turn (up to [`Admission::max_pending`] of them; beyond, new
+//! connections wait in the listen backlog). Every session gets the frame and session
+//! deadlines of [`TcpConfig`]; accept errors (e.g. no file descriptors left) back off
+//! instead of spinning; a thread the OS refuses drops that connection only; a panic
+//! inside a session ends that session only; and only sessions that complete count
+//! towards `sessions`. [`accept_one`] admits connections the same way for a listener
+//! that runs one session.
 
-use super::{TcpChannel, TcpConfig};
+use super::{NetError, TcpChannel, TcpConfig};
+use std::collections::VecDeque;
 use std::fmt::Display;
 use std::io;
-use std::net::TcpListener;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration;
+
+/// Checks a connection's first frame before it is admitted; the error says why not.
+pub type FirstFrameCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+
+/// How a listener admits connections: what a connection must do, and how long it may
+/// take, before it counts as a peer.
+#[derive(Clone)]
+pub struct Admission {
+    /// Time from accepting a connection to its TLS handshake done and its first frame
+    /// received.
+    pub timeout: Duration,
+    /// Connections not yet admitted, from all sources; the oldest is dropped for a new
+    /// one beyond. Also bounds the admitted connections waiting for a session's place.
+    pub max_pending: usize,
+    /// Connections not yet admitted from one IP address; its oldest is dropped for a new
+    /// one beyond.
+    pub max_pending_per_source: usize,
+    /// Largest first frame read.
+    pub max_first_frame: usize,
+    /// What the first frame must be (e.g. a well-formed hello); `None`: any frame.
+    pub check: Option<FirstFrameCheck>,
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            max_pending: 64,
+            max_pending_per_source: 8,
+            max_first_frame: 64 << 10,
+            check: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("timeout", &self.timeout)
+            .field("max_pending", &self.max_pending)
+            .field("max_pending_per_source", &self.max_pending_per_source)
+            .field("max_first_frame", &self.max_first_frame)
+            .field("check", &self.check.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// Each connection's channel settings: frame size, frame and session deadlines.
     pub tcp: TcpConfig,
-    /// Sessions running at once; further connections wait to be accepted.
+    /// What a connection must do before it takes a session's place.
+    pub admission: Admission,
+    /// Sessions running at once; further admitted connections wait their turn.
     pub max_concurrent: usize,
     /// Completed sessions to serve before returning; 0 serves until stopped.
     pub sessions: usize,
@@ -33,6 +91,7 @@ impl Default for ServeConfig {
     fn default() -> Self {
         Self {
             tcp: TcpConfig { session_timeout: Some(Duration::from_secs(3600)), ..TcpConfig::default() },
+            admission: Admission::default(),
             max_concurrent: 8,
             sessions: 0,
             stop: None,
@@ -49,6 +108,9 @@ pub struct ServeStats {
     pub failed: usize,
     /// Sessions that panicked (a bug; the server went on).
     pub panicked: usize,
+    /// Connections dropped before they were admitted: no TLS handshake or hello in
+    /// time, not a hello, refused by TLS, or pushed out by newer ones.
+    pub refused: usize,
 }
 
 /// Longest wait between accept attempts after an error.
@@ -56,115 +118,269 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// How often an idle accept loop checks whether it is done.
 const POLL: Duration = Duration::from_millis(20);
 
+/// The connections not yet admitted, oldest first, with a handle on each socket to drop
+/// it.
+#[derive(Default)]
+struct Pending {
+    entries: Mutex<PendingList>,
+}
+
+#[derive(Default)]
+struct PendingList {
+    waiting: VecDeque<(usize, IpAddr, TcpStream)>,
+    /// Connections dropped to make room, until their thread has seen it.
+    dropped: Vec<usize>,
+}
+
+impl Pending {
+    /// Registers connection `n` from `source`; first drops the oldest pending connection
+    /// of `source`, or of all, where a limit of `admission` is reached. Returns the
+    /// numbers of those dropped.
+    fn enter(&self, n: usize, source: IpAddr, stream: &TcpStream, admission: &Admission) -> Vec<usize> {
+        let mut list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dropped = Vec::new();
+        let from_source = list.waiting.iter().filter(|(_, ip, _)| *ip == source).count();
+        if from_source >= admission.max_pending_per_source.max(1) {
+            let at = list.waiting.iter().position(|(_, ip, _)| *ip == source).expect("one from this source");
+            dropped.push(list.drop_at(at));
+        }
+        if list.waiting.len() >= admission.max_pending.max(1) {
+            dropped.push(list.drop_at(0));
+        }
+        if let Ok(s) = stream.try_clone() {
+            list.waiting.push_back((n, source, s));
+        }
+        dropped
+    }
+
+    /// Connection `n` is admitted or gone; says whether it had been dropped for room.
+    fn leave(&self, n: usize) -> bool {
+        let mut list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        list.waiting.retain(|(m, _, _)| *m != n);
+        let before = list.dropped.len();
+        list.dropped.retain(|m| *m != n);
+        list.dropped.len() < before
+    }
+
+    /// Drops every pending connection (the server stops, or a one-session listener has
+    /// its peer).
+    fn drop_all(&self) {
+        let mut list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        while !list.waiting.is_empty() {
+            list.drop_at(0);
+        }
+    }
+}
+
+impl PendingList {
+    fn drop_at(&mut self, at: usize) -> usize {
+        let (n, _, stream) = self.waiting.remove(at).expect("a pending connection");
+        // Its thread, blocked in the handshake or the first read, fails at once.
+        let _ = stream.shutdown(Shutdown::Both);
+        self.dropped.push(n);
+        n
+    }
+}
+
+/// Accepts connections on `listener` until `done()`, each admitted on a thread of
+/// `scope` and then given to `admitted` (on that thread). While `full()` no connection
+/// is accepted. Connections that are not admitted are counted in `refused` and logged.
+#[allow(clippy::too_many_arguments)] // the listener, the rules, and what to do with whom
+fn accept_loop<'scope, 'env: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    listener: &TcpListener,
+    tcp: &'env TcpConfig,
+    admission: &'env Admission,
+    pending: &'env Pending,
+    refused: &'env AtomicUsize,
+    done: &dyn Fn() -> bool,
+    full: &dyn Fn() -> bool,
+    admitted: &'env (dyn Fn(usize, SocketAddr, TcpChannel) + Sync),
+    log: &'env (dyn Fn(&str) + Sync),
+) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let mut accepted = 0usize;
+    let mut backoff = Duration::ZERO;
+    while !done() {
+        if full() {
+            std::thread::sleep(POLL);
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(s) => {
+                backoff = Duration::ZERO;
+                s
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(POLL);
+                continue;
+            }
+            Err(e) => {
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_BACKOFF);
+                log(&format!("accept failed: {e} (retrying in {backoff:?})"));
+                std::thread::sleep(backoff);
+                continue;
+            }
+        };
+        accepted += 1;
+        let n = accepted;
+        if let Err(e) = stream.set_nonblocking(false) {
+            log(&format!("connection {n} ({peer}): error: {e}"));
+            continue;
+        }
+        for d in pending.enter(n, peer.ip(), &stream, admission) {
+            log(&format!(
+                "connection {d}: dropped for connection {n} ({peer}): too many connections without a hello \
+                 (at most {} in all, {} from one address)",
+                admission.max_pending, admission.max_pending_per_source
+            ));
+        }
+        let admit = move || {
+            let result = TcpChannel::admit(stream, tcp.clone(), admission);
+            let was_dropped = pending.leave(n);
+            match result {
+                Ok(ch) => admitted(n, peer, ch),
+                Err(e) => {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                    if !was_dropped {
+                        log(&format!("connection {n} ({peer}): refused before its hello: {e}"));
+                    }
+                }
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name(format!("connection-{n}")).spawn_scoped(scope, admit) {
+            pending.leave(n);
+            backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_BACKOFF);
+            log(&format!("connection {n} ({peer}): no thread for it: {e} (retrying in {backoff:?})"));
+            std::thread::sleep(backoff);
+        }
+    }
+    Ok(())
+}
+
 /// Serves connections on `listener` with `handle` until `config.sessions` sessions have
 /// completed (or forever). `handle` returns a line describing a completed session or an
 /// error; `log` gets one line per session (its number, the peer's address, the line, the
-/// error, or the panic) and one per accept or thread failure.
+/// error, or the panic), one per connection refused before its hello, and one per
+/// accept or thread failure.
 pub fn serve<E: Display>(
     listener: &TcpListener,
     config: ServeConfig,
     handle: impl Fn(&mut TcpChannel) -> Result<String, E> + Sync,
     log: impl Fn(&str) + Sync,
 ) -> io::Result<ServeStats> {
-    listener.set_nonblocking(true)?;
     let max = config.max_concurrent.max(1);
-    let (active, freed) = (&Mutex::new(0usize), &Condvar::new());
-    let (completed, failed, panicked) = (&AtomicUsize::new(0), &AtomicUsize::new(0), &AtomicUsize::new(0));
+    // Sessions running, and admitted connections waiting for a place.
+    let (places, freed) = (&Mutex::new((0usize, 0usize)), &Condvar::new());
+    let (completed, failed, panicked, refused) =
+        (&AtomicUsize::new(0), &AtomicUsize::new(0), &AtomicUsize::new(0), &AtomicUsize::new(0));
     let stopped = || config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
     let done = || stopped() || (config.sessions > 0 && completed.load(Ordering::SeqCst) >= config.sessions);
     let (handle, log) = (&handle, &log);
-    std::thread::scope(|scope| {
-        let mut accepted = 0usize;
-        let mut backoff = Duration::ZERO;
-        while !done() {
-            // Wait for a free slot before accepting: excess connections stay queued.
-            {
-                let mut n = active.lock().unwrap_or_else(|e| e.into_inner());
-                while *n >= max && !done() {
-                    n = freed.wait_timeout(n, POLL).unwrap_or_else(|e| e.into_inner()).0;
-                }
+    let pending = &Pending::default();
+    let (tcp, admission) = (&config.tcp, &config.admission);
+    let session = |n: usize, peer: SocketAddr, mut ch: TcpChannel| {
+        {
+            let mut p = places.lock().unwrap_or_else(|e| e.into_inner());
+            p.1 += 1;
+            while p.0 >= max && !done() {
+                p = freed.wait_timeout(p, POLL).unwrap_or_else(|e| e.into_inner()).0;
             }
+            p.1 -= 1;
             if done() {
-                break;
+                log(&format!("connection {n} ({peer}): not served: the server is done"));
+                return;
             }
-            let (stream, peer) = match listener.accept() {
-                Ok(s) => {
-                    backoff = Duration::ZERO;
-                    s
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(POLL);
-                    continue;
-                }
-                Err(e) => {
-                    backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_BACKOFF);
-                    log(&format!("accept failed: {e} (retrying in {backoff:?})"));
-                    std::thread::sleep(backoff);
-                    continue;
-                }
-            };
-            accepted += 1;
-            let n = accepted;
-            if let Err(e) = stream.set_nonblocking(false) {
+            p.0 += 1;
+        }
+        let _place = Place { places, freed };
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            // Under TLS the log names the peer's certificate identity.
+            let who = ch.peer_identity().map_or(String::new(), |id| format!("[{id}] "));
+            handle(&mut ch).map(|line| format!("{who}{line}")).map_err(|e| format!("{who}{e}"))
+        }));
+        match outcome {
+            Ok(Ok(line)) => {
+                completed.fetch_add(1, Ordering::SeqCst);
+                log(&format!("session {n} ({peer}): {line}"));
+            }
+            Ok(Err(e)) => {
+                failed.fetch_add(1, Ordering::SeqCst);
                 log(&format!("session {n} ({peer}): error: {e}"));
-                continue;
             }
-            *active.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            let tcp = config.tcp.clone();
-            let session = move || {
-                let _slot = Slot { active, freed };
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    let mut ch = TcpChannel::from_stream(stream, tcp).map_err(|e| e.to_string())?;
-                    // Under TLS the log names the peer's certificate identity.
-                    let who = ch.peer_identity().map_or(String::new(), |id| format!("[{id}] "));
-                    handle(&mut ch).map(|line| format!("{who}{line}")).map_err(|e| format!("{who}{e}"))
-                }));
-                match outcome {
-                    Ok(Ok(line)) => {
-                        completed.fetch_add(1, Ordering::SeqCst);
-                        log(&format!("session {n} ({peer}): {line}"));
-                    }
-                    Ok(Err(e)) => {
-                        failed.fetch_add(1, Ordering::SeqCst);
-                        log(&format!("session {n} ({peer}): error: {e}"));
-                    }
-                    Err(panic) => {
-                        panicked.fetch_add(1, Ordering::SeqCst);
-                        let what = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "a panic".into());
-                        log(&format!("session {n} ({peer}): panicked (a bug; the server goes on): {what}"));
-                    }
-                }
-            };
-            if let Err(e) = std::thread::Builder::new().name(format!("session-{n}")).spawn_scoped(scope, session) {
-                // The closure, and with it the slot guard, was never run: free the slot.
-                *active.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                backoff = (backoff * 2).clamp(Duration::from_millis(10), MAX_BACKOFF);
-                log(&format!("session {n} ({peer}): no thread for it: {e} (retrying in {backoff:?})"));
-                std::thread::sleep(backoff);
+            Err(panic) => {
+                panicked.fetch_add(1, Ordering::SeqCst);
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                log(&format!("session {n} ({peer}): panicked (a bug; the server goes on): {what}"));
             }
         }
+    };
+    // Admitted connections waiting for a place are bounded like pending ones.
+    let full = || places.lock().unwrap_or_else(|e| e.into_inner()).1 >= admission.max_pending.max(1);
+    let result = std::thread::scope(|scope| {
+        let r = accept_loop(scope, listener, tcp, admission, pending, refused, &done, &full, &session, log);
+        pending.drop_all();
         if stopped() {
-            let running = *active.lock().unwrap_or_else(|e| e.into_inner());
+            let running = places.lock().unwrap_or_else(|e| e.into_inner()).0;
             log(&format!("stopping: no new sessions; waiting for {running} running"));
         }
+        r
     });
+    result?;
     let count = |c: &AtomicUsize| c.load(Ordering::SeqCst);
-    Ok(ServeStats { completed: count(completed), failed: count(failed), panicked: count(panicked) })
+    Ok(ServeStats {
+        completed: count(completed),
+        failed: count(failed),
+        panicked: count(panicked),
+        refused: count(refused),
+    })
+}
+
+/// Accepts connections on `listener` until one is admitted (its TLS handshake and first
+/// frame within `admission`'s limits) and returns it; the others are dropped. Connections
+/// refused on the way are logged to `log`. Returns an `Interrupted` error once `stop` is
+/// set.
+pub fn accept_one(
+    listener: &TcpListener,
+    config: TcpConfig,
+    admission: &Admission,
+    stop: Option<&AtomicBool>,
+    log: impl Fn(&str) + Sync,
+) -> Result<TcpChannel, NetError> {
+    let (tx, rx) = mpsc::channel::<TcpChannel>();
+    let tx = Mutex::new(tx);
+    let (got, refused, pending) = (&AtomicBool::new(false), &AtomicUsize::new(0), &Pending::default());
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
+    let done = || stopped() || got.load(Ordering::SeqCst);
+    let log = &log;
+    let admitted = |_: usize, _: SocketAddr, ch: TcpChannel| {
+        // The first one admitted is the peer; a later one is dropped.
+        if !got.swap(true, Ordering::SeqCst) {
+            let _ = tx.lock().unwrap_or_else(|e| e.into_inner()).send(ch);
+        }
+    };
+    let never_full = || false;
+    std::thread::scope(|scope| {
+        let r = accept_loop(scope, listener, &config, admission, pending, refused, &done, &never_full, &admitted, log);
+        pending.drop_all();
+        r
+    })?;
+    rx.try_recv().map_err(|_| io::Error::new(io::ErrorKind::Interrupted, "stopped before a peer came").into())
 }
 
 /// A running session's place among the `max_concurrent`, given back when it ends.
-struct Slot<'a> {
-    active: &'a Mutex<usize>,
+struct Place<'a> {
+    places: &'a Mutex<(usize, usize)>,
     freed: &'a Condvar,
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Place<'_> {
     fn drop(&mut self) {
-        *self.active.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.places.lock().unwrap_or_else(|e| e.into_inner()).0 -= 1;
         self.freed.notify_all();
     }
 }
@@ -178,7 +394,7 @@ mod tests {
 
     fn config(sessions: usize, max_concurrent: usize) -> ServeConfig {
         let tcp = TcpConfig { io_timeout: Some(Duration::from_secs(2)), ..TcpConfig::default() };
-        ServeConfig { tcp, max_concurrent, sessions, stop: None }
+        ServeConfig { tcp, admission: Admission::default(), max_concurrent, sessions, stop: None }
     }
 
     /// An echo of one frame; the frame `panic` panics the session, `fail` fails it.
@@ -196,6 +412,7 @@ mod tests {
 
     fn client(addr: std::net::SocketAddr, msg: &[u8]) -> Option<Vec<u8>> {
         let mut s = TcpStream::connect(addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
         s.write_all(&(msg.len() as u32).to_le_bytes()).ok()?;
         s.write_all(msg).ok()?;
         let mut len = [0u8; 4];
@@ -221,7 +438,11 @@ mod tests {
             }
             server.join().unwrap().unwrap()
         });
-        assert_eq!(stats, ServeStats { completed: 3, failed: 2, panicked: 1 });
+        assert_eq!(
+            stats,
+            ServeStats { completed: 3, failed: 1, panicked: 1, refused: 1 },
+            "the junk connection is refused, not failed"
+        );
         let lines = lines.into_inner().unwrap();
         assert_eq!(lines.iter().filter(|l| l.contains("panicked")).count(), 1, "{lines:?}");
         assert_eq!(lines.iter().filter(|l| l.contains("echoed")).count(), 3, "{lines:?}");
@@ -277,7 +498,10 @@ mod tests {
                 }
             }
             assert_eq!(client(addr, b"ok").unwrap(), b"ok");
-            assert_eq!(server.join().unwrap().unwrap(), ServeStats { completed: 1, failed: 1, panicked: 0 });
+            assert_eq!(
+                server.join().unwrap().unwrap(),
+                ServeStats { completed: 1, failed: 1, panicked: 0, refused: 0 }
+            );
         });
         let lines = lines.into_inner().unwrap();
         assert!(lines.iter().any(|l| l.contains("the session took longer than its limit")), "{lines:?}");
@@ -305,11 +529,131 @@ mod tests {
             stop.store(true, Ordering::SeqCst);
             // The session under way completes; the server then returns without serving more.
             assert_eq!(running.join().unwrap().unwrap(), b"in flight");
-            assert_eq!(server.join().unwrap().unwrap(), ServeStats { completed: 1, failed: 0, panicked: 0 });
+            assert_eq!(
+                server.join().unwrap().unwrap(),
+                ServeStats { completed: 1, failed: 0, panicked: 0, refused: 0 }
+            );
         });
         // The listener (still open here) queues a late connection that nobody accepts.
         let late = TcpStream::connect(addr).unwrap();
         late.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
         assert!((&late).read(&mut [0u8; 1]).is_err(), "nobody serves after a stop");
+    }
+
+    /// Connections that never send a frame, that send one byte, or a frame prefix far
+    /// beyond the first frame's limit; left open.
+    fn pests(addr: std::net::SocketAddr) -> Vec<TcpStream> {
+        (0..36)
+            .map(|i| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                match i {
+                    0..20 => {}
+                    20..30 => c.write_all(&[7]).unwrap(),
+                    _ => c.write_all(&(60u32 << 20).to_le_bytes()).unwrap(),
+                }
+                c
+            })
+            .collect()
+    }
+
+    /// Whether the server has closed `c` (a read ends) within `within`.
+    fn closed(c: &mut TcpStream, within: Duration) -> bool {
+        c.set_read_timeout(Some(within)).unwrap();
+        !matches!(c.read(&mut [0u8; 1]), Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+
+    #[test]
+    fn idle_and_garbage_connections_hold_no_place() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut c = config(3, 1);
+        c.tcp.io_timeout = Some(Duration::from_secs(60));
+        let stats = std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, c, echo, |_| {}));
+            let _pests = pests(addr);
+            for k in 0..3u8 {
+                assert_eq!(client(addr, &[k; 4]).expect("answered beside the pests"), [k; 4]);
+            }
+            server.join().unwrap().unwrap()
+        });
+        assert_eq!((stats.completed, stats.failed), (3, 0));
+        assert!(stats.refused >= 36 - 8, "{stats:?}");
+    }
+
+    #[test]
+    fn a_connection_without_its_first_frame_in_time_is_dropped() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut c = config(1, 1);
+        c.admission.timeout = Duration::from_millis(300);
+        let lines = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, c, echo, |l| lines.lock().unwrap().push(l.to_string())));
+            let mut idle = TcpStream::connect(addr).unwrap();
+            let mut trickle = TcpStream::connect(addr).unwrap();
+            trickle.write_all(&[1, 0]).unwrap(); // half a length prefix, never the rest
+            assert!(closed(&mut idle, Duration::from_secs(5)) && closed(&mut trickle, Duration::from_secs(5)));
+            assert_eq!(client(addr, b"ok").unwrap(), b"ok");
+            assert_eq!(server.join().unwrap().unwrap().refused, 2);
+        });
+        let lines = lines.into_inner().unwrap();
+        let dropped = lines.iter().filter(|l| l.contains("no TLS handshake and hello within 300ms")).count();
+        assert_eq!(dropped, 2, "{lines:?}");
+    }
+
+    #[test]
+    fn the_oldest_pending_connections_are_dropped_first() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut c = config(1, 1);
+        c.admission = Admission { timeout: Duration::from_secs(30), max_pending_per_source: 2, ..Admission::default() };
+        std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, c, echo, |_| {}));
+            let mut old = TcpStream::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            let mut newer = TcpStream::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            // A third from the same address pushes out the oldest, not the newer one.
+            let _third = TcpStream::connect(addr).unwrap();
+            assert!(closed(&mut old, Duration::from_secs(5)), "the oldest is dropped");
+            assert!(!closed(&mut newer, Duration::from_millis(300)), "the newer one waits on");
+            // A real client pushes out `newer` in its turn, and is answered.
+            assert_eq!(client(addr, b"ok").unwrap(), b"ok");
+            server.join().unwrap().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_first_frame_that_fails_the_check_is_refused_by_name() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut c = config(1, 1);
+        c.admission.check = Some(Arc::new(|f: &[u8]| if f.starts_with(b"hi") { Ok(()) } else { Err("no hi".into()) }));
+        let lines = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, c, echo, |l| lines.lock().unwrap().push(l.to_string())));
+            assert_eq!(client(addr, b"xx"), None);
+            assert_eq!(client(addr, b"hi there").unwrap(), b"hi there");
+            assert_eq!(server.join().unwrap().unwrap().refused, 1);
+        });
+        let lines = lines.into_inner().unwrap();
+        assert!(lines.iter().any(|l| l.contains("does not open a session: no hi")), "{lines:?}");
+    }
+
+    #[test]
+    fn accept_one_returns_the_first_admitted_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _pests = pests(addr);
+        std::thread::scope(|s| {
+            let peer = s.spawn(move || client(addr, b"me"));
+            let mut ch = accept_one(&listener, TcpConfig::default(), &Admission::default(), None, |_| {}).unwrap();
+            assert_eq!(ch.recv().unwrap(), b"me", "the admitted frame comes first");
+            ch.send(b"you").unwrap();
+            assert_eq!(peer.join().unwrap().unwrap(), b"you");
+        });
+        let stop = AtomicBool::new(true);
+        let stopped = accept_one(&listener, TcpConfig::default(), &Admission::default(), Some(&stop), |_| {});
+        assert!(stopped.is_err(), "a stop ends the wait");
     }
 }

@@ -103,6 +103,10 @@ impl<C: Channel> Channel for Shaped<C> {
         self.inner.peer_identity()
     }
 
+    fn peer_certified(&self) -> bool {
+        self.inner.peer_certified()
+    }
+
     fn session_binding(&self) -> Option<[u8; 32]> {
         self.inner.session_binding()
     }

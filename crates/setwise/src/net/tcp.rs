@@ -8,8 +8,13 @@
 //!
 //! With a [`TlsConfig`] the frames travel inside TLS 1.3 (the listener is the TLS
 //! server); without one, in the clear, and a TLS peer is recognised by its first bytes.
+//!
+//! A listener admits a connection ([`TcpChannel::admit`]) only once its TLS handshake
+//! and its first frame (the hello) have arrived within a short deadline of their own;
+//! the frame is kept for the first `recv`.
 
 use super::frame::{map_io, read_frame, write_frame};
+use super::server::Admission;
 use super::tls::{Established, TlsConfig, TlsError, TlsLink, looks_like_tls, map_tls_io};
 use super::{Channel, DEFAULT_MAX_FRAME, NetError, Stats};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -93,41 +98,62 @@ pub struct TcpChannel {
     stats: Stats,
     /// What TLS established, on a TLS channel.
     tls: Option<Established>,
+    /// The first frame, read to admit the connection and not yet taken by `recv`.
+    first: Option<Vec<u8>>,
 }
 
-/// The frame and session deadlines of one connection.
+/// The frame, session and admission deadlines of one connection.
 #[derive(Debug, Clone, Copy)]
 struct Deadlines {
     io_timeout: Option<Duration>,
     session_timeout: Option<Duration>,
     /// When the session must end.
     session_end: Option<Instant>,
+    /// Until the connection is admitted: its TLS handshake and first frame must be done
+    /// by then (and how long that was).
+    admission: Option<(Instant, Duration)>,
+}
+
+/// Which deadline a frame has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Frame,
+    Session,
+    Admission,
 }
 
 impl Deadlines {
     /// The deadlines of a connection starting now.
     fn start(config: &TcpConfig) -> Self {
         let session_end = config.session_timeout.map(|t| Instant::now() + t);
-        Self { io_timeout: config.io_timeout, session_timeout: config.session_timeout, session_end }
+        Self { io_timeout: config.io_timeout, session_timeout: config.session_timeout, session_end, admission: None }
     }
 
-    /// The deadline of a frame starting now: the frame timeout, or the session's end if
-    /// nearer. Also says which of the two it is.
-    fn frame(&self) -> (Option<Instant>, bool) {
+    /// The deadline of a frame starting now: the nearest of the frame timeout, the
+    /// session's end and the admission's. Also says which it is.
+    fn frame(&self) -> (Option<Instant>, Limit) {
         let frame = self.io_timeout.map(|t| Instant::now() + t);
-        match (frame, self.session_end) {
-            (Some(f), Some(s)) if s < f => (Some(s), true),
-            (None, Some(s)) => (Some(s), true),
-            (f, _) => (f, false),
-        }
+        [(self.session_end, Limit::Session), (self.admission.map(|(end, _)| end), Limit::Admission)].into_iter().fold(
+            (frame, Limit::Frame),
+            |(d, which), (other, limit)| match (d, other) {
+                (Some(d), Some(o)) if o < d => (Some(o), limit),
+                (None, Some(o)) => (Some(o), limit),
+                _ => (d, which),
+            },
+        )
     }
 
     /// Names a timeout by the deadline that passed.
-    fn name(&self, e: NetError, session: bool) -> NetError {
-        match e {
-            NetError::Timeout(_) if session => NetError::SessionDeadline(self.session_timeout.unwrap_or_default()),
-            NetError::Timeout(_) => NetError::Timeout(self.io_timeout.unwrap_or_default()),
-            e => e,
+    fn name(&self, e: NetError, which: Limit) -> NetError {
+        match (e, which) {
+            (NetError::Timeout(_), Limit::Session) => {
+                NetError::SessionDeadline(self.session_timeout.unwrap_or_default())
+            }
+            (NetError::Timeout(_), Limit::Admission) => {
+                NetError::HelloDeadline(self.admission.map(|(_, t)| t).unwrap_or_default())
+            }
+            (NetError::Timeout(_), Limit::Frame) => NetError::Timeout(self.io_timeout.unwrap_or_default()),
+            (e, _) => e,
         }
     }
 }
@@ -179,7 +205,7 @@ impl TcpChannel {
                     .and_then(|a| TcpStream::connect_timeout(&a, config.connect_timeout))
             });
             match attempt {
-                Ok(stream) => return Self::over(stream, config, Some(addr)),
+                Ok(stream) => return Self::over(stream, config, Some(addr), None),
                 Err(e) if start.elapsed() >= config.connect_timeout => {
                     return Err(NetError::Connect { addr: addr.to_string(), waited: start.elapsed(), source: e });
                 }
@@ -203,15 +229,37 @@ impl TcpChannel {
     /// Wraps an accepted stream (with TLS: as the server); the session deadline starts
     /// now and covers the TLS handshake.
     pub fn from_stream(stream: TcpStream, config: TcpConfig) -> Result<Self, NetError> {
-        Self::over(stream, config, None)
+        Self::over(stream, config, None, None)
+    }
+
+    /// Admits an accepted stream as `admission` says: its TLS handshake and its first
+    /// frame (at most `admission.max_first_frame` bytes, passing `admission.check`) must
+    /// arrive within `admission.timeout`, whatever the frame timeout. The frame is kept
+    /// for the first [`recv`](Channel::recv); from then on the usual deadlines apply.
+    pub fn admit(stream: TcpStream, config: TcpConfig, admission: &Admission) -> Result<Self, NetError> {
+        let mut ch = Self::over(stream, config, None, Some(admission.timeout))?;
+        let frame = ch.recv_at_most(admission.max_first_frame)?;
+        if let Some(check) = &admission.check {
+            check(&frame).map_err(NetError::NotAdmitted)?;
+        }
+        ch.first = Some(frame);
+        ch.deadlines.admission = None;
+        Ok(ch)
     }
 
     /// `connected_to`: the address we connected to (we are the TLS client), or `None`
-    /// for an accepted stream (the TLS server).
-    fn over(stream: TcpStream, config: TcpConfig, connected_to: Option<&str>) -> Result<Self, NetError> {
+    /// for an accepted stream (the TLS server); `admission`: the time the TLS handshake
+    /// and the first frame may take, for a listener admitting the connection.
+    fn over(
+        stream: TcpStream,
+        config: TcpConfig,
+        connected_to: Option<&str>,
+        admission: Option<Duration>,
+    ) -> Result<Self, NetError> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
-        let deadlines = Deadlines::start(&config);
+        let mut deadlines = Deadlines::start(&config);
+        deadlines.admission = admission.map(|t| (Instant::now() + t, t));
         let (link, tls) = match &config.tls {
             None => {
                 let reader =
@@ -220,7 +268,7 @@ impl TcpChannel {
                 (Link::Plain { reader, writer }, None)
             }
             Some(tls) => {
-                let (deadline, session) = deadlines.frame();
+                let (deadline, limit) = deadlines.frame();
                 let sock = Deadlined { stream, deadline };
                 let conn = match connected_to {
                     Some(addr) => tls.client_connection(addr)?,
@@ -230,15 +278,15 @@ impl TcpChannel {
                     }
                 };
                 let mut link = Box::new(TlsLink { conn, sock });
-                let established = link.handshake(tls).map_err(|e| deadlines.name(e, session))?;
+                let established = link.handshake(tls).map_err(|e| deadlines.name(e, limit))?;
                 (Link::Tls { link, out: Vec::new() }, Some(established))
             }
         };
-        Ok(Self { link, peer, config, deadlines, stats: Stats::default(), tls })
+        Ok(Self { link, peer, config, deadlines, stats: Stats::default(), tls, first: None })
     }
 
-    /// The identity in the peer's TLS certificate (its first DNS name, else its common
-    /// name), on a TLS channel where the peer presented one.
+    /// The identity in the peer's TLS certificate ([`super::certificate_identity`]), on
+    /// a TLS channel where the peer presented one that names one.
     pub fn peer_identity(&self) -> Option<&str> {
         self.tls.as_ref().and_then(|t| t.identity.as_deref())
     }
@@ -259,7 +307,13 @@ impl TcpChannel {
     }
 
     fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        let (deadline, session) = self.deadlines.frame();
+        if let Some(frame) = self.first.take() {
+            if frame.len() > max {
+                return Err(NetError::FrameTooLarge { len: frame.len(), max });
+            }
+            return Ok(frame);
+        }
+        let (deadline, limit) = self.deadlines.frame();
         self.link.set_deadline(deadline);
         let first = self.stats.messages_received == 0;
         let frame = match &mut self.link {
@@ -273,7 +327,7 @@ impl TcpChannel {
             }
             Link::Tls { link, .. } => read_frame(link.as_mut(), max).map_err(tls_io_error),
         }
-        .map_err(|e| self.deadlines.name(e, session))?;
+        .map_err(|e| self.deadlines.name(e, limit))?;
         self.stats.count_received(frame.len());
         Ok(frame)
     }
@@ -309,7 +363,7 @@ fn tls_io_error(e: NetError) -> NetError {
 
 impl Channel for TcpChannel {
     fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
-        let (deadline, session) = self.deadlines.frame();
+        let (deadline, limit) = self.deadlines.frame();
         self.link.set_deadline(deadline);
         let max = self.config.max_frame;
         let sent = match &mut self.link {
@@ -320,7 +374,7 @@ impl Channel for TcpChannel {
                     .and_then(|()| link.write_all(out).and_then(|()| link.flush()).map_err(map_tls_io))
             }
         };
-        sent.map_err(|e| self.deadlines.name(e, session))?;
+        sent.map_err(|e| self.deadlines.name(e, limit))?;
         self.stats.count_sent(frame.len());
         Ok(())
     }
@@ -339,6 +393,10 @@ impl Channel for TcpChannel {
 
     fn peer_identity(&self) -> Option<String> {
         TcpChannel::peer_identity(self).map(str::to_string)
+    }
+
+    fn peer_certified(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.certified)
     }
 
     fn session_binding(&self) -> Option<[u8; 32]> {

@@ -128,6 +128,9 @@ impl<C: Channel + ?Sized> Channel for Observed<'_, C> {
     fn peer_identity(&self) -> Option<String> {
         self.inner.peer_identity()
     }
+    fn peer_certified(&self) -> bool {
+        self.inner.peer_certified()
+    }
     fn session_binding(&self) -> Option<[u8; 32]> {
         self.inner.session_binding()
     }

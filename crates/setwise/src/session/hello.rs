@@ -3,7 +3,7 @@
 use crate::crypto::dst::session_id;
 use crate::crypto::rng::fill_os;
 use crate::error::{Deviation, Error, NetContext, Result};
-use crate::net::Channel;
+use crate::net::{Admission, Channel};
 use crate::protocols::{Context, Role};
 use crate::wire::msg::{TAG_ABORT, abort_error};
 use crate::wire::text::{MAX_SHOWN, printable};
@@ -109,6 +109,19 @@ fn role_code(role: Role) -> u8 {
 
 fn not_setwise() -> Error {
     Deviation::NotSetwise.into()
+}
+
+/// How a listener admits connections to sessions: a well-formed hello (magic, version,
+/// fields; at most [`MAX_HELLO_FRAME`] bytes) within `timeout` of connecting, TLS
+/// handshake included, with the other limits of [`Admission::default`]. Whether the
+/// hello agrees with ours is the session's to say, once admitted.
+pub fn admission(timeout: std::time::Duration) -> Admission {
+    Admission {
+        timeout,
+        max_first_frame: MAX_HELLO_FRAME,
+        check: Some(std::sync::Arc::new(|frame: &[u8]| Hello::decode(frame).map(|_| ()).map_err(|e| e.to_string()))),
+        ..Admission::default()
+    }
 }
 
 /// Sends our hello, reads the peer's and checks that they agree.

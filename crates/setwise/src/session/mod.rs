@@ -10,7 +10,7 @@ pub mod auto;
 mod hello;
 mod job;
 
-pub use hello::{Hello, MAGIC, MAX_HELLO_FRAME, WIRE_VERSION, handshake};
+pub use hello::{Hello, MAGIC, MAX_HELLO_FRAME, WIRE_VERSION, admission, handshake};
 pub use job::{AuthorizedJob, Job, ProtocolParams, UnbalancedJob};
 
 use crate::error::{Error, Result};

@@ -18,8 +18,8 @@ from ._unbalanced import _label_columns
 class Judge:
     """A judge: its key pair (loaded from ``secret_key``, or created there with mode
     0600) and its allow-list ``allow`` (any ``items``, with ``key``). With
-    ``client_column`` each row is allowed to the client that column names only (the
-    client's certificate identity under mutual TLS, else the ID it states).
+    ``client_column`` each row is allowed to the client that column names only: the
+    identity in the client's certificate, so serving then needs mutual TLS.
     ``fraction``: partial mode's share of commitments opened; ``strict``: full mode
     signs nothing unless every item is allowed."""
 
@@ -34,6 +34,7 @@ class Judge:
         strict: bool = False,
     ) -> None:
         clients = None
+        self.names_clients = client_column is not None
         if client_column is not None:
             if key is None:
                 raise InputError("with client_column=, name the key column(s) too (key=)")
@@ -69,11 +70,21 @@ class Judge:
         timeout: float = 600.0,
         session_timeout: float = 3600.0,
         grace: float = 30.0,
+        hello_timeout: float = 10.0,
+        max_pending: int = 64,
+        max_pending_per_address: int = 8,
         log: Callable[[str], Any] | None = None,
     ) -> ServeStats:
         """Signs clients' allowed items on ``listen``; see :func:`setwise.serve`.
         ``max_peer_items`` refuses a client asking about more items (each costs the
-        judge a signature)."""
+        judge a signature). A judge with ``client_column`` needs mutual TLS
+        (``tls.ca``): a client's stated ID is whatever it says."""
+        if self.names_clients and (tls is None or tls.ca is None):
+            raise InputError(
+                "a judge whose allow-list names clients (client_column=) needs mutual TLS: "
+                "give tls=Tls(cert=..., key=..., ca=...) so each client's identity comes "
+                "from its certificate, not from what it states"
+            )
         return _serve(
             "judge",
             "authorized",
@@ -89,6 +100,9 @@ class Judge:
             timeout=timeout,
             session_timeout=session_timeout,
             grace=grace,
+            hello_timeout=hello_timeout,
+            max_pending=max_pending,
+            max_pending_per_address=max_pending_per_address,
         )
 
 

@@ -177,22 +177,38 @@ def test_a_server_keeps_serving_after_a_bad_client() -> None:
 
 
 @pytest.mark.parametrize("partial", [False, True])
-def test_authorized_psi_from_judge_to_intersection(tmp_path: Path, partial: bool) -> None:
+def test_authorized_psi_from_judge_to_intersection(
+    tmp_path: Path, partial: bool, setwise_cli: Path
+) -> None:
     allow = pd.DataFrame({"item": [f"gene{i}" for i in range(0, 40)], "client": ["lab"] * 40})
     judge = setwise.Judge(
         allow, key="item", client_column="client", secret_key=tmp_path / "judge.key"
     )
     judge.write_public_key(tmp_path / "judge.pub")
+    # An allow-list that names clients is served under mutual TLS only: the client's
+    # identity is its certificate's.
+    pki = tmp_path / "pki"
+    subprocess.run([str(setwise_cli), "tls", "init", str(pki), "--names", "judge,lab"], check=True)
+    with pytest.raises(setwise.InputError, match="needs mutual TLS"):
+        judge.serve(listen=free_port(), sessions=1, insecure_no_tls=True)
+    judge_tls = setwise.Tls(cert=pki / "judge.pem", key=pki / "judge.key", ca=pki / "ca.pem")
+    lab_tls = setwise.Tls(
+        cert=pki / "lab.pem", key=pki / "lab.key", ca=pki / "ca.pem", server_name="judge"
+    )
     # Partial: the judge signs all or nothing from a random sample, so every item is
     # allowed here (a refusal is tested below with every commitment opened).
     client_items = [f"gene{i}" for i in (range(10, 30) if partial else range(30, 50))]
     judge_addr = free_port()
     out: dict[str, Any] = {}
     t = threading.Thread(
-        target=lambda: out.setdefault("stats", judge.serve(listen=judge_addr, sessions=1))
+        target=lambda: out.setdefault(
+            "stats", judge.serve(listen=judge_addr, sessions=1, tls=judge_tls)
+        )
     )
     t.start()
-    auth = setwise.authorize(client_items, connect=judge_addr, client_id="lab", partial=partial)
+    auth = setwise.authorize(
+        client_items, connect=judge_addr, client_id="lab", partial=partial, tls=lab_tls
+    )
     t.join(timeout=60)
     assert auth.credentials is not None
     if partial:

@@ -193,17 +193,32 @@ fn a_tls_client_meets_a_plain_listener_and_both_say_so() {
     let dir = pki.path("");
     let (sx, rx) = (items(&dir, "s.csv", 0..10), items(&dir, "r.csv", 5..15));
     let addr = free_port();
-    let sender = bin().args(["sender", "--listen", &addr, "--input", s(&sx)]).stderr(Stdio::piped()).spawn().unwrap();
+    let log = dir.join("sender.log");
+    let sender = bin()
+        .args(["sender", "--listen", &addr, "--input", s(&sx)])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
     let r = bin()
         .args(["receiver", "--connect", &addr, "--input", s(&rx), "--tls-server-name", "alice"])
         .args(pki.flags("bob"))
         .output()
         .unwrap();
-    let so = sender.wait_with_output().unwrap();
     assert_eq!(r.status.code(), Some(3));
     assert!(text(&r.stderr).contains("the peer speaks plain TCP, not TLS"), "{}", text(&r.stderr));
-    assert_eq!(so.status.code(), Some(3));
-    assert!(text(&so.stderr).contains("the peer speaks TLS and this side does not"), "{}", text(&so.stderr));
+    // The listener says why it dropped that connection and waits on for a peer that
+    // opens a session (an unauthenticated connection cannot end it).
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains("the peer speaks TLS and this side does not") {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "{}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = dir.join("out.csv");
+    let plain = bin().args(["receiver", "--connect", &addr, "--input", s(&rx), "--output", s(&out)]).output().unwrap();
+    assert!(plain.status.success(), "{}", text(&plain.stderr));
+    assert_eq!(rows(&out), expected(0..10, 5..15));
+    let so = sender.wait_with_output().unwrap();
+    assert!(so.status.success(), "{}", std::fs::read_to_string(&log).unwrap());
 }
 
 #[test]
@@ -322,4 +337,26 @@ fn authorised_psi_binds_client_ids_to_certificates() {
     let (so, r, out) = run("bob");
     assert!(r.status.success() && so.status.success(), "{} {}", text(&r.stderr), text(&so.stderr));
     assert_eq!(rows(&out), (20..30).map(|i| format!("item{i}")).collect());
+}
+
+/// A judge whose allow-list names clients needs mutual TLS: with only its own
+/// certificate (or none), a client's ID would be whatever it states. Before, such a judge
+/// signed carol's items for any anonymous client that said it was carol.
+#[test]
+fn a_judge_that_names_clients_refuses_to_start_without_mutual_tls() {
+    let pki = Pki::new();
+    let dir = pki.path("");
+    std::fs::write(dir.join("allow.csv"), "client,item\ncarol,item1\n").unwrap();
+    let p = |n: &str| s(&dir.join(n)).to_string();
+    let (cert, key) = (p("pki/alice.pem"), p("pki/alice.key"));
+    for tls in [vec!["--insecure-no-tls"], vec!["--tls-cert", &cert, "--tls-key", &key]] {
+        let o = bin()
+            .args(["judge", "--listen", &free_port(), "--allow", &p("allow.csv"), "--key", "item"])
+            .args(["--client-column", "client", "--public-key", &p("judge.pub"), "--secret-key", &p("judge.key")])
+            .args(tls)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("--client-column needs mutual TLS"), "{}", text(&o.stderr));
+    }
 }

@@ -150,6 +150,19 @@ pub enum Deviation {
         /// The identity in the peer's certificate (escaped).
         certified: String,
     },
+    /// The peer's TLS certificate names no identity where one is needed.
+    #[error(
+        "the peer's TLS certificate names no identity (no DNS, IP or URI name, no common name), and authorised PSI binds credentials to one"
+    )]
+    UnnamedCertificate,
+    /// A judge whose allow-list names clients met a client without a certificate.
+    #[error(
+        "the judge's allow-list names clients, so a client must prove who it is with a TLS certificate (mutual TLS); this one only states it is {claimed}"
+    )]
+    UnauthenticatedClient {
+        /// The client ID the request states (escaped).
+        claimed: String,
+    },
     /// The peer announced more items than this side accepts.
     #[error("announced set size {announced} exceeds the limit {limit}")]
     SetTooLarge {

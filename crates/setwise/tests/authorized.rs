@@ -236,3 +236,67 @@ fn wrong_openings_and_proofs_are_rejected() {
         assert!(matches!(told, Error::PeerAborted(ref m) if m.contains("exponent-equality proof")), "{told}");
     }
 }
+
+/// A channel whose peer presented a certificate naming `identity` (or naming nothing).
+struct Certified(MemoryChannel, Option<String>);
+
+impl Channel for Certified {
+    fn send(&mut self, f: &[u8]) -> Result<(), NetError> {
+        self.0.send(f)
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
+        self.0.recv()
+    }
+    fn stats(&self) -> Stats {
+        self.0.stats()
+    }
+    fn peer_identity(&self) -> Option<String> {
+        self.1.clone()
+    }
+    fn peer_certified(&self) -> bool {
+        true
+    }
+}
+
+/// The judge's outcome for a client stating `id`, on a channel whose peer is `certified`
+/// (`None`: no certificate at all), under `policy`.
+fn judged(policy: &AllowList, id: &[u8], certified: Option<Option<&str>>, xs: &[Vec<u8>]) -> Result<usize, Error> {
+    let key = JudgeKey::generate();
+    let (a, mut b) = MemoryChannel::pair(1 << 24);
+    std::thread::scope(|s| {
+        let t = s.spawn(move || {
+            let job = Job::new(Protocol::Authorized, Operation::Authorize);
+            let input: Input = Input::Judge { key: &key, policy, config: LENIENT };
+            let r = match certified {
+                None => session::run(&mut { a }, &job, Role::Judge, input),
+                Some(name) => session::run(&mut Certified(a, name.map(str::to_string)), &job, Role::Judge, input),
+            };
+            r.map(|(o, _)| match o {
+                Outcome::Judged(j) => j.signed,
+                other => panic!("{other:?}"),
+            })
+        });
+        let _ = session::run(&mut b, &Job::authorize(Mode::Full, id), Role::Receiver, Input::Items(xs));
+        drop(b);
+        t.join().unwrap()
+    })
+}
+
+/// A policy that names clients signs only for identities a certificate proves: before,
+/// an anonymous client that stated "carol" got carol's items signed. A certificate that
+/// names nothing proves no identity (before, all such certificates shared one).
+#[test]
+fn a_policy_that_names_clients_trusts_certificates_not_statements() {
+    let xs = items("x", 0..10);
+    let per_client = AllowList::per_client(xs.iter().map(|x| ("carol", x)));
+    let e = judged(&per_client, b"carol", None, &xs).unwrap_err();
+    assert!(matches!(e, Error::PeerMisbehaved(Deviation::UnauthenticatedClient { .. })), "{e}");
+    assert!(e.to_string().contains("only states it is carol"), "{e}");
+    let e = judged(&per_client, b"carol", Some(None), &xs).unwrap_err();
+    assert!(matches!(e, Error::PeerMisbehaved(Deviation::UnnamedCertificate)), "{e}");
+    let e = judged(&per_client, b"carol", Some(Some("bob")), &xs).unwrap_err();
+    assert!(matches!(e, Error::PeerMisbehaved(Deviation::IdentityMismatch { .. })), "{e}");
+    assert_eq!(judged(&per_client, b"carol", Some(Some("carol")), &xs).unwrap(), 10);
+    // A policy for everyone needs no identity: a stated ID only binds the credentials.
+    assert_eq!(judged(&AllowList::new(&xs), b"carol", None, &xs).unwrap(), 10);
+}

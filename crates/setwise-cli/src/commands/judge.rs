@@ -1,7 +1,7 @@
 //! `setwise judge`: the judge of authorised PSI signs clients' allowed items.
 
 use crate::Failure;
-use crate::args::{ServeArgs, TlsArgs};
+use crate::args::{AdmissionArgs, ServeArgs, TlsArgs};
 use crate::log::observer;
 use crate::net::serve_many;
 use clap::Args;
@@ -28,9 +28,9 @@ pub struct JudgeArgs {
     /// The allow-list CSV has no header.
     #[arg(long)]
     no_header: bool,
-    /// A column of the allow-list naming the client each row is allowed to (its TLS
-    /// certificate identity under mutual TLS, else the client ID it states); without it
-    /// every listed item is allowed to every client.
+    /// A column of the allow-list naming the client each row is allowed to: the identity
+    /// in its TLS certificate, so this needs mutual TLS (--tls-ca); without it every
+    /// listed item is allowed to every client.
     #[arg(long)]
     client_column: Option<String>,
     /// Partial mode: the fraction p of commitments opened (⌈p·n⌉), in (0, 1].
@@ -60,11 +60,20 @@ pub struct JudgeArgs {
     #[command(flatten)]
     serve: ServeArgs,
     #[command(flatten)]
+    admission: AdmissionArgs,
+    #[command(flatten)]
     tls: TlsArgs,
 }
 
 /// Runs `setwise judge`.
 pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
+    // A stated client ID is whatever the client says: a policy that names clients must
+    // learn who they are from verified certificates.
+    if a.client_column.is_some() && a.tls.tls_ca.is_none() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--client-column needs mutual TLS: give --tls-ca (with --tls-cert and --tls-key) so each client's identity comes from its certificate, not from what it states"
+        )));
+    }
     let key = JudgeKey::load_or_create(&a.secret_key)?;
     write_atomic(&a.public_key, format!("{}\n", authorized::public_key_hex(key.public())).as_bytes(), false)
         .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", a.public_key.display())))?;
@@ -92,7 +101,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         tls: a.tls.config(&a.listen, true)?,
         ..TcpConfig::default()
     };
-    serve_many(&a.listen, a.serve.config(tcp, a.sessions), a.serve.grace(), |ch| {
+    serve_many(&a.listen, a.serve.config(tcp, &a.admission, a.sessions), a.serve.grace(), |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
         let (outcome, report) = run_observed(ch, &job, Role::Judge, input, observer(Role::Judge))?;
         Ok(served_line(&outcome, &report))

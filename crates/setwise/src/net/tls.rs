@@ -231,39 +231,41 @@ fn host_of(addr: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-/// The identity a certificate names: its first DNS subject alternative name (or IPv4
-/// address), else its common name; control characters escaped and at most 256
-/// characters, as it goes to logs and terminals.
-pub fn certificate_identity(der: &[u8]) -> String {
-    let escaped: Vec<char> = raw_identity(der).chars().flat_map(char::escape_debug).collect();
+/// The identity a certificate names: its first subject alternative name that is a DNS
+/// name, an IP address or a URI (SPIFFE IDs are URIs), else its common name; control
+/// characters escaped and at most 256 characters, as it goes to logs and terminals.
+/// `None` for a certificate that names nothing (or does not parse): such certificates
+/// would otherwise all share one identity, so where an identity matters they are refused.
+pub fn certificate_identity(der: &[u8]) -> Option<String> {
+    let raw = raw_identity(der)?;
+    let escaped: Vec<char> = raw.chars().flat_map(char::escape_debug).collect();
     let mut shown: String = escaped.iter().take(256).collect();
     if escaped.len() > 256 {
         shown.push('…');
     }
-    shown
+    Some(shown)
 }
 
-fn raw_identity(der: &[u8]) -> String {
+fn raw_identity(der: &[u8]) -> Option<String> {
     use x509_parser::extensions::GeneralName;
-    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
-        return "an unparsable certificate".into();
-    };
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         for name in &san.value.general_names {
             match name {
-                GeneralName::DNSName(d) => return d.to_string(),
-                GeneralName::IPAddress(ip) if ip.len() == 4 => {
-                    return std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*ip).expect("4 bytes")).to_string();
-                }
+                GeneralName::DNSName(d) | GeneralName::URI(d) if !d.is_empty() => return Some(d.to_string()),
+                GeneralName::IPAddress(ip) => match *ip {
+                    [a, b, c, d] => return Some(std::net::Ipv4Addr::from([*a, *b, *c, *d]).to_string()),
+                    v6 => {
+                        if let Ok(v6) = <[u8; 16]>::try_from(v6) {
+                            return Some(std::net::Ipv6Addr::from(v6).to_string());
+                        }
+                    }
+                },
                 _ => {}
             }
         }
     }
-    cert.subject()
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-        .map_or_else(|| "an unnamed certificate".into(), str::to_string)
+    cert.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).filter(|cn| !cn.is_empty()).map(str::to_string)
 }
 
 /// Whether `der` is valid for `name` (a DNS name or IP address), as a TLS client checks
@@ -276,8 +278,10 @@ fn valid_for(der: &CertificateDer<'_>, name: &str) -> bool {
 /// What a finished handshake established.
 #[derive(Debug, Clone)]
 pub(crate) struct Established {
-    /// The identity in the peer's certificate, if it presented one.
+    /// The identity in the peer's certificate, if it presented one that names one.
     pub identity: Option<String>,
+    /// Whether the peer presented a certificate (verified by the handshake).
+    pub certified: bool,
     /// The exporter value bound into the setwise session id.
     pub binding: [u8; 32],
 }
@@ -346,13 +350,17 @@ impl<S: Read + Write> TlsLink<S> {
             self.conn.complete_io(&mut self.sock).map_err(map_tls_io)?;
         }
         let peer = self.conn.peer_certificates().and_then(|c| c.first()).cloned();
-        let identity = peer.as_ref().map(|c| certificate_identity(c));
+        let identity = peer.as_ref().and_then(|c| certificate_identity(c));
         if let Some(expected) = &config.peer_name {
             let ok = peer.as_ref().is_some_and(|c| valid_for(c, expected));
             if !ok {
                 return Err(TlsError::PeerName {
                     expected: expected.clone(),
-                    presented: identity.unwrap_or_else(|| "no certificate".into()),
+                    presented: match (&peer, identity) {
+                        (_, Some(name)) => name,
+                        (Some(_), None) => "a certificate that names nothing".into(),
+                        (None, None) => "no certificate".into(),
+                    },
                 }
                 .into());
             }
@@ -361,7 +369,7 @@ impl<S: Read + Write> TlsLink<S> {
             .conn
             .export_keying_material([0u8; 32], EXPORTER_LABEL, None)
             .map_err(|e| NetError::Tls(TlsError::Handshake(e.to_string())))?;
-        Ok(Established { identity, binding })
+        Ok(Established { identity, certified: peer.is_some(), binding })
     }
 
     /// Sends pending TLS records before plaintext I/O.
@@ -498,6 +506,36 @@ mod tests {
         let client_hello = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
         assert!(looks_like_tls(&client_hello) && !looks_like_setwise(&client_hello));
         assert!(!looks_like_tls(&[0x16, 0x04, 0x01]));
+    }
+
+    /// A self-signed certificate with these subject alternative names and common name.
+    fn cert(sans: Vec<rcgen::SanType>, cn: Option<&str>) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::default();
+        params.subject_alt_names = sans;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        }
+        params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn identities_come_from_dns_ip_and_uri_names_and_unnamed_certificates_have_none() {
+        use rcgen::SanType;
+        let uri = |s: &str| SanType::URI(s.try_into().unwrap());
+        let dns = |s: &str| SanType::DnsName(s.try_into().unwrap());
+        let id = |sans, cn| certificate_identity(&cert(sans, cn));
+        assert_eq!(id(vec![dns("bob.example")], Some("cn")).as_deref(), Some("bob.example"));
+        assert_eq!(id(vec![uri("spiffe://acme/lab")], None).as_deref(), Some("spiffe://acme/lab"));
+        assert_eq!(id(vec![SanType::IpAddress([10, 0, 0, 7].into())], None).as_deref(), Some("10.0.0.7"));
+        assert_eq!(id(vec![SanType::IpAddress("::1".parse().unwrap())], None).as_deref(), Some("::1"));
+        assert_eq!(id(vec![], Some("carol")).as_deref(), Some("carol"));
+        // Before: both were "an unnamed certificate", one identity for all of them.
+        assert_eq!(id(vec![], None), None);
+        assert_eq!(id(vec![], Some("")), None);
+        assert_eq!(certificate_identity(b"not a certificate"), None);
+        let odd = id(vec![], Some("a\u{1b}[31m")).unwrap();
+        assert!(!odd.contains('\u{1b}'), "{odd}");
     }
 
     #[test]

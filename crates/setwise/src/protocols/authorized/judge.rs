@@ -66,8 +66,12 @@ pub fn judge(
 ) -> Result<JudgeOutcome> {
     JudgeKeyMessage(*key.public()).send(ch, "sending the judge key")?;
     let AuthHeader { mode, client_id } = AuthHeader::recv(ch, "receiving the request", ())?;
-    // Under mutual TLS the judge signs for the authenticated identity only.
+    // Under mutual TLS the judge signs for the authenticated identity only; a policy
+    // that names clients serves no one whose identity is only stated.
     check_identity(ch, &client_id)?;
+    if policy.names_clients() && ch.peer_identity().is_none() {
+        return Err(Deviation::UnauthenticatedClient { claimed: printable_bytes(&client_id, MAX_SHOWN) }.into());
+    }
     let n = ctx.peer_size;
     let sk = key.secret().scalar();
     let (statuses, opened) = match mode {

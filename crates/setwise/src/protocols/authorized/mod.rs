@@ -3,9 +3,11 @@
 //!
 //! Paper: Falzon and Markatou, *Re-visiting Authorized Private Set Intersection: A New
 //! Privacy-Preserving Variant and Two Protocols* (shared/papers/authorized-psi-and-partial-apsi.txt),
-//! Fig. 2 (APSI) and Fig. 3 (Partial-APSI), on BLS12-381. Security: malicious client
-//! (it cannot gain items the judge did not sign: BLS unforgeability), semi-honest server
-//! and judge. Each run samples a fresh server secret `s`, so credentials are reused
+//! Fig. 2 (APSI) and Fig. 3 (Partial-APSI), on BLS12-381. Security: APSI against a
+//! malicious client (it cannot gain items the judge did not sign: BLS unforgeability),
+//! Partial-APSI against an input-malicious client only (Thm 6: it may choose its input
+//! but follows the protocol; the paper leaves the malicious upgrade open), semi-honest
+//! server and judge. Each run samples a fresh server secret `s`, so credentials are reused
 //! across runs without linkability. Wire: docs/wire-format.md#authorized.
 //!
 //! Authorize (client ↔ judge): full mode — the client sends its items, the judge signs
@@ -125,6 +127,13 @@ pub trait Policy: Sync {
     /// True if the judge may sign `item` for the client `client_id` (the identity in the
     /// client's TLS certificate under mutual TLS, else the ID its request states).
     fn allows(&self, client_id: &[u8], item: &[u8]) -> bool;
+
+    /// True if what it allows depends on who the client is: then the judge serves only
+    /// clients whose identity a verified certificate names (mutual TLS), since a stated
+    /// ID is whatever the client says.
+    fn names_clients(&self) -> bool {
+        true
+    }
 }
 
 /// A policy that allows listed items: to every client, or to named clients only.
@@ -155,11 +164,18 @@ impl Policy for AllowList {
     fn allows(&self, client_id: &[u8], item: &[u8]) -> bool {
         self.any.contains(item) || self.per_client.get(client_id).is_some_and(|items| items.contains(item))
     }
+
+    fn names_clients(&self) -> bool {
+        !self.per_client.is_empty()
+    }
 }
 
 /// Under TLS with a client certificate, the client ID of the session must be the
 /// identity in the peer's certificate: the judge signs for that identity only and the
-/// server serves credentials only to their holder. Without TLS the stated ID is trusted.
+/// server serves credentials only to their holder. A certificate that names nothing is
+/// refused (all such certificates would share one identity). Without a client
+/// certificate the stated ID is trusted here; a judge whose policy names clients refuses
+/// that case first ([`Policy::names_clients`]).
 pub(crate) fn check_identity(ch: &impl Channel, client_id: &[u8]) -> Result<()> {
     match ch.peer_identity() {
         Some(certified) if certified.as_bytes() != client_id => Err(Deviation::IdentityMismatch {
@@ -167,6 +183,7 @@ pub(crate) fn check_identity(ch: &impl Channel, client_id: &[u8]) -> Result<()> 
             certified: printable(&certified, MAX_SHOWN),
         }
         .into()),
+        None if ch.peer_certified() => Err(Deviation::UnnamedCertificate.into()),
         _ => Ok(()),
     }
 }

@@ -33,7 +33,7 @@ pub fn leakage(protocol: &str) -> Option<Leakage> {
             "docs/protocols/fhe.md",
         ),
         "unbalanced" => (
-            "semi-honest",
+            "semi-honest sender, malicious receiver (no circuit privacy)",
             "The sender learns how many items the receiver queried and nothing about them. The \
              receiver learns which of its items are in the sender's database, the database's size \
              and its shape (bundles per index), and, rarely, that an unknown sender item shares a \
@@ -48,10 +48,18 @@ pub fn leakage(protocol: &str) -> Option<Leakage> {
              the sender does not hold, nor learn anything about the receiver's items.",
             "docs/protocols/compact.md",
         ),
-        "authorized" | "partial" => (
+        "authorized" => (
             "malicious client",
             "The judge learns the client's identity, how many items it asked to have signed, and \
-             the items themselves (authorized) or the fraction it opened (partial). The client \
+             the items themselves. The client learns the intersection of its signed items with the \
+             server's set and the server's set size. The server learns how many signed items the \
+             client queried, nothing else.",
+            "docs/protocols/authorized.md",
+        ),
+        "partial" => (
+            "input-malicious client (it chooses its input, follows the protocol)",
+            "The judge learns the client's identity, how many items it asked to have signed, and \
+             the fraction of them it opened. The client \
              learns the intersection of its signed items with the server's set and the server's \
              set size. The server learns how many signed items the client queried, nothing else.",
             "docs/protocols/authorized.md",

@@ -224,6 +224,40 @@ fn hostile_query_ciphertexts_end_the_session_with_an_error() {
     }
 }
 
+/// What a malicious receiver's malformed OPRF request gets: an error naming the point or
+/// the count, and no evaluation. (A well-formed point of its choice gets k·P and nothing
+/// else: the database holds only OPRF outputs, so it learns about the items it sent
+/// through the OPRF and no others; see docs/protocols/unbalanced.md.)
+#[test]
+fn a_malformed_oprf_request_is_refused_by_name() {
+    let sender = items("s", 0..100);
+    let db = SenderDb::build(&sender, small(), "test").unwrap();
+    let (_, good) = setwise::crypto::oprf::blind(&[b"a", b"b"], setwise::crypto::dst::UNBALANCED_OPRF);
+    type Pin = fn(&Error) -> bool;
+    let point: Pin = |e| matches!(e, Error::InvalidPoint { what: "OprfRequest", index: 1 });
+    let count: Pin = |e| matches!(e, Error::Malformed(_));
+    let cases: [(Vec<u8>, Pin); 4] = [
+        ([&[0x31, 2, 0, 0, 0][..], &good[0], &[0xff; 32]].concat(), point), // not canonical
+        ([&[0x31, 2, 0, 0, 0][..], &good[0], &[0; 32]].concat(), point),    // the identity
+        ([&[0x31, 3, 0, 0, 0][..], &good[0], &good[1], &good[1]].concat(), count), // more than announced
+        ([&[0x31, 2, 0, 0, 0][..], &good[0]].concat(), count),              // fewer bytes than its count
+    ];
+    for (frame, pinned) in cases {
+        let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+        let e = std::thread::scope(|s| {
+            let db = &db;
+            let t = s
+                .spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)).unwrap_err());
+            let hello = Hello::new("unbalanced", "intersection", job().hello_params(), Role::Receiver, 2);
+            handshake(&mut b, &hello, u64::MAX).unwrap();
+            let _params = b.recv().unwrap();
+            b.send(&frame).unwrap();
+            t.join().unwrap()
+        });
+        assert!(pinned(&e), "{:?}: {e}", &frame[..5]);
+    }
+}
+
 #[test]
 fn hostile_parameter_values_are_refused_before_any_allocation() {
     let base = small().to_json();

@@ -17,12 +17,13 @@
 //!   sender, who removes Σr_i;
 //! - `shares`: chosen OT of (r_i, r_i ⊕ x̄_i); row i's shares XOR to x̄_i (the padded item)
 //!   if x_i ∈ Y and to zero otherwise;
-//! - `private-id`: a DH distributed OPRF k1·k2·H(z) whose messages double as the
-//!   membership test, then the union's transfer on the IDs.
+//! - `private-id`: two VOLE OPRFs, one keyed by each party, give every item the ID
+//!   F_A(z) ⊕ F_B(z); then the union's transfer on the IDs ([`private_id`]).
 //!
 //! Security: semi-honest, DDH in ristretto255 with hash-to-group (and, for `poprf`, the
 //! query tags' hash) as a random oracle,
-//! IKNP OT with a fixed-key-AES correlation-robust hash. What each party learns and the
+//! IKNP OT with a fixed-key-AES correlation-robust hash; `private-id` also rests on the
+//! silent VOLE's dual-LPN assumption (docs/protocols/vole.md). What each party learns and the
 //! failure probabilities: docs/protocols/mqrpmt.md. Wire: docs/wire-format.md#mqrpmt.
 //!
 //! ```

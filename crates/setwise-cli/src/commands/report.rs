@@ -5,6 +5,7 @@ use crate::Failure;
 use crate::report_page::{RunReport, render};
 use clap::Args;
 use setwise::io::write_atomic;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// `setwise report`.
@@ -35,7 +36,17 @@ pub fn run_report(a: ReportPageArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Largest report file read: a report is a few kilobytes, and may be the peer's.
+const MAX_REPORT_BYTES: u64 = 16 << 20;
+
 fn load(path: &Path) -> Result<RunReport, Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
-    RunReport::parse(&text).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))
+    let failed = |e: &dyn std::fmt::Display| Failure::usage(anyhow::anyhow!("{}: {e}", path.display()));
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_REPORT_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| failed(&e))?;
+    if text.len() as u64 > MAX_REPORT_BYTES {
+        return Err(failed(&format!("larger than {} MiB: not a setwise run report", MAX_REPORT_BYTES >> 20)));
+    }
+    RunReport::parse(&text).map_err(|e| failed(&e))
 }

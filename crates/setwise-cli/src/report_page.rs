@@ -4,7 +4,7 @@
 
 use crate::leakage::{REVEAL_BOTH, leakage};
 use serde::Deserialize;
-use setwise::protocols::human_bytes;
+use setwise::protocols::{RESULT_DETAILS, human_bytes};
 use setwise::wire::text::{MAX_SHOWN, printable};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -41,10 +41,26 @@ pub struct RunReport {
     pub total_ms: f64,
     /// Whole-run traffic.
     pub traffic: Traffic,
-    /// Result counts.
+    /// Result counts at the top level: reports written before results had their own
+    /// section (treated as private, like [`private`](Self::private)).
     #[serde(default)]
     pub results: BTreeMap<String, u64>,
-    /// Parameters the protocol chose.
+    /// Parameters the protocol chose (in older reports also the sum, a result: see
+    /// [`RESULT_DETAILS`]).
+    #[serde(default)]
+    pub details: BTreeMap<String, String>,
+    /// What the party learned (`--report-results`): not for the partner.
+    #[serde(default)]
+    pub private: Option<Private>,
+}
+
+/// The `private` section of a report: what the party learned.
+#[derive(Debug, Default, Deserialize)]
+pub struct Private {
+    /// Result counts, e.g. `intersection_size`.
+    #[serde(default)]
+    pub results: BTreeMap<String, u64>,
+    /// Results that are not counts, e.g. `intersection_sum`.
     #[serde(default)]
     pub details: BTreeMap<String, String>,
 }
@@ -113,8 +129,25 @@ impl RunReport {
         Ok(r)
     }
 
-    fn role(&self) -> &str {
+    /// The party's role as the report names it ("party" if it does not).
+    pub fn role(&self) -> &str {
         self.role.as_deref().unwrap_or("party")
+    }
+
+    /// What the party learned, wherever the report keeps it (its `private` section, or
+    /// in older reports the top-level results and the sum among the details), as
+    /// (name, value) pairs.
+    pub fn private_results(&self) -> Vec<(&str, String)> {
+        let private = self.private.as_ref();
+        let counts = self.results.iter().chain(private.into_iter().flat_map(|p| &p.results));
+        let texts = self.details.iter().filter(|(k, _)| RESULT_DETAILS.contains(&k.as_str()));
+        let texts = texts.chain(private.into_iter().flat_map(|p| &p.details));
+        counts.map(|(k, v)| (k.as_str(), v.to_string())).chain(texts.map(|(k, v)| (k.as_str(), v.clone()))).collect()
+    }
+
+    /// The parameters the protocol chose (the details that are not results).
+    fn parameters(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.details.iter().filter(|(k, _)| !RESULT_DETAILS.contains(&k.as_str()))
     }
 
     /// Each phase's start, from the report or, for older reports, the sum of the
@@ -134,6 +167,23 @@ impl RunReport {
     fn end_ms(&self) -> f64 {
         self.starts().iter().zip(&self.phases).map(|(s, p)| s + p.wall_ms).fold(self.total_ms, f64::max)
     }
+}
+
+/// A report fit for the partner: `json` (a report, checked as [`RunReport::parse`] does)
+/// without what the party learned: its `private` section, and in older reports the
+/// top-level results and the result details. Everything else is kept as it was.
+pub fn shareable(json: &str) -> Result<String, PageError> {
+    RunReport::parse(json)?;
+    let mut v: serde_json::Value = serde_json::from_str(json)?;
+    let report = v.as_object_mut().ok_or_else(|| PageError::Invalid("not a JSON object".into()))?;
+    report.remove("private");
+    report.remove("results");
+    if let Some(details) = report.get_mut("details").and_then(serde_json::Value::as_object_mut) {
+        details.retain(|k, _| !RESULT_DETAILS.contains(&k.as_str()));
+    }
+    let mut out = serde_json::to_string_pretty(&v)?;
+    out.push('\n');
+    Ok(out)
 }
 
 /// Longest time a report may give (about three years, in milliseconds): a run takes
@@ -238,7 +288,8 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .7em;text-align:left;border-bottom:1px solid #eee}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}.source{color:#666}\
 .bar{display:inline-block;height:.8em;vertical-align:middle}.s{background:#4477aa}.r{background:#ee6677}\
-svg text{font:12px system-ui,sans-serif}.leak{background:#f6f6f0;padding:.6em 1em;border-left:4px solid #ccbb44}";
+svg text{font:12px system-ui,sans-serif}.leak{background:#f6f6f0;padding:.6em 1em;border-left:4px solid #ccbb44}\
+.private{background:#fbeeee;padding:.2em 1em;border-left:4px solid #b00020}";
 
 fn parameters(h: &mut String, run: &RunReport, parties: &[&RunReport]) {
     let (receiver, sender) = match run.role.as_deref() {
@@ -269,30 +320,41 @@ fn parameters(h: &mut String, run: &RunReport, parties: &[&RunReport]) {
         if let Some(id) = &p.peer_identity {
             row(&format!("{}: peer's TLS identity", p.role()), id);
         }
-        for (k, v) in &p.details {
+        for (k, v) in p.parameters() {
             row(&format!("{}: {k}", p.role()), v);
         }
     }
     h.push_str("</table>\n");
 }
 
+/// What each party learned, marked private: the page of a shareable report has none.
 fn results(h: &mut String, parties: &[&RunReport]) {
     h.push_str("<h2>Results</h2>\n");
-    let rows: Vec<_> = parties.iter().flat_map(|p| p.results.iter().map(move |(k, v)| (p.role(), k, v))).collect();
-    if rows.is_empty() {
-        h.push_str("<p>The reports record no result counts.</p>\n");
-        return;
-    }
-    h.push_str("<table>\n<tr><th>party</th><th>result</th><th>count</th></tr>\n");
-    for (role, k, v) in rows {
+    let mut any = false;
+    for p in parties {
+        let rows = p.private_results();
+        if rows.is_empty() {
+            continue;
+        }
+        any = true;
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{v}</td></tr>",
-            show(role),
-            show(&k.replace('_', " "))
+            "<div class=\"private\"><p><strong>Private to the {0}</strong>: what the {0} learned. Do not \
+             show it to the partner: the protocol may hide it from them. <code>setwise report --share</code> \
+             leaves it out of a report.</p>\n<table>\n<tr><th>result</th><th>value</th></tr>",
+            show(p.role())
+        );
+        for (k, v) in rows {
+            let _ = writeln!(h, "<tr><td>{}</td><td class=\"n\">{}</td></tr>", show(&k.replace('_', " ")), show(&v));
+        }
+        h.push_str("</table></div>\n");
+    }
+    if !any {
+        h.push_str(
+            "<p>The reports hold no results: a shareable report leaves out what its party learned \
+             (<code>--report-results</code> keeps it, in a private section).</p>\n",
         );
     }
-    h.push_str("</table>\n");
 }
 
 /// An SVG timeline: a row per party, a bar per phase, time ticks below.

@@ -53,6 +53,7 @@ fn intersection_writes_matching_rows_with_duplicates() {
             out.to_str().unwrap(),
             "--report",
             report.to_str().unwrap(),
+            "--report-results",
         ],
     );
     assert!(so.status.success(), "sender: {}", text(&so.stderr));
@@ -61,7 +62,7 @@ fn intersection_writes_matching_rows_with_duplicates() {
     let stderr = text(&ro.stderr);
     assert!(stderr.contains("intersection size 2") && stderr.contains("1 rows with an empty key"), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(json["results"]["intersection_size"], 2);
+    assert_eq!(json["private"]["results"]["intersection_size"], 2);
     assert_eq!(json["own_set_size"], 3);
     assert_eq!(json["peer_set_size"], 3);
     assert!(json["phases"].as_array().unwrap().len() >= 3);
@@ -772,7 +773,7 @@ fn report_page_shows_both_parties_and_escapes_what_it_shows() {
     let (sj, rj) = (dir.path().join("s.json"), dir.path().join("r.json"));
     let (so, ro) = pair(
         &["--input", s.to_str().unwrap(), "--report", sj.to_str().unwrap(), "--quiet"],
-        &["--input", r.to_str().unwrap(), "--report", rj.to_str().unwrap(), "--quiet"],
+        &["--input", r.to_str().unwrap(), "--report", rj.to_str().unwrap(), "--report-results", "--quiet"],
     );
     assert!(so.status.success() && ro.status.success(), "{} {}", text(&so.stderr), text(&ro.stderr));
     assert_eq!(text(&ro.stderr), "", "--quiet prints nothing on success");

@@ -76,3 +76,132 @@ fn a_report_with_absurd_times_is_refused_not_looped_on() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("larger than 16 MiB"), "{}", text(&out.stderr));
 }
+
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Runs a sender (listening) and a receiver (connecting); returns both outputs.
+fn pair(sender: &[&str], receiver: &[&str]) -> (Output, Output) {
+    let addr = free_port();
+    let spawn = |args: &[&str]| bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let s = spawn(&[&["sender", "--listen", &addr], sender].concat());
+    let r = spawn(&[&["receiver", "--connect", &addr], receiver].concat());
+    let ro = r.wait_with_output().unwrap();
+    let mut s = s;
+    if !ro.status.success() {
+        // A receiver that never connected leaves the sender listening.
+        let _ = s.kill();
+    }
+    let so = s.wait_with_output().unwrap();
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    (so, ro)
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A report is for sharing with the partner; what a party learned is not (the sender of
+/// an intersection must not learn its size from the receiver's report). `--report`
+/// leaves the results out; `--report-results` keeps them in a `private` section of a
+/// file only its owner can read.
+#[test]
+fn reports_hold_no_results_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id,amount\na,1\nb,20\nc,300\nd,4000\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nc\ne\n");
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let path = |name: &str| dir.path().join(name);
+    let p = |name: &str| path(name).to_str().unwrap().to_string();
+    pair(&["--input", s, "--report", &p("s.json")], &["--input", r, "--report", &p("r.json")]);
+    for file in ["s.json", "r.json"] {
+        let report = json(&path(file));
+        assert_eq!(report["private"], serde_json::Value::Null, "{file}: {report}");
+        assert_eq!(report["results"], serde_json::Value::Null, "{file}: {report}");
+        assert!(report["phases"].as_array().unwrap().len() >= 3);
+        assert!(!std::fs::read_to_string(path(file)).unwrap().contains("intersection_size"));
+    }
+    // The sum is the sender's result.
+    let mq = ["--protocol", "mqrpmt", "--op", "sum"];
+    pair(
+        &[&mq[..], &["--input", s, "--value", "amount", "--report", &p("sum.json")]].concat(),
+        &[&mq[..], &["--input", r]].concat(),
+    );
+    let shared = std::fs::read_to_string(path("sum.json")).unwrap();
+    assert!(!shared.contains("320") && !shared.contains("intersection_"), "{shared}");
+
+    // Asked for: in `private`, and the file is the owner's only.
+    pair(
+        &[&mq[..], &["--input", s, "--value", "amount", "--report", &p("sum-own.json"), "--report-results"]].concat(),
+        &[&mq[..], &["--input", r, "--report", &p("r-own.json"), "--report-results"]].concat(),
+    );
+    let own = json(&path("sum-own.json"));
+    assert_eq!(own["private"]["details"]["intersection_sum"], "320", "{own}");
+    assert_eq!(own["private"]["results"]["intersection_size"], 2, "{own}");
+    assert_eq!(json(&path("r-own.json"))["private"]["results"]["intersection_size"], 2);
+    #[cfg(unix)]
+    {
+        assert_eq!(mode(&path("sum-own.json")), 0o600);
+        assert_eq!(mode(&path("r-own.json")), 0o600);
+    }
+}
+
+/// `setwise report --share` writes a report fit for the partner from one that holds
+/// results (also from reports written before results had their own section); the page
+/// marks what is private.
+#[test]
+fn share_strips_what_a_party_learned_and_the_page_marks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id\na\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nc\ne\n");
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let path = |name: &str| dir.path().join(name);
+    let p = |name: &str| path(name).to_str().unwrap().to_string();
+    pair(&["--input", s], &["--input", r, "--report", &p("r.json"), "--report-results"]);
+
+    let out = bin().args(["report", &p("r.json"), "--share", &p("shared.json")]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shared = json(&path("shared.json"));
+    assert_eq!(shared["private"], serde_json::Value::Null);
+    assert_eq!(shared["phases"], json(&path("r.json"))["phases"], "the rest is kept");
+
+    // A report of the old layout: results at the top, the sum among the details.
+    let mut old = json(&path("r.json"));
+    old["results"] = serde_json::json!({ "intersection_size": 2 });
+    old["details"]["intersection_sum"] = "320".into();
+    old.as_object_mut().unwrap().remove("private");
+    std::fs::write(path("old.json"), old.to_string()).unwrap();
+    let out = bin().args(["report", &p("old.json"), "--share", &p("old-shared.json")]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let text_shared = std::fs::read_to_string(path("old-shared.json")).unwrap();
+    assert!(!text_shared.contains("intersection_"), "{text_shared}");
+
+    // Not a report: refused, nothing written.
+    std::fs::write(path("junk.json"), "{}").unwrap();
+    let out = bin().args(["report", &p("junk.json"), "--share", &p("junk-shared.json")]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!path("junk-shared.json").exists());
+
+    // The page of the full report shows the results as private, and is the owner's only.
+    let out = bin().args(["report", &p("r.json"), "--html", &p("own.html")]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(path("own.html")).unwrap();
+    assert!(page.contains("Private to the receiver") && page.contains("intersection size</td>"), "{page}");
+    #[cfg(unix)]
+    assert_eq!(mode(&path("own.html")), 0o600);
+    for file in ["shared.json", "old-shared.json"] {
+        let out = bin().args(["report", &p(file), "--html", &p("shared.html")]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let page = std::fs::read_to_string(path("shared.html")).unwrap();
+        assert!(!page.contains("intersection size") && !page.contains("Private to"), "{page}");
+        assert!(page.contains("hold no results"), "{page}");
+    }
+}

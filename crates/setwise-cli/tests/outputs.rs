@@ -205,3 +205,60 @@ fn share_strips_what_a_party_learned_and_the_page_marks_it() {
         assert!(page.contains("hold no results"), "{page}");
     }
 }
+
+/// Result files hold what the protocol protects: written readable by their owner only
+/// (0600) whatever the umask, or with the mode `--output-mode` asks for.
+#[cfg(unix)]
+#[test]
+fn result_files_are_the_owners_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id\na\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nc\ne\n");
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let path = |name: &str| dir.path().join(name);
+    let p = |name: &str| path(name).to_str().unwrap().to_string();
+    pair(&["--input", s], &["--input", r, "--output", &p("rows.csv")]);
+    assert_eq!(std::fs::read_to_string(path("rows.csv")).unwrap(), "id\nb\nc\n");
+    assert_eq!(mode(&path("rows.csv")), 0o600);
+
+    // Both sides of private-id write IDs: rows with IDs and the union's IDs.
+    let mq = ["--protocol", "mqrpmt", "--op", "private-id"];
+    pair(
+        &[&mq[..], &["--input", s, "--output", &p("s-ids.csv"), "--union-ids", &p("s-union.csv")]].concat(),
+        &[&mq[..], &["--input", r, "--output", &p("r-ids.csv"), "--union-ids", &p("r-union.csv")]].concat(),
+    );
+    for file in ["s-ids.csv", "s-union.csv", "r-ids.csv", "r-union.csv"] {
+        assert_eq!(mode(&path(file)), 0o600, "{file}");
+    }
+
+    // Asked otherwise: that mode exactly.
+    pair(&["--input", s], &["--input", r, "--output", &p("shared-rows.csv"), "--output-mode", "0640"]);
+    assert_eq!(mode(&path("shared-rows.csv")), 0o640);
+    let out =
+        bin().args(["receiver", "--connect", "127.0.0.1:1", "--input", r, "--output-mode", "0999"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("0999"), "{}", text(&out.stderr));
+}
+
+/// An output path that is a symbolic link is replaced, not written through: a link
+/// planted at the path cannot make the run overwrite (or disclose into) another file.
+#[cfg(unix)]
+#[test]
+fn an_output_path_that_is_a_symlink_is_replaced_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id\na\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nc\ne\n");
+    let (s, r) = (s.to_str().unwrap(), r.to_str().unwrap());
+    let path = |name: &str| dir.path().join(name);
+    let p = |name: &str| path(name).to_str().unwrap().to_string();
+    let victim = write(dir.path(), "victim.txt", "keep me\n");
+    std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    for (link, role_args) in [("rows.csv", "--output"), ("report.json", "--report")] {
+        std::os::unix::fs::symlink(&victim, path(link)).unwrap();
+        pair(&["--input", s], &["--input", r, role_args, &p(link)]);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n", "{link}");
+        assert_eq!(mode(&victim), 0o644);
+        assert!(std::fs::symlink_metadata(path(link)).unwrap().file_type().is_file(), "{link}");
+    }
+    assert_eq!(std::fs::read_to_string(path("rows.csv")).unwrap(), "id\nb\nc\n");
+}

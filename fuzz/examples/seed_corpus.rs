@@ -1,15 +1,16 @@
 //! Writes the seed corpora of every fuzz target from real runs: the frames each honest
 //! party heard from its peer, the messages in them, saved databases, credentials and
-//! parameter files. Run from `fuzz/` (`cargo run --release --example seed-corpus`); the
-//! seeds are committed, so this runs again only when a format changes.
+//! parameter files. Run from `fuzz/` (`cargo run --release --example seed-corpus
+//! [TARGET...]`: only the seeds of the targets named, all without); the seeds are
+//! committed, so this runs again only when a format changes.
 
 use setwise::crypto::dst::{Domain, SessionId};
 use setwise::hashing::bloom::BloomFilter;
 use setwise::net::read_frame;
 use setwise::protocols::Operation;
-use setwise::protocols::authorized::Mode;
+use setwise::protocols::authorized::{Mode, public_key_hex};
 use setwise::protocols::ecdh::steps;
-use setwise::protocols::unbalanced::SenderDb;
+use setwise::protocols::unbalanced::{SenderDb, encode_label};
 use setwise::testing::transcripts;
 use setwise_fuzz::*;
 use std::collections::BTreeSet;
@@ -21,12 +22,19 @@ const MAX_SEED: usize = 1 << 20;
 struct Corpus {
     root: PathBuf,
     written: usize,
+    /// The targets to write seeds of (all if empty).
+    only: Vec<String>,
 }
 
 impl Corpus {
+    /// Whether seeds of any of `targets` are wanted.
+    fn wants(&self, targets: &[&str]) -> bool {
+        self.only.is_empty() || targets.iter().any(|t| self.only.iter().any(|o| o == t))
+    }
+
     /// Writes `bytes` as a seed of `target`, named `name` or by its hash.
     fn put(&mut self, target: &str, name: Option<&str>, bytes: &[u8]) {
-        if bytes.len() > MAX_SEED {
+        if bytes.len() > MAX_SEED || !self.wants(&[target]) {
             return;
         }
         let dir = self.root.join(target);
@@ -45,11 +53,16 @@ fn frames_of(script: &[u8]) -> Vec<Vec<u8>> {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
-    let mut c = Corpus { root, written: 0 };
+    let mut c = Corpus { root, written: 0, only: std::env::args().skip(1).collect() };
     let (fhe_last, _) = last_levels();
     let mut frames = BTreeSet::new();
 
-    for family in FAMILIES {
+    let recorded: Vec<String> = FAMILIES.iter().map(|f| format!("session_{f}")).collect();
+    // The runs are recorded for all seeds or for these targets' (`messages` named alone
+    // gets only its crafted frames, below).
+    let recorded: Vec<&str> = recorded.iter().map(String::as_str).chain(["frame", "hello", "he_wire"]).collect();
+    let families: &[&str] = if c.wants(&recorded) { &FAMILIES } else { &[] };
+    for &family in families {
         for (i, case) in warm_up(family).iter().enumerate() {
             let ([heard, _], ok) = transcripts((case.honest)(), (case.peer)());
             assert_eq!(ok, [true, true], "{family}/{}: the recorded run must succeed", case.name);
@@ -107,7 +120,8 @@ fn main() {
         }
     }
 
-    for mode in [Mode::Full, Mode::Partial] {
+    let modes: &[Mode] = if c.wants(&["credentials"]) { &[Mode::Full, Mode::Partial] } else { &[] };
+    for &mode in modes {
         let file = dir.path().join("creds");
         credentials(mode).save(&file).expect("save credentials");
         let bytes = std::fs::read(&file).expect("read");
@@ -140,5 +154,67 @@ fn main() {
         let (state, _) = steps::request(op, receiver_items()).expect("request");
         c.put("ecdh_state", Some(&format!("{op:?}").to_lowercase()), &state.to_bytes());
     }
+    message_seeds(&mut c);
+    report_seeds(&mut c);
+    for (name, columns, fields) in
+        [("none", 0, &[][..]), ("one", 1, &["Ann"][..]), ("unicode-and-empty", 3, &["Zoë", "", "東京"][..])]
+    {
+        c.put("label", Some(name), &[&[columns][..], &encode_label(fields)].concat());
+    }
+    let key = public_key_hex(judge_key().public());
+    c.put("judge_key", Some("file"), format!("{key}\n").as_bytes());
+    c.put("judge_key", Some("upper-case"), key.to_uppercase().as_bytes());
+    c.put("judge_key", Some("short"), &key.as_bytes()[..key.len() - 2]);
     println!("wrote {} seeds under {}", c.written, c.root.display());
+}
+
+/// Frames of the messages no recorded run sends (the sans-I/O ecdh messages, the abort)
+/// or whose runs are not recorded: one each.
+fn message_seeds(c: &mut Corpus) {
+    use setwise::protocols::vole::messages as vp;
+    use setwise::vole::messages as vm;
+    use setwise::wire::msg::Message;
+    let (_, request) = steps::request(Operation::Intersection, receiver_items()).expect("request");
+    let response = steps::respond(Operation::Intersection, sender_items(), &request).expect("response");
+    let (mut a, mut b) = setwise::net::MemoryChannel::pair(1 << 16);
+    setwise::wire::msg::send_abort(&mut a, "the operator stopped the run");
+    let abort = setwise::net::Channel::recv(&mut b).expect("the abort frame");
+    let seeds: [(&str, Vec<u8>); 10] = [
+        ("ecdh-request", request.encode()),
+        ("ecdh-response", response.encode()),
+        ("abort", abort),
+        ("kos-check", setwise::ot::messages::KosCheck([7; 32]).encode()),
+        ("store-seed", vp::StoreSeed([7; 16]).encode()),
+        ("mask-commitment", vp::MaskCommitment([7; 32]).encode()),
+        ("mask-share", vp::MaskShare([7; 16]).encode()),
+        ("noisy-check", vm::NoisyCheck([7; 32]).encode()),
+        ("sparse-challenge", vm::SparseChallenge([7; 32]).encode()),
+        ("sparse-answer", vm::SparseAnswer([7; 32]).encode()),
+    ];
+    for (name, frame) in seeds {
+        c.put("messages", Some(name), &frame);
+    }
+}
+
+/// Reports of a real run: both parties', the receiver's with its results, and one in
+/// the layout of reports written before results had their own section.
+fn report_seeds(c: &mut Corpus) {
+    use setwise::protocols::Protocol;
+    use setwise::session::{Input, Job, run};
+    if !c.wants(&["report"]) {
+        return;
+    }
+    let job = Job::new(Protocol::Ecdh, Operation::Intersection);
+    let (mut a, mut b) = setwise::net::MemoryChannel::pair(1 << 20);
+    let (sent, got) = std::thread::scope(|s| {
+        let sender = s.spawn(|| run(&mut a, &job, setwise::Role::Sender, Input::Items(sender_items())));
+        let got = run(&mut b, &job, setwise::Role::Receiver, Input::Items(receiver_items())).expect("receiver");
+        (sender.join().expect("sender thread").expect("sender"), got)
+    });
+    c.put("report", Some("sender"), sent.1.to_json().as_bytes());
+    c.put("report", Some("receiver-with-results"), got.1.to_json_with_results().as_bytes());
+    let mut old: serde_json::Value = serde_json::from_str(&got.1.to_json()).expect("report JSON");
+    old["results"] = serde_json::json!({ "intersection_size": 10 });
+    old["details"]["intersection_sum"] = "12345".into();
+    c.put("report", Some("old-layout"), old.to_string().as_bytes());
 }

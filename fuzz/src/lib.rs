@@ -13,23 +13,39 @@ use setwise::crypto::dst::{Domain, SessionId};
 use setwise::hashing::bloom::BloomFilter;
 use setwise::he::HeContext;
 use setwise::io::{Format, ItemSet};
+use setwise::message_tags;
 use setwise::net::read_frame;
-use setwise::protocols::authorized::{AllowList, Credentials, JudgeConfig, JudgeKey, Mode, messages as auth};
+use setwise::protocols::authorized::{
+    AllowList, Credentials, JudgeConfig, JudgeKey, MAX_ITEM, Mode, messages as auth, public_key_from_hex,
+    public_key_hex,
+};
 use setwise::protocols::ecdh::steps::ReceiverState;
 use setwise::protocols::fhe::FheParams;
 use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams, messages as mq};
-use setwise::protocols::reveal::Revealed;
+use setwise::protocols::reveal::{REVEALED_DIGESTS, Revealed};
 use setwise::protocols::unbalanced::db::Open;
-use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, encode_label, messages as ub};
+use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, decode_label, encode_label, messages as ub};
+use setwise::protocols::vole::messages as vole_psi;
 use setwise::protocols::{Reveal, Security, compact, ecdh, fhe};
 use setwise::session::{self, Hello, Input, Job, ProtocolParams};
 use setwise::testing::{Party, ScriptedChannel};
 use setwise::wire::Reader;
-use setwise::wire::msg::Message;
+use setwise::wire::msg::{Message, TAG_ABORT, abort_error};
+use setwise::wire::stream::Stream;
 use setwise::wire::tags::{self, TagReader};
 use setwise::{Operation, Outcome, Protocol, Role, ot};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
+
+/// What each protocol leaks, in words: the CLI's own source, compiled here because the
+/// report page uses it (the CLI is a binary, not a library).
+#[path = "../../crates/setwise-cli/src/leakage.rs"]
+pub mod leakage;
+/// The report page of `setwise report`: the CLI's own source, compiled here so that the
+/// `report` target reads report JSON and renders pages exactly as the CLI does.
+#[path = "../../crates/setwise-cli/src/report_page.rs"]
+pub mod report_page;
 
 /// Largest frame a scripted peer may send: big enough for every message of the small
 /// fixtures, small enough that the fuzzer spends its time on structure.
@@ -374,61 +390,138 @@ fn he_context(unbalanced: bool) -> &'static HeContext {
 
 /// Agreed sizes the `messages` target decodes against.
 const N: usize = 64;
+/// Bytes per masked OT message the `messages` target expects (a chosen 16-byte pair).
+const OT_PER: usize = 32;
+
+/// Decodes one message body (the frame without its tag) against fixed agreed sizes.
+type Decode = fn(&[u8]) -> setwise::Result<()>;
+
+/// The decoder of every message tag, keyed by the tag read off each declaration. Checked
+/// against `setwise::message_tags::all()` when first built: a listed tag without a
+/// decoder (or a decoder for an unlisted tag) stops the target at once.
+pub fn decoders() -> &'static BTreeMap<u8, Decode> {
+    use setwise::vole::messages as vm;
+    static D: OnceLock<BTreeMap<u8, Decode>> = OnceLock::new();
+    D.get_or_init(|| {
+        let table: Vec<(u8, Decode)> = vec![
+            (hello_tag(), |b| Hello::decode(&[&[hello_tag()][..], b].concat()).map(drop)),
+            (TAG_ABORT, |b| match abort_error(b) {
+                setwise::Error::PeerAborted(_) => Ok(()),
+                e => Err(e),
+            }),
+            (ecdh::messages::RECEIVER_BLINDED.tag, |b| chunk32(ecdh::messages::RECEIVER_BLINDED, b)),
+            (ecdh::messages::SENDER_BLINDED.tag, |b| chunk32(ecdh::messages::SENDER_BLINDED, b)),
+            (ecdh::messages::DOUBLE_BLINDED.tag, |b| chunk32(ecdh::messages::DOUBLE_BLINDED, b)),
+            (ecdh::messages::Request::TAG, |b| ecdh::messages::Request::decode(b, ()).map(drop)),
+            (ecdh::messages::Response::TAG, |b| ecdh::messages::Response::decode(b, N).map(drop)),
+            (fhe::messages::Key::TAG, |b| fhe::messages::Key::decode(b, he_context(false)).map(drop)),
+            (fhe::messages::Query::TAG, |b| fhe::messages::Query::decode(b, (he_context(false), 0)).map(drop)),
+            (fhe::messages::Result::TAG, |b| {
+                fhe::messages::Result::decode(b, (he_context(false), he_context(false).last_level())).map(drop)
+            }),
+            (ub::Params::TAG, |b| ub::Params::decode(b, ()).map(drop)),
+            (ub::OPRF_REQUEST.tag, |b| chunk32(ub::OPRF_REQUEST, b)),
+            (ub::OPRF_RESPONSE.tag, |b| chunk32(ub::OPRF_RESPONSE, b)),
+            (ub::Key::TAG, |b| ub::Key::decode(b, he_context(true)).map(drop)),
+            (ub::Query::TAG, |b| ub::Query::decode(b, (he_context(true), 0)).map(drop)),
+            (ub::ResultHeader::TAG, |b| ub::ResultHeader::decode(b, (4, 2)).map(drop)),
+            (ub::ResultPart::TAG, |b| ub::ResultPart::decode(b, (4, 2)).map(drop)),
+            (auth::JudgeKeyMessage::TAG, |b| auth::JudgeKeyMessage::decode(b, ()).map(drop)),
+            (auth::ITEMS.tag, |b| {
+                auth::ITEMS.decode_chunk(b, N, |r| Ok(r.bytes("AuthItems.item", MAX_ITEM).map(drop)?)).map(drop)
+            }),
+            (auth::COMMITMENTS.tag, |b| auth::COMMITMENTS.decode_chunk(b, N).map(drop).map_err(Into::into)),
+            (auth::Challenge::TAG, |b| auth::Challenge::decode(b, N).map(drop)),
+            (auth::Opening::TAG, |b| auth::Opening::decode(b, &[0, 3, 5, 9]).map(drop)),
+            (auth::SIGNATURES.tag, |b| {
+                let mut index = 0;
+                auth::SIGNATURES
+                    .decode_chunk(b, N, |r| {
+                        index += 1;
+                        auth::read_signature(r, index - 1).map(drop)
+                    })
+                    .map(drop)
+            }),
+            (auth::ServerKey::TAG, |b| auth::ServerKey::decode(b, ()).map(drop)),
+            (auth::DIGESTS.tag, |b| auth::DIGESTS.decode_chunk(b, N).map(drop).map_err(Into::into)),
+            (auth::OPRF_REQUEST.tag, |b| auth::OPRF_REQUEST.decode_chunk(b, N).map(drop).map_err(Into::into)),
+            (auth::OPRF_RESPONSE.tag, |b| auth::OPRF_RESPONSE.decode_chunk(b, N).map(drop).map_err(Into::into)),
+            (auth::AuthHeader::TAG, |b| auth::AuthHeader::decode(b, ()).map(drop)),
+            (compact::messages::SenderKey::TAG, |b| compact::messages::SenderKey::decode(b, ()).map(drop)),
+            (compact::messages::Polynomial::TAG, |b| compact::messages::Polynomial::decode(b, N).map(drop)),
+            (compact::messages::TAGS.tag, |b| chunk32(compact::messages::TAGS, b)),
+            (ot::messages::BaseSenderPoint::TAG, |b| ot::messages::BaseSenderPoint::decode(b, ()).map(drop)),
+            (ot::messages::BaseReceiverPoints::TAG, |b| ot::messages::BaseReceiverPoints::decode(b, 128).map(drop)),
+            (ot::messages::CorrectionChunk::TAG, |b| ot::messages::CorrectionChunk::decode(b, N).map(drop)),
+            (ot::messages::masked(OT_PER).tag, |b| {
+                let read = |r: &mut Reader<'_>| Ok(r.take(OT_PER, "OtMessages").map(drop)?);
+                ot::messages::masked(OT_PER).decode_chunk(b, N, read).map(drop)
+            }),
+            (ot::messages::KosCheck::TAG, |b| ot::messages::KosCheck::decode(b, ()).map(drop)),
+            (mq::SERVER_ITEMS.tag, |b| chunk32(mq::SERVER_ITEMS, b)),
+            (mq::SHUFFLED.tag, |b| chunk32(mq::SHUFFLED, b)),
+            (mq::FilterPart::TAG, |b| mq::FilterPart::decode(b, 4096).map(drop)),
+            (mq::CLIENT_ITEMS.tag, |b| chunk32(mq::CLIENT_ITEMS, b)),
+            (mq::Width::TAG, |b| mq::Width::decode(b, Operation::Sum).map(drop)),
+            (mq::MaskedSum::TAG, |b| mq::MaskedSum::decode(b, (N, 8)).map(drop)),
+            (mq::UNION_IDS.tag, |b| chunk32(mq::UNION_IDS, b)),
+            (mq::UnionCount::TAG, |b| mq::UnionCount::decode(b, (N, N)).map(drop)),
+            // Query tags of 9 bytes, which straddle records, then the padding.
+            (mq::QUERY_TAGS.tag, |b| {
+                let records = mq::QUERY_TAGS.decode_chunk(b, tags::records(N, 9))?;
+                Ok(TagReader::new(mq::QUERY_TAGS.name, 9, N).add(records.as_flattened(), |_| ())?)
+            }),
+            (Revealed::TAG, |b| Revealed::decode(b, (N, N)).map(drop)),
+            (REVEALED_DIGESTS.tag, |b| chunk32(REVEALED_DIGESTS, b)),
+            (vm::NOISY_CORRECTIONS.tag, |b| chunk16(vm::NOISY_CORRECTIONS, b)),
+            (vm::PPRF_LEVEL_SUMS.tag, |b| chunk16(vm::PPRF_LEVEL_SUMS, b)),
+            (vm::PPRF_LEAF_SUMS.tag, |b| chunk16(vm::PPRF_LEAF_SUMS, b)),
+            (vole_psi::StoreSeed::TAG, |b| vole_psi::StoreSeed::decode(b, ()).map(drop)),
+            (vole_psi::STORE.tag, |b| chunk16(vole_psi::STORE, b)),
+            (vole_psi::TAGS.tag, |b| chunk16(vole_psi::TAGS, b)),
+            (vole_psi::MaskCommitment::TAG, |b| vole_psi::MaskCommitment::decode(b, ()).map(drop)),
+            (vole_psi::MaskShare::TAG, |b| vole_psi::MaskShare::decode(b, ()).map(drop)),
+            (vm::NoisyCheck::TAG, |b| vm::NoisyCheck::decode(b, ()).map(drop)),
+            (vm::SparseChallenge::TAG, |b| vm::SparseChallenge::decode(b, ()).map(drop)),
+            (vm::SparseAnswer::TAG, |b| vm::SparseAnswer::decode(b, ()).map(drop)),
+        ];
+        let mut map = BTreeMap::new();
+        for (tag, decode) in table {
+            assert!(map.insert(tag, decode).is_none(), "two decoders for {tag:#04x}");
+        }
+        let listed: BTreeMap<u8, &str> = message_tags::all().into_iter().map(|t| (t.tag, t.name)).collect();
+        for (tag, name) in &listed {
+            assert!(map.contains_key(tag), "the messages target has no decoder for {tag:#04x} ({name})");
+        }
+        for tag in map.keys() {
+            assert!(listed.contains_key(tag), "the messages target decodes {tag:#04x}, which is not a message tag");
+        }
+        map
+    })
+}
+
+/// The hello's tag, read off a hello's encoding (the constant is the session's own).
+fn hello_tag() -> u8 {
+    Hello::new("", "", String::new(), Role::Sender, 0).encode()[0]
+}
+
+fn chunk32(s: Stream<32>, body: &[u8]) -> setwise::Result<()> {
+    Ok(s.decode_chunk(body, N).map(drop)?)
+}
+
+fn chunk16(s: Stream<16>, body: &[u8]) -> setwise::Result<()> {
+    Ok(s.decode_chunk(body, N).map(drop)?)
+}
 
 /// The `messages` target: a frame (tag, then body) decoded as the message its tag
-/// names, against fixed agreed sizes; chunks of record streams as well.
+/// names, against fixed agreed sizes; chunks of record streams as well. Every tag of
+/// `setwise::message_tags` has its decoder.
 pub fn messages(data: &[u8]) {
-    let Some((&tag, body)) = data.split_first() else { return };
-    let he_fhe = || he_context(false);
-    let he_unb = || he_context(true);
-    let _ = match tag {
-        0x13 => ecdh::messages::Request::decode(body, ()).map(drop),
-        0x14 => ecdh::messages::Response::decode(body, N).map(drop),
-        0x10..=0x12 | 0x31 | 0x32 | 0x52 | 0x70 | 0x71 | 0x73 | 0x78 => {
-            ecdh::messages::RECEIVER_BLINDED.decode_chunk(body, N).map(drop).map_err(Into::into)
-        }
-        0x20 => fhe::messages::Key::decode(body, he_fhe()).map(drop),
-        0x21 => fhe::messages::Query::decode(body, (he_fhe(), 0)).map(drop),
-        0x22 => fhe::messages::Result::decode(body, (he_fhe(), he_fhe().last_level())).map(drop),
-        0x30 => ub::Params::decode(body, ()).map(drop),
-        0x33 => ub::Key::decode(body, he_unb()).map(drop),
-        0x34 => ub::Query::decode(body, (he_unb(), 0)).map(drop),
-        0x35 => ub::ResultHeader::decode(body, (4, 2)).map(drop),
-        0x36 => ub::ResultPart::decode(body, (4, 2)).map(drop),
-        0x40 => auth::JudgeKeyMessage::decode(body, ()).map(drop),
-        0x41 | 0x45 => auth::SIGNATURES.decode_chunk(body, N, |r| auth::read_signature(r, 0).map(drop)).map(drop),
-        0x42 | 0x48 | 0x49 => auth::COMMITMENTS.decode_chunk(body, N).map(drop).map_err(Into::into),
-        0x43 => auth::Challenge::decode(body, N).map(drop),
-        0x44 => auth::Opening::decode(body, &[0, 3, 5, 9]).map(drop),
-        0x46 => auth::ServerKey::decode(body, ()).map(drop),
-        0x47 => auth::DIGESTS.decode_chunk(body, N).map(drop).map_err(Into::into),
-        0x4a => auth::AuthHeader::decode(body, ()).map(drop),
-        0x50 => compact::messages::SenderKey::decode(body, ()).map(drop),
-        0x51 => compact::messages::Polynomial::decode(body, N).map(drop),
-        0x60 => ot::messages::BaseSenderPoint::decode(body, ()).map(drop),
-        0x61 => ot::messages::BaseReceiverPoints::decode(body, 128).map(drop),
-        0x65 => ot::messages::KosCheck::decode(body, ()).map(drop),
-        0x62..=0x64 | 0x66..=0x6f => ot::messages::CorrectionChunk::decode(body, N).map(drop),
-        0x72 => mq::FilterPart::decode(body, 4096).map(drop),
-        0x74 => mq::Width::decode(body, Operation::Sum).map(drop),
-        0x75 => mq::MaskedSum::decode(body, (N, 8)).map(drop),
-        0x7a => mq::UnionCount::decode(body, (N, N)).map(drop),
-        // Query tags of 9 bytes, which straddle records, then the padding.
-        0x7b => mq::QUERY_TAGS.decode_chunk(body, tags::records(N, 9)).map_err(Into::into).and_then(|records| {
-            TagReader::new(mq::QUERY_TAGS.name, 9, N).add(records.as_flattened(), |_| ()).map_err(Into::into)
-        }),
-        0x80 => Revealed::decode(body, (N, N)).map(drop),
-        0x98 => setwise::vole::messages::NoisyCheck::decode(body, ()).map(drop),
-        0x99 => setwise::vole::messages::SparseChallenge::decode(body, ()).map(drop),
-        0x9a => setwise::vole::messages::SparseAnswer::decode(body, ()).map(drop),
-        0x90..=0x92 | 0x94 | 0x95 => {
-            setwise::vole::messages::NOISY_CORRECTIONS.decode_chunk(body, N).map(drop).map_err(Into::into)
-        }
-        0x93 => setwise::protocols::vole::messages::StoreSeed::decode(body, ()).map(drop),
-        0x96 => setwise::protocols::vole::messages::MaskCommitment::decode(body, ()).map(drop),
-        0x97 => setwise::protocols::vole::messages::MaskShare::decode(body, ()).map(drop),
-        _ => Ok(()),
-    };
+    let decoders = decoders();
+    let Some((tag, body)) = data.split_first() else { return };
+    if let Some(decode) = decoders.get(tag) {
+        let _ = decode(body);
+    }
 }
 
 /// The `he_wire` target: a relinearisation key or a ciphertext at some level of either
@@ -579,5 +672,41 @@ pub fn staged_files(data: &[u8]) {
         }
     } else if let Ok(m) = Marker::parse(rest, which >> 1, Role::Sender, Path::new("fuzz.json")) {
         let _ = (m.content_digest(), m.total_items());
+    }
+}
+
+/// The `report` target: a report file's text as `setwise report` reads it; a report that
+/// parses renders as a page (alone and beside itself as the peer's) with every string
+/// escaped, and its shareable copy (`--share`) reads back as a report without results.
+pub fn report(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(r) = report_page::RunReport::parse(text) else { return };
+    let page = report_page::render(&r, None, "fuzz").expect("one report always renders");
+    assert!(!page.contains("<script") && !page.contains("<img"), "markup from the report reached the page");
+    let _ = report_page::render(&r, Some(&r), "fuzz");
+    let shared = report_page::shareable(text).expect("a report that parses can be shared");
+    let again = report_page::RunReport::parse(&shared).expect("the shareable copy is a report");
+    assert!(again.private_results().is_empty(), "the shareable copy holds no result");
+}
+
+/// The `label` target: a serialised label (the unbalanced sender's, decrypted by the
+/// receiver) split into as many columns as the first byte says; a label that splits
+/// re-encodes to the same bytes.
+pub fn label(data: &[u8]) {
+    let Some((&columns, bytes)) = data.split_first() else { return };
+    if let Some(fields) = decode_label(bytes, usize::from(columns)) {
+        assert_eq!(fields.len(), usize::from(columns));
+        assert_eq!(encode_label(&fields), bytes, "a label re-encodes as it was read");
+    }
+}
+
+/// The `judge_key` target: a judge's public key as hex text (the `judge.pub` a client
+/// is given); a key that parses has one encoding, the one it was read from.
+pub fn judge_key_hex(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(pk) = public_key_from_hex(text) {
+        let hex = public_key_hex(&pk);
+        assert_eq!(hex, text.trim().to_ascii_lowercase(), "a judge key has one hex encoding");
+        assert_eq!(public_key_from_hex(&hex).expect("a written key reads back"), pk);
     }
 }

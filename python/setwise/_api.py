@@ -53,6 +53,9 @@ class Result:
     protocol: str
     operation: str
     keys: Keys = field(repr=False)
+    #: The run's report as the CLI's ``--report`` writes it: phases, sizes, parameters,
+    #: the peer's identity; not what this party learned (the fields below), so that it
+    #: can be handed to the partner as it is.
     report: dict[str, Any] = field(repr=False)
     #: Distinct matching items (positions among the party's distinct keys).
     items: list[int] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -42,6 +43,9 @@ def test_intersection(protocol: str, op: str) -> None:
     assert s.items is None and s.cardinality is None  # the sender learns nothing
     assert r.report["peer_set_size"] == len(X)
     assert any(p["name"] == "hello" for p in r.report["phases"])
+    # The report is the shareable one: what the receiver learned is not in it.
+    assert "private" not in r.report and "results" not in r.report
+    assert "intersection_size" not in json.dumps(r.report)
 
 
 @pytest.mark.parametrize("protocol", ["ecdh", "mqrpmt"])

@@ -274,9 +274,15 @@ pub struct PartyArgs {
 /// What to tell about the run.
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Write the run report as JSON to this file.
+    /// Write the run report as JSON to this file: phases, times, bytes, set sizes and
+    /// parameters, not what this party learned, so that it can go to the partner.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Also record what this party learned (result counts, the sum) in the report, in a
+    /// `private` section; the file is then readable by its owner only and is not for the
+    /// partner (`setwise report --share` strips the section).
+    #[arg(long, requires = "report")]
+    pub report_results: bool,
     /// Also print each phase's time and traffic.
     #[arg(long, short, conflicts_with = "quiet")]
     pub verbose: bool,

@@ -24,6 +24,19 @@ pub struct OutputArgs {
     /// private-id: write the IDs of the union, one per line, here.
     #[arg(long)]
     union_ids: Option<PathBuf>,
+    /// Permissions of the files written (--output, --union-ids), in octal. They hold
+    /// what the protocol protects, so by default only their owner may read them.
+    #[arg(long, value_name = "MODE", default_value = "0600", value_parser = octal_mode)]
+    output_mode: u32,
+}
+
+/// File permissions in octal (`0600`, `640`, `0o644`), at most `0777`.
+fn octal_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    u32::from_str_radix(digits, 8)
+        .ok()
+        .filter(|m| *m <= 0o777 && !digits.is_empty())
+        .ok_or_else(|| "give permissions in octal, such as 0600 or 0640".to_string())
 }
 
 impl OutputArgs {
@@ -37,7 +50,7 @@ impl OutputArgs {
     /// destination.
     fn emit<T>(&self, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<Option<(T, String)>, Failure> {
         match (&self.output, self.stdout) {
-            (Some(p), _) => Ok(Some((to_file(p, f)?, format!("written to {}", p.display())))),
+            (Some(p), _) => Ok(Some((to_file(p, self.output_mode, f)?, format!("written to {}", p.display())))),
             (None, true) => {
                 let mut out = std::io::stdout().lock();
                 let v = f(&mut out)?;
@@ -49,10 +62,10 @@ impl OutputArgs {
     }
 }
 
-/// Writes `path` through `f`, atomically.
-fn to_file<T>(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<T, Failure> {
+/// Writes `path` through `f`, atomically, with the permissions `mode`.
+fn to_file<T>(path: &Path, mode: u32, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<T, Failure> {
     let mut file =
-        AtomicFile::create(path, false).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
+        AtomicFile::with_mode(path, mode).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
     let v = f(&mut file)?;
     file.commit().map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
     Ok(v)
@@ -124,7 +137,7 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
                 what += &format!("; rows with IDs {dest}");
             }
             if let Some(p) = &out.union_ids {
-                to_file(p, |w| {
+                to_file(p, out.output_mode, |w| {
                     writeln!(w, "private_id").map_err(io)?;
                     union.iter().try_for_each(|id| writeln!(w, "{}", hex(id)).map_err(io))
                 })?;

@@ -29,7 +29,8 @@ pub fn run_role<I: AsRef<[u8]> + Sync>(
         eprint!("{report}");
     }
     if let Some(path) = &a.report {
-        write_atomic(path, report.to_json().as_bytes(), false)
+        let json = if a.report_results { report.to_json_with_results() } else { report.to_json() };
+        write_atomic(path, json.as_bytes(), a.report_results)
             .map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
     }
     Ok((outcome, report))

@@ -4,7 +4,8 @@
 
 use crate::leakage::{REVEAL_BOTH, leakage};
 use serde::Deserialize;
-use setwise::protocols::human_bytes;
+use setwise::protocols::{RESULT_DETAILS, human_bytes};
+use setwise::wire::text::{MAX_SHOWN, printable};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -40,10 +41,26 @@ pub struct RunReport {
     pub total_ms: f64,
     /// Whole-run traffic.
     pub traffic: Traffic,
-    /// Result counts.
+    /// Result counts at the top level: reports written before results had their own
+    /// section (treated as private, like [`private`](Self::private)).
     #[serde(default)]
     pub results: BTreeMap<String, u64>,
-    /// Parameters the protocol chose.
+    /// Parameters the protocol chose (in older reports also the sum, a result: see
+    /// [`RESULT_DETAILS`]).
+    #[serde(default)]
+    pub details: BTreeMap<String, String>,
+    /// What the party learned (`--report-results`): not for the partner.
+    #[serde(default)]
+    pub private: Option<Private>,
+}
+
+/// The `private` section of a report: what the party learned.
+#[derive(Debug, Default, Deserialize)]
+pub struct Private {
+    /// Result counts, e.g. `intersection_size`.
+    #[serde(default)]
+    pub results: BTreeMap<String, u64>,
+    /// Results that are not counts, e.g. `intersection_sum`.
     #[serde(default)]
     pub details: BTreeMap<String, String>,
 }
@@ -94,21 +111,43 @@ pub enum PageError {
 }
 
 impl RunReport {
-    /// Parses and checks a report: times finite and not negative.
+    /// Parses and checks a report: every time a number of milliseconds from 0 to
+    /// [`MAX_MS`] (so that their sums stay finite), at most [`MAX_PHASES`] phases.
     pub fn parse(json: &str) -> Result<Self, PageError> {
         let r: RunReport = serde_json::from_str(json)?;
-        let ok = |t: f64| t.is_finite() && t >= 0.0;
-        if !ok(r.total_ms) {
-            return Err(PageError::Invalid(format!("total_ms is {}", r.total_ms)));
+        time("total_ms", r.total_ms).map_err(PageError::Invalid)?;
+        if r.phases.len() > MAX_PHASES {
+            return Err(PageError::Invalid(format!("{} phases (at most {MAX_PHASES})", r.phases.len())));
         }
-        if let Some(p) = r.phases.iter().find(|p| !ok(p.wall_ms) || !p.start_ms.is_none_or(ok)) {
-            return Err(PageError::Invalid(format!("phase {:?} has a negative or infinite time", p.name)));
+        for p in &r.phases {
+            let named = |e: String| PageError::Invalid(format!("phase {:?}: {e}", show_plain(&p.name)));
+            if let Some(start) = p.start_ms {
+                time("start_ms", start).map_err(named)?;
+            }
+            time("wall_ms", p.wall_ms).map_err(named)?;
         }
         Ok(r)
     }
 
-    fn role(&self) -> &str {
+    /// The party's role as the report names it ("party" if it does not).
+    pub fn role(&self) -> &str {
         self.role.as_deref().unwrap_or("party")
+    }
+
+    /// What the party learned, wherever the report keeps it (its `private` section, or
+    /// in older reports the top-level results and the sum among the details), as
+    /// (name, value) pairs.
+    pub fn private_results(&self) -> Vec<(&str, String)> {
+        let private = self.private.as_ref();
+        let counts = self.results.iter().chain(private.into_iter().flat_map(|p| &p.results));
+        let texts = self.details.iter().filter(|(k, _)| RESULT_DETAILS.contains(&k.as_str()));
+        let texts = texts.chain(private.into_iter().flat_map(|p| &p.details));
+        counts.map(|(k, v)| (k.as_str(), v.to_string())).chain(texts.map(|(k, v)| (k.as_str(), v.clone()))).collect()
+    }
+
+    /// The parameters the protocol chose (the details that are not results).
+    fn parameters(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.details.iter().filter(|(k, _)| !RESULT_DETAILS.contains(&k.as_str()))
     }
 
     /// Each phase's start, from the report or, for older reports, the sum of the
@@ -128,6 +167,53 @@ impl RunReport {
     fn end_ms(&self) -> f64 {
         self.starts().iter().zip(&self.phases).map(|(s, p)| s + p.wall_ms).fold(self.total_ms, f64::max)
     }
+}
+
+/// A report fit for the partner: `json` (a report, checked as [`RunReport::parse`] does)
+/// without what the party learned: its `private` section, and in older reports the
+/// top-level results and the result details. Everything else is kept as it was.
+pub fn shareable(json: &str) -> Result<String, PageError> {
+    RunReport::parse(json)?;
+    let mut v: serde_json::Value = serde_json::from_str(json)?;
+    let report = v.as_object_mut().ok_or_else(|| PageError::Invalid("not a JSON object".into()))?;
+    report.remove("private");
+    report.remove("results");
+    if let Some(details) = report.get_mut("details").and_then(serde_json::Value::as_object_mut) {
+        details.retain(|k, _| !RESULT_DETAILS.contains(&k.as_str()));
+    }
+    let mut out = serde_json::to_string_pretty(&v)?;
+    out.push('\n');
+    Ok(out)
+}
+
+/// Longest time a report may give (about three years, in milliseconds): a run takes
+/// less, and [`MAX_PHASES`] such times add up to a finite number.
+pub const MAX_MS: f64 = 1e11;
+/// Most phases a report may list (a run has about ten).
+pub const MAX_PHASES: usize = 10_000;
+/// Most ticks on the time axis (the step is at least a sixth of the span).
+const MAX_TICKS: usize = 12;
+
+/// `value` as the time `field`: a number of milliseconds from 0 to [`MAX_MS`].
+fn time(field: &str, value: f64) -> Result<(), String> {
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(format!("{field} is {value}, not a time"));
+    }
+    if value > MAX_MS {
+        return Err(format!("{field} is {value:e} ms: no run lasts that long (at most {MAX_MS:e} ms)"));
+    }
+    Ok(())
+}
+
+/// Text from a report (perhaps the peer's words) made safe and short for a terminal or
+/// a page: controls escaped, cut after [`MAX_SHOWN`] characters.
+fn show_plain(s: &str) -> String {
+    printable(s, MAX_SHOWN)
+}
+
+/// Text from a report for the page: [`show_plain`], then HTML-escaped.
+fn show(s: &str) -> String {
+    escape(&show_plain(s))
 }
 
 /// Escapes text for HTML content and attribute values.
@@ -159,13 +245,11 @@ pub fn render(run: &RunReport, peer: Option<&RunReport>, source: &str) -> Result
         if (p.protocol.as_str(), p.operation.as_str(), p.params.as_str())
             != (run.protocol.as_str(), run.operation.as_str(), run.params.as_str())
         {
-            return Err(PageError::Mismatch(format!(
-                "{} {} ({}) and {} {} ({})",
-                run.protocol, run.operation, run.params, p.protocol, p.operation, p.params
-            )));
+            let run_of = |r: &RunReport| show_plain(&format!("{} {} ({})", r.protocol, r.operation, r.params));
+            return Err(PageError::Mismatch(format!("{} and {}", run_of(run), run_of(p))));
         }
         if p.role == run.role {
-            return Err(PageError::Mismatch(format!("both reports are the {}'s", run.role())));
+            return Err(PageError::Mismatch(format!("both reports are the {}'s", show_plain(run.role()))));
         }
         if (p.own_set_size, p.peer_set_size) != (run.peer_set_size, run.own_set_size) {
             return Err(PageError::Mismatch("the set sizes differ".into()));
@@ -184,8 +268,8 @@ pub fn render(run: &RunReport, peer: Option<&RunReport>, source: &str) -> Result
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{}</title><style>{CSS}</style></head><body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
+        show(&title),
+        show(&title)
     );
     let _ = writeln!(h, "<p class=\"source\">From {}.</p>", escape(source));
     parameters(&mut h, run, &parties);
@@ -204,7 +288,8 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .7em;text-align:left;border-bottom:1px solid #eee}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}.source{color:#666}\
 .bar{display:inline-block;height:.8em;vertical-align:middle}.s{background:#4477aa}.r{background:#ee6677}\
-svg text{font:12px system-ui,sans-serif}.leak{background:#f6f6f0;padding:.6em 1em;border-left:4px solid #ccbb44}";
+svg text{font:12px system-ui,sans-serif}.leak{background:#f6f6f0;padding:.6em 1em;border-left:4px solid #ccbb44}\
+.private{background:#fbeeee;padding:.2em 1em;border-left:4px solid #b00020}";
 
 fn parameters(h: &mut String, run: &RunReport, parties: &[&RunReport]) {
     let (receiver, sender) = match run.role.as_deref() {
@@ -213,7 +298,7 @@ fn parameters(h: &mut String, run: &RunReport, parties: &[&RunReport]) {
     };
     h.push_str("<h2>Run</h2>\n<table>\n");
     let mut row = |k: &str, v: &str| {
-        let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(v));
+        let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", show(k), show(v));
     };
     row("protocol", &run.protocol);
     row("operation", &run.operation);
@@ -235,30 +320,41 @@ fn parameters(h: &mut String, run: &RunReport, parties: &[&RunReport]) {
         if let Some(id) = &p.peer_identity {
             row(&format!("{}: peer's TLS identity", p.role()), id);
         }
-        for (k, v) in &p.details {
+        for (k, v) in p.parameters() {
             row(&format!("{}: {k}", p.role()), v);
         }
     }
     h.push_str("</table>\n");
 }
 
+/// What each party learned, marked private: the page of a shareable report has none.
 fn results(h: &mut String, parties: &[&RunReport]) {
     h.push_str("<h2>Results</h2>\n");
-    let rows: Vec<_> = parties.iter().flat_map(|p| p.results.iter().map(move |(k, v)| (p.role(), k, v))).collect();
-    if rows.is_empty() {
-        h.push_str("<p>The reports record no result counts.</p>\n");
-        return;
-    }
-    h.push_str("<table>\n<tr><th>party</th><th>result</th><th>count</th></tr>\n");
-    for (role, k, v) in rows {
+    let mut any = false;
+    for p in parties {
+        let rows = p.private_results();
+        if rows.is_empty() {
+            continue;
+        }
+        any = true;
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{v}</td></tr>",
-            escape(role),
-            escape(&k.replace('_', " "))
+            "<div class=\"private\"><p><strong>Private to the {0}</strong>: what the {0} learned. Do not \
+             show it to the partner: the protocol may hide it from them. <code>setwise report --share</code> \
+             leaves it out of a report.</p>\n<table>\n<tr><th>result</th><th>value</th></tr>",
+            show(p.role())
+        );
+        for (k, v) in rows {
+            let _ = writeln!(h, "<tr><td>{}</td><td class=\"n\">{}</td></tr>", show(&k.replace('_', " ")), show(&v));
+        }
+        h.push_str("</table></div>\n");
+    }
+    if !any {
+        h.push_str(
+            "<p>The reports hold no results: a shareable report leaves out what its party learned \
+             (<code>--report-results</code> keeps it, in a private section).</p>\n",
         );
     }
-    h.push_str("</table>\n");
 }
 
 /// An SVG timeline: a row per party, a bar per phase, time ticks below.
@@ -284,7 +380,7 @@ fn timeline(h: &mut String, parties: &[&RunReport]) {
     let x = |t: f64| left + t / end * width;
     for (i, (p, o)) in parties.iter().zip(&offsets).enumerate() {
         let y = i as f64 * row + 4.0;
-        let _ = writeln!(h, "<text x=\"0\" y=\"{:.1}\">{}</text>", y + 18.0, escape(p.role()));
+        let _ = writeln!(h, "<text x=\"0\" y=\"{:.1}\">{}</text>", y + 18.0, show(p.role()));
         for (j, (ph, s)) in p.phases.iter().zip(p.starts()).enumerate() {
             let (x0, w) = (x(o + s), (ph.wall_ms / end * width).max(1.0));
             let _ = writeln!(
@@ -292,7 +388,7 @@ fn timeline(h: &mut String, parties: &[&RunReport]) {
                 "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"24\" fill=\"{}\"><title>{}: {:.1} ms, \
                  sent {}, received {}</title></rect>",
                 COLOURS[j % COLOURS.len()],
-                escape(&ph.name),
+                show(&ph.name),
                 ph.wall_ms,
                 human_bytes(ph.bytes_sent),
                 human_bytes(ph.bytes_received)
@@ -303,15 +399,18 @@ fn timeline(h: &mut String, parties: &[&RunReport]) {
                     "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#fff\">{}</text>",
                     x0 + 4.0,
                     y + 16.0,
-                    escape(&ph.name)
+                    show(&ph.name)
                 );
             }
         }
     }
     let axis = row * parties.len() as f64 + 4.0;
     let step = nice_step(end / 6.0);
-    let mut t = 0.0;
-    while t <= end + 1e-9 {
+    for i in 0..=MAX_TICKS {
+        let t = i as f64 * step;
+        if t > end + 1e-9 || t.is_nan() {
+            break;
+        }
         let _ = writeln!(
             h,
             "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\" stroke=\"#999\"/>\
@@ -322,7 +421,6 @@ fn timeline(h: &mut String, parties: &[&RunReport]) {
             axis + 19.0,
             seconds(t)
         );
-        t += step;
     }
     h.push_str("</svg>\n");
     if parties.len() == 2 && offsets.iter().all(|o| *o == 0.0) && parties.iter().any(|p| p.started_unix_ms.is_none()) {
@@ -342,7 +440,7 @@ fn seconds(ms: f64) -> String {
 
 /// A table of one party's phases: time and the bytes each way, with bars.
 fn phases(h: &mut String, p: &RunReport) {
-    let _ = writeln!(h, "<h2>Phases of the {}</h2>", escape(p.role()));
+    let _ = writeln!(h, "<h2>Phases of the {}</h2>", show(p.role()));
     let max = p.phases.iter().map(|ph| ph.bytes_sent.max(ph.bytes_received)).max().unwrap_or(0).max(1);
     h.push_str("<table>\n<tr><th>phase</th><th>start</th><th>time</th><th>sent</th><th>received</th><th></th></tr>\n");
     for (ph, s) in p.phases.iter().zip(p.starts()) {
@@ -352,7 +450,7 @@ fn phases(h: &mut String, p: &RunReport) {
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} ms</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td><span class=\"bar s\" style=\"width:{:.0}px\"></span><br>\
              <span class=\"bar r\" style=\"width:{:.0}px\"></span></td></tr>",
-            escape(&ph.name),
+            show(&ph.name),
             seconds(s),
             ph.wall_ms,
             human_bytes(ph.bytes_sent),
@@ -378,7 +476,7 @@ fn leaks(h: &mut String, run: &RunReport) {
             let _ = writeln!(h, "<p>Details: {} in the setwise repository.</p>", escape(l.doc));
         }
         None => {
-            let _ = writeln!(h, "<p>setwise does not know the protocol {:?}.</p>", escape(&run.protocol));
+            let _ = writeln!(h, "<p>setwise does not know the protocol {}.</p>", show(&run.protocol));
         }
     }
     h.push_str("</div>\n");
@@ -391,6 +489,23 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+    }
+
+    /// Times that add up to infinity (which [`RunReport::parse`] refuses) once kept the
+    /// time axis adding ticks until memory ran out; the page now ends all the same.
+    #[test]
+    fn the_time_axis_has_few_ticks_whatever_the_times() {
+        let phase = r#"{"name":"p","wall_ms":1e308,"bytes_sent":0,"bytes_received":0}"#;
+        let json = format!(
+            r#"{{"protocol":"ecdh","operation":"intersection","own_set_size":1,"peer_set_size":1,
+            "phases":[{phase},{phase}],"total_ms":1e308,"traffic":{{"bytes_sent":0,"bytes_received":0}}}}"#
+        );
+        assert!(RunReport::parse(&json).is_err());
+        let report: RunReport = serde_json::from_str(&json).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(render(&report, None, "test").unwrap()));
+        let page = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the page is rendered");
+        assert!(page.matches("<line ").count() <= MAX_TICKS + 1);
     }
 
     #[test]

@@ -53,6 +53,7 @@ fn intersection_writes_matching_rows_with_duplicates() {
             out.to_str().unwrap(),
             "--report",
             report.to_str().unwrap(),
+            "--report-results",
         ],
     );
     assert!(so.status.success(), "sender: {}", text(&so.stderr));
@@ -61,7 +62,7 @@ fn intersection_writes_matching_rows_with_duplicates() {
     let stderr = text(&ro.stderr);
     assert!(stderr.contains("intersection size 2") && stderr.contains("1 rows with an empty key"), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(json["results"]["intersection_size"], 2);
+    assert_eq!(json["private"]["results"]["intersection_size"], 2);
     assert_eq!(json["own_set_size"], 3);
     assert_eq!(json["peer_set_size"], 3);
     assert!(json["phases"].as_array().unwrap().len() >= 3);
@@ -772,7 +773,7 @@ fn report_page_shows_both_parties_and_escapes_what_it_shows() {
     let (sj, rj) = (dir.path().join("s.json"), dir.path().join("r.json"));
     let (so, ro) = pair(
         &["--input", s.to_str().unwrap(), "--report", sj.to_str().unwrap(), "--quiet"],
-        &["--input", r.to_str().unwrap(), "--report", rj.to_str().unwrap(), "--quiet"],
+        &["--input", r.to_str().unwrap(), "--report", rj.to_str().unwrap(), "--report-results", "--quiet"],
     );
     assert!(so.status.success() && ro.status.success(), "{} {}", text(&so.stderr), text(&ro.stderr));
     assert_eq!(text(&ro.stderr), "", "--quiet prints nothing on success");
@@ -829,65 +830,6 @@ fn report_page_shows_both_parties_and_escapes_what_it_shows() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("not of the same run"), "{err}");
     assert!(!html.exists());
-}
-
-/// One HTTP/1.1 request to `addr`; (status, body).
-fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let status = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
-    (status, body)
-}
-
-/// The page's server: the page itself, a bad CSV refused with the line, and a run of
-/// two real roles whose result matches the plain intersection.
-#[test]
-fn ui_serves_the_page_and_runs_both_roles() {
-    let addr = free_port();
-    let mut server = bin().args(["ui", "--listen", &addr]).stderr(Stdio::piped()).spawn().unwrap();
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() && started.elapsed().as_secs() < 10 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let (status, page) = http(&addr, "GET", "/", "");
-    assert_eq!(status, 200);
-    assert!(page.contains("<title>setwise") && !page.contains("src=\"http") && !page.contains("href=\"http"));
-    let (status, body) = http(&addr, "POST", "/api/parse", r#"{"text":"id,name\na,1\nb\n","format":"csv"}"#);
-    assert_eq!(status, 400);
-    assert!(body.contains("bad CSV: line 3 has 1 fields, the header has 2"), "{body}");
-    let run = r#"{"protocol":"ecdh","operation":"intersection","receiver":{"text":"id\na\nb\nc\nb","format":"csv"},"sender":{"text":"c\nb\nz","format":"lines"}}"#;
-    let (status, body) = http(&addr, "POST", "/api/run", run);
-    assert_eq!(status, 200, "{body}");
-    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"].as_u64().unwrap();
-    let state = loop {
-        let (_, body) = http(&addr, "GET", &format!("/api/runs/{id}?since=0"), "");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        if v["done"] == true || started.elapsed().as_secs() > 60 {
-            break v;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    server.kill().unwrap();
-    let _ = server.wait();
-    assert_eq!(state["error"], serde_json::Value::Null);
-    let result = &state["result"];
-    assert_eq!(result["receiver_learned"]["items"], serde_json::json!(["b", "c"]));
-    assert_eq!(result["matches"], true);
-    let events = state["events"].as_array().unwrap();
-    let kinds = |k: &str, party: &str| events.iter().filter(|e| e["kind"] == k && e["party"] == party).count();
-    for party in ["receiver", "sender"] {
-        assert!(kinds("phase", party) >= 3 && kinds("frame", party) >= 2 && kinds("transfer", party) >= 1, "{party}");
-    }
-    assert!(result["leakage"]["text"].as_str().unwrap().contains("how many items the other holds"));
 }
 
 /// `RUST_LOG` turns on structured lines for each phase and finished transfer; without

@@ -39,6 +39,9 @@
 //! - [`io`]: items from users' files, outputs that appear complete or not at all;
 //! - [`net`]: framed, metered, bounded channels (memory, TCP, shaping).
 //!
+//! Beside them, [`message_tags`] lists every message tag on the wire, taken from the
+//! declarations of all layers.
+//!
 //! See `docs/` for each protocol's security model, leakage, failure probability and
 //! wire format.
 
@@ -50,6 +53,7 @@ pub mod hashing;
 pub mod he;
 pub mod io;
 pub mod math;
+pub mod message_tags;
 pub mod net;
 pub mod okvs;
 pub mod ot;

@@ -10,6 +10,15 @@
 //! `POST /api/run {protocol, operation, receiver: {text, format}, sender: {…}}` starts a
 //! run and answers `{id}`; `GET /api/runs/ID?since=N` gives the events from the N-th on,
 //! and the result or the error once the run has ended.
+//!
+//! Only the page may drive the server ([`Guard`]): another web page open in the same
+//! browser can send requests to loopback, and through DNS rebinding (its own name
+//! resolving to 127.0.0.1) read the answers. So every request must name this server in
+//! `Host` (a rebinding page's requests name its own host); a request marked with another
+//! `Origin` is refused; a POST must be `application/json` (a cross-site page cannot send
+//! that without a CORS preflight, which is never granted) and, like a run's events, carry
+//! the token this start of the server embeds in its page (`X-Setwise-Token`). Run ids are
+//! 128 random bits, and runs at once are capped.
 
 use crate::Failure;
 use crate::leakage::leakage;
@@ -17,12 +26,16 @@ use crate::net::loopback;
 use clap::Args;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use setwise::crypto::rng::fill_os;
+use setwise::io::hex;
 use setwise::net::{Channel, NetError, Stats, Transfer, is_loopback};
 use setwise::protocols::{PhaseObserver, Progress};
 use setwise::session::{Input, Job, run_observed};
+use setwise::wire::text::printable;
 use setwise::{Operation, Outcome, Protocol, Report, Role};
 use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
+use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -35,6 +48,14 @@ pub struct UiArgs {
     /// who reaches it).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
+    /// Runs at once; another is refused (429) until one ends.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=KEPT_RUNS as i64))]
+    max_runs: u16,
+    /// Also serve requests addressed to HOST:PORT (the name a browser uses for a server
+    /// off loopback). On loopback the page answers to 127.0.0.1, localhost and [::1] at
+    /// its port.
+    #[arg(long, value_name = "HOST:PORT")]
+    allow_host: Vec<String>,
 }
 
 /// The page: HTML, CSS and script in one file.
@@ -45,8 +66,12 @@ const MAX_BODY: u64 = 64 << 20;
 const MAX_ITEMS: usize = 1 << 20;
 /// Events kept per run; frames beyond are counted, not listed.
 const MAX_EVENTS: usize = 5000;
-/// Runs kept for polling; the oldest is forgotten first.
-const MAX_RUNS: usize = 16;
+/// Runs kept for polling; the oldest that has ended is forgotten first.
+const KEPT_RUNS: usize = 16;
+/// Where the server writes the page's token.
+const TOKEN_SLOT: &str = "{{SETWISE_TOKEN}}";
+/// Header carrying the token.
+const TOKEN_HEADER: &str = "X-Setwise-Token";
 /// Protocols the page offers, with the set size each accepts at most.
 const PROTOCOLS: [(&str, usize); 6] = [
     ("auto", MAX_ITEMS),
@@ -95,35 +120,142 @@ struct RunState {
 
 type Shared = Arc<Mutex<RunState>>;
 
+/// The runs the server keeps, by id.
+type Runs = Vec<(String, Shared)>;
+
 /// Runs `setwise ui`.
 pub fn run_ui(a: UiArgs) -> Result<(), Failure> {
     let server = Server::http(&a.listen).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", a.listen)))?;
-    eprintln!("setwise ui: open http://{} (Ctrl-C to stop)", server.server_addr());
+    let addr = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| Failure::usage(anyhow::anyhow!("{}: not an IP address", a.listen)))?;
+    let guard = Guard::new(addr, &a.allow_host);
+    let page = PAGE.replacen(TOKEN_SLOT, &guard.token, 1);
+    eprintln!("setwise ui: open http://{} (Ctrl-C to stop)", guard.hosts[0]);
     if !is_loopback(&a.listen) {
         eprintln!("warning: {} is not a loopback address: anyone who reaches it can run jobs here", a.listen);
     }
-    let runs: Arc<Mutex<Vec<(u64, Shared)>>> = Arc::default();
-    let mut next_id = 0u64;
+    let mut runs = Runs::new();
     for mut request in server.incoming_requests() {
-        let (status, body, kind) = route(&mut request, &runs, &mut next_id);
+        let (status, body, kind) = match guard.check(&request) {
+            Ok(()) => route(&mut request, &page, &mut runs, usize::from(a.max_runs)),
+            Err((status, e)) => (status, json!({ "error": e }).to_string().into_bytes(), "application/json"),
+        };
+        let header = |k: &str, v: &str| Header::from_bytes(k, v).expect("valid header");
         let response = Response::from_data(body)
             .with_status_code(status)
-            .with_header(Header::from_bytes("Content-Type", kind).expect("valid header"))
-            .with_header(Header::from_bytes("Cache-Control", "no-store").expect("valid header"));
+            .with_header(header("Content-Type", kind))
+            .with_header(header("Cache-Control", "no-store"))
+            .with_header(header("X-Content-Type-Options", "nosniff"))
+            .with_header(header("X-Frame-Options", "DENY"))
+            .with_header(header("Content-Security-Policy", "frame-ancestors 'none'"))
+            .with_header(header("Referrer-Policy", "no-referrer"));
         // A client that went away is no concern of the server.
         let _ = request.respond(response);
     }
     Ok(())
 }
 
-/// Status, body and content type of the answer to `request`.
-fn route(request: &mut Request, runs: &Mutex<Vec<(u64, Shared)>>, next_id: &mut u64) -> (u16, Vec<u8>, &'static str) {
+/// What a request must show before the server looks at it: that it is addressed to
+/// this server, comes from its page, and (to change or read runs) carries the page's
+/// token in a JSON request.
+struct Guard {
+    /// `Host` values naming this server, lower case; the first is the one to open.
+    hosts: Vec<String>,
+    /// The token embedded in the page: 128 bits from the OS, hex.
+    token: String,
+}
+
+impl Guard {
+    fn new(addr: SocketAddr, extra: &[String]) -> Self {
+        let port = addr.port();
+        let mut names = vec![addr.to_string()];
+        if addr.ip().is_loopback() {
+            names.extend([format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")]);
+        }
+        names.extend(extra.iter().cloned());
+        if port == 80 {
+            // Browsers leave the default port out of Host and Origin.
+            let bare: Vec<String> = names.iter().filter_map(|h| h.strip_suffix(":80").map(str::to_string)).collect();
+            names.extend(bare);
+        }
+        let mut hosts: Vec<String> = Vec::new();
+        for name in names {
+            let name = name.to_ascii_lowercase();
+            if !hosts.contains(&name) {
+                hosts.push(name);
+            }
+        }
+        Self { hosts, token: random_hex() }
+    }
+
+    /// `Ok` if the request may be routed; else the status and the reason.
+    fn check(&self, request: &Request) -> Result<(), (u16, String)> {
+        let header = |name: &'static str| -> Result<Option<&str>, (u16, String)> {
+            let mut values = request.headers().iter().filter(|h| h.field.equiv(name));
+            match (values.next(), values.next()) {
+                (Some(_), Some(_)) => Err((400, format!("more than one {name} header"))),
+                (v, _) => Ok(v.map(|h| h.value.as_str().trim())),
+            }
+        };
+        let host = header("Host")?.unwrap_or("").to_ascii_lowercase();
+        if !self.hosts.contains(&host) {
+            let shown = if host.is_empty() { "none".to_string() } else { printable(&host, 64) };
+            return Err((
+                421,
+                format!("this server answers only to requests for {} (Host: {shown})", self.hosts.join(", ")),
+            ));
+        }
+        if let Some(origin) = header("Origin")? {
+            let same =
+                origin.to_ascii_lowercase().strip_prefix("http://").is_some_and(|o| self.hosts.iter().any(|h| h == o));
+            if !same {
+                return Err((403, format!("requests from another origin ({}) are refused", printable(origin, 64))));
+            }
+        }
+        let needs_token = match request.method() {
+            Method::Post => {
+                let kind = header("Content-Type")?.unwrap_or("");
+                let media = kind.split(';').next().unwrap_or("").trim();
+                if !media.eq_ignore_ascii_case("application/json") {
+                    let shown = printable(kind, 64);
+                    return Err((415, format!("a request body must be application/json, not {shown:?}")));
+                }
+                true
+            }
+            // The page and the protocol list hold no secret; a run's events do.
+            Method::Get => request.url().starts_with("/api/runs/"),
+            _ => return Err((405, "only GET and POST are served".into())),
+        };
+        if !needs_token {
+            return Ok(());
+        }
+        // Hashes compare in constant time: the token does not leak byte by byte.
+        let given = header(TOKEN_HEADER)?.unwrap_or("");
+        if blake3::hash(given.as_bytes()) != blake3::hash(self.token.as_bytes()) {
+            let what = if given.is_empty() { "lacks" } else { "has the wrong" };
+            return Err((403, format!("the request {what} token ({TOKEN_HEADER}): reload the page")));
+        }
+        Ok(())
+    }
+}
+
+/// 128 bits from the OS CSPRNG, as 32 hex digits.
+fn random_hex() -> String {
+    let mut bytes = [0u8; 16];
+    fill_os(&mut bytes);
+    hex(&bytes)
+}
+
+/// Status, body and content type of the answer to `request` (which passed the [`Guard`]).
+fn route(request: &mut Request, page: &str, runs: &mut Runs, max_runs: usize) -> (u16, Vec<u8>, &'static str) {
     const JSON: &str = "application/json";
     let url = request.url().to_string();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let bad = |status: u16, e: String| (status, json!({ "error": e }).to_string().into_bytes(), JSON);
     match (request.method(), path) {
-        (Method::Get, "/") => (200, PAGE.as_bytes().to_vec(), "text/html; charset=utf-8"),
+        (Method::Get, "/") => (200, page.as_bytes().to_vec(), "text/html; charset=utf-8"),
         (Method::Get, "/api/protocols") => {
             let list: Vec<Value> = PROTOCOLS
                 .iter()
@@ -156,25 +288,38 @@ fn route(request: &mut Request, runs: &Mutex<Vec<(u64, Shared)>>, next_id: &mut 
             }
             Err(e) => bad(400, e),
         },
-        (Method::Post, "/api/run") => match body::<RunRequest>(request).and_then(start) {
-            Ok(state) => {
-                let mut runs = runs.lock().unwrap_or_else(PoisonError::into_inner);
-                *next_id += 1;
-                runs.push((*next_id, state));
-                if runs.len() > MAX_RUNS {
-                    runs.remove(0);
-                }
-                (200, json!({ "id": *next_id }).to_string().into_bytes(), JSON)
+        (Method::Post, "/api/run") => {
+            let ended = |s: &Shared| s.lock().unwrap_or_else(PoisonError::into_inner).done;
+            let running = runs.iter().filter(|(_, s)| !ended(s)).count();
+            if running >= max_runs {
+                let (n, are) = if running == 1 { ("run", "is") } else { ("runs", "are") };
+                return bad(
+                    429,
+                    format!(
+                        "{running} {n} {are} already running (the server takes {max_runs} at once): start this one \
+                         when one has ended"
+                    ),
+                );
             }
-            Err(e) => bad(400, e),
-        },
+            match body::<RunRequest>(request).and_then(start) {
+                Ok(state) => {
+                    let id = random_hex();
+                    runs.push((id.clone(), state));
+                    if runs.len() > KEPT_RUNS {
+                        // Runs still going are kept (at most max_runs ≤ KEPT_RUNS of them).
+                        if let Some(old) = runs.iter().position(|(_, s)| ended(s)) {
+                            runs.remove(old);
+                        }
+                    }
+                    (200, json!({ "id": id }).to_string().into_bytes(), JSON)
+                }
+                Err(e) => bad(400, e),
+            }
+        }
         (Method::Get, p) if p.starts_with("/api/runs/") => {
-            let id: Option<u64> = p.trim_start_matches("/api/runs/").parse().ok();
+            let id = p.trim_start_matches("/api/runs/");
             let since: usize = query.strip_prefix("since=").and_then(|s| s.parse().ok()).unwrap_or(0);
-            let state = id.and_then(|id| {
-                runs.lock().unwrap_or_else(PoisonError::into_inner).iter().find(|(i, _)| *i == id).cloned()
-            });
-            match state {
+            match runs.iter().find(|(i, _)| i == id) {
                 Some((_, s)) => {
                     let s = s.lock().unwrap_or_else(PoisonError::into_inner);
                     let answer = json!({
@@ -187,7 +332,7 @@ fn route(request: &mut Request, runs: &Mutex<Vec<(u64, Shared)>>, next_id: &mut 
                     });
                     (200, answer.to_string().into_bytes(), JSON)
                 }
-                None => bad(404, "no such run (the server keeps the last 16)".into()),
+                None => bad(404, format!("no such run (the server keeps the last {KEPT_RUNS})")),
             }
         }
         _ => bad(404, format!("nothing at {path}")),

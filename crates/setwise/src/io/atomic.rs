@@ -8,17 +8,35 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// A file being written; [`commit`](Self::commit) makes it appear at its path.
+///
+/// The rename replaces whatever is at the path, a symbolic link included, without
+/// following it: a link planted there cannot redirect the write to another file.
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
     tmp: PathBuf,
     file: Option<io::BufWriter<File>>,
+    /// Permissions set before the rename (Unix), whatever the umask.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    mode: Option<u32>,
 }
 
 impl AtomicFile {
     /// Starts writing `path`. With `private`, the file is readable by its owner only
-    /// (mode 0600 on Unix) from its first byte.
+    /// (mode 0600 on Unix) from its first byte; otherwise it gets the default mode
+    /// (0666 less the umask).
     pub fn create(path: &Path, private: bool) -> io::Result<Self> {
+        Self::open(path, private, None)
+    }
+
+    /// Starts writing `path`, which gets exactly the permissions `mode` (e.g. `0o640`;
+    /// Unix only, the umask does not apply). The file is readable by its owner only
+    /// while it is written, and takes `mode` when committed.
+    pub fn with_mode(path: &Path, mode: u32) -> io::Result<Self> {
+        Self::open(path, true, Some(mode))
+    }
+
+    fn open(path: &Path, private: bool, mode: Option<u32>) -> io::Result<Self> {
         let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
         // Unique, not secret: RandomState is keyed from the OS per thread.
         let nonce = RandomState::new().hash_one((std::process::id(), path));
@@ -34,15 +52,28 @@ impl AtomicFile {
         #[cfg(not(unix))]
         let _ = private;
         let file = options.open(&tmp)?;
-        Ok(Self { path: path.to_path_buf(), tmp, file: Some(io::BufWriter::with_capacity(1 << 16, file)) })
+        Ok(Self { path: path.to_path_buf(), tmp, file: Some(io::BufWriter::with_capacity(1 << 16, file)), mode })
     }
 
-    /// Flushes, syncs and renames the file into place, then syncs its directory.
+    /// Flushes, syncs and renames the file into place, then syncs its directory. On an
+    /// error nothing appears at the path and the temporary is removed.
     pub fn commit(mut self) -> io::Result<()> {
-        let file = self.file.take().expect("committed once").into_inner().map_err(io::IntoInnerError::into_error)?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path)?;
+        let writer = self.file.take().expect("committed once");
+        let placed = (|| {
+            let file = writer.into_inner().map_err(io::IntoInnerError::into_error)?;
+            #[cfg(unix)]
+            if let Some(mode) = self.mode {
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            }
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&self.tmp, &self.path)
+        })();
+        if placed.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        placed?;
         sync_dir(&self.path)
     }
 }
@@ -109,5 +140,26 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         }
+    }
+
+    /// An exact mode is set whatever the umask, and a symbolic link at the path is
+    /// replaced, its target untouched.
+    #[cfg(unix)]
+    #[test]
+    fn takes_the_mode_asked_and_replaces_a_link_without_following_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"keep").unwrap();
+        let path = dir.path().join("out.csv");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let mut f = AtomicFile::with_mode(&path, 0o640).unwrap();
+        f.write_all(b"rows").unwrap();
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+        assert_eq!(std::fs::read(&path).unwrap(), b"rows");
     }
 }

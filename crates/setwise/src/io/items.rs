@@ -338,12 +338,6 @@ impl ItemSet {
         out.flush().map_err(io)?;
         Ok(written)
     }
-
-    /// Writes matching rows to `path`.
-    pub fn write_rows_to(&self, matched: &[usize], path: &Path) -> Result<usize, InputError> {
-        let file = File::create(path).map_err(|source| InputError::Io { path: path.to_owned(), source })?;
-        self.write_rows(matched, file)
-    }
 }
 
 /// For each row, the first row with the same key (itself if none is earlier), or

@@ -17,7 +17,9 @@ pub mod vole;
 
 pub use crate::crypto::security::Security;
 pub use context::{Context, MAX_SET_SIZE, Role};
-pub use report::{Meter, Observed, Phase, PhaseObserver, Progress, Report, WORK_PIECE, Work, human_bytes};
+pub use report::{
+    Meter, Observed, Phase, PhaseObserver, Progress, RESULT_DETAILS, Report, WORK_PIECE, Work, human_bytes,
+};
 pub use reveal::Reveal;
 
 use std::fmt;

@@ -142,7 +142,18 @@ impl<C: Channel + ?Sized> Channel for Observed<'_, C> {
     }
 }
 
+/// Details that are results (what the party learned), not parameters:
+/// [`Report::detail`] files them with the results, out of the shareable report.
+pub const RESULT_DETAILS: [&str; 1] = ["intersection_sum"];
+
 /// What one party measured in one run.
+///
+/// The report is meant to be shared with the partner (to compare sizes, parameters and
+/// timings), so [`to_json`](Self::to_json) holds only what both parties know: what this
+/// party learned ([`results`](Self::results), [`result_details`](Self::result_details))
+/// could tell the partner more than the protocol does (a sender must not learn the
+/// intersection's size from the receiver's report). [`to_json_with_results`](Self::to_json_with_results)
+/// adds it as a `private` section, for this party's own records.
 #[derive(Serialize, Default)]
 pub struct Report {
     /// Protocol name.
@@ -170,10 +181,16 @@ pub struct Report {
     pub total_ms: f64,
     /// Whole-run traffic.
     pub traffic: Stats,
-    /// Result counts, e.g. `intersection_size`.
-    pub results: BTreeMap<&'static str, u64>,
     /// Parameters the protocol chose, e.g. the FHE preset.
     pub details: BTreeMap<&'static str, String>,
+    /// What this party learned, as counts (`intersection_size`, …): private to it, so
+    /// [`to_json`](Self::to_json) leaves them out (see [`Report`]).
+    #[serde(skip)]
+    pub results: BTreeMap<&'static str, u64>,
+    /// What this party learned that is not a count ([`RESULT_DETAILS`], e.g. the sum
+    /// over the intersection): private like [`results`](Self::results).
+    #[serde(skip)]
+    pub result_details: BTreeMap<&'static str, String>,
     #[serde(skip)]
     observer: Option<PhaseObserver>,
     #[serde(skip)]
@@ -233,9 +250,14 @@ impl Report {
         self.results.insert(name, value);
     }
 
-    /// Records a parameter the protocol chose.
+    /// Records a parameter the protocol chose, or, for a name in [`RESULT_DETAILS`], a
+    /// result that is not a count.
     pub fn detail(&mut self, name: &'static str, value: String) {
-        self.details.insert(name, value);
+        if RESULT_DETAILS.contains(&name) {
+            self.result_details.insert(name, value);
+        } else {
+            self.details.insert(name, value);
+        }
     }
 
     /// Closes the run: total time and traffic.
@@ -244,9 +266,28 @@ impl Report {
         self.traffic = ch.stats();
     }
 
-    /// The report as pretty JSON.
+    /// The shareable report as pretty JSON: everything but what this party learned.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("reports serialise")
+    }
+
+    /// The report with what this party learned in a `private` section
+    /// (`{"results": {name: count}, "details": {name: text}}`), as pretty JSON: this
+    /// party's own record, not for the partner.
+    pub fn to_json_with_results(&self) -> String {
+        #[derive(Serialize)]
+        struct Private<'a> {
+            results: &'a BTreeMap<&'static str, u64>,
+            details: &'a BTreeMap<&'static str, String>,
+        }
+        #[derive(Serialize)]
+        struct WithResults<'a> {
+            #[serde(flatten)]
+            report: &'a Report,
+            private: Private<'a>,
+        }
+        let private = Private { results: &self.results, details: &self.result_details };
+        serde_json::to_string_pretty(&WithResults { report: self, private }).expect("reports serialise")
     }
 }
 
@@ -302,6 +343,9 @@ impl fmt::Display for Report {
         for (k, v) in &self.results {
             writeln!(f, "  {k}: {v}")?;
         }
+        for (k, v) in &self.result_details {
+            writeln!(f, "  {k}: {v}")?;
+        }
         Ok(())
     }
 }
@@ -312,6 +356,27 @@ mod tests {
     use crate::net::MemoryChannel;
     use crate::wire::stream::{CHUNK, Counted, Stream};
     use std::sync::Mutex;
+
+    /// The shareable JSON holds no result; the private section holds them all.
+    #[test]
+    fn results_stay_out_of_the_shareable_json() {
+        let mut r = Report::new("mqrpmt", "sum");
+        r.result("intersection_size", 7);
+        r.detail("intersection_sum", "1234".into());
+        r.detail("preset", "small".into());
+        let shared: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        let own: serde_json::Value = serde_json::from_str(&r.to_json_with_results()).unwrap();
+        assert_eq!(shared["details"], serde_json::json!({ "preset": "small" }));
+        assert!(shared.get("private").is_none() && shared.get("results").is_none(), "{shared}");
+        assert!(!r.to_json().contains("intersection"));
+        assert_eq!(
+            own["private"],
+            serde_json::json!({ "results": { "intersection_size": 7 }, "details": { "intersection_sum": "1234" } })
+        );
+        let mut without = own.clone();
+        without.as_object_mut().unwrap().remove("private");
+        assert_eq!(without, shared, "the rest is the same");
+    }
 
     /// An observer that keeps every event.
     fn recorder() -> (Arc<Mutex<Vec<Progress>>>, PhaseObserver) {

@@ -20,6 +20,11 @@
 //! ([`part_digest`]); a reader checks all three before it
 //! uses a part, so a damaged, truncated or replaced file is an error naming the stage
 //! and the bucket, never a wrong result.
+//!
+//! Anyone who can write the exchange can put anything there, so every file is read as
+//! a regular file opened without following links (a link to `/dev/zero`, a FIFO or a
+//! device is refused, never read), through a limit of its maximum size plus one byte,
+//! and no file is read or written through a symbolic link below the exchange's root.
 
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
@@ -126,20 +131,127 @@ fn message_error(why: String) -> Error {
     Deviation::StagedMessage { why }.into()
 }
 
-/// Reads `path` whole if it exists and holds at most `max` bytes.
-fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    let mut f = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::file(path, e)),
-    };
-    let len = f.metadata().map_err(|e| Error::file(path, e))?.len();
-    if len > max {
-        return Err(message_error(format!("{}: {len} bytes, more than the {max} it can hold", path.display())));
+/// Why a file could not be read as a small regular file.
+enum Unreadable {
+    /// The path is a symbolic link (not followed).
+    Link,
+    /// Not a regular file: a FIFO, a device, a directory, a socket.
+    NotRegular,
+    /// More than the bytes allowed.
+    TooLarge(u64),
+    /// Any other I/O failure.
+    Io(std::io::Error),
+}
+
+/// Opens `path` for reading without following a final symbolic link and without waiting
+/// on a FIFO (so neither a link to `/dev/zero` nor a FIFO is ever read), and requires a
+/// regular file.
+fn open_regular(path: &Path) -> std::result::Result<fs::File, Unreadable> {
+    let mut o = fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let f = o.open(path).map_err(|e| {
+        // O_NOFOLLOW fails with ELOOP on Linux and EMLINK on some BSDs: ask the path.
+        if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            Unreadable::Link
+        } else {
+            Unreadable::Io(e)
+        }
+    })?;
+    // O_NONBLOCK changes nothing for a regular file, the only kind read on.
+    match f.metadata() {
+        Ok(m) if m.is_file() => Ok(f),
+        Ok(_) => Err(Unreadable::NotRegular),
+        Err(e) => Err(Unreadable::Io(e)),
     }
-    let mut buf = Vec::with_capacity(len as usize);
-    f.read_to_end(&mut buf).map_err(|e| Error::file(path, e))?;
+}
+
+/// Reads `path` whole if it exists: a regular file (not a link) of at most `max` bytes,
+/// read through a limit of `max + 1` bytes whatever its metadata claims.
+fn read_limited(path: &Path, max: u64) -> std::result::Result<Option<Vec<u8>>, Unreadable> {
+    let f = match open_regular(path) {
+        Ok(f) => f,
+        Err(Unreadable::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let hint = f.metadata().map_or(0, |m| m.len()).min(max).min(1 << 20);
+    let mut buf = Vec::with_capacity(hint as usize);
+    f.take(max.saturating_add(1)).read_to_end(&mut buf).map_err(Unreadable::Io)?;
+    if buf.len() as u64 > max {
+        return Err(Unreadable::TooLarge(max));
+    }
     Ok(Some(buf))
+}
+
+/// [`read_limited`] for a file of the exchange, which anyone with write access to it may
+/// have put there: a link, a FIFO, a device or an oversized file is the peer's doing (or
+/// an intruder's), named by its path.
+fn read_exchange_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    read_limited(path, max).map_err(|e| match e {
+        Unreadable::Io(e) => Error::file(path, e),
+        other => message_error(format!("{}: {}", path.display(), why_unreadable(&other))),
+    })
+}
+
+/// [`read_limited`] for a file of this party's own workdir: a bad file there is damage.
+fn read_own_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    read_limited(path, max).map_err(|e| match e {
+        Unreadable::Io(e) => Error::file(path, e),
+        other => Error::damaged(path, why_unreadable(&other)),
+    })
+}
+
+fn why_unreadable(e: &Unreadable) -> String {
+    match e {
+        Unreadable::Link => "a symbolic link (a staged run reads and writes plain files only)".into(),
+        Unreadable::NotRegular => "not a regular file (a FIFO, a device or a directory is never read)".into(),
+        Unreadable::TooLarge(max) => format!("more than the {max} bytes it can hold"),
+        Unreadable::Io(e) => e.to_string(),
+    }
+}
+
+/// Refuses a path in the exchange that is, or passes through, a symbolic link below the
+/// exchange's root (the root itself is the operator's choice). With `create`, missing
+/// directories are created one at a time and each checked, so nothing is written
+/// through a link planted in the exchange.
+fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| Error::Usage(format!("{} is not in the exchange {}", path.display(), root.display())))?;
+    if create {
+        fs::create_dir_all(root).map_err(|e| Error::file(root, e))?;
+    }
+    let mut at = root.to_path_buf();
+    let n = rel.components().count();
+    for (i, c) in rel.components().enumerate() {
+        at.push(c);
+        let last = i + 1 == n;
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(message_error(format!("{}: {}", at.display(), why_unreadable(&Unreadable::Link))));
+            }
+            Ok(m) if last || m.is_dir() => {}
+            Ok(_) => return Err(message_error(format!("{}: not a directory", at.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create || last {
+                    return Ok(());
+                }
+                match fs::create_dir(&at) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        // Created meanwhile: checked like any other.
+                        if fs::symlink_metadata(&at).map(|m| !m.is_dir()).unwrap_or(true) {
+                            return Err(message_error(format!("{}: not a directory", at.display())));
+                        }
+                    }
+                    Err(e) => return Err(Error::file(&at, e)),
+                }
+            }
+            Err(e) => return Err(Error::file(&at, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The shared exchange location of one run.
@@ -179,10 +291,24 @@ impl Exchange {
         self.root.join(format!("abort-{role}.json"))
     }
 
+    /// Reads the exchange's file at `path` (a regular file, not a link, reached through
+    /// no link below the root) if it exists, at most `max` bytes.
+    fn read(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+        check_below(&self.root, path, false)?;
+        read_exchange_file(path, max)
+    }
+
+    /// Writes the exchange's file at `path` atomically, creating its directories; refuses
+    /// a path that is, or passes through, a symbolic link below the root.
+    fn write(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        check_below(&self.root, path, true)?;
+        write_atomic(path, bytes, false).map_err(|e| Error::file(path, e))
+    }
+
     /// `role`'s marker of stage `stage`, if written.
     pub fn read_marker(&self, stage: u8, role: Role) -> Result<Option<Marker>> {
         let path = self.marker_path(stage, role);
-        let Some(bytes) = read_bounded(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
+        let Some(bytes) = self.read(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
         Marker::parse(&bytes, stage, role, &path).map(Some)
     }
 
@@ -191,7 +317,7 @@ impl Exchange {
         let role = if m.role == "sender" { Role::Sender } else { Role::Receiver };
         let path = self.marker_path(m.stage, role);
         let bytes = serde_json::to_vec_pretty(m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
-        write_file(&path, &bytes, false)
+        self.write(&path, &bytes)
     }
 
     /// Writes a part (atomically) and returns what its marker entry says of it.
@@ -203,7 +329,7 @@ impl Exchange {
         bytes: &[u8],
         items: usize,
     ) -> Result<PartInfo> {
-        write_file(path, bytes, false)?;
+        self.write(path, bytes)?;
         Ok(PartInfo {
             items: items as u64,
             bytes: bytes.len() as u64,
@@ -213,7 +339,7 @@ impl Exchange {
 
     /// Reads the part at `path` that `info` describes and checks its length and digest.
     pub fn read_part(&self, path: &Path, info: &PartInfo, session: SessionId, id: PartId) -> Result<Vec<u8>> {
-        let bytes = read_bounded(path, info.bytes)?.ok_or_else(|| {
+        let bytes = self.read(path, info.bytes)?.ok_or_else(|| {
             message_error(format!("message missing ({} is listed in the marker but absent)", path.display()))
         })?;
         if bytes.len() as u64 != info.bytes {
@@ -233,7 +359,7 @@ impl Exchange {
     /// Why `role` stopped the run, if it did.
     pub fn read_abort(&self, role: Role) -> Result<Option<String>> {
         let path = self.abort_path(role);
-        Ok(read_bounded(&path, MAX_STATE_BYTES)?.map(|b| {
+        Ok(self.read(&path, MAX_STATE_BYTES)?.map(|b| {
             serde_json::from_slice::<serde_json::Value>(&b)
                 .ok()
                 .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
@@ -244,16 +370,8 @@ impl Exchange {
     /// Records that `role` stopped the run because of `error`.
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
         let body = serde_json::json!({ "format": FORMAT, "role": role.name(), "error": error });
-        write_file(&self.abort_path(role), body.to_string().as_bytes(), false)
+        self.write(&self.abort_path(role), body.to_string().as_bytes())
     }
-}
-
-/// Writes `bytes` to `path` atomically, creating its directory.
-fn write_file(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
-    }
-    write_atomic(path, bytes, private).map_err(|e| Error::file(path, e))
 }
 
 /// A party's own working directory for one run.
@@ -327,7 +445,7 @@ impl Workdir {
                 ));
             }
         }
-        let bytes = read_bounded(&path, 32)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
+        let bytes = read_own_file(&path, 32)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
         let bytes: [u8; 32] = bytes.try_into().map_err(|_| Error::damaged(&path, "not a 32-byte seed"))?;
         Ok(RunSeed::from_bytes(bytes))
     }
@@ -335,11 +453,9 @@ impl Workdir {
     /// Reads the workdir's JSON file `name`, if present.
     pub fn read_json<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
         let path = self.root.join(name);
-        match read_bounded(&path, MAX_STATE_BYTES) {
-            Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|e| Error::damaged(&path, e.to_string())),
-            Ok(None) => Ok(None),
-            Err(Error::PeerMisbehaved(_)) => Err(Error::damaged(&path, "too large")),
-            Err(e) => Err(e),
+        match read_own_file(&path, MAX_STATE_BYTES)? {
+            Some(b) => serde_json::from_slice(&b).map(Some).map_err(|e| Error::damaged(&path, e.to_string())),
+            None => Ok(None),
         }
     }
 
@@ -347,7 +463,7 @@ impl Workdir {
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
         let path = self.root.join(name);
         let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Usage(format!("{name}: {e}")))?;
-        write_file(&path, &bytes, true)
+        write_atomic(&path, &bytes, true).map_err(|e| Error::file(&path, e))
     }
 }
 
@@ -371,6 +487,76 @@ mod tests {
             fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
             assert!(w.read_seed().unwrap_err().to_string().contains("0600"));
         }
+    }
+
+    /// `f`'s answer, or a failed test if it has none within 10 s: a read that hangs on a
+    /// FIFO or streams /dev/zero must fail the test, not hold it.
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10)).expect("no answer within 10 s: the read hangs")
+    }
+
+    fn refused<T: std::fmt::Debug>(r: Result<T>, name: &str) {
+        let msg = r.expect_err("refused").to_string();
+        assert!(msg.contains(name), "the error names {name}: {msg}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_abort_file_or_marker_linked_to_dev_zero_is_refused_by_name() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let e = Exchange::new(dir.path());
+        fs::create_dir_all(dir.path().join("stage-1")).unwrap();
+        symlink("/dev/zero", e.abort_path(Role::Sender)).unwrap();
+        let e2 = e.clone();
+        refused(within(move || e2.read_abort(Role::Sender)), "abort-sender.json: a symbolic link");
+        symlink("/dev/zero", e.marker_path(1, Role::Sender)).unwrap();
+        refused(within(move || e.read_marker(1, Role::Sender)), "sender.done.json: a symbolic link");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_as_a_part_is_refused_at_once_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Exchange::new(dir.path());
+        fs::create_dir_all(dir.path().join("stage-1/receiver")).unwrap();
+        let fifo = e.part_path(1, Role::Receiver, 0);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let info = PartInfo { items: 1, bytes: 41, digest: "00".repeat(32) };
+        refused(
+            within(move || e.read_part(&fifo, &info, SessionId([5; 32]), id(0))),
+            "part-00000.bin: not a regular file",
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_stage_directory_or_part_path_is_refused_by_name() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ex");
+        let e = Exchange::new(&root);
+        fs::create_dir_all(root.join("stage-1/receiver")).unwrap();
+        // A stage directory linked elsewhere: nothing is written through it or read from it.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir_all(elsewhere.join("sender")).unwrap();
+        symlink(&elsewhere, root.join("stage-2")).unwrap();
+        let (sid, pid) = (SessionId([5; 32]), PartId { stage: 2, role: Role::Sender, part: 0 });
+        refused(e.write_part(&e.part_path(2, Role::Sender, 0), sid, pid, b"x", 0), "stage-2: a symbolic link");
+        assert_eq!(fs::read_dir(elsewhere.join("sender")).unwrap().count(), 0, "nothing written through the link");
+        fs::write(elsewhere.join("sender.done.json"), b"{}").unwrap();
+        refused(e.read_marker(2, Role::Sender), "stage-2: a symbolic link");
+        // A part path that is itself a link: refused for writing, its target untouched.
+        let target = dir.path().join("target.bin");
+        fs::write(&target, b"keep").unwrap();
+        let linked = e.part_path(1, Role::Receiver, 1);
+        symlink(&target, &linked).unwrap();
+        refused(e.write_part(&linked, sid, id(1), b"new", 0), "part-00001.bin: a symbolic link");
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
     }
 
     fn id(part: u32) -> PartId {

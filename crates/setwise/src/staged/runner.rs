@@ -22,7 +22,7 @@ use super::ecdh;
 use super::message::{decode_part, encode_part, max_part_bytes};
 use super::plan::{Plan, Settings};
 use super::seed::RunSeed;
-use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir};
+use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir, shown};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::Encoded;
 use crate::crypto::rng::fill_os;
@@ -335,7 +335,11 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         let m = self.exchange.read_marker(peer_stage, peer).map_err(fail)?.ok_or_else(|| fail(not_there()))?;
         let bad = |why: String| fail(Deviation::StagedMessage { why }.into());
         if m.run != self.settings.run_id || m.session != hex(&plan.session.0) {
-            return Err(bad(format!("the marker is for run {} session {}, not this run's", m.run, m.session)));
+            return Err(bad(format!(
+                "the marker is for run {} session {}, not this run's",
+                shown(&m.run),
+                shown(&m.session)
+            )));
         }
         if m.parts.len() != plan.buckets as usize {
             return Err(bad(format!("the marker lists {} parts, not the {} agreed", m.parts.len(), plan.buckets)));
@@ -535,10 +539,10 @@ pub fn status(exchange: &Path) -> Result<Vec<String>> {
             let state = match e.read_marker(stage, role) {
                 Ok(Some(m)) => format!(
                     "done (run {}, {} parts, {} items, attempt {})",
-                    m.run,
+                    shown(&m.run),
                     m.parts.len(),
                     m.total_items(),
-                    m.attempt
+                    shown(&m.attempt)
                 ),
                 Ok(None) => "not done".into(),
                 Err(err) => format!("unreadable marker: {err}"),
@@ -604,6 +608,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn status_shows_the_peers_fields_and_abort_escaped_and_bounded() {
+        use crate::staged::store::tests::{assert_shown_safely, hostile};
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..10), items(5..15));
+        run_both(dir.path(), Operation::Intersection, &x, &y, 1);
+        let ex = dir.path().join("exchange");
+        let path = ex.join("stage-1/sender.done.json");
+        let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        m["run"] = hostile().into();
+        m["attempt"] = hostile().into();
+        std::fs::write(&path, m.to_string()).unwrap();
+        let body = serde_json::json!({ "format": FORMAT, "role": "sender", "error": hostile() });
+        std::fs::write(ex.join("abort-sender.json"), body.to_string()).unwrap();
+        let lines = status(&ex).unwrap();
+        assert!(lines.iter().any(|l| l.contains("stopped the run")), "{lines:?}");
+        lines.iter().for_each(|l| assert_shown_safely(l));
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::crypto::dst::{self, SessionId};
 use crate::error::{Deviation, Error, Result};
 use crate::io::{hex, sync_dir, write_atomic};
 use crate::protocols::Role;
+use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fs;
 use std::io::{Read, Write};
@@ -107,15 +108,17 @@ impl Marker {
 
     /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors).
     pub fn parse(bytes: &[u8], stage: u8, role: Role, path: &Path) -> Result<Marker> {
-        let m: Marker = serde_json::from_slice(bytes)
-            .map_err(|e| message_error(format!("{}: not a stage marker ({e})", path.display())))?;
+        // serde's messages quote the offending value: the peer's text, shown escaped.
+        let m: Marker = serde_json::from_slice(bytes).map_err(|e| {
+            message_error(format!("{}: not a stage marker ({})", path.display(), shown(&e.to_string())))
+        })?;
         if m.format != FORMAT || m.stage != stage || m.role != role.name() {
             return Err(message_error(format!(
                 "{}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
                 path.display(),
-                m.format,
+                shown(&m.format),
                 m.stage,
-                m.role
+                shown(&m.role)
             )));
         }
         Ok(m)
@@ -125,6 +128,12 @@ impl Marker {
     pub fn total_items(&self) -> u64 {
         self.parts.iter().map(|p| p.items).fold(0u64, u64::saturating_add)
     }
+}
+
+/// Peer text (a marker's field, an abort's reason) as it may be shown: control and
+/// format characters escaped, at most [`MAX_SHOWN`] characters.
+pub fn shown(text: &str) -> String {
+    printable(text, MAX_SHOWN)
 }
 
 fn message_error(why: String) -> Error {
@@ -356,14 +365,17 @@ impl Exchange {
         Ok(bytes)
     }
 
-    /// Why `role` stopped the run, if it did.
+    /// Why `role` stopped the run, if it did: its reason as it may be shown ([`shown`]).
     pub fn read_abort(&self, role: Role) -> Result<Option<String>> {
         let path = self.abort_path(role);
         Ok(self.read(&path, MAX_STATE_BYTES)?.map(|b| {
-            serde_json::from_slice::<serde_json::Value>(&b)
+            let why = serde_json::from_slice::<serde_json::Value>(&b)
                 .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&b).into_owned())
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned));
+            match why {
+                Some(why) => shown(&why),
+                None => printable_bytes(&b, MAX_SHOWN),
+            }
         }))
     }
 
@@ -468,7 +480,7 @@ impl Workdir {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -557,6 +569,44 @@ mod tests {
         symlink(&target, &linked).unwrap();
         refused(e.write_part(&linked, sid, id(1), b"new", 0), "part-00001.bin: a symbolic link");
         assert_eq!(fs::read(&target).unwrap(), b"keep");
+    }
+
+    /// A peer's text meant to rewrite the terminal (clear the screen, set the title, ring
+    /// the bell), then a megabyte.
+    pub(crate) fn hostile() -> String {
+        format!("\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}{}", "A".repeat(1_000_000))
+    }
+
+    /// Shown text holds no control or format character and stays short.
+    pub(crate) fn assert_shown_safely(shown: &str) {
+        assert!(!shown.chars().any(|c| c.is_control() || c == '\u{202e}'), "raw control characters: {shown:.200}");
+        assert!(shown.len() < 4 * MAX_SHOWN + 400, "{} bytes shown", shown.len());
+    }
+
+    #[test]
+    fn the_peers_abort_text_and_marker_fields_are_shown_escaped_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Exchange::new(dir.path());
+        let body = serde_json::json!({ "format": FORMAT, "role": "sender", "error": hostile() });
+        fs::write(e.abort_path(Role::Sender), body.to_string()).unwrap();
+        let shown = e.read_abort(Role::Sender).unwrap().unwrap();
+        assert_shown_safely(&shown);
+        assert!(shown.starts_with("\\u{1b}[2J"), "escaped, not dropped: {shown:.40}");
+        fs::write(e.abort_path(Role::Sender), hostile()).unwrap(); // not even JSON
+        assert_shown_safely(&e.read_abort(Role::Sender).unwrap().unwrap());
+
+        // A marker's fields, in the refusal of a marker that is not the one expected and
+        // in serde's message about a field of the wrong type (which quotes the value).
+        fs::create_dir_all(dir.path().join("stage-1")).unwrap();
+        for (field, value) in [("format", serde_json::json!(hostile())), ("stage", serde_json::json!(hostile()))] {
+            let mut m = serde_json::json!({
+                "format": FORMAT, "run": "r", "protocol": "ecdh", "operation": "intersection", "stage": 1,
+                "role": "sender", "session": "", "parts": [], "attempt": "a", "setwise": "0"
+            });
+            m[field] = value;
+            fs::write(e.marker_path(1, Role::Sender), m.to_string()).unwrap();
+            assert_shown_safely(&e.read_marker(1, Role::Sender).unwrap_err().to_string());
+        }
     }
 
     fn id(part: u32) -> PartId {

@@ -19,13 +19,16 @@
 //! A marker lists each part's record count, byte length and digest
 //! ([`part_digest`]); a reader checks all three before it
 //! uses a part, so a damaged, truncated or replaced file is an error naming the stage
-//! and the bucket, never a wrong result.
+//! and the bucket, never a wrong result. Markers and abort notes carry a MAC under the
+//! operators' exchange key ([`auth`](super::auth)), checked before anything in them is
+//! used, so only a holder of the key can write what a party reads.
 //!
 //! Anyone who can write the exchange can put anything there, so every file is read as
 //! a regular file opened without following links (a link to `/dev/zero`, a FIFO or a
 //! device is refused, never read), through a limit of its maximum size plus one byte,
 //! and no file is read or written through a symbolic link below the exchange's root.
 
+use super::auth::{AbortNote, ExchangeKey};
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
 use super::seed::RunSeed;
@@ -39,8 +42,8 @@ use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// The marker format's name and version.
-pub const FORMAT: &str = "setwise-staged/v1";
+/// The marker format's name and version (v2: markers and abort notes carry a MAC).
+pub const FORMAT: &str = "setwise-staged/v2";
 /// Largest marker read: a part's entry is under 160 bytes, and B ≤ 2^16.
 const MAX_MARKER_BYTES: u64 = 4096 + 160 * MAX_BUCKETS as u64;
 /// Largest workdir JSON file read (settings, journal, result).
@@ -92,6 +95,10 @@ pub struct Marker {
     pub attempt: String,
     /// The setwise version that wrote it.
     pub setwise: String,
+    /// Its MAC under the exchange key, hexadecimal ([`ExchangeKey::seal_marker`]); empty
+    /// in a marker that has none, which no reader accepts.
+    #[serde(default)]
+    pub mac: String,
 }
 
 impl Marker {
@@ -106,12 +113,32 @@ impl Marker {
         h.finalize().to_hex().to_string()
     }
 
-    /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors).
+    /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors),
+    /// authenticated: its MAC must verify under `key` for run `run`, that stage and that
+    /// role before any of its fields is looked at.
+    pub fn open(bytes: &[u8], stage: u8, role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<Marker> {
+        let m = Self::from_json(bytes, path)?;
+        key.verify_marker(run, stage, role, &m, path)?;
+        m.check(stage, role, path)?;
+        Ok(m)
+    }
+
+    /// The marker in `bytes` **without** authenticating it (for `setwise stage status`
+    /// without the key): checked for its stage and role only.
     pub fn parse(bytes: &[u8], stage: u8, role: Role, path: &Path) -> Result<Marker> {
+        let m = Self::from_json(bytes, path)?;
+        m.check(stage, role, path)?;
+        Ok(m)
+    }
+
+    fn from_json(bytes: &[u8], path: &Path) -> Result<Marker> {
         // serde's messages quote the offending value: the peer's text, shown escaped.
-        let m: Marker = serde_json::from_slice(bytes).map_err(|e| {
-            message_error(format!("{}: not a stage marker ({})", path.display(), shown(&e.to_string())))
-        })?;
+        serde_json::from_slice(bytes)
+            .map_err(|e| message_error(format!("{}: not a stage marker ({})", path.display(), shown(&e.to_string()))))
+    }
+
+    fn check(&self, stage: u8, role: Role, path: &Path) -> Result<()> {
+        let m = self;
         if m.format != FORMAT || m.stage != stage || m.role != role.name() {
             return Err(message_error(format!(
                 "{}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
@@ -121,7 +148,7 @@ impl Marker {
                 shown(&m.role)
             )));
         }
-        Ok(m)
+        Ok(())
     }
 
     /// Total records over the parts.
@@ -263,16 +290,58 @@ fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
     Ok(())
 }
 
-/// The shared exchange location of one run.
+impl AbortNote {
+    /// The note of `role` in `bytes`, read from `path`, authenticated under `key` for run
+    /// `run`; its reason as it may be shown ([`shown`]).
+    pub fn open(bytes: &[u8], role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<String> {
+        let note = Self::from_json(bytes, path)?;
+        key.verify_abort(run, role, &note, path)?;
+        Ok(shown(&note.error))
+    }
+
+    /// The reason in `bytes` **without** authenticating it (for `setwise stage status`
+    /// without the key), as it may be shown.
+    pub fn shown_unverified(bytes: &[u8]) -> String {
+        match serde_json::from_slice::<AbortNote>(bytes) {
+            Ok(n) => shown(&n.error),
+            Err(_) => printable_bytes(bytes, MAX_SHOWN),
+        }
+    }
+
+    fn from_json(bytes: &[u8], path: &Path) -> Result<Self> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| message_error(format!("{}: not an abort note ({})", path.display(), shown(&e.to_string()))))
+    }
+}
+
+/// The shared exchange location of one run: where it is, and the key and run id under
+/// which what is read there is authenticated and what is written is sealed.
 #[derive(Debug, Clone)]
 pub struct Exchange {
     root: PathBuf,
+    auth: Option<(ExchangeKey, String)>,
 }
 
 impl Exchange {
-    /// The exchange at `root` (created when written to).
-    pub fn new(root: &Path) -> Self {
-        Self { root: root.to_path_buf() }
+    /// The exchange of run `run` at `root` (created when written to), whose markers and
+    /// abort notes are authenticated under `key`.
+    pub fn new(root: &Path, key: ExchangeKey, run: &str) -> Self {
+        Self { root: root.to_path_buf(), auth: Some((key, run.to_owned())) }
+    }
+
+    /// The exchange at `root` without the key, to look at only: markers and notes are
+    /// read without being authenticated, and nothing can be written.
+    pub fn unauthenticated(root: &Path) -> Self {
+        Self { root: root.to_path_buf(), auth: None }
+    }
+
+    /// Whether what is read is authenticated.
+    pub fn is_authenticated(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    fn sealer(&self) -> Result<&(ExchangeKey, String)> {
+        self.auth.as_ref().ok_or_else(|| Error::Usage("writing to a staged exchange needs the exchange key".into()))
     }
 
     /// The exchange's directory.
@@ -318,14 +387,21 @@ impl Exchange {
     pub fn read_marker(&self, stage: u8, role: Role) -> Result<Option<Marker>> {
         let path = self.marker_path(stage, role);
         let Some(bytes) = self.read(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
-        Marker::parse(&bytes, stage, role, &path).map(Some)
+        match &self.auth {
+            Some((key, run)) => Marker::open(&bytes, stage, role, &path, key, run).map(Some),
+            None => Marker::parse(&bytes, stage, role, &path).map(Some),
+        }
     }
 
-    /// Writes a marker (atomically: it appears complete or not at all).
+    /// Seals a marker under the exchange key and writes it (atomically: it appears
+    /// complete or not at all).
     pub fn write_marker(&self, m: &Marker) -> Result<()> {
+        let (key, run) = self.sealer()?;
         let role = if m.role == "sender" { Role::Sender } else { Role::Receiver };
         let path = self.marker_path(m.stage, role);
-        let bytes = serde_json::to_vec_pretty(m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
+        let mut m = m.clone();
+        key.seal_marker(run, &mut m)?;
+        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
         self.write(&path, &bytes)
     }
 
@@ -365,24 +441,54 @@ impl Exchange {
         Ok(bytes)
     }
 
-    /// Why `role` stopped the run, if it did: its reason as it may be shown ([`shown`]).
+    /// Why `role` stopped the run, if it did: its reason as it may be shown ([`shown`]),
+    /// authenticated (a note that does not verify is refused by name).
     pub fn read_abort(&self, role: Role) -> Result<Option<String>> {
         let path = self.abort_path(role);
-        Ok(self.read(&path, MAX_STATE_BYTES)?.map(|b| {
-            let why = serde_json::from_slice::<serde_json::Value>(&b)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned));
-            match why {
-                Some(why) => shown(&why),
-                None => printable_bytes(&b, MAX_SHOWN),
-            }
-        }))
+        let Some(bytes) = self.read(&path, MAX_STATE_BYTES)? else { return Ok(None) };
+        match &self.auth {
+            Some((key, run)) => AbortNote::open(&bytes, role, &path, key, run).map(Some),
+            None => Ok(Some(AbortNote::shown_unverified(&bytes))),
+        }
     }
 
-    /// Records that `role` stopped the run because of `error`.
+    /// Records, sealed, that `role` stopped the run because of `error`.
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
-        let body = serde_json::json!({ "format": FORMAT, "role": role.name(), "error": error });
-        self.write(&self.abort_path(role), body.to_string().as_bytes())
+        let (key, run) = self.sealer()?;
+        let note = AbortNote {
+            format: FORMAT.into(),
+            role: role.name().into(),
+            error: error.into(),
+            mac: key.seal_abort(run, role, FORMAT, error),
+        };
+        let bytes = serde_json::to_vec(&note).map_err(|e| Error::Usage(format!("abort note: {e}")))?;
+        self.write(&self.abort_path(role), &bytes)
+    }
+}
+
+/// Creates the secret file `path` holding `bytes`, whole or not at all: written to a
+/// temporary file beside it, readable by its owner only (0600) from its first byte,
+/// synced, then linked to `path`, which fails if a file is already there (so two
+/// invocations never create two different secrets). False if `path` existed.
+pub fn create_private(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let mut o = fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o.open(&tmp).map_err(|e| Error::file(&tmp, e))?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    drop(f);
+    let linked = written.and_then(|()| fs::hard_link(&tmp, path));
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_dir(path).map_err(|e| Error::file(path, e))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::file(path, e)),
     }
 }
 
@@ -423,24 +529,7 @@ impl Workdir {
     pub fn create_seed(&self) -> Result<RunSeed> {
         let path = self.seed_path();
         let seed = RunSeed::generate();
-        let tmp = self.root.join(format!(".seed.{}.tmp", std::process::id()));
-        let mut o = fs::OpenOptions::new();
-        o.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        let mut f = o.open(&tmp).map_err(|e| Error::file(&tmp, e))?;
-        f.write_all(&seed.to_bytes()[..]).and_then(|()| f.sync_all()).map_err(|e| Error::file(&tmp, e))?;
-        drop(f);
-        let linked = fs::hard_link(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {
-                sync_dir(&path).map_err(|e| Error::file(&path, e))?;
-                Ok(seed)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self.read_seed(),
-            Err(e) => Err(Error::file(&path, e)),
-        }
+        if create_private(&path, &seed.to_bytes()[..])? { Ok(seed) } else { self.read_seed() }
     }
 
     /// Reads the run seed, refusing one that others may read.
@@ -511,6 +600,11 @@ pub(crate) mod tests {
         rx.recv_timeout(std::time::Duration::from_secs(10)).expect("no answer within 10 s: the read hangs")
     }
 
+    /// The exchange at `root` of run `r` under a test key.
+    pub(crate) fn exchange(root: &Path) -> Exchange {
+        Exchange::new(root, ExchangeKey::from_bytes([3; 32]), "r")
+    }
+
     fn refused<T: std::fmt::Debug>(r: Result<T>, name: &str) {
         let msg = r.expect_err("refused").to_string();
         assert!(msg.contains(name), "the error names {name}: {msg}");
@@ -521,7 +615,7 @@ pub(crate) mod tests {
     fn an_abort_file_or_marker_linked_to_dev_zero_is_refused_by_name() {
         use std::os::unix::fs::symlink;
         let dir = tempfile::tempdir().unwrap();
-        let e = Exchange::new(dir.path());
+        let e = exchange(dir.path());
         fs::create_dir_all(dir.path().join("stage-1")).unwrap();
         symlink("/dev/zero", e.abort_path(Role::Sender)).unwrap();
         let e2 = e.clone();
@@ -534,7 +628,7 @@ pub(crate) mod tests {
     #[test]
     fn a_fifo_as_a_part_is_refused_at_once_by_name() {
         let dir = tempfile::tempdir().unwrap();
-        let e = Exchange::new(dir.path());
+        let e = exchange(dir.path());
         fs::create_dir_all(dir.path().join("stage-1/receiver")).unwrap();
         let fifo = e.part_path(1, Role::Receiver, 0);
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
@@ -551,7 +645,7 @@ pub(crate) mod tests {
         use std::os::unix::fs::symlink;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("ex");
-        let e = Exchange::new(&root);
+        let e = exchange(&root);
         fs::create_dir_all(root.join("stage-1/receiver")).unwrap();
         // A stage directory linked elsewhere: nothing is written through it or read from it.
         let elsewhere = dir.path().join("elsewhere");
@@ -586,27 +680,43 @@ pub(crate) mod tests {
     #[test]
     fn the_peers_abort_text_and_marker_fields_are_shown_escaped_and_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let e = Exchange::new(dir.path());
-        let body = serde_json::json!({ "format": FORMAT, "role": "sender", "error": hostile() });
-        fs::write(e.abort_path(Role::Sender), body.to_string()).unwrap();
+        let e = exchange(dir.path());
+        // A peer holding the key (it is a party) writes a hostile reason.
+        e.write_abort(Role::Sender, &hostile()).unwrap();
         let shown = e.read_abort(Role::Sender).unwrap().unwrap();
         assert_shown_safely(&shown);
         assert!(shown.starts_with("\\u{1b}[2J"), "escaped, not dropped: {shown:.40}");
+        assert_shown_safely(&Exchange::unauthenticated(dir.path()).read_abort(Role::Sender).unwrap().unwrap());
         fs::write(e.abort_path(Role::Sender), hostile()).unwrap(); // not even JSON
-        assert_shown_safely(&e.read_abort(Role::Sender).unwrap().unwrap());
+        assert_shown_safely(&e.read_abort(Role::Sender).unwrap_err().to_string());
+        assert_shown_safely(&Exchange::unauthenticated(dir.path()).read_abort(Role::Sender).unwrap().unwrap());
 
-        // A marker's fields, in the refusal of a marker that is not the one expected and
-        // in serde's message about a field of the wrong type (which quotes the value).
+        // A marker's fields: in the refusal of a sealed marker that is not the one
+        // expected, and in serde's message about a field of the wrong type (which quotes
+        // the value, before any MAC is checked).
         fs::create_dir_all(dir.path().join("stage-1")).unwrap();
-        for (field, value) in [("format", serde_json::json!(hostile())), ("stage", serde_json::json!(hostile()))] {
-            let mut m = serde_json::json!({
-                "format": FORMAT, "run": "r", "protocol": "ecdh", "operation": "intersection", "stage": 1,
-                "role": "sender", "session": "", "parts": [], "attempt": "a", "setwise": "0"
-            });
-            m[field] = value;
-            fs::write(e.marker_path(1, Role::Sender), m.to_string()).unwrap();
-            assert_shown_safely(&e.read_marker(1, Role::Sender).unwrap_err().to_string());
-        }
+        let mut m = Marker {
+            format: hostile(),
+            run: "r".into(),
+            protocol: "ecdh".into(),
+            operation: "intersection".into(),
+            stage: 1,
+            role: "sender".into(),
+            session: String::new(),
+            parts: vec![],
+            attempt: "a".into(),
+            setwise: "0".into(),
+            mac: String::new(),
+        };
+        ExchangeKey::from_bytes([3; 32]).seal_marker("r", &mut m).unwrap();
+        fs::write(e.marker_path(1, Role::Sender), serde_json::to_vec(&m).unwrap()).unwrap();
+        let refusal = e.read_marker(1, Role::Sender).unwrap_err().to_string();
+        assert!(refusal.contains("a marker of"), "{refusal:.100}");
+        assert_shown_safely(&refusal);
+        let mut v = serde_json::to_value(&m).unwrap();
+        v["stage"] = hostile().into();
+        fs::write(e.marker_path(1, Role::Sender), v.to_string()).unwrap();
+        assert_shown_safely(&e.read_marker(1, Role::Sender).unwrap_err().to_string());
     }
 
     fn id(part: u32) -> PartId {
@@ -616,7 +726,7 @@ pub(crate) mod tests {
     #[test]
     fn parts_are_checked_against_their_marker_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let e = Exchange::new(dir.path());
+        let e = exchange(dir.path());
         let sid = SessionId([5; 32]);
         let path = e.part_path(1, Role::Receiver, 3);
         let info = e.write_part(&path, sid, id(3), b"0123456789", 0).unwrap();

@@ -45,7 +45,7 @@ use std::path::{Path, PathBuf};
 /// The marker format's name and version (v2: markers and abort notes carry a MAC).
 pub const FORMAT: &str = "setwise-staged/v2";
 /// Largest marker read: a part's entry is under 160 bytes, and B ≤ 2^16.
-const MAX_MARKER_BYTES: u64 = 4096 + 160 * MAX_BUCKETS as u64;
+pub const MAX_MARKER_BYTES: u64 = 4096 + 160 * MAX_BUCKETS as u64;
 /// Largest workdir JSON file read (settings, journal, result).
 const MAX_STATE_BYTES: u64 = 1 << 20;
 
@@ -370,15 +370,16 @@ impl Exchange {
     }
 
     /// Reads the exchange's file at `path` (a regular file, not a link, reached through
-    /// no link below the root) if it exists, at most `max` bytes.
-    fn read(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    /// no link below the root) if it exists, at most `max` bytes. Also for a front end
+    /// that moves the small files itself (the Spark driver on a local path).
+    pub fn read_file(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
         check_below(&self.root, path, false)?;
         read_exchange_file(path, max)
     }
 
     /// Writes the exchange's file at `path` atomically, creating its directories; refuses
     /// a path that is, or passes through, a symbolic link below the root.
-    fn write(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+    pub fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<()> {
         check_below(&self.root, path, true)?;
         write_atomic(path, bytes, false).map_err(|e| Error::file(path, e))
     }
@@ -386,7 +387,7 @@ impl Exchange {
     /// `role`'s marker of stage `stage`, if written.
     pub fn read_marker(&self, stage: u8, role: Role) -> Result<Option<Marker>> {
         let path = self.marker_path(stage, role);
-        let Some(bytes) = self.read(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
+        let Some(bytes) = self.read_file(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
         match &self.auth {
             Some((key, run)) => Marker::open(&bytes, stage, role, &path, key, run).map(Some),
             None => Marker::parse(&bytes, stage, role, &path).map(Some),
@@ -402,7 +403,7 @@ impl Exchange {
         let mut m = m.clone();
         key.seal_marker(run, &mut m)?;
         let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
-        self.write(&path, &bytes)
+        self.write_file(&path, &bytes)
     }
 
     /// Writes a part (atomically) and returns what its marker entry says of it.
@@ -414,7 +415,7 @@ impl Exchange {
         bytes: &[u8],
         items: usize,
     ) -> Result<PartInfo> {
-        self.write(path, bytes)?;
+        self.write_file(path, bytes)?;
         Ok(PartInfo {
             items: items as u64,
             bytes: bytes.len() as u64,
@@ -424,7 +425,7 @@ impl Exchange {
 
     /// Reads the part at `path` that `info` describes and checks its length and digest.
     pub fn read_part(&self, path: &Path, info: &PartInfo, session: SessionId, id: PartId) -> Result<Vec<u8>> {
-        let bytes = self.read(path, info.bytes)?.ok_or_else(|| {
+        let bytes = self.read_file(path, info.bytes)?.ok_or_else(|| {
             message_error(format!("message missing ({} is listed in the marker but absent)", path.display()))
         })?;
         if bytes.len() as u64 != info.bytes {
@@ -445,7 +446,7 @@ impl Exchange {
     /// authenticated (a note that does not verify is refused by name).
     pub fn read_abort(&self, role: Role) -> Result<Option<String>> {
         let path = self.abort_path(role);
-        let Some(bytes) = self.read(&path, MAX_STATE_BYTES)? else { return Ok(None) };
+        let Some(bytes) = self.read_file(&path, MAX_STATE_BYTES)? else { return Ok(None) };
         match &self.auth {
             Some((key, run)) => AbortNote::open(&bytes, role, &path, key, run).map(Some),
             None => Ok(Some(AbortNote::shown_unverified(&bytes))),
@@ -462,7 +463,7 @@ impl Exchange {
             mac: key.seal_abort(run, role, FORMAT, error),
         };
         let bytes = serde_json::to_vec(&note).map_err(|e| Error::Usage(format!("abort note: {e}")))?;
-        self.write(&self.abort_path(role), &bytes)
+        self.write_file(&self.abort_path(role), &bytes)
     }
 }
 

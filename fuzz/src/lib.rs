@@ -585,7 +585,8 @@ fn shown_safely(text: &str) {
 /// holds exactly the count due, and every error and shown reason is free of control
 /// characters.
 pub fn staged_files(data: &[u8]) {
-    use setwise::staged::auth::{AbortNote, ExchangeKey};
+    use setwise::staged::auth::ExchangeKey;
+    use setwise::staged::store::AbortNote;
     use setwise::staged::message;
     use setwise::staged::store::{Marker, shown};
     let Some((&which, rest)) = data.split_first() else { return };
@@ -614,7 +615,7 @@ pub fn staged_files(data: &[u8]) {
         }
         2 => {
             let Ok(mut m) = serde_json::from_slice::<Marker>(rest) else { return };
-            if key.seal_marker(STAGED_FUZZ_RUN, &mut m).is_err() {
+            if m.seal(&key, STAGED_FUZZ_RUN).is_err() {
                 return; // not a role: nothing a party would seal
             }
             let sealed = serde_json::to_vec(&m).expect("a marker serialises");
@@ -640,8 +641,7 @@ pub fn staged_files(data: &[u8]) {
 
 /// An abort note's bytes sealed under `key` as `role`'s, if they are a note.
 fn resealed(bytes: &[u8], key: &setwise::staged::auth::ExchangeKey, role: Role) -> Option<Vec<u8>> {
-    let mut n = serde_json::from_slice::<setwise::staged::auth::AbortNote>(bytes).ok()?;
-    n.role = role.name().into();
-    n.mac = key.seal_abort(STAGED_FUZZ_RUN, role, &n.format, &n.error);
-    Some(serde_json::to_vec(&n).expect("a note serialises"))
+    use setwise::staged::store::AbortNote;
+    let n = serde_json::from_slice::<AbortNote>(bytes).ok()?;
+    Some(serde_json::to_vec(&AbortNote::sealed(key, STAGED_FUZZ_RUN, role, &n.error)).expect("a note serialises"))
 }

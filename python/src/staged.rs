@@ -20,7 +20,7 @@ use setwise::io::hex;
 use setwise::protocols::ecdh::messages::{DOUBLE_BLINDED, RECEIVER_BLINDED, SENDER_BLINDED};
 use setwise::session::Hello;
 use setwise::staged::ExchangeKey;
-use setwise::staged::auth::AbortNote;
+use setwise::staged::store::AbortNote;
 use setwise::staged::message::{decode_part, frames, max_part_bytes, part_digest};
 use setwise::staged::runner::stage_name;
 use setwise::staged::store::{Exchange, MAX_MARKER_BYTES, Marker, shown};
@@ -192,7 +192,7 @@ pub fn staged_read_marker(
 #[pyfunction]
 pub fn staged_seal_marker(json: &str, run_id: &str, exchange_key: &[u8]) -> PyResult<String> {
     let mut m: Marker = serde_json::from_str(json).map_err(|e| input_error(format!("a marker to seal: {e}")))?;
-    parse_key(exchange_key)?.seal_marker(run_id, &mut m).map_err(to_py)?;
+    m.seal(&parse_key(exchange_key)?, run_id).map_err(to_py)?;
     serde_json::to_string_pretty(&m).map_err(|e| input_error(e.to_string()))
 }
 
@@ -206,14 +206,7 @@ pub fn staged_abort_note<'py>(
     error: &str,
     exchange_key: &[u8],
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let who = role(role_name)?;
-    let format = setwise::staged::store::FORMAT;
-    let note = AbortNote {
-        format: format.into(),
-        role: who.name().into(),
-        error: error.into(),
-        mac: parse_key(exchange_key)?.seal_abort(run_id, who, format, error),
-    };
+    let note = AbortNote::sealed(&parse_key(exchange_key)?, run_id, role(role_name)?, error);
     Ok(PyBytes::new(py, &serde_json::to_vec(&note).map_err(|e| input_error(e.to_string()))?))
 }
 

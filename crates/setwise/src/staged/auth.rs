@@ -20,14 +20,14 @@
 //! and a marker of an earlier attempt of the same run is refused by the session check
 //! (stages after the hello) or is the same hello (the nonce comes from the seed).
 
-use super::store::{Marker, create_private};
 use crate::crypto::dst;
 use crate::crypto::rng::fill_os;
 use crate::error::{Deviation, Error, Result};
-use crate::io::{from_hex, hex};
+use crate::io::{from_hex, hex, sync_dir};
 use crate::protocols::Role;
 use std::fmt;
-use std::io::Read;
+use std::fs;
+use std::io::{Read, Write};
 use std::path::Path;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
@@ -49,16 +49,16 @@ impl fmt::Debug for ExchangeKey {
 
 /// The canonical bytes a MAC covers: each field length-prefixed, numbers little-endian.
 #[derive(Default)]
-struct Fields(Vec<u8>);
+pub(crate) struct Fields(Vec<u8>);
 
 impl Fields {
-    fn text(mut self, s: &str) -> Self {
+    pub(crate) fn text(mut self, s: &str) -> Self {
         self.0.extend_from_slice(&(s.len() as u64).to_le_bytes());
         self.0.extend_from_slice(s.as_bytes());
         self
     }
 
-    fn num(mut self, n: u64) -> Self {
+    pub(crate) fn num(mut self, n: u64) -> Self {
         self.0.extend_from_slice(&n.to_le_bytes());
         self
     }
@@ -129,7 +129,13 @@ impl ExchangeKey {
         dst::fingerprint(dst::STAGED_EXCHANGE_KEY_CHECK, &self.0[..])
     }
 
-    fn derive(&self, label: &'static str, stage: Option<u8>, role: Role, run: &str) -> Zeroizing<[u8; 32]> {
+    /// The MAC key of `what` in run `run`: BLAKE3 `derive_key` in the label of its kind,
+    /// over the exchange key, the stage (a marker's), the writer's role and the run id.
+    fn derive(&self, what: Sealed, run: &str) -> Zeroizing<[u8; 32]> {
+        let (label, stage, role) = match what {
+            Sealed::Marker { stage, role } => (dst::STAGED_MARKER_MAC, Some(stage), role),
+            Sealed::Abort { role } => (dst::STAGED_ABORT_MAC, None, role),
+        };
         let mut material = Zeroizing::new(Vec::with_capacity(32 + 2 + 10 + 8 + run.len()));
         material.extend_from_slice(&self.0[..]);
         if let Some(s) = stage {
@@ -142,74 +148,60 @@ impl ExchangeKey {
         Zeroizing::new(blake3::derive_key(label, &material))
     }
 
-    fn marker_tag(&self, run: &str, stage: u8, role: Role, m: &Marker) -> [u8; 32] {
-        let mut f = Fields::default()
-            .text(&m.format)
-            .text(&m.run)
-            .text(&m.protocol)
-            .text(&m.operation)
-            .num(m.stage.into())
-            .text(&m.role)
-            .text(&m.session)
-            .num(m.parts.len() as u64);
-        for p in &m.parts {
-            f = f.num(p.items).num(p.bytes).text(&p.digest);
+    /// The MAC (hexadecimal) of `fields` as `what` in run `run`.
+    pub(crate) fn seal(&self, what: Sealed, run: &str, fields: &Fields) -> String {
+        hex(blake3::keyed_hash(&self.derive(what, run), &fields.0).as_bytes())
+    }
+
+    /// Checks, in constant time, that `mac` (hexadecimal, as read from `path`) is the MAC
+    /// of `fields` as `what` in run `run`; the refusal names `path`.
+    pub(crate) fn verify(&self, what: Sealed, run: &str, fields: &Fields, mac: &str, path: &Path) -> Result<()> {
+        let want = blake3::keyed_hash(&self.derive(what, run), &fields.0);
+        check(want.as_bytes(), mac, path)
+    }
+}
+
+/// What a MAC is for: its key differs for each.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sealed {
+    /// The marker of `role`'s stage `stage`.
+    Marker {
+        /// The stage.
+        stage: u8,
+        /// The writer's role.
+        role: Role,
+    },
+    /// `role`'s abort note.
+    Abort {
+        /// The writer's role.
+        role: Role,
+    },
+}
+
+/// Creates the secret file `path` holding `bytes` (a key file here, the run seed in a
+/// workdir), whole or not at all: written to a temporary file beside it, readable by its
+/// owner only (0600) from its first byte, synced, then linked to `path`, which fails if a
+/// file is already there (so two invocations never create two different secrets). False
+/// if `path` existed.
+pub fn create_private(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let mut o = fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o.open(&tmp).map_err(|e| Error::file(&tmp, e))?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    drop(f);
+    let linked = written.and_then(|()| fs::hard_link(&tmp, path));
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_dir(path).map_err(|e| Error::file(path, e))?;
+            Ok(true)
         }
-        let f = f.text(&m.attempt).text(&m.setwise);
-        let key = self.derive(dst::STAGED_MARKER_MAC, Some(stage), role, run);
-        *blake3::keyed_hash(&key, &f.0).as_bytes()
-    }
-
-    fn abort_tag(&self, run: &str, role: Role, format: &str, note_role: &str, error: &str) -> [u8; 32] {
-        let f = Fields::default().text(format).text(note_role).text(error);
-        let key = self.derive(dst::STAGED_ABORT_MAC, None, role, run);
-        *blake3::keyed_hash(&key, &f.0).as_bytes()
-    }
-
-    /// Sets `m.mac` for run `run` (the stage and role are the marker's own).
-    pub fn seal_marker(&self, run: &str, m: &mut Marker) -> Result<()> {
-        let role = role_named(&m.role)?;
-        m.mac = hex(&self.marker_tag(run, m.stage, role, m));
-        Ok(())
-    }
-
-    /// Checks, in constant time, that `m` (read from `path`) was sealed under this key
-    /// for run `run`, stage `stage` and `role`.
-    pub fn verify_marker(&self, run: &str, stage: u8, role: Role, m: &Marker, path: &Path) -> Result<()> {
-        check(&self.marker_tag(run, stage, role, m), &m.mac, path)
-    }
-
-    /// The MAC (hex) of `role`'s abort note in run `run`.
-    pub fn seal_abort(&self, run: &str, role: Role, format: &str, error: &str) -> String {
-        hex(&self.abort_tag(run, role, format, role.name(), error))
-    }
-
-    /// Checks `role`'s abort note (its `format`, `role` and `error` fields as read, and
-    /// its `mac`), read from `path`.
-    pub fn verify_abort(&self, run: &str, role: Role, note: &AbortNote, path: &Path) -> Result<()> {
-        check(&self.abort_tag(run, role, &note.format, &note.role, &note.error), &note.mac, path)
-    }
-}
-
-/// An abort note as the exchange holds it (`abort-<role>.json`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct AbortNote {
-    /// The format ([`super::store::FORMAT`]).
-    pub format: String,
-    /// The role that stopped the run.
-    pub role: String,
-    /// Why (the error it failed with).
-    pub error: String,
-    /// Its MAC, hexadecimal ([`ExchangeKey::seal_abort`]).
-    #[serde(default)]
-    pub mac: String,
-}
-
-fn role_named(name: &str) -> Result<Role> {
-    match name {
-        "sender" => Ok(Role::Sender),
-        "receiver" => Ok(Role::Receiver),
-        _ => Err(Error::Usage("a staged run has a sender and a receiver".into())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::file(path, e)),
     }
 }
 
@@ -236,72 +228,29 @@ fn check(want: &[u8; 32], got: &str, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::staged::store::{FORMAT, PartInfo};
-
-    fn marker(stage: u8, role: &str) -> Marker {
-        Marker {
-            format: FORMAT.into(),
-            run: "run-1".into(),
-            protocol: "ecdh".into(),
-            operation: "intersection".into(),
-            stage,
-            role: role.into(),
-            session: "ab".repeat(32),
-            parts: vec![PartInfo { items: 3, bytes: 100, digest: "cd".repeat(32) }],
-            attempt: "0011".into(),
-            setwise: "0.1.0".into(),
-            mac: String::new(),
-        }
-    }
 
     #[test]
-    fn a_marker_verifies_for_its_run_stage_and_role_under_its_key_only() {
+    fn macs_are_separated_by_kind_stage_role_run_and_key() {
         let k = ExchangeKey::from_bytes([7; 32]);
-        let p = Path::new("stage-1/sender.done.json");
-        let mut m = marker(1, "sender");
-        assert!(k.verify_marker("run-1", 1, Role::Sender, &m, p).unwrap_err().to_string().contains("carries none"));
-        k.seal_marker("run-1", &mut m).unwrap();
-        k.verify_marker("run-1", 1, Role::Sender, &m, p).unwrap();
-        let refused = |r: Result<()>| {
-            let e = r.unwrap_err().to_string();
-            assert!(e.contains("stage-1/sender.done.json: its MAC does not verify under the exchange key"), "{e}");
-        };
-        refused(ExchangeKey::from_bytes([8; 32]).verify_marker("run-1", 1, Role::Sender, &m, p));
-        refused(k.verify_marker("run-2", 1, Role::Sender, &m, p)); // another run
-        refused(k.verify_marker("run-1", 2, Role::Sender, &m, p)); // another stage
-        refused(k.verify_marker("run-1", 1, Role::Receiver, &m, p)); // another role
-        // Any field changed after sealing.
-        for change in [
-            |m: &mut Marker| m.parts[0].digest = "ce".repeat(32),
-            |m: &mut Marker| m.parts[0].items = 4,
-            |m: &mut Marker| m.parts.push(m.parts[0].clone()),
-            |m: &mut Marker| m.session = "00".repeat(32),
-            |m: &mut Marker| m.attempt.push('0'),
-            |m: &mut Marker| m.run = "run-2".into(),
+        let f = Fields::default().text("x").num(1);
+        let p = Path::new("f.json");
+        let m = |stage, role| Sealed::Marker { stage, role };
+        let mac = k.seal(m(1, Role::Sender), "run-1", &f);
+        k.verify(m(1, Role::Sender), "run-1", &f, &mac, p).unwrap();
+        for (key, what, run) in [
+            (ExchangeKey::from_bytes([8; 32]), m(1, Role::Sender), "run-1"),
+            (k.clone(), m(2, Role::Sender), "run-1"),
+            (k.clone(), m(1, Role::Receiver), "run-1"),
+            (k.clone(), m(1, Role::Sender), "run-2"),
+            (k.clone(), Sealed::Abort { role: Role::Sender }, "run-1"),
         ] {
-            let mut forged = m.clone();
-            change(&mut forged);
-            refused(k.verify_marker("run-1", 1, Role::Sender, &forged, p));
+            let e = key.verify(what, run, &f, &mac, p).unwrap_err().to_string();
+            assert!(e.contains("f.json: its MAC does not verify under the exchange key"), "{e}");
         }
-        // Not even hexadecimal.
-        let mut bad = m.clone();
-        bad.mac = "zz".into();
-        refused(k.verify_marker("run-1", 1, Role::Sender, &bad, p));
-    }
-
-    #[test]
-    fn abort_notes_verify_for_their_run_and_role_only() {
-        let k = ExchangeKey::from_bytes([7; 32]);
-        let p = Path::new("abort-sender.json");
-        let mac = k.seal_abort("run-1", Role::Sender, FORMAT, "why");
-        let note = AbortNote { format: FORMAT.into(), role: "sender".into(), error: "why".into(), mac };
-        k.verify_abort("run-1", Role::Sender, &note, p).unwrap();
-        assert!(k.verify_abort("run-2", Role::Sender, &note, p).is_err());
-        assert!(k.verify_abort("run-1", Role::Receiver, &note, p).is_err());
-        let forged = AbortNote { error: "other".into(), ..note.clone() };
-        assert!(
-            k.verify_abort("run-1", Role::Sender, &forged, p).unwrap_err().to_string().contains("abort-sender.json")
-        );
+        assert!(k.verify(m(1, Role::Sender), "run-1", &Fields::default().text("x").num(2), &mac, p).is_err());
+        assert!(k.verify(m(1, Role::Sender), "run-1", &f, "zz", p).is_err(), "not hexadecimal");
+        let none = k.verify(m(1, Role::Sender), "run-1", &f, "", p).unwrap_err().to_string();
+        assert!(none.contains("(it carries none)"), "{none}");
     }
 
     #[test]

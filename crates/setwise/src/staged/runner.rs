@@ -725,7 +725,7 @@ mod tests {
         let mut m: Marker = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         m.run = hostile();
         m.attempt = hostile();
-        key().seal_marker("t", &mut m).unwrap();
+        m.seal(&key(), "t").unwrap();
         std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
         let e = Exchange::new(&ex, key(), "t");
         e.write_abort(Role::Sender, &hostile()).unwrap();

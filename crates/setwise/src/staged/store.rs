@@ -28,18 +28,18 @@
 //! device is refused, never read), through a limit of its maximum size plus one byte,
 //! and no file is read or written through a symbolic link below the exchange's root.
 
-use super::auth::{AbortNote, ExchangeKey};
+use super::auth::{ExchangeKey, Fields, Sealed, create_private};
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
 use super::seed::RunSeed;
 use crate::crypto::dst::{self, SessionId};
 use crate::error::{Deviation, Error, Result};
-use crate::io::{hex, sync_dir, write_atomic};
+use crate::io::{hex, write_atomic};
 use crate::protocols::Role;
 use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The marker format's name and version (v2: markers and abort notes carry a MAC).
@@ -95,8 +95,8 @@ pub struct Marker {
     pub attempt: String,
     /// The setwise version that wrote it.
     pub setwise: String,
-    /// Its MAC under the exchange key, hexadecimal ([`ExchangeKey::seal_marker`]); empty
-    /// in a marker that has none, which no reader accepts.
+    /// Its MAC under the exchange key, hexadecimal ([`Marker::seal`]); empty in a marker
+    /// that has none, which no reader accepts.
     #[serde(default)]
     pub mac: String,
 }
@@ -118,9 +118,37 @@ impl Marker {
     /// role before any of its fields is looked at.
     pub fn open(bytes: &[u8], stage: u8, role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<Marker> {
         let m = Self::from_json(bytes, path)?;
-        key.verify_marker(run, stage, role, &m, path)?;
+        key.verify(Sealed::Marker { stage, role }, run, &m.mac_fields(), &m.mac, path)?;
         m.check(stage, role, path)?;
         Ok(m)
+    }
+
+    /// Sets the marker's MAC under `key` for run `run` (its stage and role are its own).
+    pub fn seal(&mut self, key: &ExchangeKey, run: &str) -> Result<()> {
+        let role = match self.role.as_str() {
+            "sender" => Role::Sender,
+            "receiver" => Role::Receiver,
+            _ => return Err(Error::Usage("a staged run has a sender and a receiver".into())),
+        };
+        self.mac = key.seal(Sealed::Marker { stage: self.stage, role }, run, &self.mac_fields());
+        Ok(())
+    }
+
+    /// Every field but the MAC, as the MAC covers them.
+    fn mac_fields(&self) -> Fields {
+        let mut f = Fields::default()
+            .text(&self.format)
+            .text(&self.run)
+            .text(&self.protocol)
+            .text(&self.operation)
+            .num(self.stage.into())
+            .text(&self.role)
+            .text(&self.session)
+            .num(self.parts.len() as u64);
+        for p in &self.parts {
+            f = f.num(p.items).num(p.bytes).text(&p.digest);
+        }
+        f.text(&self.attempt).text(&self.setwise)
     }
 
     /// The marker in `bytes` **without** authenticating it (for `setwise stage status`
@@ -290,12 +318,38 @@ fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
     Ok(())
 }
 
+/// An abort note as the exchange holds it (`abort-<role>.json`): why a party stopped
+/// the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbortNote {
+    /// [`FORMAT`].
+    pub format: String,
+    /// The role that stopped the run.
+    pub role: String,
+    /// Why (the error it failed with).
+    pub error: String,
+    /// Its MAC under the exchange key, hexadecimal ([`AbortNote::sealed`]).
+    #[serde(default)]
+    pub mac: String,
+}
+
 impl AbortNote {
+    /// `role`'s note saying `error`, sealed under `key` for run `run`.
+    pub fn sealed(key: &ExchangeKey, run: &str, role: Role, error: &str) -> Self {
+        let mut n = Self { format: FORMAT.into(), role: role.name().into(), error: error.into(), mac: String::new() };
+        n.mac = key.seal(Sealed::Abort { role }, run, &n.mac_fields());
+        n
+    }
+
+    fn mac_fields(&self) -> Fields {
+        Fields::default().text(&self.format).text(&self.role).text(&self.error)
+    }
+
     /// The note of `role` in `bytes`, read from `path`, authenticated under `key` for run
     /// `run`; its reason as it may be shown ([`shown`]).
     pub fn open(bytes: &[u8], role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<String> {
         let note = Self::from_json(bytes, path)?;
-        key.verify_abort(run, role, &note, path)?;
+        key.verify(Sealed::Abort { role }, run, &note.mac_fields(), &note.mac, path)?;
         Ok(shown(&note.error))
     }
 
@@ -401,7 +455,7 @@ impl Exchange {
         let role = if m.role == "sender" { Role::Sender } else { Role::Receiver };
         let path = self.marker_path(m.stage, role);
         let mut m = m.clone();
-        key.seal_marker(run, &mut m)?;
+        m.seal(key, run)?;
         let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
         self.write_file(&path, &bytes)
     }
@@ -456,40 +510,9 @@ impl Exchange {
     /// Records, sealed, that `role` stopped the run because of `error`.
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
         let (key, run) = self.sealer()?;
-        let note = AbortNote {
-            format: FORMAT.into(),
-            role: role.name().into(),
-            error: error.into(),
-            mac: key.seal_abort(run, role, FORMAT, error),
-        };
+        let note = AbortNote::sealed(key, run, role, error);
         let bytes = serde_json::to_vec(&note).map_err(|e| Error::Usage(format!("abort note: {e}")))?;
         self.write_file(&self.abort_path(role), &bytes)
-    }
-}
-
-/// Creates the secret file `path` holding `bytes`, whole or not at all: written to a
-/// temporary file beside it, readable by its owner only (0600) from its first byte,
-/// synced, then linked to `path`, which fails if a file is already there (so two
-/// invocations never create two different secrets). False if `path` existed.
-pub fn create_private(path: &Path, bytes: &[u8]) -> Result<bool> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let mut o = fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(&tmp).map_err(|e| Error::file(&tmp, e))?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all());
-    drop(f);
-    let linked = written.and_then(|()| fs::hard_link(&tmp, path));
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => {
-            sync_dir(path).map_err(|e| Error::file(path, e))?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(Error::file(path, e)),
     }
 }
 
@@ -709,7 +732,7 @@ pub(crate) mod tests {
             setwise: "0".into(),
             mac: String::new(),
         };
-        ExchangeKey::from_bytes([3; 32]).seal_marker("r", &mut m).unwrap();
+        m.seal(&ExchangeKey::from_bytes([3; 32]), "r").unwrap();
         fs::write(e.marker_path(1, Role::Sender), serde_json::to_vec(&m).unwrap()).unwrap();
         let refusal = e.read_marker(1, Role::Sender).unwrap_err().to_string();
         assert!(refusal.contains("a marker of"), "{refusal:.100}");
@@ -718,6 +741,62 @@ pub(crate) mod tests {
         v["stage"] = hostile().into();
         fs::write(e.marker_path(1, Role::Sender), v.to_string()).unwrap();
         assert_shown_safely(&e.read_marker(1, Role::Sender).unwrap_err().to_string());
+    }
+
+    fn marker(stage: u8, role: &str) -> Marker {
+        Marker {
+            format: FORMAT.into(),
+            run: "run-1".into(),
+            protocol: "ecdh".into(),
+            operation: "intersection".into(),
+            stage,
+            role: role.into(),
+            session: "ab".repeat(32),
+            parts: vec![PartInfo { items: 3, bytes: 100, digest: "cd".repeat(32) }],
+            attempt: "0011".into(),
+            setwise: "0.1.0".into(),
+            mac: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_marker_opens_for_its_run_stage_and_role_under_its_key_only() {
+        let k = ExchangeKey::from_bytes([7; 32]);
+        let p = Path::new("stage-1/sender.done.json");
+        let json = |m: &Marker| serde_json::to_vec(m).unwrap();
+        let mut m = marker(1, "sender");
+        let none = Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-1").unwrap_err().to_string();
+        assert!(none.contains("carries none"), "{none}");
+        m.seal(&k, "run-1").unwrap();
+        assert_eq!(Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-1").unwrap(), m);
+        let refused = |r: Result<Marker>| {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("stage-1/sender.done.json: its MAC does not verify under the exchange key"), "{e}");
+        };
+        refused(Marker::open(&json(&m), 1, Role::Sender, p, &ExchangeKey::from_bytes([8; 32]), "run-1"));
+        refused(Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-2")); // another run
+        refused(Marker::open(&json(&m), 2, Role::Sender, p, &k, "run-1")); // another stage
+        refused(Marker::open(&json(&m), 1, Role::Receiver, p, &k, "run-1")); // another role
+        for change in [
+            |m: &mut Marker| m.parts[0].digest = "ce".repeat(32),
+            |m: &mut Marker| m.parts[0].items = 4,
+            |m: &mut Marker| m.parts.push(m.parts[0].clone()),
+            |m: &mut Marker| m.session = "00".repeat(32),
+            |m: &mut Marker| m.attempt.push('0'),
+            |m: &mut Marker| m.run = "run-2".into(),
+            |m: &mut Marker| m.setwise = "9".into(),
+        ] {
+            let mut forged = m.clone();
+            change(&mut forged);
+            refused(Marker::open(&json(&forged), 1, Role::Sender, p, &k, "run-1"));
+        }
+        let note = AbortNote::sealed(&k, "run-1", Role::Sender, "why");
+        let bytes = serde_json::to_vec(&note).unwrap();
+        assert_eq!(AbortNote::open(&bytes, Role::Sender, p, &k, "run-1").unwrap(), "why");
+        assert!(AbortNote::open(&bytes, Role::Receiver, p, &k, "run-1").is_err());
+        assert!(AbortNote::open(&bytes, Role::Sender, p, &k, "run-2").is_err());
+        let forged = serde_json::to_vec(&AbortNote { error: "other".into(), ..note }).unwrap();
+        assert!(AbortNote::open(&forged, Role::Sender, p, &k, "run-1").is_err());
     }
 
     fn id(part: u32) -> PartId {

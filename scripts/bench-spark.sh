@@ -28,7 +28,11 @@ for name in ("s", "r"):
     pq.write_table(t, f"{d}/{name}.parquet", compression="none")
 PY
 party=python/tests/spark_party.py
-export PYSPARK_PYTHON=$py SETWISE_SPARK_DRIVER_MEMORY=${SETWISE_SPARK_DRIVER_MEMORY:-3g}
+# The exchange key both organisations hold (setwise.spark.run requires one).
+"$py" -c "import setwise.spark; print(setwise.spark.new_exchange_key())" > "$dir/exchange.key"
+chmod 600 "$dir/exchange.key"
+export PYSPARK_PYTHON=$py SETWISE_SPARK_DRIVER_MEMORY=${SETWISE_SPARK_DRIVER_MEMORY:-3g} \
+  SETWISE_EXCHANGE_KEY_FILE=$dir/exchange.key
 ex=file://$dir/bench-spark-$log
 start=$(date +%s.%N)
 /usr/bin/time -f "spark sender   wall %e s, peak RSS %M KiB (its largest process)" \

@@ -657,21 +657,78 @@ pub fn ecdh_state(data: &[u8]) {
     }
 }
 
+/// The exchange key and run id of the `staged_files` target (its seeds are sealed under
+/// them: `fuzz/corpus/staged_files/`).
+pub const STAGED_FUZZ_KEY: [u8; 32] = [0x5a; 32];
+/// The run id of the `staged_files` target.
+pub const STAGED_FUZZ_RUN: &str = "run-42";
+
+/// Peer text as shown must hold no control character (escaped by `printable`).
+fn shown_safely(text: &str) {
+    assert!(!text.chars().any(char::is_control), "raw control characters in {text:?}");
+}
+
 /// The `staged_files` target: what a staged run reads from the shared exchange. The first
-/// byte picks a part file (a receiver's stage-1 message of up to 2^16 points, the count
-/// due from the next two bytes) or a stage marker; neither may panic or allocate beyond
-/// what is due, and a part that decodes holds exactly the count due.
+/// byte's two low bits pick what the rest is: a part file (a receiver's stage-1 message
+/// of up to 2^16 points, the count due from the next two bytes), a stage marker as the
+/// reader opens it (MAC, then fields; also unauthenticated, as `stage status` without a
+/// key does), a marker re-sealed under the target's key first (so the checks after the
+/// MAC are reached), or an abort note (as is and re-sealed); bits 2–3 give the stage and
+/// bit 4 the role. Nothing may panic or allocate beyond what is due, a part that decodes
+/// holds exactly the count due, and every error and shown reason is free of control
+/// characters.
 pub fn staged_files(data: &[u8]) {
-    use setwise::staged::{message, store::Marker};
+    use setwise::staged::auth::ExchangeKey;
+    use setwise::staged::store::AbortNote;
+    use setwise::staged::message;
+    use setwise::staged::store::{Marker, shown};
     let Some((&which, rest)) = data.split_first() else { return };
-    if which & 1 == 0 {
-        let [a, b, body @ ..] = rest else { return };
-        let due = usize::from(u16::from_le_bytes([*a, *b]));
-        if let Ok(points) = message::decode_part(ecdh::messages::RECEIVER_BLINDED, body, due) {
-            assert_eq!(points.len(), due);
+    let (stage, role) = ((which >> 2) & 3, if which & 16 == 0 { Role::Sender } else { Role::Receiver });
+    let key = ExchangeKey::from_bytes(STAGED_FUZZ_KEY);
+    let path = Path::new("fuzz.json");
+    let check = |r: setwise::Result<Marker>| match r {
+        Ok(m) => {
+            let _ = (m.content_digest(), m.total_items());
+            shown_safely(&shown(&m.run));
+            shown_safely(&shown(&m.attempt));
         }
-    } else if let Ok(m) = Marker::parse(rest, which >> 1, Role::Sender, Path::new("fuzz.json")) {
-        let _ = (m.content_digest(), m.total_items());
+        Err(e) => shown_safely(&e.to_string()),
+    };
+    match which & 3 {
+        0 => {
+            let [a, b, body @ ..] = rest else { return };
+            let due = usize::from(u16::from_le_bytes([*a, *b]));
+            if let Ok(points) = message::decode_part(ecdh::messages::RECEIVER_BLINDED, body, due) {
+                assert_eq!(points.len(), due);
+            }
+        }
+        1 => {
+            check(Marker::open(rest, stage, role, path, &key, STAGED_FUZZ_RUN));
+            check(Marker::parse(rest, stage, role, path));
+        }
+        2 => {
+            let Ok(mut m) = serde_json::from_slice::<Marker>(rest) else { return };
+            if m.seal(&key, STAGED_FUZZ_RUN).is_err() {
+                return; // not a role: nothing a party would seal
+            }
+            let sealed = serde_json::to_vec(&m).expect("a marker serialises");
+            let opened = Marker::open(&sealed, m.stage, role, path, &key, STAGED_FUZZ_RUN);
+            if m.role == role.name() && m.format == setwise::staged::store::FORMAT {
+                assert!(opened.is_ok(), "a sealed marker of its own stage and role opens");
+            }
+            check(opened);
+        }
+        _ => {
+            match AbortNote::open(rest, role, path, &key, STAGED_FUZZ_RUN) {
+                Ok(why) => shown_safely(&why),
+                Err(e) => shown_safely(&e.to_string()),
+            }
+            if let Some(sealed) = resealed(rest, &key, role) {
+                let why = AbortNote::open(&sealed, role, path, &key, STAGED_FUZZ_RUN);
+                shown_safely(&why.expect("a sealed note of its own role opens"));
+            }
+            shown_safely(&AbortNote::shown_unverified(rest));
+        }
     }
 }
 
@@ -709,4 +766,11 @@ pub fn judge_key_hex(data: &[u8]) {
         assert_eq!(hex, text.trim().to_ascii_lowercase(), "a judge key has one hex encoding");
         assert_eq!(public_key_from_hex(&hex).expect("a written key reads back"), pk);
     }
+}
+
+/// An abort note's bytes sealed under `key` as `role`'s, if they are a note.
+fn resealed(bytes: &[u8], key: &setwise::staged::auth::ExchangeKey, role: Role) -> Option<Vec<u8>> {
+    use setwise::staged::store::AbortNote;
+    let n = serde_json::from_slice::<AbortNote>(bytes).ok()?;
+    Some(serde_json::to_vec(&AbortNote::sealed(key, STAGED_FUZZ_RUN, role, &n.error)).expect("a note serialises"))
 }

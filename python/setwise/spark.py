@@ -7,7 +7,10 @@ them. The per-bucket work runs in the executors through the native module
 ``setwise stage``); the messages are Parquet files with binary columns (``part``,
 ``chunk``, ``payload``: one stream frame per row) that Spark itself writes, so any
 storage Spark can write works. The driver reads and writes the small files (hellos,
-markers, the seed, the journal) through the Hadoop FileSystem API.
+markers, the seed, the journal) through the Hadoop FileSystem API, or, on a local path,
+through the native module as ``setwise stage`` does (no links followed, bounded reads).
+Markers and abort notes are sealed and checked under the exchange key both operators
+hold (``exchange_key=``; :func:`new_exchange_key` or ``setwise stage keygen`` makes one).
 
 pyspark is imported only inside :func:`run`, so the package works without it.
 """
@@ -30,24 +33,32 @@ from ._setwise import (
     PeerError,
     StagedPlan,
     __version__,
+    staged_abort_note,
     staged_count_matches,
+    staged_exchange_key_fingerprint,
     staged_fingerprint,
     staged_fingerprint_combine,
     staged_hello,
+    staged_new_exchange_key,
     staged_new_seed,
     staged_part_digest,
+    staged_read_abort,
+    staged_read_local,
     staged_read_marker,
+    staged_seal_marker,
+    staged_shown,
     staged_split_values,
+    staged_write_local,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["run"]
+__all__ = ["new_exchange_key", "run"]
 
 log = logging.getLogger("setwise.spark")
 
-FORMAT = "setwise-staged/v1"
+FORMAT = "setwise-staged/v2"
 STAGES = {"receiver": (0, 1, 3), "sender": (0, 1, 2)}
 NAMES = {0: "hello", 1: "blind", 2: "re-blind", 3: "finish"}
 MESSAGE_SCHEMA = "chunk int, payload binary, part int"
@@ -57,6 +68,19 @@ ITEM = "__setwise_item"
 # the stage's marker, to test resumption. Never set it in production.
 KILL_HOOK = "SETWISE_SPARK_TEST_KILL_IN_STAGE"
 MAX_SMALL_FILE = 1 << 24
+HOW_TO_MAKE = (
+    "make one with setwise.spark.new_exchange_key() or `setwise stage keygen FILE` "
+    "(32 random bytes, 64 hexadecimal digits) and give both operators the same key over a "
+    "channel they trust"
+)
+
+
+def new_exchange_key() -> str:
+    """A new exchange key (64 hexadecimal digits) for the two operators of a run to share:
+    every marker and abort note each party writes is authenticated under it."""
+    return staged_new_exchange_key()
+
+
 ERROR_LINE = re.compile(
     r"(?:setwise\._setwise\.)?(PeerError|InputError|NetworkError|Error): (stage \d.*)"
 )
@@ -87,25 +111,51 @@ class _Storage:
         jp = self.jvm.org.apache.hadoop.fs.Path(p)
         return jp.getFileSystem(self.conf), jp
 
+    def _local(self, p: str, root: str) -> tuple[str, str] | None:
+        """`p` and `root` as local paths when `p` is on the local filesystem, else None."""
+        fs, jp = self._path(p)
+        if str(fs.getScheme()) != "file":
+            return None
+        local = str(jp.toUri().getPath())
+        base = str(self.jvm.org.apache.hadoop.fs.Path(root).toUri().getPath())
+        return local, base
+
     def exists(self, p: str) -> bool:
         fs, jp = self._path(p)
         return bool(fs.exists(jp))
 
-    def read(self, p: str, limit: int = MAX_SMALL_FILE) -> bytes | None:
+    def read(self, p: str, root: str, limit: int = MAX_SMALL_FILE) -> bytes | None:
+        """`p` (below `root`, the exchange or the workdir) whole, at most `limit` bytes;
+        None if absent. A local file is read as `setwise stage` reads it (a regular file,
+        no link followed below `root`, a FIFO never waited on); elsewhere (object stores,
+        HDFS: no links, no FIFOs) the file's status must say a file of at most `limit`
+        bytes, and no more than that is read."""
+        local = self._local(p, root)
+        if local is not None:
+            return staged_read_local(local[1], local[0], limit)
         fs, jp = self._path(p)
         if not fs.exists(jp):
             return None
-        size = fs.getFileStatus(jp).getLen()
+        status = fs.getFileStatus(jp)
+        if not status.isFile():
+            raise PeerError(f"{p}: not a regular file")
+        size = int(status.getLen())
         if size > limit:
             raise PeerError(f"{p}: {size} bytes, more than the {limit} it can hold")
         stream = fs.open(jp)
         try:
-            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            # Exactly the size the status gave: a file that grew since is not read further.
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream, size))
         finally:
             stream.close()
 
-    def write(self, p: str, data: bytes) -> None:
-        """Writes `p` whole: to a temporary name, then renamed into place."""
+    def write(self, p: str, data: bytes, root: str) -> None:
+        """Writes `p` (below `root`) whole: on a local path as `setwise stage` does (no
+        link followed below `root`), elsewhere to a temporary name, then renamed."""
+        local = self._local(p, root)
+        if local is not None:
+            staged_write_local(local[1], local[0], data)
+            return
         fs, jp = self._path(p)
         tmp = self.jvm.org.apache.hadoop.fs.Path(f"{p}.{secrets.token_hex(6)}.tmp")
         out = fs.create(tmp, True)
@@ -167,6 +217,7 @@ class _Run:
         run_id: str,
         buckets: str,
         bucket_key: str | None,
+        exchange_key: bytes,
         timeout: float,
         poll: float,
     ) -> None:
@@ -175,6 +226,7 @@ class _Run:
         self.ex, self.wd = exchange.rstrip("/"), workdir.rstrip("/")
         self.op, self.run_id, self.buckets, self.bucket_key = operation, run_id, buckets, bucket_key
         self.timeout, self.poll = timeout, poll
+        self.xkey = exchange_key
         self.fs = _Storage(spark)
         self.attempt = secrets.token_hex(8)
         self._seed: bytes | None = None
@@ -226,7 +278,7 @@ class _Run:
     # --- workdir state ------------------------------------------------------------
 
     def read_json(self, name: str) -> Any:
-        data = self.fs.read(f"{self.wd}/{name}")
+        data = self.fs.read(f"{self.wd}/{name}", self.wd)
         if data is None:
             return None
         try:
@@ -239,7 +291,7 @@ class _Run:
             path = f"{self.wd}/seed.bin"
             if self.fs.exists(path) and self.fs.mode(path) & 0o077:
                 raise InputError(f"{path}: the run seed must be readable by its owner only (0600)")
-            data = self.fs.read(path, 32)
+            data = self.fs.read(path, self.wd, 32)
             if data is None or len(data) != 32:
                 raise InputError(
                     f"{path}: the run seed is lost or damaged, and with it the run: start a new "
@@ -258,15 +310,17 @@ class _Run:
                 )
             return
         journal[key] = digest
-        self.fs.write(f"{self.wd}/journal.json", json.dumps(journal, indent=2).encode())
+        self.fs.write(f"{self.wd}/journal.json", json.dumps(journal, indent=2).encode(), self.wd)
 
     # --- markers ------------------------------------------------------------------
 
     def read_marker(self, stage: int, role: str) -> tuple[dict[str, Any], str] | None:
-        data = self.fs.read(self.marker_path(stage, role))
+        """`role`'s marker of `stage`, authenticated (its MAC checked before its fields)."""
+        path = self.marker_path(stage, role)
+        data = self.fs.read(path, self.ex)
         if data is None:
             return None
-        text, digest = staged_read_marker(data, stage, role)
+        text, digest = staged_read_marker(data, stage, role, path, self.run_id, self.xkey)
         marker: dict[str, Any] = json.loads(text)
         return marker, digest
 
@@ -283,23 +337,24 @@ class _Run:
             "attempt": self.attempt,
             "setwise": __version__,
         }
-        self.fs.write(self.marker_path(stage, self.role), json.dumps(marker, indent=2).encode())
+        sealed = staged_seal_marker(json.dumps(marker), self.run_id, self.xkey)
+        self.fs.write(self.marker_path(stage, self.role), sealed.encode(), self.ex)
 
     def abort(self, error: str) -> None:
-        body = {"format": FORMAT, "role": self.role, "error": error}
+        note = staged_abort_note(self.run_id, self.role, error, self.xkey)
         try:
-            self.fs.write(f"{self.ex}/abort-{self.role}.json", json.dumps(body).encode())
+            self.fs.write(f"{self.ex}/abort-{self.role}.json", note, self.ex)
         except Exception:  # the error itself matters more than this note
             log.warning("setwise %s: could not write the abort note", self.run_id)
 
     def peer_abort(self) -> str | None:
-        data = self.fs.read(f"{self.ex}/abort-{self.peer}.json", 1 << 20)
+        """Why the peer stopped the run, if it did: its note authenticated (a forged one is
+        refused by name), the reason escaped and bounded."""
+        path = f"{self.ex}/abort-{self.peer}.json"
+        data = self.fs.read(path, self.ex, 1 << 20)
         if data is None:
             return None
-        try:
-            return str(json.loads(data)["error"])
-        except (ValueError, KeyError, TypeError):
-            return data.decode("utf-8", "replace")
+        return staged_read_abort(data, self.peer, path, self.run_id, self.xkey)
 
     # --- waiting ------------------------------------------------------------------
 
@@ -373,7 +428,7 @@ class _Run:
                 raise PeerError(
                     f"{_head(stage, self.role)}, {what}: the marker must list one hello"
                 )
-            hello = self.fs.read(f"{self.ex}/stage-0/{self.peer}.hello", 1 << 16)
+            hello = self.fs.read(f"{self.ex}/stage-0/{self.peer}.hello", self.ex, 1 << 16)
             if hello is None:
                 raise PeerError(f"{_head(stage, self.role)}, {what}: message missing")
             check = staged_part_digest("", 0, self.peer, 0, hello)
@@ -401,8 +456,9 @@ class _Run:
             raise PeerError(f"{head}: its marker is not there")
         m, digest = got
         if m["run"] != self.run_id or m["session"] != plan.session:
+            run, session = staged_shown(str(m["run"])), staged_shown(str(m["session"]))
             raise PeerError(
-                f"{head}: the marker is for run {m['run']} session {m['session']}, not this run's"
+                f"{head}: the marker is for run {run} session {session}, not this run's"
             )
         parts = m["parts"]
         if len(parts) != plan.buckets:
@@ -519,14 +575,14 @@ class _Run:
 
     def hello(self, size: int, fingerprint: str) -> None:
         seed_path = f"{self.wd}/seed.bin"
-        if not self.fs.exists(seed_path) or self.fs.read(seed_path, 32) == b"":
+        if not self.fs.exists(seed_path) or self.fs.read(seed_path, self.wd, 32) == b"":
             if self.fs.exists(seed_path):  # an empty seed left by a crash before any hello
                 self.fs.delete(seed_path)
             self.fs.create_private(seed_path, staged_new_seed())
         record = self.record(size, fingerprint)
-        self.fs.write(f"{self.wd}/run.json", json.dumps(record, indent=2).encode())
+        self.fs.write(f"{self.wd}/run.json", json.dumps(record, indent=2).encode(), self.wd)
         hello = staged_hello(*self.settings(), self.role, size, self.seed())
-        self.fs.write(f"{self.ex}/stage-0/{self.role}.hello", hello)
+        self.fs.write(f"{self.ex}/stage-0/{self.role}.hello", hello, self.ex)
         digest = staged_part_digest("", 0, self.role, 0, hello)
         self.write_marker(0, "", [(1, len(hello), digest)])
 
@@ -540,6 +596,7 @@ class _Run:
             "key_columns": 1,
             "buckets": self.buckets,
             "bucket_key": "operators" if self.bucket_key else "session",
+            "exchange_key": staged_exchange_key_fingerprint(self.xkey),
             "items": size,
             "input": fingerprint,
         }
@@ -667,7 +724,9 @@ class _Run:
         rows = self.job(3, lambda: counts.agg(F.sum("n").alias("n")).collect(), 2)
         n = int(rows[0]["n"] or 0)
         self.fs.write(
-            f"{self.wd}/result.json", json.dumps({"operation": self.op, "size": n}).encode()
+            f"{self.wd}/result.json",
+            json.dumps({"operation": self.op, "size": n}).encode(),
+            self.wd,
         )
         self.write_marker(3, plan.session, [])
 
@@ -709,7 +768,7 @@ class _Run:
         )
         matched = self.spark.read.schema("item binary").parquet(out).count()
         result = {"operation": self.op, "size": matched}
-        self.fs.write(f"{self.wd}/result.json", json.dumps(result).encode())
+        self.fs.write(f"{self.wd}/result.json", json.dumps(result).encode(), self.wd)
         kill = os.environ.get(KILL_HOOK)
         if kill is not None and kill == "3":
             os.kill(os.getpid(), signal.SIGKILL)
@@ -757,9 +816,12 @@ class _Run:
                     NAMES[stage],
                 )
                 continue
-            self.wait(stage)
             t = time.monotonic()
             try:
+                # Inside the try: a refusal of the peer's marker or note while waiting is
+                # told to the peer too.
+                self.wait(stage)
+                t = time.monotonic()
                 if stage == 0:
                     self.hello(size, fingerprint)
                 elif stage == 1:
@@ -833,6 +895,7 @@ def run(
     run_id: str | None = None,
     buckets: int | str = "auto",
     bucket_key: str | None = None,
+    exchange_key: str | bytes | None = None,
     timeout: float = 86_400.0,
     poll: float = 2.0,
 ) -> DataFrame | int | None:
@@ -851,6 +914,11 @@ def run(
       across parts, so the receiver learns only the total).
     - `run_id`: the id both operators agreed (default: the exchange's last path element).
     - `buckets`: ``"auto"`` or a number, the same on both sides.
+    - `exchange_key` (required): the key both operators hold, 64 hexadecimal digits (a
+      ``str``, or the bytes of a key file) or 32 raw bytes. Every marker and abort note
+      this party writes is authenticated under it and the peer's are checked, so no one
+      without it can forge them; :func:`new_exchange_key` or ``setwise stage keygen FILE``
+      makes one. It stays on the driver.
     - `timeout`: seconds to wait for the peer's markers between stages; `poll`: the
       longest pause between looks.
 
@@ -870,6 +938,16 @@ def run(
         raise InputError("exchange= and workdir= are both needed (and must differ)")
     if exchange.rstrip("/") == workdir.rstrip("/"):
         raise InputError("the exchange and the workdir must be different locations")
+    if exchange_key is None:
+        raise InputError(
+            "exchange_key= is needed: the key both operators hold, under which each party's "
+            "markers are authenticated (without it anyone who can write the exchange could "
+            f"forge them); {HOW_TO_MAKE}"
+        )
+    xkey = (
+        exchange_key.encode("ascii", "replace") if isinstance(exchange_key, str) else exchange_key
+    )
+    staged_exchange_key_fingerprint(xkey)  # refuses a malformed key before anything runs
     rid = run_id or exchange.rstrip("/").rsplit("/", 1)[-1]
     return _Run(
         spark=spark,
@@ -882,6 +960,7 @@ def run(
         run_id=rid,
         buckets=str(buckets),
         bucket_key=bucket_key,
+        exchange_key=bytes(xkey),
         timeout=timeout,
         poll=poll,
     ).go()

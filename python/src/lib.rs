@@ -35,6 +35,14 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(staged::staged_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_fingerprint_combine, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_read_marker, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_seal_marker, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_abort_note, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_read_abort, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_new_exchange_key, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_exchange_key_fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_shown, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_read_local, m)?)?;
+    m.add_function(wrap_pyfunction!(staged::staged_write_local, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_part_digest, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_split_values, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_count_matches, m)?)?;

@@ -3,7 +3,10 @@
 //! one bucket, and the checks of a peer's part against its marker. Parts travel as
 //! lists of the protocol's stream frames (one per Parquet row, in chunk order); their
 //! bytes, digests and markers are those of `setwise stage` (the frames, each after its
-//! `u32` length), so the crypto and the formats stay in Rust.
+//! `u32` length), so the crypto and the formats stay in Rust. Markers and abort notes are
+//! sealed and checked here under the operators' exchange key (`setwise::staged::auth`),
+//! and the driver's small files on a local path are read and written here, without
+//! following links (`setwise::staged::store`).
 
 use crate::errors::{input_error, to_py};
 use crate::keys::import_arrow;
@@ -16,9 +19,11 @@ use setwise::error::{Deviation, Error};
 use setwise::io::hex;
 use setwise::protocols::ecdh::messages::{DOUBLE_BLINDED, RECEIVER_BLINDED, SENDER_BLINDED};
 use setwise::session::Hello;
+use setwise::staged::ExchangeKey;
+use setwise::staged::store::AbortNote;
 use setwise::staged::message::{decode_part, frames, max_part_bytes, part_digest};
 use setwise::staged::runner::stage_name;
-use setwise::staged::store::Marker;
+use setwise::staged::store::{Exchange, MAX_MARKER_BYTES, Marker, shown};
 use setwise::staged::{BucketKey, Buckets, Plan, RunSeed, Settings, ecdh};
 use setwise::wire::stream::Stream;
 use setwise::{Operation, Protocol, Role};
@@ -153,25 +158,113 @@ pub fn staged_fingerprint_combine(key_columns: usize, batches: Vec<(u64, Vec<u8>
     Ok(h.finalize().to_hex().to_string())
 }
 
-/// Checks a marker's bytes (`stage`, written by `role_name`) and returns them as
-/// normalised JSON and the digest of what its messages are (for the journal).
+fn parse_key(bytes: &[u8]) -> PyResult<ExchangeKey> {
+    ExchangeKey::parse(bytes).map_err(to_py)
+}
+
+/// Checks a marker's bytes (`stage`, written by `role_name`, read from `path`): its MAC
+/// under `exchange_key` for run `run_id`, that stage and that role, then its fields.
+/// Returns it as normalised JSON and the digest of what its messages are (for the
+/// journal).
 #[pyfunction]
-pub fn staged_read_marker(data: &[u8], stage: u8, role_name: &str) -> PyResult<(String, String)> {
+pub fn staged_read_marker(
+    data: &[u8],
+    stage: u8,
+    role_name: &str,
+    path: &str,
+    run_id: &str,
+    exchange_key: &[u8],
+) -> PyResult<(String, String)> {
     let who = role(role_name)?;
-    let bad = |why: String| to_py(Deviation::StagedMessage { why }.into());
-    if data.len() > 4096 + 160 * setwise::staged::plan::MAX_BUCKETS as usize {
-        return Err(bad(format!("the {who}'s stage {stage} marker: {} bytes, too large", data.len())));
+    let key = parse_key(exchange_key)?;
+    let path = std::path::Path::new(path);
+    if data.len() as u64 > MAX_MARKER_BYTES {
+        let why = format!("{}: {} bytes, too large for a marker", path.display(), data.len());
+        return Err(to_py(Deviation::StagedMessage { why }.into()));
     }
-    let m: Marker = serde_json::from_slice(data)
-        .map_err(|e| bad(format!("the {who}'s stage {stage} marker: not a stage marker ({e})")))?;
-    if m.format != setwise::staged::store::FORMAT || m.stage != stage || m.role != who.name() {
-        return Err(bad(format!(
-            "the {who}'s stage {stage} marker is a marker of {} stage {} by {}",
-            m.format, m.stage, m.role
-        )));
-    }
+    let m = Marker::open(data, stage, who, path, &key, run_id).map_err(to_py)?;
     let json = serde_json::to_string(&m).map_err(|e| input_error(e.to_string()))?;
     Ok((json, m.content_digest()))
+}
+
+/// This party's marker (JSON with every field but `mac`) sealed under `exchange_key` for
+/// run `run_id`: the JSON to write.
+#[pyfunction]
+pub fn staged_seal_marker(json: &str, run_id: &str, exchange_key: &[u8]) -> PyResult<String> {
+    let mut m: Marker = serde_json::from_str(json).map_err(|e| input_error(format!("a marker to seal: {e}")))?;
+    m.seal(&parse_key(exchange_key)?, run_id).map_err(to_py)?;
+    serde_json::to_string_pretty(&m).map_err(|e| input_error(e.to_string()))
+}
+
+/// This party's abort note (`abort-<role>.json`) saying `error`, sealed under
+/// `exchange_key` for run `run_id`.
+#[pyfunction]
+pub fn staged_abort_note<'py>(
+    py: Python<'py>,
+    run_id: &str,
+    role_name: &str,
+    error: &str,
+    exchange_key: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let note = AbortNote::sealed(&parse_key(exchange_key)?, run_id, role(role_name)?, error);
+    Ok(PyBytes::new(py, &serde_json::to_vec(&note).map_err(|e| input_error(e.to_string()))?))
+}
+
+/// The reason in `role_name`'s abort note `data` (read from `path`), checked under
+/// `exchange_key` for run `run_id`, as it may be shown (escaped, bounded).
+#[pyfunction]
+pub fn staged_read_abort(
+    data: &[u8],
+    role_name: &str,
+    path: &str,
+    run_id: &str,
+    exchange_key: &[u8],
+) -> PyResult<String> {
+    let key = parse_key(exchange_key)?;
+    AbortNote::open(data, role(role_name)?, std::path::Path::new(path), &key, run_id).map_err(to_py)
+}
+
+/// A new exchange key: 64 hexadecimal digits (what `setwise stage keygen` writes).
+#[pyfunction]
+pub fn staged_new_exchange_key() -> String {
+    ExchangeKey::generate().to_hex().to_string()
+}
+
+/// The public fingerprint of an exchange key (64 hexadecimal digits or 32 raw bytes);
+/// refuses a malformed key, saying how to make one.
+#[pyfunction]
+pub fn staged_exchange_key_fingerprint(exchange_key: &[u8]) -> PyResult<String> {
+    Ok(parse_key(exchange_key)?.fingerprint())
+}
+
+/// Peer text as it may be shown: control and format characters escaped, bounded.
+#[pyfunction]
+pub fn staged_shown(text: &str) -> String {
+    shown(text)
+}
+
+/// Reads the small file `path` on a local filesystem below `root` (the exchange or the
+/// workdir) as `setwise stage` does: a regular file, not a link, reached through no link
+/// below `root`, at most `limit` bytes; None if absent.
+#[pyfunction]
+pub fn staged_read_local<'py>(
+    py: Python<'py>,
+    root: &str,
+    path: &str,
+    limit: u64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let e = Exchange::unauthenticated(std::path::Path::new(root));
+    let got = py.detach(|| e.read_file(std::path::Path::new(path), limit)).map_err(to_py)?;
+    Ok(got.map(|b| PyBytes::new(py, &b)))
+}
+
+/// Writes the small file `path` on a local filesystem below `root` as `setwise stage`
+/// does: whole or not at all, refusing a path that is or passes through a link below
+/// `root`.
+#[pyfunction]
+pub fn staged_write_local(py: Python<'_>, root: &str, path: &str, data: &[u8]) -> PyResult<()> {
+    let e = Exchange::unauthenticated(std::path::Path::new(root));
+    py.detach(|| e.write_file(std::path::Path::new(path), data)).map_err(to_py)
 }
 
 /// What both parties agreed for a staged ecdh run, computed from this side's settings

@@ -4,7 +4,9 @@ receiver's matching rows to a Parquet file.
 
     python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] [OP]
 
-For cardinality the receiver prints `setwise-spark result: N`.
+For cardinality the receiver prints `setwise-spark result: N`. The exchange key is read
+from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or
+written from setwise.spark.new_exchange_key()).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def main(argv: list[str]) -> int:
     )
     spark.sparkContext.setLogLevel("WARN")
     t = time.monotonic()
+    with open(os.environ["SETWISE_EXCHANGE_KEY_FILE"], encoding="ascii") as f:
+        exchange_key = f.read()
     df = spark.read.parquet(data)
     got = setwise.spark.run(
         spark,
@@ -49,6 +53,7 @@ def main(argv: list[str]) -> int:
         workdir=workdir,
         buckets=buckets,
         operation=operation,
+        exchange_key=exchange_key,
         timeout=float(os.environ.get("SETWISE_SPARK_TIMEOUT", "600")),
         poll=0.5,
     )

@@ -1,7 +1,8 @@
 """setwise.spark: two organisations as two Spark drivers (local[2]) on one machine,
 meeting only through an exchange directory. One 10^5 × 10^5 run, with the sender killed
 inside its stage 2 and started again, is shared by the assertions; the damaged and
-missing messages are re-runs of the receiver's finish on copies of its exchange."""
+missing messages and the forged marker are re-runs of the receiver's finish on copies of
+its exchange."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ ROWS = 100_000
 BUCKETS = 16
 PARTY = Path(__file__).with_name("spark_party.py")
 KILL = "SETWISE_SPARK_TEST_KILL_IN_STAGE"
+# The exchange key both test organisations hold.
+EXCHANGE_KEY = setwise.spark.new_exchange_key()
 
 
 def key(i: int) -> str:
@@ -74,8 +77,14 @@ def write_inputs(d: Path, name: str, data: list[tuple[str, str]]) -> tuple[Path,
     return d / f"{name}.parquet", d / f"{name}.csv"
 
 
-def env(**extra: str) -> dict[str, str]:
-    e = dict(os.environ, PYSPARK_PYTHON=sys.executable, SETWISE_SPARK_TIMEOUT="900", **extra)
+def env(key_file: Path, **extra: str) -> dict[str, str]:
+    e = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        SETWISE_SPARK_TIMEOUT="900",
+        SETWISE_EXCHANGE_KEY_FILE=str(key_file),
+        **extra,
+    )
     e.pop(KILL, None)
     e.update(extra)
     return e
@@ -91,7 +100,13 @@ def party(
 ) -> Any:
     ex, work, out = paths
     cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS), op]
-    return subprocess.Popen(cmd, env=env(**extra), stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    key_file = log.parent / "exchange.key"
+    if not key_file.exists():
+        key_file.write_text(EXCHANGE_KEY)
+        key_file.chmod(0o600)
+    return subprocess.Popen(
+        cmd, env=env(key_file, **extra), stdout=open(log, "w"), stderr=subprocess.STDOUT
+    )
 
 
 def uri(p: Path) -> str:
@@ -246,6 +261,7 @@ def rerun_finish(spark: Any, run42: dict[str, Any], name: str, damage: Any) -> s
             exchange=f"file://{ex}",
             workdir=f"file://{work}",
             buckets=BUCKETS,
+            exchange_key=EXCHANGE_KEY,
             timeout=5,
         )
     assert (ex / "abort-receiver.json").exists(), "the sender is told"
@@ -278,6 +294,18 @@ def test_a_missing_peer_message_fails_naming_the_stage_and_bucket(
     assert (
         "stage 3 (receiver: finish), the sender's stage 1 message, bucket 5: message missing" in e
     ), e
+
+
+def test_a_forged_peer_marker_fails_naming_the_file(spark: Any, run42: dict[str, Any]) -> None:
+    def forge(ex: Path) -> None:
+        # Someone without the key edits the sender's stage 2 marker.
+        path = ex / "stage-2" / "sender.done.json"
+        m = json.loads(path.read_text())
+        m["attempt"] = "forged"
+        path.write_text(json.dumps(m))
+
+    e = rerun_finish(spark, run42, "forged", forge)
+    assert "stage-2/sender.done.json: its MAC does not verify under the exchange key" in e, e
 
 
 def test_cardinality_counts_the_plain_intersection(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 //! `setwise stage`: two parties as two processes of the CLI with a temporary exchange
 //! directory, compared with the plain set computation and with the single-machine CLI;
-//! interrupted and resumed runs; damaged, missing and changed inputs.
+//! interrupted and resumed runs; damaged, missing and changed inputs; the exchange key,
+//! forged markers and the peer's text in `stage status`.
 
 use std::collections::HashSet;
 use std::net::TcpListener;
@@ -68,6 +69,8 @@ struct Data {
     want_rows: Vec<Vec<String>>,
     /// |X ∩ Y| of distinct non-empty keys.
     want_size: usize,
+    /// The exchange key file both parties are given (made by `setwise stage keygen`).
+    key: PathBuf,
 }
 
 fn data() -> Data {
@@ -79,7 +82,10 @@ fn data() -> Data {
     let y: HashSet<&str> = rrows.iter().map(|r| r[1].as_str()).filter(|k| !k.is_empty()).collect();
     let want_size = x.intersection(&y).count();
     assert!(want_size > 3000 && want_rows.len() > want_size, "the data overlap, with repeated rows");
-    Data { dir, sender, receiver, want_rows, want_size }
+    let key = dir.path().join("exchange.key");
+    let o = bin().args(["stage", "keygen", path_str(&key)]).output().unwrap();
+    assert!(o.status.success() && text(&o.stderr).contains("fingerprint"), "{}", text(&o.stderr));
+    Data { dir, sender, receiver, want_rows, want_size, key }
 }
 
 /// The single-machine CLI over loopback TCP: the receiver's output file (intersection)
@@ -146,6 +152,7 @@ impl<'a> Party<'a> {
             ("--run-id", self.run),
             ("--buckets", self.buckets),
             ("--wait-timeout", if cmd == "run" { "300" } else { "0" }),
+            ("--exchange-key", path_str(&self.d.key)),
         ] {
             a.push(k.into());
             a.push(v.into());
@@ -213,7 +220,11 @@ fn staged_runs_equal_the_plain_computation_and_the_single_machine_cli() {
     assert_eq!(text(&again.stdout), format!("{}\n", d.want_size));
     let after: Vec<Vec<u8>> = (0..=3).map(|st| r.marker(st, if st == 2 { "sender" } else { "receiver" })).collect();
     assert_eq!(before, after);
-    let status = bin().args(["stage", "status", "--exchange", path_str(&r.exchange())]).output().unwrap();
+    let status = bin()
+        .args(["stage", "status", "--exchange", path_str(&r.exchange()), "--run-id", "run-c"])
+        .args(["--exchange-key", path_str(&d.key)])
+        .output()
+        .unwrap();
     let status = text(&status.stdout);
     assert!(status.contains("stage 3 (finish) receiver: done") && status.contains("16 parts"), "{status}");
 }
@@ -318,4 +329,97 @@ fn damaged_missing_and_changed_messages_and_inputs_are_refused_by_name() {
     s3.next_ok("hello");
     let e = text(&r3.next().stderr);
     assert!(e.contains("buckets") && e.contains("this side has 16, the peer has 8"), "{e}");
+}
+
+#[test]
+fn keys_are_made_by_keygen_and_a_run_without_one_is_refused_saying_how_to_make_one() {
+    let d = data();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&d.key).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let key = std::fs::read_to_string(&d.key).unwrap();
+    assert_eq!(key.trim().len(), 64);
+    let again = bin().args(["stage", "keygen", path_str(&d.key)]).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+    assert!(text(&again.stderr).contains("already exists"), "{}", text(&again.stderr));
+    assert_eq!(std::fs::read_to_string(&d.key).unwrap(), key, "an existing key file is never replaced");
+
+    let r = Party::new(&d, "receiver", "intersection", "run-nokey");
+    let args: Vec<String> = r.args("next");
+    let at = args.iter().position(|a| a == "--exchange-key").unwrap();
+    let without: Vec<&String> =
+        args.iter().enumerate().filter(|(i, _)| *i != at && *i != at + 1).map(|(_, a)| a).collect();
+    let o = bin().args(&without).output().unwrap();
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--exchange-key FILE is needed") && e.contains("setwise stage keygen"), "{e}");
+    assert!(!r.exchange().exists(), "nothing written without the key");
+    std::fs::write(d.dir.path().join("short.key"), "abcd").unwrap();
+    let mut short = args.clone();
+    short[at + 1] = path_str(&d.dir.path().join("short.key")).into();
+    let e = text(&bin().args(&short).output().unwrap().stderr);
+    assert!(e.contains("short.key") && e.contains("64 hexadecimal digits"), "{e}");
+}
+
+#[test]
+fn a_forged_marker_is_refused_by_name_and_status_shows_the_peers_text_escaped() {
+    let d = data();
+    let (r, s) =
+        (Party::new(&d, "receiver", "intersection", "run-f"), Party::new(&d, "sender", "intersection", "run-f"));
+    r.next_ok("hello");
+    s.next_ok("hello");
+    // Someone who can write the exchange but holds no key edits the sender's hello marker.
+    let ex = r.exchange();
+    let marker = ex.join("stage-0/sender.done.json");
+    let honest = std::fs::read(&marker).unwrap();
+    let mut m: serde_json::Value = serde_json::from_slice(&honest).unwrap();
+    m["attempt"] = "forged".into();
+    std::fs::write(&marker, m.to_string()).unwrap();
+    let o = r.next();
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("stage-0/sender.done.json: its MAC does not verify under the exchange key"), "{e}");
+    assert!(e.contains("or the two parties hold different keys"), "{e}");
+    std::fs::write(&marker, &honest).unwrap();
+    std::fs::remove_file(ex.join("abort-receiver.json")).unwrap();
+
+    // A party given another key is refused by the other.
+    let other = d.dir.path().join("other.key");
+    assert!(bin().args(["stage", "keygen", path_str(&other)]).status().unwrap().success());
+    let mut args = s.args("next");
+    let at = args.iter().position(|a| a == "--exchange-key").unwrap();
+    args[at + 1] = path_str(&other).into();
+    let e = text(&bin().args(&args).output().unwrap().stderr);
+    assert!(e.contains("exchange key"), "a key changed within a run: {e}");
+
+    // An abort note with an ANSI escape and a megabyte: status shows it escaped and
+    // bounded, and with the key refuses it as unauthenticated.
+    let hostile = format!("\u{1b}[2J\u{1b}]0;pwned\u{7}{}", "A".repeat(1_000_000));
+    let note = serde_json::json!({ "format": "setwise-staged/v2", "role": "sender", "error": hostile });
+    std::fs::write(ex.join("abort-sender.json"), note.to_string()).unwrap();
+    let plain = bin().args(["stage", "status", "--exchange", path_str(&ex)]).output().unwrap();
+    let keyed = bin()
+        .args(["stage", "status", "--exchange", path_str(&ex), "--run-id", "run-f"])
+        .args(["--exchange-key", path_str(&d.key)])
+        .output()
+        .unwrap();
+    for o in [&plain, &keyed] {
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}') && out.len() < 4000, "{:.300}", out);
+    }
+    let (plain, keyed) = (text(&plain.stdout), text(&keyed.stdout));
+    assert!(
+        plain.contains("stopped the run (the note is not authenticated)") && plain.contains("\\u{1b}[2J"),
+        "{plain:.500}"
+    );
+    assert!(plain.contains("stage 0 (hello) sender: done (not authenticated: run run-f"), "{plain:.500}");
+    assert!(keyed.contains("abort-sender.json: its MAC does not verify"), "{keyed:.500}");
+    assert!(keyed.contains("stage 0 (hello) sender: done (run run-f"), "{keyed:.500}");
+    // The receiver, waiting on the sender, refuses the forged note by name.
+    let o = r.next();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("abort-sender.json: its MAC does not verify"), "{}", text(&o.stderr));
 }

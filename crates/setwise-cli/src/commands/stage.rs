@@ -1,15 +1,19 @@
-//! `setwise stage run | next | status`: a staged run from files, through an exchange
-//! directory shared with the peer (any mounted storage) instead of a connection. Each
-//! invocation works out from the markers which stage comes next, so a run that stopped
-//! resumes where it stopped; docs/scale-out.md explains the set-up.
+//! `setwise stage run | next | status | keygen`: a staged run from files, through an
+//! exchange directory shared with the peer (any mounted storage) instead of a connection.
+//! Each invocation works out from the markers which stage comes next, so a run that
+//! stopped resumes where it stopped. What each party writes there is authenticated under
+//! the exchange key both operators hold (`--exchange-key`, made by `keygen`);
+//! docs/scale-out.md explains the set-up and the trust model.
 
 use crate::Failure;
 use crate::args::InputArgs;
 use crate::input::read_items;
 use crate::output::{OutputArgs, write_outcome};
 use clap::{Args, Subcommand};
+use setwise::staged::auth::HOW_TO_MAKE;
 use setwise::staged::runner::{self, stage_name};
-use setwise::staged::{BucketKey, Buckets, Runner, Settings, Step};
+use setwise::staged::store::Exchange;
+use setwise::staged::{BucketKey, Buckets, ExchangeKey, Runner, Settings, Step};
 use setwise::{Operation, Protocol, Role};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,6 +32,9 @@ pub enum StageCommand {
     Next(StageArgs),
     /// Print where the run stands: each stage's markers, and who stopped the run if one did.
     Status(StatusArgs),
+    /// Make a new exchange key (32 random bytes as 64 hexadecimal digits, mode 0600) for
+    /// the two operators of a run to share; also fits --bucket-key-file.
+    Keygen(KeygenArgs),
 }
 
 /// What `stage run` and `stage next` take.
@@ -62,6 +69,11 @@ pub struct StageArgs {
     /// derived from the run's session).
     #[arg(long)]
     bucket_key_file: Option<PathBuf>,
+    /// The exchange key file both operators hold (64 hexadecimal digits or 32 raw bytes;
+    /// `setwise stage keygen FILE` makes one): every marker and abort note this party
+    /// writes is authenticated under it, and the peer's are checked.
+    #[arg(long, value_name = "FILE")]
+    exchange_key: Option<PathBuf>,
     #[command(flatten)]
     out: OutputArgs,
     /// Seconds to wait for the peer's messages before giving up (default: 86400 for
@@ -76,13 +88,42 @@ pub struct StatusArgs {
     /// The exchange directory of the run.
     #[arg(long)]
     exchange: PathBuf,
+    /// The exchange key file: with it, each marker and abort note is checked; without
+    /// it, what they say is shown marked as not authenticated.
+    #[arg(long, value_name = "FILE")]
+    exchange_key: Option<PathBuf>,
+    /// The run id (default: the exchange directory's name); needed to check the markers.
+    #[arg(long)]
+    run_id: Option<String>,
+}
+
+/// What `stage keygen` takes.
+#[derive(Args)]
+pub struct KeygenArgs {
+    /// The new key file (refused if it exists).
+    file: PathBuf,
 }
 
 /// Runs `setwise stage …`.
 pub fn run_stage(c: StageCommand) -> Result<(), Failure> {
     match c {
         StageCommand::Status(a) => {
-            runner::status(&a.exchange)?.iter().for_each(|l| println!("{l}"));
+            let e = match &a.exchange_key {
+                Some(k) => Exchange::new(&a.exchange, ExchangeKey::read_file(k)?, &run_id(&a.run_id, &a.exchange)?),
+                None => Exchange::unauthenticated(&a.exchange),
+            };
+            runner::status(&e)?.iter().for_each(|l| println!("{l}"));
+            Ok(())
+        }
+        StageCommand::Keygen(a) => {
+            let key = ExchangeKey::generate();
+            key.write_new(&a.file)?;
+            eprintln!(
+                "wrote a new key to {} (fingerprint {}): give the same file to the other operator over a channel \
+                 you trust, keep it private, and compare the fingerprint on a call",
+                a.file.display(),
+                key.fingerprint()
+            );
             Ok(())
         }
         StageCommand::Run(a) => drive(a, true),
@@ -94,15 +135,30 @@ fn usage(msg: String) -> Failure {
     Failure::usage(anyhow::anyhow!("{msg}"))
 }
 
-fn settings(a: &StageArgs, key_columns: usize) -> Result<Settings, Failure> {
-    let run_id = match &a.run_id {
-        Some(r) => r.clone(),
-        None => a
-            .exchange
+/// The run id given, or the exchange directory's name.
+fn run_id(given: &Option<String>, exchange: &Path) -> Result<String, Failure> {
+    match given {
+        Some(r) => Ok(r.clone()),
+        None => exchange
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| usage("--run-id ID is needed (the exchange path has no name)".into()))?,
-    };
+            .ok_or_else(|| usage("--run-id ID is needed (the exchange path has no name)".into())),
+    }
+}
+
+/// The exchange key, which a staged run cannot go without.
+fn exchange_key(a: &StageArgs) -> Result<ExchangeKey, Failure> {
+    match &a.exchange_key {
+        Some(p) => Ok(ExchangeKey::read_file(p)?),
+        None => Err(usage(format!(
+            "--exchange-key FILE is needed: the key both operators hold, under which each party's markers are \
+             authenticated (without it anyone who can write the exchange could forge them); {HOW_TO_MAKE}"
+        ))),
+    }
+}
+
+fn settings(a: &StageArgs, key_columns: usize) -> Result<Settings, Failure> {
+    let run_id = run_id(&a.run_id, &a.exchange)?;
     let bucket_key = match &a.bucket_key_file {
         Some(p) => Some(BucketKey::from_hex(&read_small(p)?)?),
         None => None,
@@ -128,11 +184,12 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                 .into(),
         ));
     }
+    let key = exchange_key(&a)?;
     let set = read_items(&a.input)?;
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();
     let items = set.items();
-    let r = Runner::open(settings, role, &a.exchange, &a.workdir, &items)?;
+    let r = Runner::open(settings, role, &a.exchange, &a.workdir, &items, key)?;
     let timeout = Duration::from_secs(a.wait_timeout.unwrap_or(if all { 86_400 } else { 0 }));
     let mut summary = None;
     let mut deliver = |o: &setwise::Outcome| {

@@ -103,6 +103,14 @@ pub const STAGED_MESSAGE: &str = "setwise/staged/v1/message";
 pub const STAGED_MARKER_CONTENT: &str = "setwise/staged/v1/marker-content";
 /// Staged runs: the fingerprint of a party's input, kept in its workdir.
 pub const STAGED_INPUT: &str = "setwise/staged/v1/input-fingerprint";
+/// Staged runs: the key of the MAC on one stage marker, derived (BLAKE3 `derive_key`) from
+/// the operators' exchange key, the stage, the writer's role and the run id.
+pub const STAGED_MARKER_MAC: &str = "setwise/staged/v1/marker-mac";
+/// Staged runs: the key of the MAC on a party's abort note, derived from the exchange
+/// key, the writer's role and the run id.
+pub const STAGED_ABORT_MAC: &str = "setwise/staged/v1/abort-mac";
+/// Staged runs: the public fingerprint of the operators' exchange key.
+pub const STAGED_EXCHANGE_KEY_CHECK: &str = "setwise/staged/v1/exchange-key-check";
 /// Session identifier derived from both hellos' nonces.
 pub const SESSION_ID: &str = "setwise/session/v1/id";
 /// `--reveal both`: the digest of an item of the intersection the receiver tells the sender.

@@ -14,6 +14,7 @@
 //! - [`ecdh`]: the per-bucket steps of DH-PSI, pure functions on values;
 //! - [`message`]: a bucket's message as bytes (the protocol's stream frames);
 //! - [`store`]: the exchange's and workdir's files, markers, journal;
+//! - [`auth`]: the operators' exchange key and the MACs on markers and abort notes;
 //! - [`runner`]: the stages over a directory exchange (the CLI's `setwise stage`).
 //!
 //! ```
@@ -38,6 +39,7 @@
 //! assert_eq!(hits, vec![0]); // y[0] = "c"
 //! ```
 
+pub mod auth;
 pub mod bucket;
 pub mod ecdh;
 pub mod message;
@@ -46,6 +48,7 @@ pub mod runner;
 pub mod seed;
 pub mod store;
 
+pub use auth::ExchangeKey;
 pub use plan::{BucketKey, Buckets, Plan, Settings, choose_buckets};
 pub use runner::{Runner, Step};
 pub use seed::RunSeed;

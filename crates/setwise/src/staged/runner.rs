@@ -17,12 +17,13 @@
 //! peer message a stage consumed is journaled, and a peer message that changed since is
 //! refused (re-using an exponent on other points would leak).
 
+use super::auth::ExchangeKey;
 use super::bucket::{assign, select};
 use super::ecdh;
 use super::message::{decode_part, encode_part, max_part_bytes};
 use super::plan::{Plan, Settings};
 use super::seed::RunSeed;
-use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir};
+use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir, shown};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::Encoded;
 use crate::crypto::rng::fill_os;
@@ -88,6 +89,9 @@ struct RunRecord {
     key_columns: usize,
     buckets: String,
     bucket_key: String,
+    /// The exchange key's fingerprint (absent in a run started before keys existed).
+    #[serde(default)]
+    exchange_key: String,
     items: u64,
     input: String,
 }
@@ -134,9 +138,17 @@ pub struct Runner<'a, I> {
 }
 
 impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
-    /// Opens `role`'s side of the run (creating the workdir). Refuses settings or an
-    /// input other than those the run started with.
-    pub fn open(settings: Settings, role: Role, exchange: &Path, workdir: &Path, items: &'a [I]) -> Result<Self> {
+    /// Opens `role`'s side of the run (creating the workdir), whose markers and abort
+    /// notes are sealed and checked under `key` (both operators hold it). Refuses
+    /// settings, an input or a key other than those the run started with.
+    pub fn open(
+        settings: Settings,
+        role: Role,
+        exchange: &Path,
+        workdir: &Path,
+        items: &'a [I],
+        key: ExchangeKey,
+    ) -> Result<Self> {
         settings.validate()?;
         if !matches!(role, Role::Sender | Role::Receiver) {
             return Err(Error::Usage("a staged run has a sender and a receiver".into()));
@@ -151,6 +163,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             key_columns: settings.key_columns,
             buckets: settings.buckets.to_string(),
             bucket_key: settings.bucket_key.as_ref().map_or("session".into(), |k| k.fingerprint()),
+            exchange_key: key.fingerprint(),
             items: items.len() as u64,
             input: input_fingerprint(items, settings.key_columns),
         };
@@ -159,7 +172,8 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         }
         let mut attempt = [0u8; 8];
         fill_os(&mut attempt);
-        Ok(Self { settings, role, exchange: Exchange::new(exchange), workdir, items, record, attempt: hex(&attempt) })
+        let exchange = Exchange::new(exchange, key, &settings.run_id);
+        Ok(Self { settings, role, exchange, workdir, items, record, attempt: hex(&attempt) })
     }
 
     /// This party's first stage without a marker, if any.
@@ -176,7 +190,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     /// stopped the run.
     pub fn waiting_for(&self, stage: u8) -> Result<Option<String>> {
         let peer = peer_of(self.role);
-        if let Some(why) = self.exchange.read_abort(peer)? {
+        if let Some(why) = self.exchange.read_abort(peer).map_err(at(stage, self.role, ""))? {
             return Err(at(stage, self.role, "")(Error::PeerAborted(why)));
         }
         let needs: &[(u8, Role)] = match (stage, self.role) {
@@ -199,10 +213,14 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     /// recorded in the exchange (`abort-<role>.json`), so the peer stops waiting.
     pub fn step(&self, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<Step> {
         let Some(stage) = self.next_stage()? else { return Ok(Step::Finished) };
-        if let Some(marker) = self.waiting_for(stage)? {
-            return Ok(Step::Waiting { stage, marker });
-        }
-        match self.run_stage(stage, deliver) {
+        // A refusal of the peer's marker (one that does not verify, say) while checking
+        // what the stage waits for is told to the peer as a refusal while running is.
+        let ran = match self.waiting_for(stage) {
+            Ok(Some(marker)) => return Ok(Step::Waiting { stage, marker }),
+            Ok(None) => self.run_stage(stage, deliver),
+            Err(e) => Err(e),
+        };
+        match ran {
             Ok(()) => Ok(Step::Ran(stage)),
             Err(e) => {
                 if e.kind() == ErrorKind::Peer
@@ -245,6 +263,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             parts,
             attempt: self.attempt.clone(),
             setwise: env!("CARGO_PKG_VERSION").into(),
+            mac: String::new(), // sealed when written
         }
     }
 
@@ -335,7 +354,11 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         let m = self.exchange.read_marker(peer_stage, peer).map_err(fail)?.ok_or_else(|| fail(not_there()))?;
         let bad = |why: String| fail(Deviation::StagedMessage { why }.into());
         if m.run != self.settings.run_id || m.session != hex(&plan.session.0) {
-            return Err(bad(format!("the marker is for run {} session {}, not this run's", m.run, m.session)));
+            return Err(bad(format!(
+                "the marker is for run {} session {}, not this run's",
+                shown(&m.run),
+                shown(&m.session)
+            )));
         }
         if m.parts.len() != plan.buckets as usize {
             return Err(bad(format!("the marker lists {} parts, not the {} agreed", m.parts.len(), plan.buckets)));
@@ -500,6 +523,7 @@ fn check_record(old: &RunRecord, new: &RunRecord, workdir: &Path) -> Result<()> 
         ("operation", &old.operation, &new.operation),
         ("buckets", &old.buckets, &new.buckets),
         ("bucket key", &old.bucket_key, &new.bucket_key),
+        ("exchange key (fingerprint)", &old.exchange_key, &new.exchange_key),
     ];
     for (name, a, b) in fields {
         if a != b {
@@ -523,9 +547,10 @@ fn check_record(old: &RunRecord, new: &RunRecord, workdir: &Path) -> Result<()> 
     Ok(())
 }
 
-/// Where a run stands, one line per stage and role, from the exchange's markers.
-pub fn status(exchange: &Path) -> Result<Vec<String>> {
-    let e = Exchange::new(exchange);
+/// Where a run stands, one line per stage and role, from the exchange's markers: checked
+/// when `e` has the exchange key, else marked as not authenticated.
+pub fn status(e: &Exchange) -> Result<Vec<String>> {
+    let unverified = if e.is_authenticated() { "" } else { "not authenticated: " };
     let mut lines = Vec::new();
     for stage in 0..=3u8 {
         for role in [Role::Receiver, Role::Sender] {
@@ -534,11 +559,11 @@ pub fn status(exchange: &Path) -> Result<Vec<String>> {
             }
             let state = match e.read_marker(stage, role) {
                 Ok(Some(m)) => format!(
-                    "done (run {}, {} parts, {} items, attempt {})",
-                    m.run,
+                    "done ({unverified}run {}, {} parts, {} items, attempt {})",
+                    shown(&m.run),
                     m.parts.len(),
                     m.total_items(),
-                    m.attempt
+                    shown(&m.attempt)
                 ),
                 Ok(None) => "not done".into(),
                 Err(err) => format!("unreadable marker: {err}"),
@@ -547,8 +572,13 @@ pub fn status(exchange: &Path) -> Result<Vec<String>> {
         }
     }
     for role in [Role::Receiver, Role::Sender] {
-        if let Some(why) = e.read_abort(role)? {
-            lines.push(format!("the {role} stopped the run: {why}"));
+        match e.read_abort(role) {
+            Ok(Some(why)) => {
+                let tag = if e.is_authenticated() { "" } else { " (the note is not authenticated)" };
+                lines.push(format!("the {role} stopped the run{tag}: {why}"));
+            }
+            Ok(None) => {}
+            Err(err) => lines.push(format!("unreadable abort note of the {role}: {err}")),
         }
     }
     Ok(lines)
@@ -561,12 +591,17 @@ mod tests {
     use crate::staged::plan::Buckets;
     use std::collections::BTreeSet;
 
+    /// The exchange key of the tests' runs.
+    fn key() -> ExchangeKey {
+        ExchangeKey::from_bytes([3; 32])
+    }
+
     /// Runs both parties in turn until both are finished; the receiver's outcome.
     fn run_both(dir: &Path, op: Operation, x: &[String], y: &[String], buckets: u32) -> Outcome {
         let settings = Settings { buckets: Buckets::Fixed(buckets), ..Settings::new("t", Protocol::Ecdh, op) };
         let ex = dir.join("exchange");
-        let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y).unwrap();
-        let s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x).unwrap();
+        let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y, key()).unwrap();
+        let s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key()).unwrap();
         let mut got = None;
         let mut deliver = |o: &Outcome| {
             got = Some(o.clone());
@@ -607,6 +642,104 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_hello_and_marker_are_refused_by_name() {
+        use crate::staged::message::part_digest;
+        let dir = tempfile::tempdir().unwrap();
+        let settings =
+            Settings { buckets: Buckets::Fixed(2), ..Settings::new("t", Protocol::Ecdh, Operation::Intersection) };
+        let ex = dir.path().join("exchange");
+        let (x, y) = (items(0..10), items(5..15));
+        let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+        let s = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();
+        assert_eq!(r.step(&mut |_| Ok(())).unwrap(), Step::Ran(0));
+        assert_eq!(s.step(&mut |_| Ok(())).unwrap(), Step::Ran(0));
+        // Someone with write access to the exchange, but not a party, replaces the
+        // sender's hello by one of its own and fixes the marker's digest (keyed only by
+        // public values) to match.
+        let forged = settings.hello(Role::Sender, 10, &RunSeed::from_bytes([66; 32])).encode();
+        let hello = ex.join("stage-0/sender.hello");
+        let honest = (std::fs::read(&hello).unwrap(), std::fs::read(ex.join("stage-0/sender.done.json")).unwrap());
+        std::fs::write(&hello, &forged).unwrap();
+        let marker = ex.join("stage-0/sender.done.json");
+        let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&marker).unwrap()).unwrap();
+        m["parts"][0]["bytes"] = forged.len().into();
+        m["parts"][0]["digest"] = hex(&part_digest(SessionId::default(), 0, Role::Sender, 0, &forged)).into();
+        std::fs::write(&marker, m.to_string()).unwrap();
+        let e = r.step(&mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("stage-0/sender.done.json: its MAC does not verify under the exchange key"), "{e}");
+        assert!(e.contains("or the two parties hold different keys"), "{e}");
+        assert!(ex.join("abort-receiver.json").exists(), "the sender is told");
+        std::fs::remove_file(ex.join("abort-receiver.json")).unwrap();
+
+        // Replays of genuine markers: the receiver's own hello marker as the sender's, and
+        // the sender's hello marker of another run under the same key.
+        std::fs::write(&hello, &honest.0).unwrap();
+        std::fs::copy(ex.join("stage-0/receiver.done.json"), &marker).unwrap();
+        let e = r.step(&mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("its MAC does not verify"), "another role's marker: {e}");
+        std::fs::remove_file(ex.join("abort-receiver.json")).unwrap();
+        let other = Settings { run_id: "t2".into(), ..settings.clone() };
+        let ex2 = dir.path().join("exchange2");
+        let s2 = Runner::open(other, Role::Sender, &ex2, &dir.path().join("s2"), &x, key()).unwrap();
+        assert_eq!(s2.step(&mut |_| Ok(())).unwrap(), Step::Ran(0));
+        std::fs::copy(ex2.join("stage-0/sender.done.json"), &marker).unwrap();
+        std::fs::copy(ex2.join("stage-0/sender.hello"), &hello).unwrap();
+        let e = r.step(&mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("its MAC does not verify"), "another run's marker: {e}");
+        std::fs::remove_file(ex.join("abort-receiver.json")).unwrap();
+
+        // A forged abort note stops nothing silently: it is refused by name.
+        std::fs::write(&hello, &honest.0).unwrap();
+        std::fs::write(&marker, &honest.1).unwrap();
+        let note = serde_json::json!({ "format": FORMAT, "role": "sender", "error": "stop", "mac": "00".repeat(32) });
+        std::fs::write(ex.join("abort-sender.json"), note.to_string()).unwrap();
+        let e = r.step(&mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("abort-sender.json: its MAC does not verify under the exchange key"), "{e}");
+        std::fs::remove_file(ex.join("abort-sender.json")).unwrap();
+
+        // Restored, the run goes on; a party holding another key is refused, and a key
+        // changed within a run is refused before anything is read.
+        assert_eq!(r.step(&mut |_| Ok(())).unwrap(), Step::Ran(1));
+        let other_key = ExchangeKey::from_bytes([4; 32]);
+        let e = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, other_key.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exchange key"), "{e}");
+        let s3 = Runner::open(settings, Role::Sender, &ex, &dir.path().join("s3"), &x, other_key).unwrap();
+        let e = s3.step(&mut |_| Ok(())).unwrap_err().to_string();
+        assert!(
+            e.contains("stage-0/sender.done.json: its MAC does not verify"),
+            "its own marker under another key: {e}"
+        );
+    }
+
+    #[test]
+    fn status_shows_the_peers_fields_and_abort_escaped_and_bounded() {
+        use crate::staged::store::tests::{assert_shown_safely, hostile};
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..10), items(5..15));
+        run_both(dir.path(), Operation::Intersection, &x, &y, 1);
+        let ex = dir.path().join("exchange");
+        // A peer holding the key writes hostile fields and a hostile reason.
+        let path = ex.join("stage-1/sender.done.json");
+        let mut m: Marker = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        m.run = hostile();
+        m.attempt = hostile();
+        m.seal(&key(), "t").unwrap();
+        std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+        let e = Exchange::new(&ex, key(), "t");
+        e.write_abort(Role::Sender, &hostile()).unwrap();
+        for e in [e, Exchange::unauthenticated(&ex)] {
+            let lines = status(&e).unwrap();
+            assert!(lines.iter().any(|l| l.contains("stopped the run")), "{lines:?}");
+            assert!(lines.iter().any(|l| l.contains("stage 1 (blind) sender: done")), "{lines:?}");
+            lines.iter().for_each(|l| assert_shown_safely(l));
+        }
+        let lines = status(&Exchange::unauthenticated(&ex)).unwrap();
+        assert!(lines.iter().all(|l| !l.contains("done (run")), "not authenticated, and said so: {lines:?}");
+    }
+
+    #[test]
     fn a_peer_message_changed_after_it_was_consumed_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (x, y) = (items(0..100), items(50..150));
@@ -619,7 +752,8 @@ mod tests {
         std::fs::remove_file(dir.path().join("exchange/stage-2/sender.done.json")).unwrap();
         let settings =
             Settings { buckets: Buckets::Fixed(2), ..Settings::new("t", Protocol::Ecdh, Operation::Intersection) };
-        let s = Runner::open(settings, Role::Sender, &dir.path().join("exchange"), &dir.path().join("s"), &x).unwrap();
+        let s = Runner::open(settings, Role::Sender, &dir.path().join("exchange"), &dir.path().join("s"), &x, key())
+            .unwrap();
         let e = s.step(&mut |_| Ok(())).unwrap_err().to_string();
         assert!(e.contains("stage 2") && e.contains("changed since this side consumed it"), "{e}");
     }

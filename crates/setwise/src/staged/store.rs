@@ -19,24 +19,33 @@
 //! A marker lists each part's record count, byte length and digest
 //! ([`part_digest`]); a reader checks all three before it
 //! uses a part, so a damaged, truncated or replaced file is an error naming the stage
-//! and the bucket, never a wrong result.
+//! and the bucket, never a wrong result. Markers and abort notes carry a MAC under the
+//! operators' exchange key ([`auth`](super::auth)), checked before anything in them is
+//! used, so only a holder of the key can write what a party reads.
+//!
+//! Anyone who can write the exchange can put anything there, so every file is read as
+//! a regular file opened without following links (a link to `/dev/zero`, a FIFO or a
+//! device is refused, never read), through a limit of its maximum size plus one byte,
+//! and no file is read or written through a symbolic link below the exchange's root.
 
+use super::auth::{ExchangeKey, Fields, Sealed, create_private};
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
 use super::seed::RunSeed;
 use crate::crypto::dst::{self, SessionId};
 use crate::error::{Deviation, Error, Result};
-use crate::io::{hex, sync_dir, write_atomic};
+use crate::io::{hex, write_atomic};
 use crate::protocols::Role;
+use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// The marker format's name and version.
-pub const FORMAT: &str = "setwise-staged/v1";
+/// The marker format's name and version (v2: markers and abort notes carry a MAC).
+pub const FORMAT: &str = "setwise-staged/v2";
 /// Largest marker read: a part's entry is under 160 bytes, and B ≤ 2^16.
-const MAX_MARKER_BYTES: u64 = 4096 + 160 * MAX_BUCKETS as u64;
+pub const MAX_MARKER_BYTES: u64 = 4096 + 160 * MAX_BUCKETS as u64;
 /// Largest workdir JSON file read (settings, journal, result).
 const MAX_STATE_BYTES: u64 = 1 << 20;
 
@@ -86,6 +95,10 @@ pub struct Marker {
     pub attempt: String,
     /// The setwise version that wrote it.
     pub setwise: String,
+    /// Its MAC under the exchange key, hexadecimal ([`Marker::seal`]); empty in a marker
+    /// that has none, which no reader accepts.
+    #[serde(default)]
+    pub mac: String,
 }
 
 impl Marker {
@@ -100,20 +113,70 @@ impl Marker {
         h.finalize().to_hex().to_string()
     }
 
-    /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors).
+    /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors),
+    /// authenticated: its MAC must verify under `key` for run `run`, that stage and that
+    /// role before any of its fields is looked at.
+    pub fn open(bytes: &[u8], stage: u8, role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<Marker> {
+        let m = Self::from_json(bytes, path)?;
+        key.verify(Sealed::Marker { stage, role }, run, &m.mac_fields(), &m.mac, path)?;
+        m.check(stage, role, path)?;
+        Ok(m)
+    }
+
+    /// Sets the marker's MAC under `key` for run `run` (its stage and role are its own).
+    pub fn seal(&mut self, key: &ExchangeKey, run: &str) -> Result<()> {
+        let role = match self.role.as_str() {
+            "sender" => Role::Sender,
+            "receiver" => Role::Receiver,
+            _ => return Err(Error::Usage("a staged run has a sender and a receiver".into())),
+        };
+        self.mac = key.seal(Sealed::Marker { stage: self.stage, role }, run, &self.mac_fields());
+        Ok(())
+    }
+
+    /// Every field but the MAC, as the MAC covers them.
+    fn mac_fields(&self) -> Fields {
+        let mut f = Fields::default()
+            .text(&self.format)
+            .text(&self.run)
+            .text(&self.protocol)
+            .text(&self.operation)
+            .num(self.stage.into())
+            .text(&self.role)
+            .text(&self.session)
+            .num(self.parts.len() as u64);
+        for p in &self.parts {
+            f = f.num(p.items).num(p.bytes).text(&p.digest);
+        }
+        f.text(&self.attempt).text(&self.setwise)
+    }
+
+    /// The marker in `bytes` **without** authenticating it (for `setwise stage status`
+    /// without the key): checked for its stage and role only.
     pub fn parse(bytes: &[u8], stage: u8, role: Role, path: &Path) -> Result<Marker> {
-        let m: Marker = serde_json::from_slice(bytes)
-            .map_err(|e| message_error(format!("{}: not a stage marker ({e})", path.display())))?;
+        let m = Self::from_json(bytes, path)?;
+        m.check(stage, role, path)?;
+        Ok(m)
+    }
+
+    fn from_json(bytes: &[u8], path: &Path) -> Result<Marker> {
+        // serde's messages quote the offending value: the peer's text, shown escaped.
+        serde_json::from_slice(bytes)
+            .map_err(|e| message_error(format!("{}: not a stage marker ({})", path.display(), shown(&e.to_string()))))
+    }
+
+    fn check(&self, stage: u8, role: Role, path: &Path) -> Result<()> {
+        let m = self;
         if m.format != FORMAT || m.stage != stage || m.role != role.name() {
             return Err(message_error(format!(
                 "{}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
                 path.display(),
-                m.format,
+                shown(&m.format),
                 m.stage,
-                m.role
+                shown(&m.role)
             )));
         }
-        Ok(m)
+        Ok(())
     }
 
     /// Total records over the parts.
@@ -122,36 +185,217 @@ impl Marker {
     }
 }
 
+/// Peer text (a marker's field, an abort's reason) as it may be shown: control and
+/// format characters escaped, at most [`MAX_SHOWN`] characters.
+pub fn shown(text: &str) -> String {
+    printable(text, MAX_SHOWN)
+}
+
 fn message_error(why: String) -> Error {
     Deviation::StagedMessage { why }.into()
 }
 
-/// Reads `path` whole if it exists and holds at most `max` bytes.
-fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    let mut f = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::file(path, e)),
-    };
-    let len = f.metadata().map_err(|e| Error::file(path, e))?.len();
-    if len > max {
-        return Err(message_error(format!("{}: {len} bytes, more than the {max} it can hold", path.display())));
+/// Why a file could not be read as a small regular file.
+enum Unreadable {
+    /// The path is a symbolic link (not followed).
+    Link,
+    /// Not a regular file: a FIFO, a device, a directory, a socket.
+    NotRegular,
+    /// More than the bytes allowed.
+    TooLarge(u64),
+    /// Any other I/O failure.
+    Io(std::io::Error),
+}
+
+/// Opens `path` for reading without following a final symbolic link and without waiting
+/// on a FIFO (so neither a link to `/dev/zero` nor a FIFO is ever read), and requires a
+/// regular file.
+fn open_regular(path: &Path) -> std::result::Result<fs::File, Unreadable> {
+    let mut o = fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let f = o.open(path).map_err(|e| {
+        // O_NOFOLLOW fails with ELOOP on Linux and EMLINK on some BSDs: ask the path.
+        if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            Unreadable::Link
+        } else {
+            Unreadable::Io(e)
+        }
+    })?;
+    // O_NONBLOCK changes nothing for a regular file, the only kind read on.
+    match f.metadata() {
+        Ok(m) if m.is_file() => Ok(f),
+        Ok(_) => Err(Unreadable::NotRegular),
+        Err(e) => Err(Unreadable::Io(e)),
     }
-    let mut buf = Vec::with_capacity(len as usize);
-    f.read_to_end(&mut buf).map_err(|e| Error::file(path, e))?;
+}
+
+/// Reads `path` whole if it exists: a regular file (not a link) of at most `max` bytes,
+/// read through a limit of `max + 1` bytes whatever its metadata claims.
+fn read_limited(path: &Path, max: u64) -> std::result::Result<Option<Vec<u8>>, Unreadable> {
+    let f = match open_regular(path) {
+        Ok(f) => f,
+        Err(Unreadable::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let hint = f.metadata().map_or(0, |m| m.len()).min(max).min(1 << 20);
+    let mut buf = Vec::with_capacity(hint as usize);
+    f.take(max.saturating_add(1)).read_to_end(&mut buf).map_err(Unreadable::Io)?;
+    if buf.len() as u64 > max {
+        return Err(Unreadable::TooLarge(max));
+    }
     Ok(Some(buf))
 }
 
-/// The shared exchange location of one run.
+/// [`read_limited`] for a file of the exchange, which anyone with write access to it may
+/// have put there: a link, a FIFO, a device or an oversized file is the peer's doing (or
+/// an intruder's), named by its path.
+fn read_exchange_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    read_limited(path, max).map_err(|e| match e {
+        Unreadable::Io(e) => Error::file(path, e),
+        other => message_error(format!("{}: {}", path.display(), why_unreadable(&other))),
+    })
+}
+
+/// [`read_limited`] for a file of this party's own workdir: a bad file there is damage.
+fn read_own_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    read_limited(path, max).map_err(|e| match e {
+        Unreadable::Io(e) => Error::file(path, e),
+        other => Error::damaged(path, why_unreadable(&other)),
+    })
+}
+
+fn why_unreadable(e: &Unreadable) -> String {
+    match e {
+        Unreadable::Link => "a symbolic link (a staged run reads and writes plain files only)".into(),
+        Unreadable::NotRegular => "not a regular file (a FIFO, a device or a directory is never read)".into(),
+        Unreadable::TooLarge(max) => format!("more than the {max} bytes it can hold"),
+        Unreadable::Io(e) => e.to_string(),
+    }
+}
+
+/// Refuses a path in the exchange that is, or passes through, a symbolic link below the
+/// exchange's root (the root itself is the operator's choice). With `create`, missing
+/// directories are created one at a time and each checked, so nothing is written
+/// through a link planted in the exchange.
+fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| Error::Usage(format!("{} is not in the exchange {}", path.display(), root.display())))?;
+    if create {
+        fs::create_dir_all(root).map_err(|e| Error::file(root, e))?;
+    }
+    let mut at = root.to_path_buf();
+    let n = rel.components().count();
+    for (i, c) in rel.components().enumerate() {
+        at.push(c);
+        let last = i + 1 == n;
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(message_error(format!("{}: {}", at.display(), why_unreadable(&Unreadable::Link))));
+            }
+            Ok(m) if last || m.is_dir() => {}
+            Ok(_) => return Err(message_error(format!("{}: not a directory", at.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create || last {
+                    return Ok(());
+                }
+                match fs::create_dir(&at) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        // Created meanwhile: checked like any other.
+                        if fs::symlink_metadata(&at).map(|m| !m.is_dir()).unwrap_or(true) {
+                            return Err(message_error(format!("{}: not a directory", at.display())));
+                        }
+                    }
+                    Err(e) => return Err(Error::file(&at, e)),
+                }
+            }
+            Err(e) => return Err(Error::file(&at, e)),
+        }
+    }
+    Ok(())
+}
+
+/// An abort note as the exchange holds it (`abort-<role>.json`): why a party stopped
+/// the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbortNote {
+    /// [`FORMAT`].
+    pub format: String,
+    /// The role that stopped the run.
+    pub role: String,
+    /// Why (the error it failed with).
+    pub error: String,
+    /// Its MAC under the exchange key, hexadecimal ([`AbortNote::sealed`]).
+    #[serde(default)]
+    pub mac: String,
+}
+
+impl AbortNote {
+    /// `role`'s note saying `error`, sealed under `key` for run `run`.
+    pub fn sealed(key: &ExchangeKey, run: &str, role: Role, error: &str) -> Self {
+        let mut n = Self { format: FORMAT.into(), role: role.name().into(), error: error.into(), mac: String::new() };
+        n.mac = key.seal(Sealed::Abort { role }, run, &n.mac_fields());
+        n
+    }
+
+    fn mac_fields(&self) -> Fields {
+        Fields::default().text(&self.format).text(&self.role).text(&self.error)
+    }
+
+    /// The note of `role` in `bytes`, read from `path`, authenticated under `key` for run
+    /// `run`; its reason as it may be shown ([`shown`]).
+    pub fn open(bytes: &[u8], role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<String> {
+        let note = Self::from_json(bytes, path)?;
+        key.verify(Sealed::Abort { role }, run, &note.mac_fields(), &note.mac, path)?;
+        Ok(shown(&note.error))
+    }
+
+    /// The reason in `bytes` **without** authenticating it (for `setwise stage status`
+    /// without the key), as it may be shown.
+    pub fn shown_unverified(bytes: &[u8]) -> String {
+        match serde_json::from_slice::<AbortNote>(bytes) {
+            Ok(n) => shown(&n.error),
+            Err(_) => printable_bytes(bytes, MAX_SHOWN),
+        }
+    }
+
+    fn from_json(bytes: &[u8], path: &Path) -> Result<Self> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| message_error(format!("{}: not an abort note ({})", path.display(), shown(&e.to_string()))))
+    }
+}
+
+/// The shared exchange location of one run: where it is, and the key and run id under
+/// which what is read there is authenticated and what is written is sealed.
 #[derive(Debug, Clone)]
 pub struct Exchange {
     root: PathBuf,
+    auth: Option<(ExchangeKey, String)>,
 }
 
 impl Exchange {
-    /// The exchange at `root` (created when written to).
-    pub fn new(root: &Path) -> Self {
-        Self { root: root.to_path_buf() }
+    /// The exchange of run `run` at `root` (created when written to), whose markers and
+    /// abort notes are authenticated under `key`.
+    pub fn new(root: &Path, key: ExchangeKey, run: &str) -> Self {
+        Self { root: root.to_path_buf(), auth: Some((key, run.to_owned())) }
+    }
+
+    /// The exchange at `root` without the key, to look at only: markers and notes are
+    /// read without being authenticated, and nothing can be written.
+    pub fn unauthenticated(root: &Path) -> Self {
+        Self { root: root.to_path_buf(), auth: None }
+    }
+
+    /// Whether what is read is authenticated.
+    pub fn is_authenticated(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    fn sealer(&self) -> Result<&(ExchangeKey, String)> {
+        self.auth.as_ref().ok_or_else(|| Error::Usage("writing to a staged exchange needs the exchange key".into()))
     }
 
     /// The exchange's directory.
@@ -179,19 +423,41 @@ impl Exchange {
         self.root.join(format!("abort-{role}.json"))
     }
 
+    /// Reads the exchange's file at `path` (a regular file, not a link, reached through
+    /// no link below the root) if it exists, at most `max` bytes. Also for a front end
+    /// that moves the small files itself (the Spark driver on a local path).
+    pub fn read_file(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+        check_below(&self.root, path, false)?;
+        read_exchange_file(path, max)
+    }
+
+    /// Writes the exchange's file at `path` atomically, creating its directories; refuses
+    /// a path that is, or passes through, a symbolic link below the root.
+    pub fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        check_below(&self.root, path, true)?;
+        write_atomic(path, bytes, false).map_err(|e| Error::file(path, e))
+    }
+
     /// `role`'s marker of stage `stage`, if written.
     pub fn read_marker(&self, stage: u8, role: Role) -> Result<Option<Marker>> {
         let path = self.marker_path(stage, role);
-        let Some(bytes) = read_bounded(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
-        Marker::parse(&bytes, stage, role, &path).map(Some)
+        let Some(bytes) = self.read_file(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
+        match &self.auth {
+            Some((key, run)) => Marker::open(&bytes, stage, role, &path, key, run).map(Some),
+            None => Marker::parse(&bytes, stage, role, &path).map(Some),
+        }
     }
 
-    /// Writes a marker (atomically: it appears complete or not at all).
+    /// Seals a marker under the exchange key and writes it (atomically: it appears
+    /// complete or not at all).
     pub fn write_marker(&self, m: &Marker) -> Result<()> {
+        let (key, run) = self.sealer()?;
         let role = if m.role == "sender" { Role::Sender } else { Role::Receiver };
         let path = self.marker_path(m.stage, role);
-        let bytes = serde_json::to_vec_pretty(m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
-        write_file(&path, &bytes, false)
+        let mut m = m.clone();
+        m.seal(key, run)?;
+        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
+        self.write_file(&path, &bytes)
     }
 
     /// Writes a part (atomically) and returns what its marker entry says of it.
@@ -203,7 +469,7 @@ impl Exchange {
         bytes: &[u8],
         items: usize,
     ) -> Result<PartInfo> {
-        write_file(path, bytes, false)?;
+        self.write_file(path, bytes)?;
         Ok(PartInfo {
             items: items as u64,
             bytes: bytes.len() as u64,
@@ -213,7 +479,7 @@ impl Exchange {
 
     /// Reads the part at `path` that `info` describes and checks its length and digest.
     pub fn read_part(&self, path: &Path, info: &PartInfo, session: SessionId, id: PartId) -> Result<Vec<u8>> {
-        let bytes = read_bounded(path, info.bytes)?.ok_or_else(|| {
+        let bytes = self.read_file(path, info.bytes)?.ok_or_else(|| {
             message_error(format!("message missing ({} is listed in the marker but absent)", path.display()))
         })?;
         if bytes.len() as u64 != info.bytes {
@@ -230,30 +496,24 @@ impl Exchange {
         Ok(bytes)
     }
 
-    /// Why `role` stopped the run, if it did.
+    /// Why `role` stopped the run, if it did: its reason as it may be shown ([`shown`]),
+    /// authenticated (a note that does not verify is refused by name).
     pub fn read_abort(&self, role: Role) -> Result<Option<String>> {
         let path = self.abort_path(role);
-        Ok(read_bounded(&path, MAX_STATE_BYTES)?.map(|b| {
-            serde_json::from_slice::<serde_json::Value>(&b)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&b).into_owned())
-        }))
+        let Some(bytes) = self.read_file(&path, MAX_STATE_BYTES)? else { return Ok(None) };
+        match &self.auth {
+            Some((key, run)) => AbortNote::open(&bytes, role, &path, key, run).map(Some),
+            None => Ok(Some(AbortNote::shown_unverified(&bytes))),
+        }
     }
 
-    /// Records that `role` stopped the run because of `error`.
+    /// Records, sealed, that `role` stopped the run because of `error`.
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
-        let body = serde_json::json!({ "format": FORMAT, "role": role.name(), "error": error });
-        write_file(&self.abort_path(role), body.to_string().as_bytes(), false)
+        let (key, run) = self.sealer()?;
+        let note = AbortNote::sealed(key, run, role, error);
+        let bytes = serde_json::to_vec(&note).map_err(|e| Error::Usage(format!("abort note: {e}")))?;
+        self.write_file(&self.abort_path(role), &bytes)
     }
-}
-
-/// Writes `bytes` to `path` atomically, creating its directory.
-fn write_file(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
-    }
-    write_atomic(path, bytes, private).map_err(|e| Error::file(path, e))
 }
 
 /// A party's own working directory for one run.
@@ -293,24 +553,7 @@ impl Workdir {
     pub fn create_seed(&self) -> Result<RunSeed> {
         let path = self.seed_path();
         let seed = RunSeed::generate();
-        let tmp = self.root.join(format!(".seed.{}.tmp", std::process::id()));
-        let mut o = fs::OpenOptions::new();
-        o.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        let mut f = o.open(&tmp).map_err(|e| Error::file(&tmp, e))?;
-        f.write_all(&seed.to_bytes()[..]).and_then(|()| f.sync_all()).map_err(|e| Error::file(&tmp, e))?;
-        drop(f);
-        let linked = fs::hard_link(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {
-                sync_dir(&path).map_err(|e| Error::file(&path, e))?;
-                Ok(seed)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self.read_seed(),
-            Err(e) => Err(Error::file(&path, e)),
-        }
+        if create_private(&path, &seed.to_bytes()[..])? { Ok(seed) } else { self.read_seed() }
     }
 
     /// Reads the run seed, refusing one that others may read.
@@ -327,7 +570,7 @@ impl Workdir {
                 ));
             }
         }
-        let bytes = read_bounded(&path, 32)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
+        let bytes = read_own_file(&path, 32)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
         let bytes: [u8; 32] = bytes.try_into().map_err(|_| Error::damaged(&path, "not a 32-byte seed"))?;
         Ok(RunSeed::from_bytes(bytes))
     }
@@ -335,11 +578,9 @@ impl Workdir {
     /// Reads the workdir's JSON file `name`, if present.
     pub fn read_json<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
         let path = self.root.join(name);
-        match read_bounded(&path, MAX_STATE_BYTES) {
-            Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|e| Error::damaged(&path, e.to_string())),
-            Ok(None) => Ok(None),
-            Err(Error::PeerMisbehaved(_)) => Err(Error::damaged(&path, "too large")),
-            Err(e) => Err(e),
+        match read_own_file(&path, MAX_STATE_BYTES)? {
+            Some(b) => serde_json::from_slice(&b).map(Some).map_err(|e| Error::damaged(&path, e.to_string())),
+            None => Ok(None),
         }
     }
 
@@ -347,12 +588,12 @@ impl Workdir {
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
         let path = self.root.join(name);
         let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Usage(format!("{name}: {e}")))?;
-        write_file(&path, &bytes, true)
+        write_atomic(&path, &bytes, true).map_err(|e| Error::file(&path, e))
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -373,6 +614,191 @@ mod tests {
         }
     }
 
+    /// `f`'s answer, or a failed test if it has none within 10 s: a read that hangs on a
+    /// FIFO or streams /dev/zero must fail the test, not hold it.
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10)).expect("no answer within 10 s: the read hangs")
+    }
+
+    /// The exchange at `root` of run `r` under a test key.
+    pub(crate) fn exchange(root: &Path) -> Exchange {
+        Exchange::new(root, ExchangeKey::from_bytes([3; 32]), "r")
+    }
+
+    fn refused<T: std::fmt::Debug>(r: Result<T>, name: &str) {
+        let msg = r.expect_err("refused").to_string();
+        assert!(msg.contains(name), "the error names {name}: {msg}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_abort_file_or_marker_linked_to_dev_zero_is_refused_by_name() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let e = exchange(dir.path());
+        fs::create_dir_all(dir.path().join("stage-1")).unwrap();
+        symlink("/dev/zero", e.abort_path(Role::Sender)).unwrap();
+        let e2 = e.clone();
+        refused(within(move || e2.read_abort(Role::Sender)), "abort-sender.json: a symbolic link");
+        symlink("/dev/zero", e.marker_path(1, Role::Sender)).unwrap();
+        refused(within(move || e.read_marker(1, Role::Sender)), "sender.done.json: a symbolic link");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_as_a_part_is_refused_at_once_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = exchange(dir.path());
+        fs::create_dir_all(dir.path().join("stage-1/receiver")).unwrap();
+        let fifo = e.part_path(1, Role::Receiver, 0);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let info = PartInfo { items: 1, bytes: 41, digest: "00".repeat(32) };
+        refused(
+            within(move || e.read_part(&fifo, &info, SessionId([5; 32]), id(0))),
+            "part-00000.bin: not a regular file",
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_stage_directory_or_part_path_is_refused_by_name() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ex");
+        let e = exchange(&root);
+        fs::create_dir_all(root.join("stage-1/receiver")).unwrap();
+        // A stage directory linked elsewhere: nothing is written through it or read from it.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir_all(elsewhere.join("sender")).unwrap();
+        symlink(&elsewhere, root.join("stage-2")).unwrap();
+        let (sid, pid) = (SessionId([5; 32]), PartId { stage: 2, role: Role::Sender, part: 0 });
+        refused(e.write_part(&e.part_path(2, Role::Sender, 0), sid, pid, b"x", 0), "stage-2: a symbolic link");
+        assert_eq!(fs::read_dir(elsewhere.join("sender")).unwrap().count(), 0, "nothing written through the link");
+        fs::write(elsewhere.join("sender.done.json"), b"{}").unwrap();
+        refused(e.read_marker(2, Role::Sender), "stage-2: a symbolic link");
+        // A part path that is itself a link: refused for writing, its target untouched.
+        let target = dir.path().join("target.bin");
+        fs::write(&target, b"keep").unwrap();
+        let linked = e.part_path(1, Role::Receiver, 1);
+        symlink(&target, &linked).unwrap();
+        refused(e.write_part(&linked, sid, id(1), b"new", 0), "part-00001.bin: a symbolic link");
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+    }
+
+    /// A peer's text meant to rewrite the terminal (clear the screen, set the title, ring
+    /// the bell), then a megabyte.
+    pub(crate) fn hostile() -> String {
+        format!("\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}{}", "A".repeat(1_000_000))
+    }
+
+    /// Shown text holds no control or format character and stays short.
+    pub(crate) fn assert_shown_safely(shown: &str) {
+        assert!(!shown.chars().any(|c| c.is_control() || c == '\u{202e}'), "raw control characters: {shown:.200}");
+        assert!(shown.len() < 4 * MAX_SHOWN + 400, "{} bytes shown", shown.len());
+    }
+
+    #[test]
+    fn the_peers_abort_text_and_marker_fields_are_shown_escaped_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = exchange(dir.path());
+        // A peer holding the key (it is a party) writes a hostile reason.
+        e.write_abort(Role::Sender, &hostile()).unwrap();
+        let shown = e.read_abort(Role::Sender).unwrap().unwrap();
+        assert_shown_safely(&shown);
+        assert!(shown.starts_with("\\u{1b}[2J"), "escaped, not dropped: {shown:.40}");
+        assert_shown_safely(&Exchange::unauthenticated(dir.path()).read_abort(Role::Sender).unwrap().unwrap());
+        fs::write(e.abort_path(Role::Sender), hostile()).unwrap(); // not even JSON
+        assert_shown_safely(&e.read_abort(Role::Sender).unwrap_err().to_string());
+        assert_shown_safely(&Exchange::unauthenticated(dir.path()).read_abort(Role::Sender).unwrap().unwrap());
+
+        // A marker's fields: in the refusal of a sealed marker that is not the one
+        // expected, and in serde's message about a field of the wrong type (which quotes
+        // the value, before any MAC is checked).
+        fs::create_dir_all(dir.path().join("stage-1")).unwrap();
+        let mut m = Marker {
+            format: hostile(),
+            run: "r".into(),
+            protocol: "ecdh".into(),
+            operation: "intersection".into(),
+            stage: 1,
+            role: "sender".into(),
+            session: String::new(),
+            parts: vec![],
+            attempt: "a".into(),
+            setwise: "0".into(),
+            mac: String::new(),
+        };
+        m.seal(&ExchangeKey::from_bytes([3; 32]), "r").unwrap();
+        fs::write(e.marker_path(1, Role::Sender), serde_json::to_vec(&m).unwrap()).unwrap();
+        let refusal = e.read_marker(1, Role::Sender).unwrap_err().to_string();
+        assert!(refusal.contains("a marker of"), "{refusal:.100}");
+        assert_shown_safely(&refusal);
+        let mut v = serde_json::to_value(&m).unwrap();
+        v["stage"] = hostile().into();
+        fs::write(e.marker_path(1, Role::Sender), v.to_string()).unwrap();
+        assert_shown_safely(&e.read_marker(1, Role::Sender).unwrap_err().to_string());
+    }
+
+    fn marker(stage: u8, role: &str) -> Marker {
+        Marker {
+            format: FORMAT.into(),
+            run: "run-1".into(),
+            protocol: "ecdh".into(),
+            operation: "intersection".into(),
+            stage,
+            role: role.into(),
+            session: "ab".repeat(32),
+            parts: vec![PartInfo { items: 3, bytes: 100, digest: "cd".repeat(32) }],
+            attempt: "0011".into(),
+            setwise: "0.1.0".into(),
+            mac: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_marker_opens_for_its_run_stage_and_role_under_its_key_only() {
+        let k = ExchangeKey::from_bytes([7; 32]);
+        let p = Path::new("stage-1/sender.done.json");
+        let json = |m: &Marker| serde_json::to_vec(m).unwrap();
+        let mut m = marker(1, "sender");
+        let none = Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-1").unwrap_err().to_string();
+        assert!(none.contains("carries none"), "{none}");
+        m.seal(&k, "run-1").unwrap();
+        assert_eq!(Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-1").unwrap(), m);
+        let refused = |r: Result<Marker>| {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("stage-1/sender.done.json: its MAC does not verify under the exchange key"), "{e}");
+        };
+        refused(Marker::open(&json(&m), 1, Role::Sender, p, &ExchangeKey::from_bytes([8; 32]), "run-1"));
+        refused(Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-2")); // another run
+        refused(Marker::open(&json(&m), 2, Role::Sender, p, &k, "run-1")); // another stage
+        refused(Marker::open(&json(&m), 1, Role::Receiver, p, &k, "run-1")); // another role
+        for change in [
+            |m: &mut Marker| m.parts[0].digest = "ce".repeat(32),
+            |m: &mut Marker| m.parts[0].items = 4,
+            |m: &mut Marker| m.parts.push(m.parts[0].clone()),
+            |m: &mut Marker| m.session = "00".repeat(32),
+            |m: &mut Marker| m.attempt.push('0'),
+            |m: &mut Marker| m.run = "run-2".into(),
+            |m: &mut Marker| m.setwise = "9".into(),
+        ] {
+            let mut forged = m.clone();
+            change(&mut forged);
+            refused(Marker::open(&json(&forged), 1, Role::Sender, p, &k, "run-1"));
+        }
+        let note = AbortNote::sealed(&k, "run-1", Role::Sender, "why");
+        let bytes = serde_json::to_vec(&note).unwrap();
+        assert_eq!(AbortNote::open(&bytes, Role::Sender, p, &k, "run-1").unwrap(), "why");
+        assert!(AbortNote::open(&bytes, Role::Receiver, p, &k, "run-1").is_err());
+        assert!(AbortNote::open(&bytes, Role::Sender, p, &k, "run-2").is_err());
+        let forged = serde_json::to_vec(&AbortNote { error: "other".into(), ..note }).unwrap();
+        assert!(AbortNote::open(&forged, Role::Sender, p, &k, "run-1").is_err());
+    }
+
     fn id(part: u32) -> PartId {
         PartId { stage: 1, role: Role::Receiver, part }
     }
@@ -380,7 +806,7 @@ mod tests {
     #[test]
     fn parts_are_checked_against_their_marker_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let e = Exchange::new(dir.path());
+        let e = exchange(dir.path());
         let sid = SessionId([5; 32]);
         let path = e.part_path(1, Role::Receiver, 3);
         let info = e.write_part(&path, sid, id(3), b"0123456789", 0).unwrap();

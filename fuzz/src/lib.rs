@@ -679,8 +679,8 @@ fn shown_safely(text: &str) {
 /// characters.
 pub fn staged_files(data: &[u8]) {
     use setwise::staged::auth::ExchangeKey;
-    use setwise::staged::store::AbortNote;
     use setwise::staged::message;
+    use setwise::staged::store::AbortNote;
     use setwise::staged::store::{Marker, shown};
     let Some((&which, rest)) = data.split_first() else { return };
     let (stage, role) = ((which >> 2) & 3, if which & 16 == 0 { Role::Sender } else { Role::Receiver });
@@ -773,4 +773,15 @@ fn resealed(bytes: &[u8], key: &setwise::staged::auth::ExchangeKey, role: Role) 
     use setwise::staged::store::AbortNote;
     let n = serde_json::from_slice::<AbortNote>(bytes).ok()?;
     Some(serde_json::to_vec(&AbortNote::sealed(key, STAGED_FUZZ_RUN, role, &n.error)).expect("a note serialises"))
+}
+
+/// The `x509_identity` target: a certificate (DER) as a TLS peer presents it; its
+/// identity, if it names one, is non-empty, free of control characters and at most 256
+/// characters and an ellipsis, as it goes to logs and is compared with client IDs.
+pub fn x509_identity(data: &[u8]) {
+    if let Some(id) = setwise::net::certificate_identity(data) {
+        assert!(!id.is_empty(), "an identity is never empty");
+        assert!(!id.chars().any(char::is_control), "control characters in {id:?}");
+        assert!(id.chars().count() <= 257, "an identity is bounded");
+    }
 }

@@ -8,6 +8,7 @@ mod error;
 mod hex;
 mod items;
 mod rows;
+mod small;
 
 #[cfg(feature = "testing")]
 pub(crate) use rows::split_with;
@@ -18,3 +19,4 @@ pub use error::InputError;
 pub use hex::{from_hex, hex};
 pub use items::{Format, ItemSet, ReadStats, split_key};
 pub use rows::join_fields;
+pub use small::read_small;

@@ -238,7 +238,18 @@ impl TcpChannel {
     /// for the first [`recv`](Channel::recv); from then on the usual deadlines apply.
     pub fn admit(stream: TcpStream, config: TcpConfig, admission: &Admission) -> Result<Self, NetError> {
         let mut ch = Self::over(stream, config, None, Some(admission.timeout))?;
-        let frame = ch.recv_at_most(admission.max_first_frame)?;
+        let frame = match ch.recv_at_most(admission.max_first_frame) {
+            Err(e @ NetError::Tls(TlsError::PeerUsesTls)) => {
+                // Say so in plain bytes, which the peer's handshake recognises as a
+                // setwise peer without TLS, so both sides name the mismatch.
+                if let Link::Plain { writer, .. } = &mut ch.link {
+                    let reason = b"this peer does not speak TLS: connect to it without TLS, or ask its operator to configure TLS";
+                    let _ = writer.write_all(&plain_abort(reason)).and_then(|()| writer.flush());
+                }
+                return Err(e);
+            }
+            r => r?,
+        };
         if let Some(check) = &admission.check {
             check(&frame).map_err(NetError::NotAdmitted)?;
         }
@@ -343,14 +354,20 @@ fn refuse_plain_peer(sock: &Deadlined) -> Result<(), NetError> {
     if n == 0 || looks_like_tls(&first[..n]) || (n < 3 && first[0] == 0x16) {
         return Ok(());
     }
-    let reason: &[u8] = b"this peer requires TLS: configure TLS on your side (the CA that signed this peer)";
+    let reason = b"this peer requires TLS: configure TLS on your side (the CA that signed this peer)";
+    let _ = (&sock.stream).write_all(&plain_abort(reason));
+    Err(TlsError::PeerWithoutTls.into())
+}
+
+/// A plain abort frame (the wire's tag 0xff and a u32-prefixed reason), for a peer
+/// that speaks the other kind of connection.
+fn plain_abort(reason: &[u8]) -> Vec<u8> {
     let mut frame = Vec::with_capacity(9 + reason.len());
     frame.extend_from_slice(&(5 + reason.len() as u32).to_le_bytes());
     frame.push(0xff);
     frame.extend_from_slice(&(reason.len() as u32).to_le_bytes());
     frame.extend_from_slice(reason);
-    let _ = (&sock.stream).write_all(&frame);
-    Err(TlsError::PeerWithoutTls.into())
+    frame
 }
 
 /// Frame errors on a TLS link: I/O errors carrying a rustls error become TLS errors.

@@ -265,7 +265,12 @@ fn raw_identity(der: &[u8]) -> Option<String> {
             }
         }
     }
-    cert.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).filter(|cn| !cn.is_empty()).map(str::to_string)
+    cert.subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .filter(|cn| !cn.is_empty())
+        .map(str::to_string)
 }
 
 /// Whether `der` is valid for `name` (a DNS name or IP address), as a TLS client checks

@@ -3,7 +3,7 @@
 use crate::crypto::bls12_381::{G2_BYTES, G2Affine, Secret, g2_from_bytes, g2_generator};
 use crate::crypto::dst::{self, fingerprint};
 use crate::error::{Error, Result};
-use crate::io::{from_hex, hex, write_atomic};
+use crate::io::{from_hex, hex, read_small, write_atomic};
 use group::Curve;
 use std::path::Path;
 
@@ -28,11 +28,14 @@ impl JudgeKey {
     /// Loads the secret key from `path`, or creates it there (mode 0600, written
     /// atomically) if absent, so the key survives restarts.
     pub fn load_or_create(path: &Path) -> Result<Self> {
-        match std::fs::read(path) {
+        match read_small(path, 32) {
             Ok(bytes) => {
                 let arr: [u8; 32] =
                     bytes.as_slice().try_into().map_err(|_| Error::damaged(path, "not a 32-byte judge key"))?;
                 Secret::from_bytes(arr).map(Self::from_secret).ok_or_else(|| Error::damaged(path, "invalid judge key"))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Err(Error::damaged(path, "not a 32-byte judge key"))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let key = Self::generate();
@@ -69,7 +72,9 @@ pub fn public_key_from_hex(text: &str) -> Result<G2Affine> {
 
 /// Reads a judge public key file (hex text).
 pub fn read_public_key(path: &Path) -> Result<G2Affine> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    // 192 hex digits and a newline; a little room for whitespace.
+    let bytes = read_small(path, 4096).map_err(|e| Error::file(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|_| Error::damaged(path, "not text"))?;
     public_key_from_hex(&text).map_err(|e| Error::damaged(path, e.to_string().replace("invalid parameters: ", "")))
 }
 

@@ -26,11 +26,6 @@ impl Cancel {
         }
     }
 
-    /// True once the run was cancelled.
-    pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-
     /// The flag a server polls to stop accepting.
     pub fn flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()

@@ -59,31 +59,24 @@ def test_errors_have_their_types() -> None:
 
 
 def test_a_hostile_peer_is_a_peer_error() -> None:
-    addr = free_port()
-    host, port = addr.split(":")
-    errors: list[BaseException] = []
+    # A listener that answers the hello with a frame claiming 1 GiB. (A hostile peer
+    # that connects to a listener without a hello is refused there and the listener
+    # waits on: test_a_server_keeps_serving_after_a_bad_client.)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
 
-    def listen() -> None:
-        try:
-            setwise.sender(X, listen=addr, timeout=10)
-        except setwise.Error as e:
-            errors.append(e)
+    def hostile() -> None:
+        conn, _ = server.accept()
+        conn.recv(1 << 16)
+        conn.sendall((1 << 30).to_bytes(4, "little") + b"junk")  # a 1 GiB frame
+        conn.close()
 
-    t = threading.Thread(target=listen)
+    t = threading.Thread(target=hostile)
     t.start()
-    for _ in range(100):
-        try:
-            s = socket.create_connection((host, int(port)))
-            break
-        except OSError:
-            threading.Event().wait(0.05)
-    s.sendall((1 << 30).to_bytes(4, "little") + b"junk")  # a 1 GiB frame
-    s.close()
+    with pytest.raises((setwise.PeerError, setwise.NetworkError), match="frame"):
+        setwise.receiver(Y, connect=f"127.0.0.1:{port}", timeout=10)
     t.join(timeout=30)
-    assert len(errors) == 1 and isinstance(errors[0], (setwise.PeerError, setwise.NetworkError)), (
-        errors
-    )
-    assert "frame" in str(errors[0])
+    server.close()
 
 
 def test_mutual_tls(tmp_path: Path, setwise_cli: Path) -> None:

@@ -1,27 +1,11 @@
 //! The `setwise` binary as two processes over TCP on CSV files.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_setwise"))
-}
+use common::{bin, free_port, spawn, text, write};
 
-fn free_port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
-fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, content).unwrap();
-    p
-}
-
-fn spawn(args: &[&str]) -> Child {
-    bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-}
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 /// Runs a sender (listening) and a receiver (connecting); returns both outputs.
 fn pair(sender: &[&str], receiver: &[&str]) -> (Output, Output) {
@@ -29,10 +13,6 @@ fn pair(sender: &[&str], receiver: &[&str]) -> (Output, Output) {
     let s = spawn(&[&["sender", "--listen", &addr], sender].concat());
     let r = spawn(&[&["receiver", "--connect", &addr], receiver].concat());
     (s.wait_with_output().unwrap(), r.wait_with_output().unwrap())
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

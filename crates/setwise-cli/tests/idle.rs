@@ -4,40 +4,15 @@
 //! before the admission limits: a slot was taken at accept, and TLS and the hello each
 //! had the 600 s frame timeout) fails them.
 
-use std::collections::BTreeSet;
+mod common;
+
+use common::{bin, expected, free_port, items, rows, s, text};
+
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_setwise"))
-}
-
-fn free_port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn items(dir: &Path, name: &str, range: std::ops::Range<usize>) -> PathBuf {
-    let p = dir.join(name);
-    let body: String = std::iter::once("id\n".to_string()).chain(range.map(|i| format!("item{i}\n"))).collect();
-    std::fs::write(&p, body).unwrap();
-    p
-}
-
-fn rows(path: &Path) -> BTreeSet<String> {
-    std::fs::read_to_string(path).unwrap().lines().skip(1).map(str::to_string).collect()
-}
 
 /// A server process, killed when dropped.
 struct Server(Child);
@@ -95,10 +70,6 @@ fn receive(addr: &str, input: &Path, out: &Path, extra: &[String]) -> Output {
         .args(extra)
         .output()
         .unwrap()
-}
-
-fn expected(sender: std::ops::Range<usize>, receiver: std::ops::Range<usize>) -> BTreeSet<String> {
-    receiver.filter(|i| sender.contains(i)).map(|i| format!("item{i}")).collect()
 }
 
 /// A throwaway CA with certificates for alice (the server) and bob (the receivers).

@@ -1,23 +1,13 @@
 //! What the `setwise` binary writes: report pages from hostile reports, shareable reports,
 //! and result files that only their owner can read.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{bin, free_port, text, write};
+
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_setwise"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, content).unwrap();
-    p
-}
 
 /// Runs `cmd`, killing it after `limit`: `None` if it had to be killed.
 fn run_within(cmd: &mut Command, limit: Duration) -> Option<Output> {
@@ -75,11 +65,6 @@ fn a_report_with_absurd_times_is_refused_not_looped_on() {
             .expect("`setwise report /dev/zero` did not end within 10 s");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("larger than 16 MiB"), "{}", text(&out.stderr));
-}
-
-fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
 }
 
 /// Runs a sender (listening) and a receiver (connecting); returns both outputs.

@@ -3,18 +3,14 @@
 //! interrupted and resumed runs; damaged, missing and changed inputs; the exchange key,
 //! forged markers and the peer's text in `stage status`.
 
+mod common;
+
+use common::{bin, spawn, text};
+
 use std::collections::HashSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_setwise"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use std::process::{Child, Output, Stdio};
 
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -108,10 +104,6 @@ fn single_machine(d: &Data, op: &str) -> (Vec<u8>, String) {
     let so = sp.wait_with_output().unwrap();
     assert!(r.status.success() && so.status.success(), "{} {}", text(&r.stderr), text(&so.stderr));
     (std::fs::read(&out).unwrap_or_default(), text(&r.stdout))
-}
-
-fn spawn(args: &[&str]) -> Child {
-    bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
 /// A party of a staged run in `d`'s directory under `run`.

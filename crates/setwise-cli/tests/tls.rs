@@ -3,27 +3,12 @@
 //! the protocol allows it), and each way a connection should fail
 //! (clearly, exit 3) while a listening sender keeps serving.
 
-use std::collections::BTreeSet;
-use std::net::TcpListener;
+mod common;
+
+use common::{bin, expected, free_port, items, rows, s, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_setwise"))
-}
-
-fn free_port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use std::process::{Output, Stdio};
 
 /// A directory with a test CA and certificates for alice, bob and (expired) old, and a
 /// second CA with mallory.
@@ -61,21 +46,6 @@ impl Pki {
             s(&self.path("pki/ca.pem")).into(),
         ]
     }
-}
-
-fn items(dir: &Path, name: &str, range: std::ops::Range<usize>) -> PathBuf {
-    let p = dir.join(name);
-    let body: String = std::iter::once("id\n".to_string()).chain(range.map(|i| format!("item{i}\n"))).collect();
-    std::fs::write(&p, body).unwrap();
-    p
-}
-
-fn rows(path: &Path) -> BTreeSet<String> {
-    std::fs::read_to_string(path).unwrap().lines().skip(1).map(str::to_string).collect()
-}
-
-fn expected(sender: std::ops::Range<usize>, receiver: std::ops::Range<usize>) -> BTreeSet<String> {
-    receiver.filter(|i| sender.contains(i)).map(|i| format!("item{i}")).collect()
 }
 
 #[test]

@@ -18,7 +18,7 @@
 //! - `shares`: chosen OT of (r_i, r_i ⊕ x̄_i); row i's shares XOR to x̄_i (the padded item)
 //!   if x_i ∈ Y and to zero otherwise;
 //! - `private-id`: two VOLE OPRFs, one keyed by each party, give every item the ID
-//!   F_A(z) ⊕ F_B(z); then the union's transfer on the IDs ([`private_id`]).
+//!   F_A(z) ⊕ F_B(z); then the union's transfer on the IDs (`private_id.rs`).
 //!
 //! Security: semi-honest, DDH in ristretto255 with hash-to-group (and, for `poprf`, the
 //! query tags' hash) as a random oracle,

@@ -1,7 +1,7 @@
 //! Every message tag on the wire, in one list. Each entry reads its tag and name off the
 //! declaration itself (the message type's [`Message::TAG`], the stream's or counted
 //! stream's constant), so the list cannot disagree with the code; what it can miss is a
-//! new declaration, and `tests/message_tags.rs` checks that every tag declared in the
+//! new declaration, and `tests/suite/message_tags.rs` checks that every tag declared in the
 //! source is here and that no two messages share a tag. The `messages` fuzz target
 //! decodes each listed tag and refuses to run while one has no decoder.
 

@@ -8,7 +8,7 @@ pub const FALSE_MATCH_LOG2: f64 = -40.0;
 pub const MIN_ITEM_BITS: f64 = 80.0;
 
 /// One BFV preset with the power depth its noise budget allows before the final
-/// plaintext product, measured with `tests/fhe.rs::noise_budget_at_the_deepest_chunk`
+/// plaintext product, measured with `tests/suite/fhe.rs::noise_budget_at_the_deepest_chunk`
 /// (≥ 10 bits of budget left at that depth). N=4096 keeps only 10–11 bits after one
 /// product level, too close to call safe, so it runs at depth 0 (the receiver sends
 /// every power; no relinearisation key).

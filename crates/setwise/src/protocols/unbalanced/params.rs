@@ -218,7 +218,7 @@ impl UnbalancedParams {
 
     /// Noise (log2 of the largest noise coefficient) of a bundle's result at level 0
     /// and after the switch to the last level, by the empirical model of the `fhe`
-    /// crate's BFV that `tests/unbalanced_noise.rs` checks against measurements:
+    /// crate's BFV that `tests/suite/unbalanced_noise.rs` checks against measurements:
     /// fresh 4 bits; a product of two sources adds `log2 t + 14`; a further product
     /// level takes the larger of its operand's noise and the relinearisation noise
     /// (largest modulus plus 10 bits) and adds `log2 t + 14`; a sum of k plaintext

@@ -1,8 +1,6 @@
 //! Unbalanced PSI against the plain intersection; database files; parameter checks.
 
-mod common;
-
-use common::items;
+use crate::common::items;
 use setwise::he::HeError;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::Role;

@@ -1,8 +1,6 @@
 //! FHE-PSI against the plain intersection, and the noise budget at the deepest chunk.
 
-mod common;
-
-use common::items;
+use crate::common::items;
 use setwise::he::{Evaluator, HeContext, SecretKey};
 use setwise::math::poly::from_roots;
 use setwise::math::zp::Zp;
@@ -10,12 +8,12 @@ use setwise::protocols::fhe::{FheParams, sender::evaluate_group};
 use setwise::{Job, Operation, Protocol};
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    common::check_intersection(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver);
+    crate::common::check_intersection(&Job::new(Protocol::Fhe, Operation::Intersection), sender, receiver);
 }
 
 #[test]
 fn edge_cases() {
-    for (x, y) in common::edge_cases() {
+    for (x, y) in crate::common::edge_cases() {
         check(&x, &y);
     }
     check(&items("a", 0..1), &items("a", 0..300));

@@ -1,5 +1,4 @@
-//! Inputs shared by the protocol tests (each test crate uses its own subset).
-#![allow(dead_code)]
+//! Inputs shared by the protocol tests.
 
 use proptest::prelude::*;
 

@@ -1,9 +1,7 @@
 //! The unbalanced database on disk under hostile conditions: who may read it, two
 //! updates at once, an update while serving, a manifest that lies.
 
-mod common;
-
-use common::items;
+use crate::common::items;
 use setwise::net::MemoryChannel;
 use setwise::protocols::Role;
 use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams};

@@ -1,9 +1,7 @@
 //! PSI from silent VOLE and OKVS: against the plain intersection, with `--reveal both`,
 //! and against a peer that sends damaged messages.
 
-mod common;
-
-use common::{binary_and_long, items, overlapping_sets};
+use crate::common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::vole::{MAX_SET, store_params, tag_bytes};
@@ -18,12 +16,12 @@ fn job() -> Job {
 }
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    common::check_intersection(&job(), sender, receiver);
+    crate::common::check_intersection(&job(), sender, receiver);
 }
 
 #[test]
 fn edge_cases() {
-    for (x, y) in common::edge_cases() {
+    for (x, y) in crate::common::edge_cases() {
         check(&x, &y);
     }
 }
@@ -73,13 +71,13 @@ fn malicious() -> Job {
 
 #[test]
 fn the_malicious_variant_matches_the_plain_intersection() {
-    for (x, y) in common::edge_cases() {
-        common::check_intersection(&malicious(), &x, &y);
+    for (x, y) in crate::common::edge_cases() {
+        crate::common::check_intersection(&malicious(), &x, &y);
     }
-    common::check_intersection(&malicious(), &items("m", 0..20_000), &items("m", 19_000..19_300));
-    common::check_intersection(&malicious(), &items("m", 0..3), &items("m", 0..5_000));
+    crate::common::check_intersection(&malicious(), &items("m", 0..20_000), &items("m", 19_000..19_300));
+    crate::common::check_intersection(&malicious(), &items("m", 0..3), &items("m", 0..5_000));
     let (x, y) = binary_and_long(30, 3_000);
-    common::check_intersection(&malicious(), &x, &y);
+    crate::common::check_intersection(&malicious(), &x, &y);
     let run = run_items(&malicious().with_reveal(Reveal::Both), &items("r", 0..3000), &items("r", 2500..4000));
     let (Outcome::Intersection(s), _) = run.sender.unwrap() else { panic!("sender outcome") };
     assert_eq!(s, (2500..3000).collect::<Vec<_>>());
@@ -89,7 +87,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]
     #[test]
     fn the_malicious_variant_matches_plain((x, y) in overlapping_sets()) {
-        common::check_intersection(&malicious(), &x, &y);
+        crate::common::check_intersection(&malicious(), &x, &y);
     }
 }
 

@@ -1,8 +1,6 @@
 //! The mqRPMT core: the server's membership bits against the plain computation.
 
-mod common;
-
-use common::items;
+use crate::common::items;
 use setwise::crypto::dst::SessionId;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::mqrpmt::{self, Construction, LastMove, MqrpmtParams};

@@ -1,9 +1,7 @@
 //! Compact malicious PSI (Rosulek–Trieu): against the plain intersection, and against a
 //! cheating peer.
 
-mod common;
-
-use common::{binary_and_long, items, overlapping_sets};
+use crate::common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::crypto::elligator::{Coins, representative, uniform_point};
 use setwise::error::Deviation;
@@ -19,13 +17,13 @@ fn job() -> Job {
 }
 
 fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
-    common::check_intersection(&job(), sender, receiver);
+    crate::common::check_intersection(&job(), sender, receiver);
 }
 
 #[test]
 fn edge_cases() {
     // Includes n = 1, where the receiver pads its polynomial with a random point.
-    for (x, y) in common::edge_cases() {
+    for (x, y) in crate::common::edge_cases() {
         check(&x, &y);
     }
     check(&items("a", 0..2), &items("a", 1..2));

@@ -1,9 +1,7 @@
 //! Authorised PSI and Partial-APSI: judge, client and server over in-memory channels,
 //! against the plain computation (X_auth ∩ X) ∩ Y, and against a cheating client.
 
-mod common;
-
-use common::items;
+use crate::common::items;
 use group::Curve;
 use setwise::crypto::bls12_381::{G1Affine, G1Projective, G2Affine, Secret, hash_to_g1};
 use setwise::crypto::dst::Domain;

@@ -1,8 +1,6 @@
 //! DH-PSI against the plain set computation, over the in-memory channel.
 
-mod common;
-
-use common::{binary_and_long, items, overlapping_sets};
+use crate::common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::testing::{plain_intersection, run_items};
 use setwise::{Job, Operation, Outcome, Protocol};
@@ -34,7 +32,7 @@ fn check(sender: &[Vec<u8>], receiver: &[Vec<u8>]) {
 
 #[test]
 fn edge_cases() {
-    for (x, y) in common::edge_cases() {
+    for (x, y) in crate::common::edge_cases() {
         check(&x, &y);
     }
     check(&items("a", 0..1), &items("a", 0..10_000));

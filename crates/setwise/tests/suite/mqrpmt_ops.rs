@@ -2,9 +2,7 @@
 //! set computation: intersection, cardinality, sum, shares, union and private-ID, with
 //! either construction of the membership test (cwPRF, pOPRF).
 
-mod common;
-
-use common::{binary_and_long, items, overlapping_sets};
+use crate::common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
 use setwise::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel};
 use setwise::protocols::Role;
@@ -198,7 +196,7 @@ fn check_all(x: &[Vec<u8>], y: &[Vec<u8>]) {
 #[test]
 fn edge_cases_every_operation() {
     assert_eq!(ops().len(), 6, "Fig. 7 and §6.2: six operations");
-    for (x, y) in common::edge_cases() {
+    for (x, y) in crate::common::edge_cases() {
         check_all(&x, &y);
     }
 }

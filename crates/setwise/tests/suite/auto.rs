@@ -1,9 +1,7 @@
 //! `--protocol auto`: both sides name `auto`, agree on one protocol from the operation and
 //! the sizes, and the result is the plain computation's.
 
-mod common;
-
-use common::items;
+use crate::common::items;
 use setwise::protocols::Reveal;
 use setwise::protocols::mqrpmt::{Construction, MqrpmtParams};
 use setwise::session::Input;

@@ -5,7 +5,10 @@
 # whose answer is checked against the plain set computation, the others garbage, a
 # truncated frame, a byte a second, silence, a frame claiming 4 GiB, or a
 # crafted relinearisation key; and, all the while, IDLE connections that say nothing
-# (one in four sends one byte), each reopened as soon as the server drops it. Checks that
+# (one in four sends one byte), eight from each of the addresses 127.0.0.2, .3, …, each
+# reopened as soon as the server drops it. (Clients that share an address with a flood
+# share its --max-pending-per-address places: a flood from the honest clients' own address
+# that reopens every dropped connection at once pushes them out too.) Checks that
 # every honest query was answered right, that the server logged each hostile client once
 # (a session error, or a refusal before its hello) and is still serving, and prints the
 # server's peak RSS and the wall time. TLS=1 serves under mutual TLS.
@@ -58,7 +61,8 @@ port, n = int(sys.argv[1]), int(sys.argv[2])
 sel = selectors.DefaultSelector()
 def open_one(i: int) -> None:
     try:
-        s = socket.create_connection(("127.0.0.1", port))
+        # Eight from each of 127.0.0.2, .3, …: each source at its pending cap, none over it.
+        s = socket.create_connection(("127.0.0.1", port), source_address=(f"127.0.0.{2 + i // 8}", 0))
     except OSError:
         time.sleep(0.1)
         return

@@ -470,8 +470,9 @@ def serve(
     within ``session_timeout`` seconds (a frame within ``timeout``). A bad or slow
     receiver fails its own session only. A connection must complete TLS and send its
     hello within ``hello_timeout`` seconds before it takes a session's place; at most
-    ``max_pending`` connections (``max_pending_per_address`` from one address) may be
-    without a hello, the oldest dropped for a new one, so idle or garbage connections
+    ``max_pending`` connections (``max_pending_per_address`` from one address, counting
+    those pending for over a second) may be without a hello, the oldest dropped for a
+    new one, so idle or garbage connections
     cannot hold the server. ``log`` (default: the ``setwise`` logger at INFO) gets one
     line per session and per refused connection. On an interrupt no new session starts,
     running ones get ``grace`` seconds, then ``KeyboardInterrupt`` is raised. The other

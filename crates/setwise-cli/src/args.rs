@@ -146,8 +146,9 @@ pub struct AdmissionArgs {
     /// new one.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub max_pending: u64,
-    /// Listening: connections still without a hello from one IP address, at most; its
-    /// oldest is dropped for a new one.
+    /// Listening: connections still without a hello after a second from one IP address,
+    /// at most; its oldest is dropped for a new one (a burst of connections opened at
+    /// once passes).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub max_pending_per_address: u64,
 }

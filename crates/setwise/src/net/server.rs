@@ -4,7 +4,9 @@
 //! A connection is first *pending*: it must complete its TLS handshake and send its
 //! first frame (the hello, checked by [`Admission::check`]) within
 //! [`Admission::timeout`], and pending connections are capped in total and per source
-//! address, the oldest dropped first when a new one comes, so that idle, slow or garbage
+//! address (there counting those pending longer than [`Admission::settle`], so that a
+//! burst of honest connections from one host passes), the oldest dropped first when a
+//! new one comes, so that idle, slow or garbage
 //! connections can hold neither a session's place nor the server's threads. Only an
 //! admitted connection waits for one of the `max_concurrent` session places; further
 //! admitted ones wait their turn (up to [`Admission::max_pending`] of them; beyond, new
@@ -23,7 +25,7 @@ use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Checks a connection's first frame before it is admitted; the error says why not.
 pub type FirstFrameCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
@@ -38,9 +40,13 @@ pub struct Admission {
     /// Connections not yet admitted, from all sources; the oldest is dropped for a new
     /// one beyond. Also bounds the admitted connections waiting for a session's place.
     pub max_pending: usize,
-    /// Connections not yet admitted from one IP address; its oldest is dropped for a new
-    /// one beyond.
+    /// Connections not yet admitted from one IP address, counting those pending longer
+    /// than `settle`; its oldest is dropped for a new one beyond.
     pub max_pending_per_source: usize,
+    /// How long a new connection does not count against its address's cap: a client
+    /// that opens many connections at once (parallel queries from one host) is not cut
+    /// off by its own burst, while connections left idle count after this.
+    pub settle: Duration,
     /// Largest first frame read.
     pub max_first_frame: usize,
     /// What the first frame must be (e.g. a well-formed hello); `None`: any frame.
@@ -53,6 +59,7 @@ impl Default for Admission {
             timeout: Duration::from_secs(10),
             max_pending: 64,
             max_pending_per_source: 8,
+            settle: Duration::from_secs(1),
             max_first_frame: 64 << 10,
             check: None,
         }
@@ -65,6 +72,7 @@ impl std::fmt::Debug for Admission {
             .field("timeout", &self.timeout)
             .field("max_pending", &self.max_pending)
             .field("max_pending_per_source", &self.max_pending_per_source)
+            .field("settle", &self.settle)
             .field("max_first_frame", &self.max_first_frame)
             .field("check", &self.check.as_ref().map(|_| "…"))
             .finish()
@@ -127,28 +135,32 @@ struct Pending {
 
 #[derive(Default)]
 struct PendingList {
-    waiting: VecDeque<(usize, IpAddr, TcpStream)>,
+    /// Connection number, source, arrival, and a handle to shut it.
+    waiting: VecDeque<(usize, IpAddr, Instant, TcpStream)>,
     /// Connections dropped to make room, until their thread has seen it.
     dropped: Vec<usize>,
 }
 
 impl Pending {
     /// Registers connection `n` from `source`; first drops the oldest pending connection
-    /// of `source`, or of all, where a limit of `admission` is reached. Returns the
-    /// numbers of those dropped.
+    /// of `source` (among those older than `settle`), or of all, where a limit of
+    /// `admission` is reached. Returns the numbers of those dropped.
     fn enter(&self, n: usize, source: IpAddr, stream: &TcpStream, admission: &Admission) -> Vec<usize> {
         let mut list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let mut dropped = Vec::new();
-        let from_source = list.waiting.iter().filter(|(_, ip, _)| *ip == source).count();
-        if from_source >= admission.max_pending_per_source.max(1) {
-            let at = list.waiting.iter().position(|(_, ip, _)| *ip == source).expect("one from this source");
+        let now = Instant::now();
+        let settled = |(_, ip, since, _): &(usize, IpAddr, Instant, TcpStream)| {
+            *ip == source && now.duration_since(*since) >= admission.settle
+        };
+        if list.waiting.iter().filter(|e| settled(e)).count() >= admission.max_pending_per_source.max(1) {
+            let at = list.waiting.iter().position(settled).expect("one from this source");
             dropped.push(list.drop_at(at));
         }
         if list.waiting.len() >= admission.max_pending.max(1) {
             dropped.push(list.drop_at(0));
         }
         if let Ok(s) = stream.try_clone() {
-            list.waiting.push_back((n, source, s));
+            list.waiting.push_back((n, source, now, s));
         }
         dropped
     }
@@ -156,7 +168,7 @@ impl Pending {
     /// Connection `n` is admitted or gone; says whether it had been dropped for room.
     fn leave(&self, n: usize) -> bool {
         let mut list = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        list.waiting.retain(|(m, _, _)| *m != n);
+        list.waiting.retain(|(m, ..)| *m != n);
         let before = list.dropped.len();
         list.dropped.retain(|m| *m != n);
         list.dropped.len() < before
@@ -174,7 +186,7 @@ impl Pending {
 
 impl PendingList {
     fn drop_at(&mut self, at: usize) -> usize {
-        let (n, _, stream) = self.waiting.remove(at).expect("a pending connection");
+        let (n, _, _, stream) = self.waiting.remove(at).expect("a pending connection");
         // Its thread, blocked in the handshake or the first read, fails at once.
         let _ = stream.shutdown(Shutdown::Both);
         self.dropped.push(n);
@@ -239,7 +251,11 @@ fn accept_loop<'scope, 'env: 'scope>(
             let result = TcpChannel::admit(stream, tcp.clone(), admission);
             let was_dropped = pending.leave(n);
             match result {
-                Ok(ch) => admitted(n, peer, ch),
+                Ok(ch) if !was_dropped => admitted(n, peer, ch),
+                // Dropped for room just as its hello came: its socket is shut already.
+                Ok(_) => {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                }
                 Err(e) => {
                     refused.fetch_add(1, Ordering::SeqCst);
                     if !was_dropped {
@@ -411,7 +427,11 @@ mod tests {
     }
 
     fn client(addr: std::net::SocketAddr, msg: &[u8]) -> Option<Vec<u8>> {
-        let mut s = TcpStream::connect(addr).ok()?;
+        exchange(TcpStream::connect(addr).ok()?, msg)
+    }
+
+    /// Sends `msg` as one frame on `s` and reads one frame back.
+    fn exchange(mut s: TcpStream, msg: &[u8]) -> Option<Vec<u8>> {
         s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
         s.write_all(&(msg.len() as u32).to_le_bytes()).ok()?;
         s.write_all(msg).ok()?;
@@ -606,7 +626,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let mut c = config(1, 1);
-        c.admission = Admission { timeout: Duration::from_secs(30), max_pending_per_source: 2, ..Admission::default() };
+        c.admission = Admission {
+            timeout: Duration::from_secs(30),
+            max_pending_per_source: 2,
+            settle: Duration::from_millis(100),
+            ..Admission::default()
+        };
         std::thread::scope(|s| {
             let server = s.spawn(|| serve(&listener, c, echo, |_| {}));
             let mut old = TcpStream::connect(addr).unwrap();
@@ -621,6 +646,32 @@ mod tests {
             assert_eq!(client(addr, b"ok").unwrap(), b"ok");
             server.join().unwrap().unwrap();
         });
+    }
+
+    #[test]
+    fn a_burst_of_connections_from_one_address_is_served() {
+        // A partner running many queries at once from one host: all its connections are
+        // accepted together, before any has sent its hello.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (lines, stop) = (Mutex::new(Vec::new()), Arc::new(AtomicBool::new(false)));
+        let mut c = config(0, 8);
+        c.stop = Some(stop.clone());
+        let (answers, stats) = std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, c, echo, |l| lines.lock().unwrap().push(l.to_string())));
+            let burst: Vec<TcpStream> = (0..24).map(|_| TcpStream::connect(addr).unwrap()).collect();
+            std::thread::sleep(POLL * 5);
+            let clients: Vec<_> =
+                burst.into_iter().enumerate().map(|(k, c)| s.spawn(move || exchange(c, &[k as u8]))).collect();
+            let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+            stop.store(true, Ordering::SeqCst);
+            (answers, server.join().unwrap().unwrap())
+        });
+        let lines = lines.into_inner().unwrap();
+        for (k, a) in answers.iter().enumerate() {
+            assert_eq!(a.as_deref(), Some(&[k as u8][..]), "connection {k} of the burst is served: {lines:#?}");
+        }
+        assert_eq!(stats, ServeStats { completed: 24, ..ServeStats::default() });
     }
 
     #[test]

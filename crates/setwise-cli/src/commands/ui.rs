@@ -21,7 +21,6 @@
 //! 128 random bits, and runs at once are capped.
 
 use crate::Failure;
-use crate::leakage::leakage;
 use crate::net::loopback;
 use clap::Args;
 use serde::Deserialize;
@@ -29,7 +28,7 @@ use serde_json::{Value, json};
 use setwise::crypto::rng::fill_os;
 use setwise::io::hex;
 use setwise::net::{Channel, NetError, Stats, Transfer, is_loopback};
-use setwise::protocols::{PhaseObserver, Progress};
+use setwise::protocols::{PhaseObserver, Progress, Spec};
 use setwise::session::{Input, Job, run_observed};
 use setwise::wire::text::printable;
 use setwise::{Operation, Outcome, Protocol, Report, Role};
@@ -140,7 +139,12 @@ pub fn run_ui(a: UiArgs) -> Result<(), Failure> {
     for mut request in server.incoming_requests() {
         let (status, body, kind) = match guard.check(&request) {
             Ok(()) => route(&mut request, &page, &mut runs, usize::from(a.max_runs)),
-            Err((status, e)) => (status, json!({ "error": e }).to_string().into_bytes(), "application/json"),
+            Err((status, e)) => {
+                // Read (a bounded part of) the body first: closing a socket with unread
+                // bytes resets it, and the client may lose the refusal.
+                let _ = std::io::copy(&mut request.as_reader().take(1 << 20), &mut std::io::sink());
+                (status, json!({ "error": e }).to_string().into_bytes(), "application/json")
+            }
         };
         let header = |k: &str, v: &str| Header::from_bytes(k, v).expect("valid header");
         let response = Response::from_data(body)
@@ -469,8 +473,9 @@ fn run_pair(job: &Job, sender: &[Vec<u8>], receiver: &[Vec<u8>], state: &Shared)
         _ => json!({ "count": plain.len(), "items": show(&plain) }),
     };
     let protocol = r_report.protocol.clone();
-    let leak =
-        leakage(&protocol).map(|l| json!({ "model": l.model, "text": l.text, "doc": format!("/docs/{protocol}.md") }));
+    let leak = Spec::named(&protocol)
+        .map(|spec| spec.leakage)
+        .map(|l| json!({ "model": l.model, "text": l.text, "doc": format!("/docs/{protocol}.md") }));
     Ok(json!({
         "protocol": protocol,
         "operation": job.operation.name(),

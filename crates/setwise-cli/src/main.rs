@@ -3,7 +3,6 @@
 mod args;
 mod commands;
 mod input;
-mod leakage;
 mod log;
 mod net;
 mod output;

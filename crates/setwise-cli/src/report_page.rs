@@ -2,8 +2,9 @@
 //! HTML file, with inline CSS and inline SVG, no script and no external asset. Every string
 //! taken from a report is escaped: a report may come from a peer.
 
-use crate::leakage::{REVEAL_BOTH, leakage};
 use serde::Deserialize;
+use setwise::protocols::Spec;
+use setwise::protocols::spec::REVEAL_BOTH_LEAKS;
 use setwise::protocols::{RESULT_DETAILS, human_bytes};
 use setwise::wire::text::{MAX_SHOWN, printable};
 use std::collections::BTreeMap;
@@ -467,11 +468,11 @@ fn phases(h: &mut String, p: &RunReport) {
 
 fn leaks(h: &mut String, run: &RunReport) {
     h.push_str("<h2>What the protocol reveals</h2>\n<div class=\"leak\">\n");
-    match leakage(&run.protocol) {
+    match Spec::named(&run.protocol).map(|spec| spec.leakage) {
         Some(l) => {
             let _ = writeln!(h, "<p>Security model: {}. {}</p>", escape(l.model), escape(l.text));
             if run.params.contains("reveal=both") {
-                let _ = writeln!(h, "<p>{}</p>", escape(REVEAL_BOTH));
+                let _ = writeln!(h, "<p>{}</p>", escape(REVEAL_BOTH_LEAKS));
             }
             let _ = writeln!(h, "<p>Details: {} in the setwise repository.</p>", escape(l.doc));
         }

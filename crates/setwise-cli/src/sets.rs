@@ -2,8 +2,9 @@
 //! overlap, and a value per item for `sum`.
 
 use setwise::io::ItemSet;
+use setwise::protocols::spec::Takes;
 use setwise::session::Input;
-use setwise::{Operation, Protocol, Role, session::Job};
+use setwise::{Role, session::Job};
 
 /// Bound of the generated values of `sum`: amounts in cents up to 1000.00.
 pub const VALUE_BOUND: u64 = 100_000;
@@ -39,9 +40,9 @@ pub fn sender_input<'a>(
     values: &'a [u64],
     db: Option<&'a setwise::protocols::unbalanced::SenderDb>,
 ) -> Input<'a, &'a [u8]> {
-    match (job.protocol, job.operation, db) {
-        (Protocol::Unbalanced, _, Some(db)) => Input::Database(db),
-        (Protocol::Mqrpmt | Protocol::Auto, Operation::Sum, _) => Input::Values { items, values, bound: VALUE_BOUND },
+    match (job.protocol.spec().takes(job.operation, Role::Sender), db) {
+        (Takes::Database, Some(db)) => Input::Database(db),
+        (Takes::Values, _) => Input::Values { items, values, bound: VALUE_BOUND },
         _ => Input::Items(items),
     }
 }

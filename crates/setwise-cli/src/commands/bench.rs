@@ -10,6 +10,7 @@ use clap::Args;
 use setwise::net::{Channel, NetProfile, Shaped};
 use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey, Mode};
 use setwise::protocols::mqrpmt::{Construction, LastMove};
+use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::{Reveal, human_bytes};
 use setwise::session::{Input, Job, ProtocolParams, run};
@@ -100,8 +101,8 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
     for (label, s_n, r_n) in workloads(&a)? {
         let overlap = a.common.map_or(a.overlap, |c| c as f64 / s_n.min(r_n).max(1) as f64);
         let (x, y) = sets(s_n, r_n, overlap);
-        let db = match a.protocol {
-            Protocol::Unbalanced => {
+        let db = match a.protocol.spec().takes(Operation::Intersection, Role::Sender) {
+            Takes::Database => {
                 let spec = a.params.as_ref().map_or("auto".to_string(), |p| p.display().to_string());
                 let (name, params) = resolve(&spec, s_n, a.receiver_max.max(r_n), 0)?;
                 let mut db = SenderDb::build(&x.items(), params, &name)?;

@@ -8,6 +8,7 @@ use crate::sets::{input_for, sets, values};
 use crate::{EXIT_WRONG, Failure};
 use clap::Args;
 use setwise::protocols::human_bytes;
+use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::session::{Job, ProtocolParams, run};
 use setwise::{Operation, Outcome, Protocol, Role};
@@ -37,7 +38,8 @@ pub struct DemoArgs {
 
 /// Runs `setwise demo`.
 pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
-    if matches!(a.protocol, Protocol::Authorized | Protocol::Partial) {
+    let spec = a.protocol.spec();
+    if spec.takes(a.operation, Role::Receiver) == Takes::Credentials || a.operation == Operation::Authorize {
         return Err(Failure::usage(anyhow::anyhow!(
             "the demo runs two parties; authorised PSI needs a judge too (see `setwise bench {}`)",
             a.protocol
@@ -50,8 +52,8 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
     job.validate(Role::Sender)?;
     let (x_set, y_set) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
     let (x, y) = (x_set.items(), y_set.items());
-    let db = match a.protocol {
-        Protocol::Unbalanced => {
+    let db = match spec.takes(a.operation, Role::Sender) {
+        Takes::Database => {
             let (name, params) = resolve("auto", x.len(), y.len().max(256), 0)?;
             let mut db = SenderDb::build(&x, params, &name)?;
             db.prepare()?;

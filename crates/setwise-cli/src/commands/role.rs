@@ -9,6 +9,7 @@ use crate::output::{OutputArgs, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
 use setwise::protocols::authorized::{self, Credentials, read_public_key};
+use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run_observed, served_line};
@@ -77,7 +78,7 @@ fn usage(msg: &str) -> Failure {
 
 /// Runs `setwise sender`.
 pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
-    if a.party.job.protocol == Protocol::Unbalanced {
+    if a.party.job.protocol.spec().takes(a.party.job.operation, Role::Sender) == Takes::Database {
         let path =
             a.db.as_ref().ok_or_else(|| usage("the unbalanced sender serves --db DIR (see `setwise db build`)"))?;
         let how = if a.compact { Open::Compact } else { Open::Serve };

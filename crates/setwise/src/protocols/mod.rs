@@ -10,8 +10,10 @@ pub mod ecdh;
 pub mod fhe;
 pub mod he_query;
 pub mod mqrpmt;
+pub mod registry;
 mod report;
 pub mod reveal;
+pub mod spec;
 pub mod unbalanced;
 pub mod vole;
 
@@ -21,6 +23,7 @@ pub use report::{
     Meter, Observed, Phase, PhaseObserver, Progress, RESULT_DETAILS, Report, WORK_PIECE, Work, human_bytes,
 };
 pub use reveal::Reveal;
+pub use spec::Spec;
 
 use std::fmt;
 use std::str::FromStr;
@@ -53,47 +56,40 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Its entry in the [registry](registry::ALL).
+    pub fn spec(self) -> &'static Spec {
+        Spec::of(self)
+    }
+
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Ecdh => "ecdh",
-            Protocol::Fhe => "fhe",
-            Protocol::Unbalanced => "unbalanced",
-            Protocol::Authorized => "authorized",
-            Protocol::Partial => "partial",
-            Protocol::Compact => "compact",
-            Protocol::Mqrpmt => "mqrpmt",
-            Protocol::Vole => "vole",
-            Protocol::Auto => "auto",
-        }
+        self.spec().name
     }
 
     /// The operations this protocol implements.
     pub fn operations(self) -> &'static [Operation] {
-        match self {
-            Protocol::Ecdh => &[Operation::Intersection, Operation::Cardinality],
-            Protocol::Mqrpmt | Protocol::Auto => &[
-                Operation::Intersection,
-                Operation::Cardinality,
-                Operation::Sum,
-                Operation::Shares,
-                Operation::Union,
-                Operation::PrivateId,
-            ],
-            Protocol::Authorized | Protocol::Partial => &[Operation::Intersection, Operation::Authorize],
-            Protocol::Fhe | Protocol::Unbalanced | Protocol::Compact | Protocol::Vole => &[Operation::Intersection],
-        }
+        self.spec().operations
     }
 
-    /// The strongest adversary the protocol withstands (docs/protocols/): `compact` and
-    /// `vole` (its malicious variant) withstand a malicious peer in both roles.
-    /// (`authorized` and `partial` withstand a malicious client, not a malicious sender,
-    /// so they count as semi-honest here.)
+    /// The strongest adversary the protocol withstands in both roles (docs/protocols/).
     pub fn security(self) -> Security {
-        match self {
-            Protocol::Compact | Protocol::Vole => Security::Malicious,
-            _ => Security::SemiHonest,
-        }
+        self.spec().security
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Spec::named(s).map(|spec| spec.protocol).ok_or_else(|| {
+            let names: Vec<&str> = registry::ALL.iter().map(|spec| spec.name).collect();
+            format!("unknown protocol '{s}' (expected one of: {})", names.join(", "))
+        })
     }
 }
 
@@ -154,21 +150,6 @@ macro_rules! named_enum {
         }
     };
 }
-named_enum!(
-    Protocol,
-    "protocol",
-    [
-        Protocol::Ecdh,
-        Protocol::Fhe,
-        Protocol::Unbalanced,
-        Protocol::Authorized,
-        Protocol::Partial,
-        Protocol::Compact,
-        Protocol::Mqrpmt,
-        Protocol::Vole,
-        Protocol::Auto
-    ]
-);
 named_enum!(Security, "security", [Security::SemiHonest, Security::Malicious]);
 named_enum!(
     Operation,

@@ -48,11 +48,7 @@ impl Reveal {
 
     /// Whether `protocol` can reveal the result of `op` to both parties.
     pub fn supported(protocol: Protocol, op: Operation) -> bool {
-        matches!(
-            (protocol, op),
-            (Protocol::Ecdh | Protocol::Mqrpmt | Protocol::Auto, Operation::Intersection | Operation::Cardinality)
-                | (Protocol::Fhe | Protocol::Compact | Protocol::Vole, Operation::Intersection)
-        )
+        protocol.spec().reveal_both.contains(&op)
     }
 }
 

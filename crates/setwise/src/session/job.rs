@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::hex;
 use crate::protocols::authorized::{self, Mode};
 use crate::protocols::mqrpmt::MqrpmtParams;
-use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role, Security};
+use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role, Security, registry};
 
 /// What to run.
 ///
@@ -184,13 +184,19 @@ impl Job {
                 self.protocol, self.operation
             )));
         }
-        if self.security > self.protocol.security() && self.protocol != Protocol::Auto {
+        if self.security > self.protocol.security() {
+            let able: Vec<&str> = registry::ALL
+                .iter()
+                .filter(|s| s.security >= self.security && s.operations.contains(&self.operation))
+                .map(|s| s.name)
+                .collect();
             return Err(Error::Usage(format!(
-                "{} is secure against {} peers only; for {} security use vole or compact (intersection), or \
-                 auto",
+                "{} is secure against {} peers only; for {} {} use one of: {}",
                 self.protocol,
                 self.protocol.security(),
-                self.security
+                self.security,
+                self.operation,
+                able.join(", ")
             )));
         }
         if let ProtocolParams::Mqrpmt(m) = &self.params {
@@ -284,6 +290,7 @@ mod tests {
         let m = |p| Job::new(p, Operation::Intersection).with_security(Security::Malicious).validate(Role::Sender);
         let e = m(Protocol::Ecdh).unwrap_err().to_string();
         assert!(e.contains("ecdh is secure against semi-honest peers only"), "{e}");
+        assert!(e.ends_with("for malicious intersection use one of: compact, vole, auto"), "{e}");
         m(Protocol::Compact).unwrap();
         m(Protocol::Vole).unwrap();
         m(Protocol::Auto).unwrap();

@@ -18,6 +18,7 @@ use crate::io::check_distinct;
 use crate::net::Channel;
 use crate::protocols::authorized::{self, Credentials, JudgeConfig, JudgeKey, Mode, Policy};
 use crate::protocols::mqrpmt::{self, Values};
+use crate::protocols::spec::Takes;
 use crate::protocols::unbalanced::{self, SenderDb};
 use crate::protocols::{
     Context, MAX_SET_SIZE, Observed, Operation, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, compact, ecdh,
@@ -84,26 +85,15 @@ impl<'a, I: AsRef<[u8]> + Sync> Input<'a, I> {
         }
     }
 
-    /// What kind of input it is, for errors.
-    fn kind(&self) -> &'static str {
+    /// What kind of input it is.
+    pub fn kind(&self) -> Takes {
         match self {
-            Input::Items(_) => "items",
-            Input::Values { .. } => "items with values",
-            Input::Database(_) => "a database",
-            Input::Credentials { .. } => "items with credentials",
-            Input::Judge { .. } => "a judge's key and policy",
+            Input::Items(_) => Takes::Items,
+            Input::Values { .. } => Takes::Values,
+            Input::Database(_) => Takes::Database,
+            Input::Credentials { .. } => Takes::Credentials,
+            Input::Judge { .. } => Takes::Judge,
         }
-    }
-}
-
-/// The input each role of each job takes.
-fn expected_input(job: &Job, role: Role) -> &'static str {
-    match (job.protocol, job.operation, role) {
-        (Protocol::Mqrpmt | Protocol::Auto, Operation::Sum, Role::Sender) => "items with values",
-        (Protocol::Unbalanced, _, Role::Sender) => "a database",
-        (Protocol::Authorized | Protocol::Partial, Operation::Intersection, Role::Receiver) => "items with credentials",
-        (_, Operation::Authorize, Role::Judge) => "a judge's key and policy",
-        _ => "items",
     }
 }
 
@@ -150,13 +140,14 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     observer: Option<PhaseObserver>,
 ) -> Result<(Outcome, Report)> {
     job.validate(role)?;
-    let expected = expected_input(job, role);
+    let expected = job.protocol.spec().takes(job.operation, role);
     if input.kind() != expected {
         return Err(Error::Usage(format!(
-            "{} {} {role}: takes {expected}, not {}",
+            "{} {} {role}: takes {}, not {}",
             job.protocol,
             job.operation,
-            input.kind()
+            expected.name(),
+            input.kind().name()
         )));
     }
     if let Some(items) = input.items() {
@@ -302,8 +293,8 @@ fn dispatch<I: AsRef<[u8]> + Sync>(
     }
 }
 
-fn unsupported(job: &Job, role: Role, input: &str) -> Error {
-    Error::Usage(format!("{} {} has no {role} role that takes {input}", job.protocol, job.operation))
+fn unsupported(job: &Job, role: Role, input: Takes) -> Error {
+    Error::Usage(format!("{} {} has no {role} role that takes {}", job.protocol, job.operation, input.name()))
 }
 
 /// The client's credentials must be for the job's mode, client and judge.

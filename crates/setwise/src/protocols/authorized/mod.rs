@@ -71,6 +71,8 @@ use crate::crypto::dst::{self, Domain};
 use crate::error::{Deviation, Result};
 use crate::net::Channel;
 use crate::protocols::Protocol;
+use crate::protocols::spec::{Leakage, Spec, Takes};
+use crate::protocols::{Operation, Role, Security};
 use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
 use std::collections::{HashMap, HashSet};
 
@@ -201,3 +203,50 @@ pub fn h1(item: &[u8], client_id: &[u8]) -> G1Projective {
 pub fn h2(p: &G1Affine) -> G1Projective {
     hash_to_g1(&Domain::fixed(dst::AUTHORIZED_H2), &p.to_compressed())
 }
+
+/// What each role of an authorised protocol brings: the intersection's client its items
+/// with credentials, an authorisation's judge its key and policy, everyone else items.
+fn authorized_takes(op: Operation, role: Role) -> Takes {
+    match (op, role) {
+        (Operation::Intersection, Role::Receiver) => Takes::Credentials,
+        (Operation::Authorize, Role::Judge) => Takes::Judge,
+        _ => Takes::Items,
+    }
+}
+
+/// The registry's facts about authorised PSI (full mode, paper §4).
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Authorized,
+    name: "authorized",
+    operations: &[Operation::Intersection, Operation::Authorize],
+    // A malicious client, not a malicious sender: semi-honest in both roles.
+    security: Security::SemiHonest,
+    reveal_both: &[],
+    takes: authorized_takes,
+    leakage: Leakage {
+        model: "malicious client",
+        text: "The judge learns the client's identity, how many items it asked to have signed, and \
+               the items themselves. The client learns the intersection of its signed items with the \
+               server's set and the server's set size. The server learns how many signed items the \
+               client queried, nothing else.",
+        doc: "docs/protocols/authorized.md",
+    },
+};
+
+/// The registry's facts about Partial-APSI (paper §5).
+pub static PARTIAL_SPEC: Spec = Spec {
+    protocol: Protocol::Partial,
+    name: "partial",
+    operations: &[Operation::Intersection, Operation::Authorize],
+    security: Security::SemiHonest,
+    reveal_both: &[],
+    takes: authorized_takes,
+    leakage: Leakage {
+        model: "input-malicious client (it chooses its input, follows the protocol)",
+        text: "The judge learns the client's identity, how many items it asked to have signed, and \
+               the fraction of them it opened. The client learns the intersection of its signed \
+               items with the server's set and the server's set size. The server learns how many \
+               signed items the client queried, nothing else.",
+        doc: "docs/protocols/authorized.md",
+    },
+};

@@ -43,6 +43,8 @@ use crate::crypto::wideperm::WidePermutation;
 use crate::error::Result;
 use crate::math::fp128::F128;
 use crate::protocols::Context;
+use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Operation, Protocol, Security};
 
 /// Largest set either side may hold: 2^16. Interpolation is quadratic, so beyond a few
 /// thousand items the `ecdh` protocol (semi-honest) or a linear-time malicious PSI is
@@ -111,3 +113,21 @@ pub(crate) fn pair_from_bytes(b: &[u8; 32]) -> Option<[F128; 2]> {
 pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
     ctx.check_sizes("compact PSI", MAX_SET, "use --protocol ecdh for larger sets")
 }
+
+/// The registry's facts about compact malicious PSI.
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Compact,
+    name: "compact",
+    operations: &[Operation::Intersection],
+    security: Security::Malicious,
+    reveal_both: &[Operation::Intersection],
+    takes: items_only,
+    leakage: Leakage {
+        model: "malicious",
+        text: "Both parties learn how many items the other holds. The receiver learns which of its \
+               items the sender also holds. A cheating receiver can test at most as many items of \
+               its choice as it announced; a cheating sender cannot make the receiver output an item \
+               the sender does not hold, nor learn anything about the receiver's items.",
+        doc: "docs/protocols/compact.md",
+    },
+};

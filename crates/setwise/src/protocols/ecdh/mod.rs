@@ -43,9 +43,29 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::ItemHasher;
+use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Operation, Protocol, Security};
 
 /// H: items to ristretto255 in `session`, as every DH-PSI step hashes them (staged runs
 /// use it too, so their points equal a single-machine run's).
 pub fn item_hasher(session: SessionId) -> ItemHasher {
     ItemHasher::new(&Domain::new(dst::ECDH_ITEM_TO_GROUP, session))
 }
+
+/// The registry's facts about DH-PSI.
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Ecdh,
+    name: "ecdh",
+    operations: &[Operation::Intersection, Operation::Cardinality],
+    security: Security::SemiHonest,
+    reveal_both: &[Operation::Intersection, Operation::Cardinality],
+    takes: items_only,
+    leakage: Leakage {
+        model: "semi-honest",
+        text: "Both parties learn how many items the other holds. With intersection the receiver \
+               learns which of its own items the sender also holds; with cardinality only how many. \
+               The sender learns nothing about the receiver's items beyond their number. A party \
+               that cheats can make the result wrong; the protocol assumes both follow it.",
+        doc: "docs/protocols/ecdh.md",
+    },
+};

@@ -44,6 +44,8 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::protocols::Context;
+use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Operation, Protocol, Security};
 use rayon::prelude::*;
 
 /// Each item's `felts` field elements, flattened: hash the item in this session's
@@ -69,3 +71,22 @@ pub(crate) fn item_felts<I: AsRef<[u8]> + Sync>(ctx: &Context, items: &[I], felt
 pub(crate) fn slot(p: &FheParams, replica: usize, item: usize, felt: usize) -> usize {
     (replica * p.items_per_ct + item) * p.felts + felt
 }
+
+/// The registry's facts about FHE-PSI.
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Fhe,
+    name: "fhe",
+    operations: &[Operation::Intersection],
+    security: Security::SemiHonest,
+    reveal_both: &[Operation::Intersection],
+    takes: items_only,
+    leakage: Leakage {
+        model: "semi-honest",
+        text: "Both parties learn how many items the other holds, and so the parameters chosen. The \
+               receiver learns which of its items match, and, rarely, that some unknown sender item \
+               shares a few bits of hash with one of its own. There is no circuit privacy: the noise \
+               in the encrypted results depends on the sender's data, which a receiver studying it \
+               could in principle exploit.",
+        doc: "docs/protocols/fhe.md",
+    },
+};

@@ -58,7 +58,9 @@ pub use rpmt::{Construction, LastMove, client, server};
 use crate::crypto::rng::shuffle;
 use crate::error::{Error, Result};
 use crate::net::Channel;
+use crate::protocols::spec::{Leakage, Spec, values_for_sum};
 use crate::protocols::{Context, Operation, Outcome, Report};
+use crate::protocols::{Protocol, Security};
 
 /// What both sides of an mqRPMT run agree on besides the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,3 +134,29 @@ fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
     let xs = order.iter().map(|&i| items[i].as_ref()).collect();
     (order, xs)
 }
+
+/// The registry's facts about the mqRPMT framework.
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Mqrpmt,
+    name: "mqrpmt",
+    operations: &[
+        Operation::Intersection,
+        Operation::Cardinality,
+        Operation::Sum,
+        Operation::Shares,
+        Operation::Union,
+        Operation::PrivateId,
+    ],
+    security: Security::SemiHonest,
+    reveal_both: &[Operation::Intersection, Operation::Cardinality],
+    takes: values_for_sum,
+    leakage: Leakage {
+        model: "semi-honest",
+        text: "Both parties learn how many items the other holds. The receiver learns which of the \
+               sender's (shuffled) items are in its set without knowing which item each is, and so \
+               always learns the size of the intersection, even when the operation's output is \
+               only a sum, secret shares, a union or private IDs. With the Bloom-filter last move a \
+               false match has probability at most 2^-40 per item.",
+        doc: "docs/protocols/mqrpmt.md",
+    },
+};

@@ -56,6 +56,8 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::oprf::Output;
+use crate::protocols::spec::{Leakage, Spec, Takes};
+use crate::protocols::{Operation, Protocol, Role, Security};
 
 /// Largest number of bundles at one bundle index a receiver accepts.
 pub(crate) const MAX_BUNDLES_PER_INDEX: usize = 1 << 16;
@@ -90,3 +92,21 @@ pub(crate) fn locate(p: &UnbalancedParams, digest: &Digest, bins: &mut Vec<u32>,
         felts.push(u64::from_le_bytes(w) & mask);
     }
 }
+
+/// The registry's facts about unbalanced PSI: the sender serves a database.
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Unbalanced,
+    name: "unbalanced",
+    operations: &[Operation::Intersection],
+    security: Security::SemiHonest,
+    reveal_both: &[],
+    takes: |_, role| if role == Role::Sender { Takes::Database } else { Takes::Items },
+    leakage: Leakage {
+        model: "semi-honest sender, malicious receiver (no circuit privacy)",
+        text: "The sender learns how many items the receiver queried and nothing about them. The \
+               receiver learns which of its items are in the sender's database, the database's size \
+               and its shape (bundles per index), and, rarely, that an unknown sender item shares a \
+               few bits of a keyed hash with one of its own. As with fhe, there is no circuit privacy.",
+        doc: "docs/protocols/unbalanced.md",
+    },
+};

@@ -46,7 +46,9 @@ use crate::crypto::dst::{self, Domain};
 use crate::error::Result;
 use crate::math::gf128::Gf128;
 use crate::okvs::OkvsParams;
+use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Context, Security};
+use crate::protocols::{Operation, Protocol};
 use rayon::prelude::*;
 
 /// Largest set either side may hold: 2^26. Memory grows by about 0.5 GiB per 2^20
@@ -143,3 +145,22 @@ impl Hashes {
         self.len
     }
 }
+
+/// The registry's facts about PSI from silent VOLE.
+pub static SPEC: Spec = Spec {
+    protocol: Protocol::Vole,
+    name: "vole",
+    operations: &[Operation::Intersection],
+    security: Security::Malicious,
+    reveal_both: &[Operation::Intersection],
+    takes: items_only,
+    leakage: Leakage {
+        model: "semi-honest, or malicious with --security malicious",
+        text: "Each party learns the other's set size. The receiver learns the intersection; the \
+               sender learns nothing. The sender shuffles its tags, so their order tells the \
+               receiver nothing about where the matches sit in the sender's list. Under \
+               --security malicious, checks refuse a peer that deviates; a cheating receiver can \
+               test up to the store's size (about 1.15 times its announced items) of its choice.",
+        doc: "docs/protocols/vole.md",
+    },
+};

@@ -1,0 +1,92 @@
+//! What a protocol declares about itself: its [`Spec`], the type every family's module
+//! fills in once (`SPEC`) and [`registry`](super::registry) lists.
+
+use super::{Operation, Protocol, Role, Security};
+
+/// What one protocol is, as the library, the CLI, the report page and the Python
+/// bindings see it.
+#[derive(Debug)]
+pub struct Spec {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// Its CLI and wire name.
+    pub name: &'static str,
+    /// The operations it implements.
+    pub operations: &'static [Operation],
+    /// The strongest adversary it withstands in both roles (docs/protocols/).
+    pub security: Security,
+    /// The operations whose result the receiver can also tell the sender (`--reveal
+    /// both`).
+    pub reveal_both: &'static [Operation],
+    /// What a role brings to an operation.
+    pub takes: fn(Operation, Role) -> Takes,
+    /// What a run leaks beyond its output.
+    pub leakage: Leakage,
+}
+
+impl Spec {
+    /// What `role` brings to `operation`.
+    pub fn takes(&self, operation: Operation, role: Role) -> Takes {
+        (self.takes)(operation, role)
+    }
+}
+
+/// What a role brings to a run (the kinds of [`Input`](crate::session::Input)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// Its distinct items.
+    Items,
+    /// Its distinct items, a value per item and the values' bound (`sum`'s sender).
+    Values,
+    /// A preprocessed database (`unbalanced`'s sender).
+    Database,
+    /// Its items and a judge's credentials on them (an authorised client).
+    Credentials,
+    /// A judge's key and policy.
+    Judge,
+}
+
+impl Takes {
+    /// Its name in errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Takes::Items => "items",
+            Takes::Values => "items with values",
+            Takes::Database => "a database",
+            Takes::Credentials => "items with credentials",
+            Takes::Judge => "a judge's key and policy",
+        }
+    }
+}
+
+/// Every role brings its items.
+pub fn items_only(_: Operation, _: Role) -> Takes {
+    Takes::Items
+}
+
+/// Every role brings its items, but `sum`'s sender, which brings values with them.
+pub fn values_for_sum(op: Operation, role: Role) -> Takes {
+    match (op, role) {
+        (Operation::Sum, Role::Sender) => Takes::Values,
+        _ => Takes::Items,
+    }
+}
+
+/// What a protocol reveals beyond its output, in plain words, for pages people read (the
+/// report page, the browser demo). The "Security" and "What leaks" sections of
+/// docs/protocols/*.md remain the reference.
+#[derive(Debug, Clone, Copy)]
+pub struct Leakage {
+    /// The security model, e.g. "semi-honest".
+    pub model: &'static str,
+    /// What a run reveals beyond its output.
+    pub text: &'static str,
+    /// The protocol's page in the repository.
+    pub doc: &'static str,
+}
+
+/// The sentence added to a protocol's leakage when both parties learn the result
+/// (`--reveal both`).
+pub const REVEAL_BOTH_LEAKS: &str = "Both parties learn the result: the receiver tells the sender, \
+    which checks that every claimed row is its own but otherwise trusts the receiver's report \
+    (docs/protocols/reveal.md).";

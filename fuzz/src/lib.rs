@@ -38,10 +38,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
-/// What each protocol leaks, in words: the CLI's own source, compiled here because the
-/// report page uses it (the CLI is a binary, not a library).
-#[path = "../../crates/setwise-cli/src/leakage.rs"]
-pub mod leakage;
 /// The report page of `setwise report`: the CLI's own source, compiled here so that the
 /// `report` target reads report JSON and renders pages exactly as the CLI does.
 #[path = "../../crates/setwise-cli/src/report_page.rs"]

@@ -118,6 +118,17 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Every operation between two parties (all but [`Operation::Authorize`], which
+    /// needs a judge): what `mqrpmt` implements and `auto` can pick a protocol for.
+    pub const OF_TWO_PARTIES: &'static [Operation] = &[
+        Operation::Intersection,
+        Operation::Cardinality,
+        Operation::Sum,
+        Operation::Shares,
+        Operation::Union,
+        Operation::PrivateId,
+    ];
+
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
         match self {

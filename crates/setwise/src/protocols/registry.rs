@@ -37,14 +37,7 @@ impl Spec {
 pub static AUTO: Spec = Spec {
     protocol: Protocol::Auto,
     name: "auto",
-    operations: &[
-        Operation::Intersection,
-        Operation::Cardinality,
-        Operation::Sum,
-        Operation::Shares,
-        Operation::Union,
-        Operation::PrivateId,
-    ],
+    operations: Operation::OF_TWO_PARTIES,
     // It picks a protocol that meets the job's security, malicious included.
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],

@@ -139,14 +139,7 @@ fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Mqrpmt,
     name: "mqrpmt",
-    operations: &[
-        Operation::Intersection,
-        Operation::Cardinality,
-        Operation::Sum,
-        Operation::Shares,
-        Operation::Union,
-        Operation::PrivateId,
-    ],
+    operations: Operation::OF_TWO_PARTIES,
     security: Security::SemiHonest,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     takes: values_for_sum,

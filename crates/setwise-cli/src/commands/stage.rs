@@ -11,7 +11,7 @@ use crate::input::read_items;
 use crate::output::{OutputArgs, write_outcome};
 use clap::{Args, Subcommand};
 use setwise::staged::auth::HOW_TO_MAKE;
-use setwise::staged::runner::{self, stage_name};
+use setwise::staged::runner;
 use setwise::staged::store::Exchange;
 use setwise::staged::{BucketKey, Buckets, ExchangeKey, Runner, Settings, Step};
 use setwise::{Operation, Protocol, Role};
@@ -43,10 +43,11 @@ pub struct StageArgs {
     /// This party's role: receiver (learns the result) or sender.
     #[arg(long, value_parser = ["receiver", "sender"])]
     role: String,
-    /// Protocol (only ecdh can be staged so far).
+    /// Protocol: ecdh (intersection, cardinality), vole (intersection), mqrpmt
+    /// (intersection, cardinality) or compact (intersection); docs/scale-out.md.
     #[arg(long, default_value = "ecdh")]
     protocol: Protocol,
-    /// Operation: intersection or cardinality.
+    /// Operation: intersection or cardinality (as the protocol allows).
     #[arg(long = "op", default_value = "intersection")]
     operation: Operation,
     #[command(flatten)]
@@ -208,7 +209,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
             Step::Ran(s) => {
                 eprintln!(
                     "setwise {run_id}: {role} stage {s} ({}) done in {:.1} s",
-                    stage_name(s),
+                    r.stage_label(s),
                     t.elapsed().as_secs_f64()
                 );
                 waited_since = None;
@@ -225,7 +226,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
             }
             Step::Waiting { stage, marker } => {
                 let since = *waited_since.get_or_insert_with(|| {
-                    eprintln!("setwise {run_id}: {role} stage {stage} ({}) waits for {marker}", stage_name(stage));
+                    eprintln!("setwise {run_id}: {role} stage {stage} ({}) waits for {marker}", r.stage_label(stage));
                     told = Instant::now();
                     Instant::now()
                 });
@@ -235,7 +236,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                             code: EXIT_NOT_READY,
                             error: anyhow::anyhow!(
                                 "stage {stage} ({}) is not ready: waiting for {marker}; run again later",
-                                stage_name(stage)
+                                r.stage_label(stage)
                             ),
                         });
                     }
@@ -243,7 +244,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                         code: crate::EXIT_PEER,
                         error: anyhow::anyhow!(
                             "stage {stage} ({}): gave up after {} s waiting for {marker} (the run resumes with the same command)",
-                            stage_name(stage),
+                            r.stage_label(stage),
                             timeout.as_secs()
                         ),
                     });

@@ -109,6 +109,12 @@ pub const STAGED_MARKER_MAC: &str = "setwise/staged/v1/marker-mac";
 /// Staged runs: the key of the MAC on a party's abort note, derived from the exchange
 /// key, the writer's role and the run id.
 pub const STAGED_ABORT_MAC: &str = "setwise/staged/v1/abort-mac";
+/// A replayed bucket's session id, from the run's session and the bucket index.
+pub const STAGED_BUCKET_SESSION: &str = "setwise/staged/v1/bucket-session";
+/// A replayed bucket's randomness, from the party's run seed.
+pub const STAGED_REPLAY_SEED: &str = "setwise/staged/v1/replay-seed";
+/// The stream a seeded scope draws from (`crypto::rng::seeded`), keyed by its seed.
+pub const RNG_SEEDED_STREAM: &str = "setwise/v1/rng/seeded-stream";
 /// Staged runs: the public fingerprint of the operators' exchange key.
 pub const STAGED_EXCHANGE_KEY_CHECK: &str = "setwise/staged/v1/exchange-key-check";
 /// Session identifier derived from both hellos' nonces.

@@ -80,6 +80,10 @@ pub enum NetError {
     /// Another I/O error.
     #[error("network I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A staged run's replay reached a peer message that is not in the exchange yet: the
+    /// stage ends there (not a failure; [`crate::staged::replay`]).
+    #[error("the peer's next message is not in the exchange yet")]
+    Pending,
 }
 
 /// Traffic counters of one channel. Bytes include the 4-byte frame prefixes.

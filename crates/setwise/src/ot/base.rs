@@ -149,14 +149,17 @@ fn mr_send(ch: &mut impl Channel, sid: SessionId, n: usize) -> Result<Vec<[Block
 fn mr_receive(ch: &mut impl Channel, sid: SessionId, choices: &[bool]) -> Result<Vec<Block>> {
     let (keys, to) = (Domain::new(dst::OT_BASE_KEY_MALICIOUS, sid), Domain::new(dst::OT_BASE_TO_GROUP, sid));
     let secrets: Vec<SecretScalar> = choices.iter().map(|_| SecretScalar::random()).collect();
+    // Drawn before the parallel loop, in order, so that a seeded run draws them again.
+    let mut wides = Zeroizing::new(vec![0u8; 64 * choices.len()]);
+    fill_os(&mut wides);
     let pairs: Vec<[Encoded; 2]> = secrets
         .par_iter()
         .zip(choices)
+        .zip(wides.par_chunks(64))
         .enumerate()
-        .map(|(i, (sk, &c))| {
-            let mut wide = [0u8; 64];
-            fill_os(&mut wide);
-            let other = RistrettoPoint::from_uniform_bytes(&wide).compress().0;
+        .map(|(i, ((sk, &c), wide))| {
+            let wide: &[u8; 64] = wide.try_into().expect("64 bytes");
+            let other = RistrettoPoint::from_uniform_bytes(wide).compress().0;
             let chosen = (RISTRETTO_BASEPOINT_TABLE * sk.expose() - to_group(&to, i, &other)).compress().0;
             // Constant time in the choice bit: (r_0, r_1) = (chosen, other), swapped if c.
             let (mut r0, mut r1) = (chosen, other);

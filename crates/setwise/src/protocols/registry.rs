@@ -41,6 +41,7 @@ pub static AUTO: Spec = Spec {
     // It picks a protocol that meets the job's security, malicious included.
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
+    staged: &[],
     takes: values_for_sum,
     leakage: Leakage {
         model: "that of the protocol it picks",

@@ -20,6 +20,9 @@ pub struct Spec {
     pub reveal_both: &'static [Operation],
     /// What a role brings to an operation.
     pub takes: fn(Operation, Role) -> Takes,
+    /// The operations a staged run (`setwise stage`, Spark) can run bucket by bucket
+    /// (crate::staged: ecdh by its own steps, the others by replay).
+    pub staged: &'static [Operation],
     /// What a run leaks beyond its output.
     pub leakage: Leakage,
 }

@@ -235,6 +235,31 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
     Ok((outcome, report))
 }
 
+/// Runs one role of `job` with `input` over `ch` in a session whose [`Context`] was
+/// settled elsewhere (a staged run's bucket: the two hellos and the bucket sizes are in
+/// the exchange): the checks of [`run`] and the protocol, without a hello, an abort or a
+/// report of its own. `job` names a concrete protocol whose roles take items.
+pub fn run_in_context<I: AsRef<[u8]> + Sync>(
+    ch: &mut impl Channel,
+    job: &Job,
+    ctx: &Context,
+    input: Input<'_, I>,
+    report: &mut Report,
+) -> Result<Outcome> {
+    job.validate(ctx.role)?;
+    let expected = job.protocol.spec().takes(job.operation, ctx.role);
+    if job.protocol == Protocol::Auto || input.kind() != Takes::Items || expected != Takes::Items {
+        return Err(Error::Usage(format!(
+            "{} {} {}: a run in a settled context takes items",
+            job.protocol, job.operation, ctx.role
+        )));
+    }
+    if let Some(items) = input.items() {
+        check_distinct(items)?;
+    }
+    dispatch(ch, job, ctx, input, None, report)
+}
+
 /// The one dispatch: which role function runs for the job, the role and the input.
 fn dispatch<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,

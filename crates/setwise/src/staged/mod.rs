@@ -12,6 +12,8 @@
 //! - [`bucket`]: items into the agreed buckets;
 //! - [`seed`]: the per-run seed every secret and order is derived from;
 //! - [`ecdh`]: the per-bucket steps of DH-PSI, pure functions on values;
+//! - [`replay`]: any other protocol's role, replayed stage by stage from the run seed
+//!   over the messages in the exchange (`rounds`: its stages in the runner);
 //! - [`message`]: a bucket's message as bytes (the protocol's stream frames);
 //! - [`store`]: the exchange's and workdir's files, markers, journal;
 //! - [`auth`]: the operators' exchange key and the MACs on markers and abort notes;
@@ -44,6 +46,8 @@ pub mod bucket;
 pub mod ecdh;
 pub mod message;
 pub mod plan;
+pub mod replay;
+mod rounds;
 pub mod runner;
 pub mod seed;
 pub mod store;

@@ -106,9 +106,9 @@ impl BucketKey {
 pub struct Settings {
     /// The run id, shared by both operators: letters, digits, `.`, `_`, `-`.
     pub run_id: String,
-    /// The protocol (`ecdh` is the one that can be staged so far).
+    /// The protocol: one whose spec lists staged operations.
     pub protocol: Protocol,
-    /// `intersection` or `cardinality`.
+    /// The operation: one of the protocol's staged ones.
     pub operation: Operation,
     /// Key columns joined into each item (both sides the same).
     pub key_columns: usize,
@@ -127,14 +127,19 @@ impl Settings {
 
     /// Checks what can be checked alone: a stageable protocol and operation, a run id.
     pub fn validate(&self) -> Result<()> {
-        if self.protocol != Protocol::Ecdh {
+        let staged = self.protocol.spec().staged;
+        if !staged.contains(&self.operation) {
+            let able: Vec<String> = crate::protocols::registry::ALL
+                .iter()
+                .filter(|s| !s.staged.is_empty())
+                .map(|s| format!("{} ({})", s.name, s.staged.iter().map(|o| o.name()).collect::<Vec<_>>().join(", ")))
+                .collect();
             return Err(Error::Params(format!(
-                "protocol {}: staged runs exist for ecdh only so far (docs/scale-out.md says which protocols can be staged)",
-                self.protocol
+                "protocol {} {}: not a staged run; staged runs take {} (docs/scale-out.md)",
+                self.protocol,
+                self.operation,
+                able.join("; ")
             )));
-        }
-        if !matches!(self.operation, Operation::Intersection | Operation::Cardinality) {
-            return Err(Error::Params(format!("staged ecdh runs intersection or cardinality, not {}", self.operation)));
         }
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
         if self.run_id.is_empty() || self.run_id.len() > MAX_RUN_ID || !self.run_id.chars().all(ok) {
@@ -367,7 +372,11 @@ mod tests {
         big.set_size = MAX_SET_SIZE + 1;
         assert!(Plan::agree(&s, &h, &big).is_err());
         assert!(Settings::new("a/b", Protocol::Ecdh, Operation::Intersection).validate().is_err());
-        assert!(Settings::new("a", Protocol::Vole, Operation::Intersection).validate().is_err());
+        assert!(Settings::new("a", Protocol::Vole, Operation::Intersection).validate().is_ok());
+        let e = Settings::new("a", Protocol::Vole, Operation::Cardinality).validate().unwrap_err().to_string();
+        assert!(e.contains("vole (intersection)") && e.contains("ecdh (intersection, cardinality)"), "{e}");
+        assert!(Settings::new("a", Protocol::Unbalanced, Operation::Intersection).validate().is_err());
+        assert!(Settings::new("a", Protocol::Auto, Operation::Intersection).validate().is_err());
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! The stages of a staged ecdh run over an [`Exchange`] directory and a [`Workdir`],
-//! for the CLI (`setwise stage`) and tests. Each call of [`Runner::step`] runs the next
-//! stage of this party that has not finished (read from the markers, never chosen by
-//! the caller) once the peer's messages it needs are there.
+//! The stages of a staged run over an [`Exchange`] directory and a [`Workdir`], for the
+//! CLI (`setwise stage`) and tests. Each call of [`Runner::step`] runs the next stage of
+//! this party that has not finished (read from the markers, never chosen by the caller)
+//! once the peer's messages it needs are there. ecdh runs by its own steps, below;
+//! every other protocol by replay ([`super::replay`], stages in [`super::rounds`]).
 //!
 //! | stage | receiver | sender | needs |
 //! |---|---|---|---|
@@ -42,7 +43,7 @@ pub const RECEIVER_STAGES: &[u8] = &[0, 1, 3];
 /// The sender's stages, in order.
 pub const SENDER_STAGES: &[u8] = &[0, 1, 2];
 
-/// What stage `n` does.
+/// What stage `n` of a staged ecdh run does.
 pub fn stage_name(n: u8) -> &'static str {
     match n {
         0 => "hello",
@@ -58,7 +59,17 @@ pub fn stages_of(role: Role) -> &'static [u8] {
     if role == Role::Receiver { RECEIVER_STAGES } else { SENDER_STAGES }
 }
 
-fn peer_of(role: Role) -> Role {
+/// What stage `n` of a staged `protocol` run does.
+pub fn stage_label(protocol: &str, n: u8) -> String {
+    match (protocol, n) {
+        ("ecdh", n) => stage_name(n).into(),
+        (_, 0) => "hello".into(),
+        (_, 1) => "bucket sizes".into(),
+        (_, n) => format!("round {}", n - 1),
+    }
+}
+
+pub(super) fn peer_of(role: Role) -> Role {
     if role == Role::Receiver { Role::Sender } else { Role::Receiver }
 }
 
@@ -115,11 +126,17 @@ pub fn input_fingerprint<I: AsRef<[u8]>>(items: &[I], key_columns: usize) -> Str
     h.finalize().to_hex().to_string()
 }
 
-/// Where an error happened: the stage, and the peer message and bucket it concerned.
-fn at(stage: u8, role: Role, what: impl Into<String>) -> impl FnOnce(Error) -> Error {
+/// Where an error happened: the stage (number and name), and the peer message and
+/// bucket it concerned.
+pub(super) fn at_named(
+    stage: u8,
+    name: impl std::fmt::Display,
+    role: Role,
+    what: impl Into<String>,
+) -> impl FnOnce(Error) -> Error {
     let what = what.into();
     move |e| {
-        let head = format!("stage {stage} ({role}: {})", stage_name(stage));
+        let head = format!("stage {stage} ({role}: {name})");
         let at = if what.is_empty() { head } else { format!("{head}, {what}") };
         Error::Stage { at, source: Box::new(e) }
     }
@@ -128,11 +145,11 @@ fn at(stage: u8, role: Role, what: impl Into<String>) -> impl FnOnce(Error) -> E
 /// One party's staged run: its settings, role, exchange, workdir and items.
 #[derive(Debug)]
 pub struct Runner<'a, I> {
-    settings: Settings,
-    role: Role,
-    exchange: Exchange,
-    workdir: Workdir,
-    items: &'a [I],
+    pub(super) settings: Settings,
+    pub(super) role: Role,
+    pub(super) exchange: Exchange,
+    pub(super) workdir: Workdir,
+    pub(super) items: &'a [I],
     record: RunRecord,
     attempt: String,
 }
@@ -176,8 +193,27 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         Ok(Self { settings, role, exchange, workdir, items, record, attempt: hex(&attempt) })
     }
 
+    /// Whether the run replays the protocol's roles ([`super::replay`]) rather than
+    /// running ecdh's own steps.
+    pub(super) fn replayed(&self) -> bool {
+        self.settings.protocol != crate::protocols::Protocol::Ecdh
+    }
+
+    /// What stage `n` of this run does.
+    pub fn stage_label(&self, n: u8) -> String {
+        stage_label(self.settings.protocol.name(), n)
+    }
+
+    /// Where an error happened: this party's stage `stage`, and `what` it concerned.
+    pub(super) fn at_stage(&self, stage: u8, what: impl Into<String>) -> impl FnOnce(Error) -> Error {
+        at_named(stage, self.stage_label(stage), self.role, what)
+    }
+
     /// This party's first stage without a marker, if any.
     pub fn next_stage(&self) -> Result<Option<u8>> {
+        if self.replayed() {
+            return self.replay_next_stage();
+        }
         for &s in stages_of(self.role) {
             if self.exchange.read_marker(s, self.role)?.is_none() {
                 return Ok(Some(s));
@@ -190,8 +226,11 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     /// stopped the run.
     pub fn waiting_for(&self, stage: u8) -> Result<Option<String>> {
         let peer = peer_of(self.role);
-        if let Some(why) = self.exchange.read_abort(peer).map_err(at(stage, self.role, ""))? {
-            return Err(at(stage, self.role, "")(Error::PeerAborted(why)));
+        if let Some(why) = self.exchange.read_abort(peer).map_err(self.at_stage(stage, ""))? {
+            return Err(self.at_stage(stage, "")(Error::PeerAborted(why)));
+        }
+        if self.replayed() {
+            return self.replay_waits_for(stage);
         }
         let needs: &[(u8, Role)] = match (stage, self.role) {
             (0, _) => &[],
@@ -200,7 +239,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             _ => &[(1, Role::Sender), (2, Role::Sender)],
         };
         for &(s, r) in needs {
-            if self.exchange.read_marker(s, r).map_err(at(stage, self.role, ""))?.is_none() {
+            if self.exchange.read_marker(s, r).map_err(self.at_stage(stage, ""))?.is_none() {
                 return Ok(Some(self.exchange.marker_path(s, r).display().to_string()));
             }
         }
@@ -234,8 +273,11 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     }
 
     fn run_stage(&self, stage: u8, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
+        if self.replayed() && stage > 0 {
+            return self.replay_stage(stage, deliver);
+        }
         match (stage, self.role) {
-            (0, _) => self.hello().map_err(at(0, self.role, "")),
+            (0, _) => self.hello().map_err(self.at_stage(0, "")),
             (1, Role::Receiver) => self.receiver_blind(),
             (1, _) => self.sender_blind(),
             (2, _) => self.sender_reblind(),
@@ -243,7 +285,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         }
     }
 
-    fn seed(&self) -> Result<RunSeed> {
+    pub(super) fn seed(&self) -> Result<RunSeed> {
         self.workdir.read_seed().map_err(|e| {
             Error::Usage(format!(
                 "{e}: the run seed is lost, and with it the run: start a new run with a new run id and exchange"
@@ -251,7 +293,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         })
     }
 
-    fn marker(&self, stage: u8, session: Option<SessionId>, parts: Vec<PartInfo>) -> Marker {
+    pub(super) fn marker(&self, stage: u8, session: Option<SessionId>, parts: Vec<PartInfo>) -> Marker {
         Marker {
             format: FORMAT.into(),
             run: self.settings.run_id.clone(),
@@ -263,6 +305,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             parts,
             attempt: self.attempt.clone(),
             setwise: env!("CARGO_PKG_VERSION").into(),
+            last: false,
             mac: String::new(), // sealed when written
         }
     }
@@ -284,11 +327,11 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     }
 
     /// Both hellos (ours recomputed, the peer's read and checked) and the plan.
-    fn plan(&self, stage: u8, seed: &RunSeed) -> Result<Plan> {
+    pub(super) fn plan(&self, stage: u8, seed: &RunSeed) -> Result<Plan> {
         let ours = self.settings.hello(self.role, self.items.len(), seed);
         let peer = peer_of(self.role);
         let what = format!("the {peer}'s hello (stage 0)");
-        let fail = |e| at(stage, self.role, what.clone())(e);
+        let fail = |e| self.at_stage(stage, what.clone())(e);
         let m = self.exchange.read_marker(0, peer).map_err(fail)?.ok_or_else(|| fail(not_there()))?;
         let info = match m.parts.as_slice() {
             [one] if one.bytes <= MAX_HELLO_FRAME as u64 => one,
@@ -305,16 +348,16 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             .map_err(fail)?;
         let theirs = Hello::decode(&bytes).map_err(fail)?;
         self.consume(stage, &format!("stage-0/{peer}"), &m.content_digest(), &what)?;
-        Plan::agree(&self.settings, &ours, &theirs).map_err(at(stage, self.role, ""))
+        Plan::agree(&self.settings, &ours, &theirs).map_err(self.at_stage(stage, ""))
     }
 
     /// Journals that stage `stage` consumed the peer message `key` with `digest`, or
     /// refuses if it consumed another version of it before.
-    fn consume(&self, stage: u8, key: &str, digest: &str, what: &str) -> Result<()> {
+    pub(super) fn consume(&self, stage: u8, key: &str, digest: &str, what: &str) -> Result<()> {
         let mut journal: BTreeMap<String, String> = self.workdir.read_json("journal.json")?.unwrap_or_default();
         match journal.get(key) {
             Some(d) if d == digest => Ok(()),
-            Some(_) => Err(at(stage, self.role, what.to_string())(
+            Some(_) => Err(self.at_stage(stage, what.to_string())(
                 Deviation::StagedMessage {
                     why: "changed since this side consumed it; continuing would reuse secrets on other messages: start a new run".into(),
                 }
@@ -341,16 +384,16 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             .enumerate()
             .map(|(i, p)| self.put(plan, stage, stream, i as u32, p))
             .collect::<Result<Vec<_>>>()
-            .map_err(at(stage, self.role, ""))?;
-        self.exchange.write_marker(&self.marker(stage, Some(plan.session), infos)).map_err(at(stage, self.role, ""))
+            .map_err(self.at_stage(stage, ""))?;
+        self.exchange.write_marker(&self.marker(stage, Some(plan.session), infos)).map_err(self.at_stage(stage, ""))
     }
 
     /// The peer's marker of `stage` for this run, checked: its session, and B parts
     /// whose counts add up to `total` (from the hello) when given.
-    fn peer_marker(&self, stage: u8, plan: &Plan, peer_stage: u8, total: Option<u64>) -> Result<Marker> {
+    pub(super) fn peer_marker(&self, stage: u8, plan: &Plan, peer_stage: u8, total: Option<u64>) -> Result<Marker> {
         let peer = peer_of(self.role);
         let what = format!("the {peer}'s stage {peer_stage} message");
-        let fail = |e| at(stage, self.role, what.clone())(e);
+        let fail = |e| self.at_stage(stage, what.clone())(e);
         let m = self.exchange.read_marker(peer_stage, peer).map_err(fail)?.ok_or_else(|| fail(not_there()))?;
         let bad = |why: String| fail(Deviation::StagedMessage { why }.into());
         if m.run != self.settings.run_id || m.session != hex(&plan.session.0) {
@@ -387,7 +430,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     ) -> Result<Vec<Encoded>> {
         let peer = peer_of(self.role);
         let unit = if aligned { "bucket" } else { "part" };
-        let fail = at(stage, self.role, format!("the {peer}'s stage {} message, {unit} {i}", m.stage));
+        let fail = self.at_stage(stage, format!("the {peer}'s stage {} message, {unit} {i}", m.stage));
         let info = &m.parts[i as usize];
         (|| {
             if info.bytes > max_part_bytes(info.items) {
@@ -414,7 +457,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             .iter()
             .map(|idx| ecdh::receiver_blind(&seed, &plan, &select(self.items, idx)))
             .collect::<Result<Vec<_>>>()
-            .map_err(at(1, self.role, ""))?;
+            .map_err(self.at_stage(1, ""))?;
         self.publish(&plan, 1, RECEIVER_BLINDED, &parts)
     }
 
@@ -425,7 +468,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         let buckets = assign(&plan, self.items);
         let mut parts = Vec::with_capacity(buckets.len());
         for (i, idx) in buckets.iter().enumerate() {
-            let fail = at(1, self.role, format!("bucket {i}"));
+            let fail = self.at_stage(1, format!("bucket {i}"));
             parts.push(ecdh::sender_blind(&seed, &plan, i as u32, &select(self.items, idx)).map_err(fail)?);
         }
         if plan.operation == Operation::Cardinality {
@@ -443,7 +486,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         let mut parts = Vec::with_capacity(plan.buckets as usize);
         for i in 0..plan.buckets {
             let points = self.get(2, &plan, &m, RECEIVER_BLINDED, i, true)?;
-            let fail = at(2, self.role, format!("the receiver's stage 1 message, bucket {i}"));
+            let fail = self.at_stage(2, format!("the receiver's stage 1 message, bucket {i}"));
             parts.push(ecdh::sender_reblind(&seed, &plan, i, &points).map_err(fail)?);
         }
         if plan.operation == Operation::Cardinality {
@@ -464,10 +507,10 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             let mut sender = Vec::new(); // grown as parts are read, never sized from the hello
             for i in 0..plan.buckets {
                 let points = self.get(3, &plan, &s1, SENDER_BLINDED, i, false)?;
-                let fail = at(3, self.role, format!("the sender's stage 1 message, part {i}"));
+                let fail = self.at_stage(3, format!("the sender's stage 1 message, part {i}"));
                 sender.extend(ecdh::receiver_reblind(&seed, &plan, &points).map_err(fail)?);
             }
-            let set = ecdh::sender_set(sender).map_err(at(3, self.role, "the sender's stage 1 message"))?;
+            let set = ecdh::sender_set(sender).map_err(self.at_stage(3, "the sender's stage 1 message"))?;
             let mut count = 0u64;
             for i in 0..plan.buckets {
                 let own = self.get(3, &plan, &s2, DOUBLE_BLINDED, i, false)?;
@@ -481,12 +524,12 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
                 let due = s2.parts[i as usize].items;
                 if due != idx.len() as u64 {
                     let what = format!("the sender's stage 2 message, bucket {i}");
-                    return Err(at(3, self.role, what)(
+                    return Err(self.at_stage(3, what)(
                         Deviation::Count { what: "DoubleBlinded", got: due, expected: idx.len() as u64 }.into(),
                     ));
                 }
                 let points = self.get(3, &plan, &s1, SENDER_BLINDED, i, true)?;
-                let fail = at(3, self.role, format!("the sender's stage 1 message, bucket {i}"));
+                let fail = self.at_stage(3, format!("the sender's stage 1 message, bucket {i}"));
                 let set = ecdh::receiver_reblind(&seed, &plan, &points).and_then(ecdh::sender_set).map_err(fail)?;
                 let own = self.get(3, &plan, &s2, DOUBLE_BLINDED, i, true)?;
                 matched.extend(ecdh::matches(&set, &own).into_iter().map(|p| idx[p] as usize));
@@ -494,14 +537,14 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             matched.sort_unstable();
             Outcome::Intersection(matched)
         };
-        deliver(&outcome).map_err(at(3, self.role, "delivering the result"))?;
+        deliver(&outcome).map_err(self.at_stage(3, "delivering the result"))?;
         let size = match &outcome {
             Outcome::Intersection(m) => m.len() as u64,
             Outcome::Cardinality(c) => *c,
             _ => 0,
         };
         self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size })?;
-        self.exchange.write_marker(&self.marker(3, Some(plan.session), Vec::new())).map_err(at(3, self.role, ""))
+        self.exchange.write_marker(&self.marker(3, Some(plan.session), Vec::new())).map_err(self.at_stage(3, ""))
     }
 
     /// The receiver's result kept by its finish, if it ran.
@@ -510,7 +553,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     }
 }
 
-fn not_there() -> Error {
+pub(super) fn not_there() -> Error {
     Deviation::StagedMessage { why: "its marker is not there".into() }.into()
 }
 
@@ -552,23 +595,44 @@ fn check_record(old: &RunRecord, new: &RunRecord, workdir: &Path) -> Result<()> 
 pub fn status(e: &Exchange) -> Result<Vec<String>> {
     let unverified = if e.is_authenticated() { "" } else { "not authenticated: " };
     let mut lines = Vec::new();
-    for stage in 0..=3u8 {
+    // The protocol, from the first marker that names one (the status of an ecdh run
+    // lists its fixed stages; of a replayed run, those written and the next).
+    let mut protocol = None;
+    for stage in 0..super::replay::MAX_STAGES {
+        let mut found = false;
+        let mut stage_lines = Vec::new();
         for role in [Role::Receiver, Role::Sender] {
-            if !stages_of(role).contains(&stage) {
+            let state = match e.read_marker(stage, role) {
+                Ok(Some(m)) => {
+                    found = true;
+                    protocol.get_or_insert_with(|| m.protocol.clone());
+                    format!(
+                        "done ({unverified}run {}, {} parts, {} items, attempt {}{})",
+                        shown(&m.run),
+                        m.parts.len(),
+                        m.total_items(),
+                        shown(&m.attempt),
+                        if m.last { ", its last stage" } else { "" }
+                    )
+                }
+                Ok(None) => "not done".into(),
+                Err(err) => {
+                    found = true;
+                    format!("unreadable marker: {err}")
+                }
+            };
+            stage_lines.push((role, state));
+        }
+        let ecdh = protocol.as_deref().is_none_or(|p| p == "ecdh");
+        if (ecdh && stage > 3) || (!ecdh && !found && stage > 1) {
+            break;
+        }
+        let name = stage_label(protocol.as_deref().unwrap_or("ecdh"), stage);
+        for (role, state) in stage_lines {
+            if ecdh && !stages_of(role).contains(&stage) {
                 continue;
             }
-            let state = match e.read_marker(stage, role) {
-                Ok(Some(m)) => format!(
-                    "done ({unverified}run {}, {} parts, {} items, attempt {})",
-                    shown(&m.run),
-                    m.parts.len(),
-                    m.total_items(),
-                    shown(&m.attempt)
-                ),
-                Ok(None) => "not done".into(),
-                Err(err) => format!("unreadable marker: {err}"),
-            };
-            lines.push(format!("stage {stage} ({}) {role}: {state}", stage_name(stage)));
+            lines.push(format!("stage {stage} ({name}) {role}: {state}"));
         }
     }
     for role in [Role::Receiver, Role::Sender] {

@@ -95,6 +95,10 @@ pub struct Marker {
     pub attempt: String,
     /// The setwise version that wrote it.
     pub setwise: String,
+    /// Whether this is the party's last stage (a replayed run's roles ended in it in
+    /// every bucket; [`crate::staged::replay`]). Absent, false, in other markers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last: bool,
     /// Its MAC under the exchange key, hexadecimal ([`Marker::seal`]); empty in a marker
     /// that has none, which no reader accepts.
     #[serde(default)]
@@ -148,7 +152,9 @@ impl Marker {
         for p in &self.parts {
             f = f.num(p.items).num(p.bytes).text(&p.digest);
         }
-        f.text(&self.attempt).text(&self.setwise)
+        let f = f.text(&self.attempt).text(&self.setwise);
+        // Appended only when set, so that the markers written before it verify as they did.
+        if self.last { f.text("last") } else { f }
     }
 
     /// The marker in `bytes` **without** authenticating it (for `setwise stage status`
@@ -730,6 +736,7 @@ pub(crate) mod tests {
             parts: vec![],
             attempt: "a".into(),
             setwise: "0".into(),
+            last: false,
             mac: String::new(),
         };
         m.seal(&ExchangeKey::from_bytes([3; 32]), "r").unwrap();
@@ -755,6 +762,7 @@ pub(crate) mod tests {
             parts: vec![PartInfo { items: 3, bytes: 100, digest: "cd".repeat(32) }],
             attempt: "0011".into(),
             setwise: "0.1.0".into(),
+            last: false,
             mac: String::new(),
         }
     }

@@ -24,7 +24,7 @@ use aes::Aes128;
 use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 /// Deepest tree accepted (2^24 leaves per tree).
 pub const MAX_DEPTH: usize = 24;
@@ -106,15 +106,17 @@ pub fn pprf_send_told(
     // Each tree grows in place in its own slice of the output.
     let mut leaves = vec![0u128; t << depth];
     let grown = AtomicU64::new(0);
+    // The roots are drawn before the parallel loop, in tree order, so that a seeded run
+    // (a staged run's replay, crate::crypto::rng::seeded) draws the same ones again.
+    let mut roots = Zeroizing::new(vec![0u8; 16 * t]);
+    fill_os(&mut roots);
     let per_tree: Vec<(Vec<[u8; 16]>, [u8; 16])> = leaves
         .par_chunks_mut(1 << depth)
         .zip(values)
+        .zip(roots.par_chunks(16))
         .enumerate()
-        .map(|(j, (tree, v))| {
-            let mut root = [0u8; 16];
-            fill_os(&mut root);
-            tree[0] = u128::from_le_bytes(root);
-            root.zeroize();
+        .map(|(j, ((tree, v), root))| {
+            tree[0] = u128::from_le_bytes(root.try_into().expect("16 bytes"));
             let mut sums = Vec::with_capacity(2 * depth);
             for l in 0..depth {
                 let (left, right) = ggm.expand(tree, 1 << l);

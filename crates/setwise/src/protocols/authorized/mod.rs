@@ -222,6 +222,7 @@ pub static SPEC: Spec = Spec {
     // A malicious client, not a malicious sender: semi-honest in both roles.
     security: Security::SemiHonest,
     reveal_both: &[],
+    staged: &[],
     takes: authorized_takes,
     leakage: Leakage {
         model: "malicious client",
@@ -240,6 +241,7 @@ pub static PARTIAL_SPEC: Spec = Spec {
     operations: &[Operation::Intersection, Operation::Authorize],
     security: Security::SemiHonest,
     reveal_both: &[],
+    staged: &[],
     takes: authorized_takes,
     leakage: Leakage {
         model: "input-malicious client (it chooses its input, follows the protocol)",

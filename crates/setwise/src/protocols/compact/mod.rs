@@ -121,6 +121,7 @@ pub static SPEC: Spec = Spec {
     operations: &[Operation::Intersection],
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection],
+    staged: &[Operation::Intersection],
     takes: items_only,
     leakage: Leakage {
         model: "malicious",

@@ -3,7 +3,7 @@
 use super::messages::{Polynomial, SenderKey, TAGS};
 use super::{Hashes, Tag, check_sizes, pair_from_bytes, polynomial_len};
 use crate::crypto::elligator::{Coins, representative, uniform_point};
-use crate::crypto::rng::csprng;
+use crate::crypto::rng::{PerIndex, csprng};
 use crate::error::{Error, Result};
 use crate::math::fp128::{F128, Fp128};
 use crate::math::poly;
@@ -59,12 +59,15 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
 /// For each item a fresh secret b and f = Π⁻¹(representative of b·G + T), resampled until
 /// a representative exists and both halves of f are field elements.
 fn encode_keys(hashes: &Hashes, n: usize) -> (Vec<Scalar>, Vec<[F128; 2]>) {
+    // One stream per item, not per thread: a seeded (staged) run draws the same again.
+    let random = PerIndex::draw();
     (0..n)
         .into_par_iter()
-        .map_init(csprng, |rng, _| {
+        .map(|i| {
+            let mut rng = random.stream(i as u64);
             loop {
                 let mut wide = [0u8; 65];
-                rng.fill_bytes(&mut wide);
+                rng.fill(&mut wide);
                 let b = Scalar::from_bytes_mod_order_wide(wide[..64].try_into().expect("64 bytes"));
                 let coins = wide[64];
                 wide.zeroize();

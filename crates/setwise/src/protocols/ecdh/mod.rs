@@ -59,6 +59,7 @@ pub static SPEC: Spec = Spec {
     operations: &[Operation::Intersection, Operation::Cardinality],
     security: Security::SemiHonest,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
+    staged: &[Operation::Intersection, Operation::Cardinality],
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest",

@@ -100,6 +100,7 @@ pub static SPEC: Spec = Spec {
     operations: &[Operation::Intersection],
     security: Security::SemiHonest,
     reveal_both: &[],
+    staged: &[],
     takes: |_, role| if role == Role::Sender { Takes::Database } else { Takes::Items },
     leakage: Leakage {
         model: "semi-honest sender, malicious receiver (no circuit privacy)",

@@ -153,6 +153,7 @@ pub static SPEC: Spec = Spec {
     operations: &[Operation::Intersection],
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection],
+    staged: &[Operation::Intersection],
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest, or malicious with --security malicious",

@@ -9,6 +9,7 @@
 use super::messages::{STORE, StoreSeed};
 use super::{Hashes, store_params};
 use crate::crypto::dst::SessionId;
+use crate::crypto::rng;
 use crate::crypto::security::Security;
 use crate::error::{Error, Result};
 use crate::math::gf128::Gf128;
@@ -150,13 +151,18 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
     phases: Phases,
 ) -> Result<Evaluated> {
     let params = store_params(items.len());
+    // The store's seed is drawn on the other thread: from a fork of this thread's
+    // randomness, so that a seeded (replayed) run draws it again.
+    let forked = rng::fork();
     let (vole, prepared) = std::thread::scope(|s| {
         let prepare = s.spawn(|| {
             on_own_pool(|| {
-                let t = std::time::Instant::now();
-                let hashed = hashes.items(items);
-                let store = Okvs::encode(params, &hashed);
-                (hashed, store, t.elapsed())
+                rng::within(forked.as_ref(), || {
+                    let t = std::time::Instant::now();
+                    let hashed = hashes.items(items);
+                    let store = Okvs::encode(params, &hashed);
+                    (hashed, store, t.elapsed())
+                })
             })
         });
         let tell = report.tell();

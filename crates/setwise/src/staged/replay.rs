@@ -1,0 +1,308 @@
+//! Staged runs of any protocol whose roles take items, by replay: a bucket's role runs
+//! over a [`ReplayChannel`] whose peer messages are those in the exchange so far; when it
+//! asks for one that is not there yet, the stage ends ([`NetError::Pending`]) and the
+//! messages it sent are this stage's part for the bucket. The next stage runs the role
+//! again from its start, seeded ([`rng::seeded`]) from the party's run seed so that it
+//! draws the same randomness, sends the same messages (checked against the digests in
+//! this party's own markers: a replay that differs stops the run), and goes one message
+//! further.
+//!
+//! A role's state between stages is therefore the run seed and the messages in the
+//! exchange: no secret intermediate state is written anywhere, and the protocol's code
+//! is the one a connection runs (one copy of each protocol). The price is recomputing
+//! the earlier rounds at every stage; a bucket that received nothing new is not run.
+//!
+//! | stage | each party |
+//! |---|---|
+//! | 0 | its hello |
+//! | 1 | its number of items in each bucket (the marker's part counts) |
+//! | k ≥ 2 | per bucket, the messages its role sends after reading the peer's stages 2..k−1 |
+//!
+//! A party's stage k needs the peer's stage k−1, unless the peer's last stage came
+//! earlier (its marker says `last`: every bucket's role ended). What leaks beyond the
+//! protocol: each bucket's size, and for `cardinality` each bucket's count to the
+//! receiver (docs/scale-out.md).
+
+use super::plan::Plan;
+use super::seed::RunSeed;
+use crate::crypto::dst::{self, SessionId};
+use crate::crypto::rng;
+use crate::error::{Deviation, Error, Result};
+use crate::io::hex;
+use crate::net::{Channel, DEFAULT_MAX_FRAME, NetError, Stats};
+use crate::protocols::{Context, Outcome, Report, Role};
+use crate::session::{Input, Job, run_in_context};
+use crate::staged::message::part_digest;
+use crate::wire::{Reader, WireError};
+use std::collections::VecDeque;
+use zeroize::Zeroizing;
+
+/// Most stages a replayed run may take.
+pub const MAX_STAGES: u8 = 64;
+/// Longest frame a replayed part may hold: a connection's own limit.
+pub const MAX_FRAME: usize = DEFAULT_MAX_FRAME;
+
+/// One part's bytes: each frame after its length as a little-endian `u32`.
+pub fn encode_frames(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frames.iter().map(|f| f.len() + 4).sum());
+    for f in frames {
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    out
+}
+
+/// The `count` frames of one part's bytes; a frame above [`MAX_FRAME`], a missing
+/// frame or bytes after the last are errors.
+pub fn decode_frames(bytes: &[u8], count: u64) -> std::result::Result<Vec<Vec<u8>>, WireError> {
+    const WHAT: &str = "staged frames";
+    let mut r = Reader::new(bytes);
+    let mut out = Vec::new(); // grown as frames are read, never sized from the count
+    while r.remaining() > 0 {
+        if out.len() as u64 == count {
+            return Err(WireError::Invalid { what: WHAT, why: "bytes after the last frame" });
+        }
+        let len = r.u32(WHAT)? as usize;
+        if len > MAX_FRAME {
+            return Err(WireError::Count { what: WHAT, got: len as u64, bound: MAX_FRAME as u64 });
+        }
+        out.push(r.take(len, WHAT)?.to_vec());
+    }
+    if out.len() as u64 != count {
+        return Err(WireError::Count { what: WHAT, got: out.len() as u64, bound: count });
+    }
+    Ok(out)
+}
+
+/// The largest part that can hold `frames` frames, so a reader refuses a larger file
+/// before reading it.
+pub fn max_part_bytes(frames: u64) -> u64 {
+    frames.saturating_mul(4 + MAX_FRAME as u64)
+}
+
+/// What this party sent for a bucket in one earlier stage, as its marker lists it.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// The stage.
+    pub stage: u8,
+    /// Frames sent.
+    pub frames: u64,
+    /// The part's digest (hexadecimal, [`part_digest`]).
+    pub digest: String,
+}
+
+/// A bucket's channel in a replay: the peer's messages so far, this party's earlier
+/// ones to check the replay against, and the new ones.
+#[derive(Debug)]
+pub struct ReplayChannel {
+    session: SessionId,
+    role: Role,
+    bucket: u32,
+    inbound: VecDeque<Vec<u8>>,
+    sent: Vec<Sent>,
+    /// Index into `sent` of the stage being re-sent, its frames so far and their bytes.
+    at: usize,
+    in_part: u64,
+    part: Vec<u8>,
+    fresh: Vec<Vec<u8>>,
+    diverged: Option<String>,
+    pending: bool,
+    stats: Stats,
+}
+
+impl ReplayChannel {
+    /// The channel of `role`'s bucket `bucket` in a run whose session (under which its
+    /// parts are digested) is `session`.
+    pub fn new(session: SessionId, role: Role, bucket: u32, inbound: Vec<Vec<u8>>, sent: Vec<Sent>) -> Self {
+        Self {
+            session,
+            role,
+            bucket,
+            inbound: inbound.into(),
+            sent,
+            at: 0,
+            in_part: 0,
+            part: Vec::new(),
+            fresh: Vec::new(),
+            diverged: None,
+            pending: false,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Checks each earlier stage whose frames have all been sent again.
+    fn settle(&mut self) {
+        while self.diverged.is_none() && self.at < self.sent.len() && self.sent[self.at].frames == self.in_part {
+            let s = &self.sent[self.at];
+            if hex(&part_digest(self.session, s.stage, self.role, self.bucket, &self.part)) != s.digest {
+                self.diverged = Some(format!("its messages of stage {} came out different", s.stage));
+            }
+            self.at += 1;
+            self.in_part = 0;
+            self.part.clear();
+        }
+    }
+
+    /// The replay's check once the role stopped: every earlier message was sent again,
+    /// the same.
+    fn check(&mut self) -> Result<()> {
+        self.settle();
+        if self.diverged.is_none() && self.at < self.sent.len() {
+            self.diverged = Some(format!("it sent fewer messages than in stage {}", self.sent[self.at].stage));
+        }
+        match &self.diverged {
+            None => Ok(()),
+            Some(why) => Err(Error::Usage(format!(
+                "bucket {}: the replay of this party's role does not repeat its earlier stages ({why}); \
+                 the run cannot go on (was the workdir's seed replaced, or setwise changed within the run?)",
+                self.bucket
+            ))),
+        }
+    }
+}
+
+impl Channel for ReplayChannel {
+    fn send(&mut self, frame: &[u8]) -> std::result::Result<(), NetError> {
+        if frame.len() > MAX_FRAME {
+            return Err(NetError::FrameTooLarge { len: frame.len(), max: MAX_FRAME });
+        }
+        self.settle();
+        if self.diverged.is_some() {
+            return Err(NetError::Closed);
+        }
+        if self.at < self.sent.len() {
+            self.part.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+            self.part.extend_from_slice(frame);
+            self.in_part += 1;
+        } else {
+            self.fresh.push(frame.to_vec());
+        }
+        self.stats.count_sent(frame.len());
+        Ok(())
+    }
+
+    fn recv(&mut self) -> std::result::Result<Vec<u8>, NetError> {
+        match self.inbound.pop_front() {
+            Some(frame) => {
+                self.stats.count_received(frame.len());
+                Ok(frame)
+            }
+            None => {
+                self.pending = true;
+                Err(NetError::Pending)
+            }
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        self.stats
+    }
+}
+
+/// The session id of bucket `bucket` of the run.
+pub fn bucket_session(plan: &Plan, bucket: u32) -> SessionId {
+    plan.session.sub(dst::STAGED_BUCKET_SESSION, &bucket.to_le_bytes())
+}
+
+/// The seed of this party's randomness in bucket `bucket`.
+fn bucket_seed(seed: &RunSeed, plan: &Plan, bucket: u32) -> Zeroizing<[u8; 32]> {
+    let mut input = Vec::with_capacity(32 + 10 + 4);
+    input.extend_from_slice(&plan.session.0);
+    input.extend_from_slice(plan.role.name().as_bytes());
+    input.extend_from_slice(&bucket.to_le_bytes());
+    let wide = seed.derive(dst::STAGED_REPLAY_SEED, &input);
+    Zeroizing::new(wide[..32].try_into().expect("32 bytes"))
+}
+
+/// What a bucket's replay gave: the new messages, and the outcome if the role ended.
+#[derive(Debug)]
+pub struct BucketRun {
+    /// Messages sent beyond the earlier stages', in order.
+    pub fresh: Vec<Vec<u8>>,
+    /// The role's outcome, if it ended.
+    pub outcome: Option<Outcome>,
+}
+
+/// Replays this party's role of `job` in bucket `bucket` on its `items`, with the peer's
+/// messages so far (`inbound`) and its own earlier ones (`sent`), `peer_size` the peer's
+/// item count in the bucket.
+#[allow(clippy::too_many_arguments)] // the run, the bucket, and both sides' messages
+pub fn run_bucket<I: AsRef<[u8]> + Sync>(
+    job: &Job,
+    seed: &RunSeed,
+    plan: &Plan,
+    bucket: u32,
+    items: &[I],
+    peer_size: usize,
+    inbound: Vec<Vec<u8>>,
+    sent: Vec<Sent>,
+) -> Result<BucketRun> {
+    let session = bucket_session(plan, bucket);
+    let ctx = Context { id: session, role: plan.role, own_size: items.len(), peer_size };
+    // Parts are digested under the run's session, as the exchange writes them.
+    let mut ch = ReplayChannel::new(plan.session, plan.role, bucket, inbound, sent);
+    let mut report = Report::new(job.protocol.name(), job.operation.name());
+    let ran = rng::seeded(&bucket_seed(seed, plan, bucket), || {
+        run_in_context(&mut ch, job, &ctx, Input::Items(items), &mut report)
+    });
+    ch.check()?;
+    match ran {
+        Ok(outcome) if ch.inbound.is_empty() => Ok(BucketRun { fresh: ch.fresh, outcome: Some(outcome) }),
+        Ok(_) => Err(Deviation::StagedMessage {
+            why: format!(
+                "bucket {bucket}: {} messages more than the protocol reads (after the role's end)",
+                ch.inbound.len()
+            ),
+        }
+        .into()),
+        Err(_) if ch.pending => Ok(BucketRun { fresh: ch.fresh, outcome: None }),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_damage_is_refused() {
+        let frames = vec![b"ab".to_vec(), Vec::new(), vec![7; 300]];
+        let bytes = encode_frames(&frames);
+        assert_eq!(decode_frames(&bytes, 3).unwrap(), frames);
+        assert!(decode_frames(&bytes, 2).is_err(), "bytes after the last frame");
+        assert!(decode_frames(&bytes, 4).is_err(), "a frame missing");
+        assert!(decode_frames(&bytes[..bytes.len() - 1], 3).is_err(), "truncated");
+        let mut huge = (u32::MAX).to_le_bytes().to_vec();
+        huge.extend_from_slice(&[0; 8]);
+        assert!(decode_frames(&huge, 1).is_err(), "a length above the limit, refused before reading");
+        assert!(decode_frames(&[], 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_replay_that_sends_other_or_fewer_messages_is_refused() {
+        let session = SessionId([4; 32]);
+        let sent = |frames: &[&[u8]]| {
+            let bytes = encode_frames(&frames.iter().map(|f| f.to_vec()).collect::<Vec<_>>());
+            vec![Sent {
+                stage: 2,
+                frames: frames.len() as u64,
+                digest: hex(&part_digest(session, 2, Role::Sender, 0, &bytes)),
+            }]
+        };
+        let replay = |recorded: &[&[u8]], again: &[&[u8]]| {
+            let mut ch = ReplayChannel::new(session, Role::Sender, 0, Vec::new(), sent(recorded));
+            for f in again {
+                if ch.send(f).is_err() {
+                    break;
+                }
+            }
+            let _ = ch.recv();
+            ch.check().map(|()| ch.fresh.clone())
+        };
+        assert_eq!(replay(&[b"a", b"b"], &[b"a", b"b", b"c"]).unwrap(), vec![b"c".to_vec()], "the same, then new");
+        let e = replay(&[b"a", b"b"], &[b"a", b"x", b"c"]).unwrap_err().to_string();
+        assert!(e.contains("does not repeat its earlier stages") && e.contains("stage 2 came out different"), "{e}");
+        let e = replay(&[b"a", b"b"], &[b"a"]).unwrap_err().to_string();
+        assert!(e.contains("fewer messages than in stage 2"), "{e}");
+    }
+}

@@ -1,0 +1,377 @@
+//! The stages of a replayed run in the [`Runner`]: bucket sizes, then rounds of every
+//! bucket's role replayed over the messages in the exchange ([`super::replay`] says how
+//! and what it leaks).
+//!
+//! The workdir keeps `replay.json`: the stage at which each bucket's role ended and, for
+//! the receiver, what it learned there, so that the finish can combine the buckets and a
+//! stage run again after an interruption re-runs the buckets that ended in it (they
+//! write the same bytes).
+
+use super::bucket::{assign, select};
+use super::plan::Plan;
+use super::replay::{BucketRun, MAX_STAGES, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
+use super::runner::{RunResult, Runner, not_there, peer_of};
+use super::seed::RunSeed;
+use super::store::{Marker, PartId};
+use crate::error::{Deviation, Error, Result};
+use crate::protocols::{Operation, Outcome, Role};
+use crate::session::Job;
+use serde::{Deserialize, Serialize};
+
+/// What the workdir keeps of a replayed run's buckets (`replay.json`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ReplayState {
+    /// Per bucket, the stage in which its role ended.
+    ended: Vec<Option<u8>>,
+    /// Receiver, intersection: per bucket, the indices (into the whole input) it matched.
+    matches: Vec<Vec<u64>>,
+    /// Receiver, cardinality: per bucket, the count.
+    counts: Vec<u64>,
+}
+
+impl ReplayState {
+    fn new(buckets: usize) -> Self {
+        Self { ended: vec![None; buckets], matches: vec![Vec::new(); buckets], counts: vec![0; buckets] }
+    }
+}
+
+impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
+    /// This party's first stage without a marker, unless a marker says it was the last.
+    pub(super) fn replay_next_stage(&self) -> Result<Option<u8>> {
+        for k in 0..MAX_STAGES {
+            match self.exchange.read_marker(k, self.role)? {
+                None => return Ok(Some(k)),
+                Some(m) if m.last => return Ok(None),
+                Some(_) => {}
+            }
+        }
+        Err(Error::Usage(format!("the run took {MAX_STAGES} stages without ending: start a new run")))
+    }
+
+    /// The peer's marker stage `stage` waits for, if it is not there: stage k needs the
+    /// peer's stage k − 1, unless the peer's last stage came before.
+    pub(super) fn replay_waits_for(&self, stage: u8) -> Result<Option<String>> {
+        if stage == 0 {
+            return Ok(None);
+        }
+        let peer = peer_of(self.role);
+        let want = stage - 1;
+        let fail = self.at_stage(stage, "");
+        if self.exchange.read_marker(want, peer).map_err(|e| self.at_stage(stage, "")(e))?.is_some()
+            || self.peer_ended_before(want).map_err(fail)?.is_some()
+        {
+            return Ok(None);
+        }
+        Ok(Some(self.exchange.marker_path(want, peer).display().to_string()))
+    }
+
+    /// The peer's last stage if it came before `stage` (its rounds start at 2).
+    fn peer_ended_before(&self, stage: u8) -> Result<Option<u8>> {
+        let peer = peer_of(self.role);
+        for j in 2..stage {
+            match self.exchange.read_marker(j, peer)? {
+                Some(m) if m.last => return Ok(Some(j)),
+                Some(_) => {}
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs stage `stage` (≥ 1) of a replayed run.
+    pub(super) fn replay_stage(&self, stage: u8, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
+        let seed = self.seed()?;
+        let plan = self.plan(stage, &seed)?;
+        if stage == 1 {
+            return self.bucket_sizes(&plan);
+        }
+        self.round(stage, &seed, &plan, deliver)
+    }
+
+    /// Stage 1: this party's item count in each bucket, as its marker's part counts.
+    fn bucket_sizes(&self, plan: &Plan) -> Result<()> {
+        let fail = self.at_stage(1, "");
+        let parts = assign(plan, self.items)
+            .iter()
+            .enumerate()
+            .map(|(i, idx)| {
+                let path = self.exchange.part_path(1, self.role, i as u32);
+                let id = PartId { stage: 1, role: self.role, part: i as u32 };
+                self.exchange.write_part(&path, plan.session, id, &[], idx.len())
+            })
+            .collect::<Result<Vec<_>>>()
+            .map_err(fail)?;
+        self.exchange.write_marker(&self.marker(1, Some(plan.session), parts)).map_err(self.at_stage(1, ""))
+    }
+
+    /// The frames of part `bucket` of `m` (a stage of `from`'s), read and checked.
+    fn frames_of(&self, stage: u8, plan: &Plan, from: Role, m: &Marker, bucket: u32) -> Result<Vec<Vec<u8>>> {
+        let whose = if from == self.role { "this party's own".to_string() } else { format!("the {from}'s") };
+        let fail = self.at_stage(stage, format!("{whose} stage {} message, bucket {bucket}", m.stage));
+        let info = &m.parts[bucket as usize];
+        (|| {
+            if info.bytes > max_part_bytes(info.items) {
+                return Err(Deviation::StagedMessage {
+                    why: format!("{} bytes cannot hold {} frames", info.bytes, info.items),
+                }
+                .into());
+            }
+            let path = self.exchange.part_path(m.stage, from, bucket);
+            let id = PartId { stage: m.stage, role: from, part: bucket };
+            let bytes = self.exchange.read_part(&path, info, plan.session, id)?;
+            Ok(decode_frames(&bytes, info.items)?)
+        })()
+        .map_err(fail)
+    }
+
+    /// Stage k ≥ 2: every bucket whose role can go on is replayed one round further.
+    fn round(&self, k: u8, seed: &RunSeed, plan: &Plan, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
+        let peer = peer_of(self.role);
+        let b = plan.buckets as usize;
+        let peer_sizes = self.peer_marker(k, plan, 1, Some(plan.peer_size()))?;
+        // The peer's rounds so far (up to its last), and this party's own.
+        let mut theirs = Vec::new();
+        for j in 2..k {
+            let m = self.peer_marker(k, plan, j, None)?;
+            let last = m.last;
+            theirs.push(m);
+            if last {
+                break;
+            }
+        }
+        let peer_ended = theirs.last().is_some_and(|m| m.last);
+        let mut ours = Vec::new();
+        for j in 2..k {
+            let what = format!("this party's own stage {j} marker");
+            let m = self.exchange.read_marker(j, self.role).map_err(self.at_stage(k, what.clone()))?;
+            ours.push(m.ok_or_else(|| self.at_stage(k, what)(not_there()))?);
+        }
+        let fresh_from_peer = |i: usize| match theirs.last() {
+            Some(m) if m.stage == k - 1 => m.parts[i].items,
+            _ => 0,
+        };
+        let mut state: ReplayState = self.workdir.read_json("replay.json")?.unwrap_or_else(|| ReplayState::new(b));
+        if state.ended.len() != b {
+            return Err(Error::Usage("replay.json does not match the run's buckets: the workdir was changed".into()));
+        }
+        let mut job = Job::new(self.settings.protocol, self.settings.operation);
+        job.key_columns = self.settings.key_columns;
+        let buckets = assign(plan, self.items);
+        let mut parts = Vec::with_capacity(b);
+        for (i, idx) in buckets.iter().enumerate() {
+            let bucket = i as u32;
+            let fail = |why: String| self.at_stage(k, format!("bucket {i}"))(Deviation::StagedMessage { why }.into());
+            let ended_before = state.ended[i].is_some_and(|e| e < k);
+            let fresh = fresh_from_peer(i);
+            if ended_before || (k > 2 && fresh == 0) {
+                if ended_before && fresh > 0 {
+                    return Err(fail(format!("the {peer} sent {fresh} messages after the bucket's run ended")));
+                }
+                if !ended_before && peer_ended {
+                    return Err(fail(format!("the {peer}'s run ended while this bucket waits for its next message")));
+                }
+                parts.push(Vec::new());
+                continue;
+            }
+            let mut inbound = Vec::new();
+            for m in &theirs {
+                inbound.extend(self.frames_of(k, plan, peer, m, bucket)?);
+            }
+            let sent = ours.iter().map(|m| Sent {
+                stage: m.stage,
+                frames: m.parts[i].items,
+                digest: m.parts[i].digest.clone(),
+            });
+            let peer_size = usize::try_from(peer_sizes.parts[i].items)
+                .map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
+            let BucketRun { fresh, outcome } =
+                run_bucket(&job, seed, plan, bucket, &select(self.items, idx), peer_size, inbound, sent.collect())
+                    .map_err(self.at_stage(k, format!("bucket {i}")))?;
+            if let Some(outcome) = outcome {
+                state.ended[i] = Some(k);
+                match (self.role, outcome) {
+                    (Role::Receiver, Outcome::Intersection(m)) => {
+                        state.matches[i] = m.into_iter().map(|p| idx[p] as u64).collect();
+                    }
+                    (Role::Receiver, Outcome::Cardinality(c)) => state.counts[i] = c,
+                    (Role::Sender, Outcome::Nothing) => {}
+                    (role, other) => {
+                        return Err(Error::Usage(format!("a staged {role} cannot keep an outcome {other:?}")));
+                    }
+                }
+            }
+            parts.push(fresh);
+        }
+        let infos = parts
+            .iter()
+            .enumerate()
+            .map(|(i, frames)| {
+                let path = self.exchange.part_path(k, self.role, i as u32);
+                let id = PartId { stage: k, role: self.role, part: i as u32 };
+                self.exchange.write_part(&path, plan.session, id, &encode_frames(frames), frames.len())
+            })
+            .collect::<Result<Vec<_>>>()
+            .map_err(self.at_stage(k, ""))?;
+        self.workdir.write_json("replay.json", &state)?;
+        let last = state.ended.iter().all(Option::is_some);
+        if last && self.role == Role::Receiver {
+            self.finish(k, plan, &state, deliver)?;
+        }
+        let mut marker = self.marker(k, Some(plan.session), infos);
+        marker.last = last;
+        self.exchange.write_marker(&marker).map_err(self.at_stage(k, ""))
+    }
+
+    /// The receiver's result from every bucket's: delivered, then kept in `result.json`.
+    fn finish(
+        &self,
+        k: u8,
+        plan: &Plan,
+        state: &ReplayState,
+        deliver: &mut dyn FnMut(&Outcome) -> Result<()>,
+    ) -> Result<()> {
+        let outcome = match plan.operation {
+            Operation::Cardinality => Outcome::Cardinality(state.counts.iter().sum()),
+            _ => {
+                let mut all: Vec<usize> = state.matches.iter().flatten().map(|&p| p as usize).collect();
+                all.sort_unstable();
+                Outcome::Intersection(all)
+            }
+        };
+        deliver(&outcome).map_err(self.at_stage(k, "delivering the result"))?;
+        let size = match &outcome {
+            Outcome::Intersection(m) => m.len() as u64,
+            Outcome::Cardinality(c) => *c,
+            _ => 0,
+        };
+        self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::protocols::{Operation, Outcome, Protocol, Role};
+    use crate::staged::ExchangeKey;
+    use crate::staged::plan::{Buckets, Settings};
+    use crate::staged::runner::status;
+    use crate::staged::runner::{Runner, Step};
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    fn key() -> ExchangeKey {
+        ExchangeKey::from_bytes([5; 32])
+    }
+
+    fn items(range: std::ops::Range<usize>) -> Vec<String> {
+        range.map(|i| format!("item-{i}")).collect()
+    }
+
+    /// Runs both parties in turn to the end; the receiver's outcome and the stages taken.
+    fn run_both(dir: &Path, protocol: Protocol, op: Operation, x: &[String], y: &[String], b: u32) -> (Outcome, u8) {
+        let settings = Settings { buckets: Buckets::Fixed(b), ..Settings::new("t", protocol, op) };
+        let ex = dir.join("exchange");
+        let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y, key()).unwrap();
+        let s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key()).unwrap();
+        let mut got = None;
+        let mut stages = 0;
+        for _ in 0..40 {
+            let a = r.step(&mut |o: &Outcome| {
+                got = Some(o.clone());
+                Ok(())
+            });
+            let c = s.step(&mut |_: &Outcome| Ok(())).unwrap();
+            let a = a.unwrap();
+            if let Step::Ran(n) = a {
+                stages = stages.max(n);
+            }
+            if a == Step::Finished && c == Step::Finished {
+                return (got.expect("the receiver finished"), stages);
+            }
+        }
+        panic!("{protocol} {op}: no end after 40 steps");
+    }
+
+    fn plain(x: &[String], y: &[String]) -> Vec<usize> {
+        let xs: BTreeSet<&String> = x.iter().collect();
+        (0..y.len()).filter(|&i| xs.contains(&y[i])).collect()
+    }
+
+    #[test]
+    fn every_staged_protocol_matches_the_plain_sets() {
+        let cases = [(0..300, 200..450), (0..0, 0..10), (0..20, 0..0), (0..40, 100..140), (0..1, 0..1)];
+        for spec in crate::protocols::registry::ALL {
+            if spec.protocol == Protocol::Ecdh {
+                continue; // its own steps: runner's tests
+            }
+            for &op in spec.staged {
+                for (xs, ys) in cases.clone() {
+                    let (x, y) = (items(xs.clone()), items(ys.clone()));
+                    let want = plain(&x, &y);
+                    let dir = tempfile::tempdir().unwrap();
+                    let (got, stages) = run_both(dir.path(), spec.protocol, op, &x, &y, 3);
+                    match got {
+                        Outcome::Intersection(m) => assert_eq!(m, want, "{} {op} {xs:?} {ys:?}", spec.name),
+                        Outcome::Cardinality(c) => assert_eq!(c, want.len() as u64, "{} {op}", spec.name),
+                        other => panic!("{other:?}"),
+                    }
+                    assert!(stages >= 2, "{}", spec.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_vole_run_resumes_after_any_stage_and_status_shows_its_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..500), items(250..900));
+        let settings =
+            Settings { buckets: Buckets::Fixed(2), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let ex = dir.path().join("exchange");
+        let mut got = None;
+        let mut done = (false, false);
+        // Each step from a freshly opened runner, as separate invocations would be.
+        for _ in 0..40 {
+            let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+            let s = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();
+            done.0 |= r
+                .step(&mut |o: &Outcome| {
+                    got = Some(o.clone());
+                    Ok(())
+                })
+                .unwrap()
+                == Step::Finished;
+            done.1 |= s.step(&mut |_: &Outcome| Ok(())).unwrap() == Step::Finished;
+            if done.0 && done.1 {
+                break;
+            }
+        }
+        assert_eq!(got, Some(Outcome::Intersection(plain(&x, &y))));
+        let lines = status(&crate::staged::store::Exchange::new(&ex, key(), "t")).unwrap();
+        assert!(lines.iter().any(|l| l.contains("(round 1)")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("its last stage")), "{lines:?}");
+    }
+
+    #[test]
+    fn a_damaged_peer_part_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..200), items(100..300));
+        let settings =
+            Settings { buckets: Buckets::Fixed(2), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let ex = dir.path().join("exchange");
+        let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+        let s = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();
+        let mut none = |_: &Outcome| Ok(());
+        for _ in 0..3 {
+            r.step(&mut none).unwrap();
+            s.step(&mut none).unwrap();
+        }
+        r.step(&mut none).unwrap();
+        // A part of the receiver's, damaged: named with its stage and bucket.
+        let part = ex.join("stage-2/receiver/part-00001.bin");
+        let mut bytes = std::fs::read(&part).unwrap();
+        *bytes.last_mut().expect("the receiver's first round sends something") ^= 1;
+        std::fs::write(&part, &bytes).unwrap();
+        let e = s.step(&mut none).unwrap_err().to_string();
+        assert!(e.contains("the receiver's stage 2 message, bucket 1") && e.contains("digest"), "{e}");
+    }
+}

@@ -110,6 +110,7 @@ fn single_machine(d: &Data, op: &str) -> (Vec<u8>, String) {
 struct Party<'a> {
     d: &'a Data,
     role: &'static str,
+    protocol: &'static str,
     op: &'static str,
     run: &'static str,
     buckets: &'static str,
@@ -119,7 +120,7 @@ struct Party<'a> {
 impl<'a> Party<'a> {
     fn new(d: &'a Data, role: &'static str, op: &'static str, run: &'static str) -> Self {
         let input = if role == "receiver" { d.receiver.clone() } else { d.sender.clone() };
-        Self { d, role, op, run, buckets: "16", input }
+        Self { d, role, protocol: "ecdh", op, run, buckets: "16", input }
     }
 
     fn exchange(&self) -> PathBuf {
@@ -132,7 +133,7 @@ impl<'a> Party<'a> {
 
     fn args(&self, cmd: &str) -> Vec<String> {
         let work = self.d.dir.path().join(self.run).join(format!("work-{}", self.role));
-        let mut a: Vec<String> = ["stage", cmd, "--role", self.role, "--protocol", "ecdh", "--op", self.op]
+        let mut a: Vec<String> = ["stage", cmd, "--role", self.role, "--protocol", self.protocol, "--op", self.op]
             .iter()
             .map(|x| x.to_string())
             .collect();
@@ -219,6 +220,43 @@ fn staged_runs_equal_the_plain_computation_and_the_single_machine_cli() {
         .unwrap();
     let status = text(&status.stdout);
     assert!(status.contains("stage 3 (finish) receiver: done") && status.contains("16 parts"), "{status}");
+}
+
+/// vole and mqrpmt run staged by replay: first one process per stage (each replays its
+/// role from the run seed), then the rest at once; the same rows and count as the plain
+/// computation and the single-machine CLI.
+#[test]
+fn vole_and_mqrpmt_run_staged_by_replay_and_equal_the_plain_computation() {
+    let d = data();
+    let (single, _) = single_machine(&d, "intersection");
+    let party = |role, protocol, op, run| Party { protocol, buckets: "4", ..Party::new(&d, role, op, run) };
+    let (r, s) = (party("receiver", "vole", "intersection", "run-v"), party("sender", "vole", "intersection", "run-v"));
+    for what in ["stage 0 (hello)", "stage 1 (bucket sizes)", "stage 2 (round 1)", "stage 3 (round 2)"] {
+        r.next_ok(what);
+        s.next_ok(what);
+    }
+    let ro = staged_pair(&r, &s);
+    assert_eq!(read_csv(&r.output()), d.want_rows, "the plain intersection's rows");
+    assert_eq!(std::fs::read(r.output()).unwrap(), single, "byte for byte the single-machine CLI's output");
+    assert!(text(&ro.stderr).contains(&format!("intersection size {}", d.want_size)), "{}", text(&ro.stderr));
+    let status = bin()
+        .args(["stage", "status", "--exchange", path_str(&r.exchange()), "--run-id", "run-v"])
+        .args(["--exchange-key", path_str(&d.key)])
+        .output()
+        .unwrap();
+    let status = text(&status.stdout);
+    assert!(status.contains("(round 3) sender: done") && status.contains("its last stage"), "{status}");
+
+    let (r, s) =
+        (party("receiver", "mqrpmt", "cardinality", "run-m"), party("sender", "mqrpmt", "cardinality", "run-m"));
+    let ro = staged_pair(&r, &s);
+    assert_eq!(text(&ro.stdout), format!("{}\n", d.want_size));
+
+    // What cannot be staged is refused before anything is written, naming what can.
+    let mut refused = party("receiver", "vole", "cardinality", "run-x").args("run");
+    refused.retain(|a| a != "--output");
+    let o = bin().args(&refused).output().unwrap();
+    assert!(!o.status.success() && text(&o.stderr).contains("vole (intersection)"), "{}", text(&o.stderr));
 }
 
 #[test]

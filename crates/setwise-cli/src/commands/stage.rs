@@ -202,7 +202,9 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let started = Instant::now();
     let mut waited_since: Option<Instant> = None;
     let mut told = Instant::now();
-    let mut pause = Duration::from_millis(100);
+    // Short first pauses: a replayed run has a dozen stages, each waiting for the peer's
+    // last; a peer late by hours costs one look at two files a second.
+    let mut pause = Duration::from_millis(20);
     loop {
         let t = Instant::now();
         match r.step(&mut deliver)? {
@@ -213,7 +215,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                     t.elapsed().as_secs_f64()
                 );
                 waited_since = None;
-                pause = Duration::from_millis(100);
+                pause = Duration::from_millis(20);
                 if !all {
                     break;
                 }
@@ -258,7 +260,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                     told = Instant::now();
                 }
                 std::thread::sleep(pause.min(timeout.saturating_sub(since.elapsed())).max(Duration::from_millis(10)));
-                pause = (pause * 2).min(Duration::from_secs(5));
+                pause = (pause * 2).min(Duration::from_secs(1));
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Reading a staged run's part files and stage markers from the exchange.
+//! Reading a staged run's part files (points, or a replayed run's frames) and stage markers from the exchange.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -697,6 +697,11 @@ pub fn staged_files(data: &[u8]) {
             if let Ok(points) = message::decode_part(ecdh::messages::RECEIVER_BLINDED, body, due) {
                 assert_eq!(points.len(), due);
             }
+            // The same bytes as a replayed run's part: its frames.
+            if let Ok(frames) = setwise::staged::replay::decode_frames(body, due as u64) {
+                assert_eq!(frames.len(), due);
+                assert_eq!(setwise::staged::replay::encode_frames(&frames), body);
+            }
         }
         1 => {
             check(Marker::open(rest, stage, role, path, &key, STAGED_FUZZ_RUN));

@@ -24,7 +24,7 @@ spid=$!
 wait "$spid" || { cat "$dir/s.err"; exit 1; }
 staged_s=$(echo "$(date +%s.%N) - $start" | bc)
 echo "2^$log × 2^$log $protocol intersection, staged (buckets $buckets):"
-cat "$dir/s.err" "$dir/r.err" | grep -E "done in|wall|intersection size"
+cat "$dir/s.err" "$dir/r.err" | grep -E "done in [0-9]*[1-9]\.|done in 0\.[1-9]|wall|intersection size"
 echo "exchange: $(du -sh "$dir/exchange" | cut -f1); start to finish: ${staged_s} s"
 port=$((20000 + RANDOM % 20000))
 start=$(date +%s.%N)

@@ -190,7 +190,10 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();
     let items = set.items();
-    let r = Runner::open(settings, role, &a.exchange, &a.workdir, &items, key)?;
+    let mut r = Runner::open(settings, role, &a.exchange, &a.workdir, &items, key)?;
+    if all {
+        r.keep_roles_alive(); // one process runs every stage: no replay between them
+    }
     let timeout = Duration::from_secs(a.wait_timeout.unwrap_or(if all { 86_400 } else { 0 }));
     let mut summary = None;
     let mut deliver = |o: &setwise::Outcome| {

@@ -35,6 +35,7 @@ use crate::session::{Input, Job, run_in_context};
 use crate::staged::message::part_digest;
 use crate::wire::{Reader, WireError};
 use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, Sender, channel};
 use zeroize::Zeroizing;
 
 /// Most stages a replayed run may take.
@@ -108,6 +109,25 @@ pub struct ReplayChannel {
     diverged: Option<String>,
     pending: bool,
     stats: Stats,
+    link: Option<Link>,
+}
+
+/// A live role's link to the runner ([`Live`]): new peer messages in, events out.
+#[derive(Debug)]
+struct Link {
+    peer: Receiver<Vec<Vec<u8>>>,
+    events: Sender<Event>,
+}
+
+/// What a live role tells the runner.
+#[derive(Debug)]
+enum Event {
+    /// A message beyond the earlier stages'.
+    Sent(Vec<u8>),
+    /// It waits for the peer's next message, having read every one it was given.
+    Waiting,
+    /// Its end.
+    Ended(Result<Outcome>),
 }
 
 impl ReplayChannel {
@@ -127,6 +147,7 @@ impl ReplayChannel {
             diverged: None,
             pending: false,
             stats: Stats::default(),
+            link: None,
         }
     }
 
@@ -174,6 +195,8 @@ impl Channel for ReplayChannel {
             self.part.extend_from_slice(&(frame.len() as u32).to_le_bytes());
             self.part.extend_from_slice(frame);
             self.in_part += 1;
+        } else if let Some(link) = &self.link {
+            link.events.send(Event::Sent(frame.to_vec())).map_err(|_| NetError::Closed)?;
         } else {
             self.fresh.push(frame.to_vec());
         }
@@ -182,15 +205,26 @@ impl Channel for ReplayChannel {
     }
 
     fn recv(&mut self) -> std::result::Result<Vec<u8>, NetError> {
-        match self.inbound.pop_front() {
-            Some(frame) => {
+        loop {
+            if let Some(frame) = self.inbound.pop_front() {
                 self.stats.count_received(frame.len());
-                Ok(frame)
+                return Ok(frame);
             }
-            None => {
+            if self.link.is_none() {
                 self.pending = true;
-                Err(NetError::Pending)
+                return Err(NetError::Pending);
             }
+            // Live: before the runner takes this stage as done, the earlier stages must
+            // have repeated; then wait for the peer's next stage, given as one batch (so
+            // the role cannot wait halfway through a stage's messages).
+            self.settle();
+            if self.diverged.is_some() || self.at < self.sent.len() {
+                return Err(NetError::Closed); // `check` says what differed
+            }
+            let link = self.link.as_ref().expect("a live channel");
+            link.events.send(Event::Waiting).map_err(|_| NetError::Closed)?;
+            let batch = link.peer.recv().map_err(|_| NetError::Closed)?;
+            self.inbound.extend(batch);
         }
     }
 
@@ -237,26 +271,103 @@ pub fn run_bucket<I: AsRef<[u8]> + Sync>(
     inbound: Vec<Vec<u8>>,
     sent: Vec<Sent>,
 ) -> Result<BucketRun> {
-    let session = bucket_session(plan, bucket);
-    let ctx = Context { id: session, role: plan.role, own_size: items.len(), peer_size };
     // Parts are digested under the run's session, as the exchange writes them.
     let mut ch = ReplayChannel::new(plan.session, plan.role, bucket, inbound, sent);
+    let ran = play(&mut ch, job, seed, plan, bucket, items, peer_size);
+    match ran {
+        Ok(outcome) => Ok(BucketRun { fresh: ch.fresh, outcome: Some(outcome) }),
+        Err(_) if ch.pending && ch.diverged.is_none() => Ok(BucketRun { fresh: ch.fresh, outcome: None }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs the role over `ch`, seeded for the bucket, and checks the replay.
+fn play<I: AsRef<[u8]> + Sync>(
+    ch: &mut ReplayChannel,
+    job: &Job,
+    seed: &RunSeed,
+    plan: &Plan,
+    bucket: u32,
+    items: &[I],
+    peer_size: usize,
+) -> Result<Outcome> {
+    let ctx = Context { id: bucket_session(plan, bucket), role: plan.role, own_size: items.len(), peer_size };
     let mut report = Report::new(job.protocol.name(), job.operation.name());
     let ran = rng::seeded(&bucket_seed(seed, plan, bucket), || {
-        run_in_context(&mut ch, job, &ctx, Input::Items(items), &mut report)
+        run_in_context(&mut *ch, job, &ctx, Input::Items(items), &mut report)
     });
     ch.check()?;
-    match ran {
-        Ok(outcome) if ch.inbound.is_empty() => Ok(BucketRun { fresh: ch.fresh, outcome: Some(outcome) }),
-        Ok(_) => Err(Deviation::StagedMessage {
+    let outcome = ran?;
+    if !ch.inbound.is_empty() {
+        return Err(Deviation::StagedMessage {
             why: format!(
                 "bucket {bucket}: {} messages more than the protocol reads (after the role's end)",
                 ch.inbound.len()
             ),
         }
-        .into()),
-        Err(_) if ch.pending => Ok(BucketRun { fresh: ch.fresh, outcome: None }),
-        Err(e) => Err(e),
+        .into());
+    }
+    Ok(outcome)
+}
+
+/// A bucket's role kept running between the stages of one process (`setwise stage
+/// run`), so that a stage does not recompute the earlier rounds: it is given the peer's
+/// new messages and runs until it waits again. It starts as a replay (same seed, same
+/// checks), so a process started later replays to exactly where this one got.
+#[derive(Debug)]
+pub struct Live {
+    peer: Sender<Vec<Vec<u8>>>,
+    events: Receiver<Event>,
+}
+
+impl Live {
+    /// Starts the role of bucket `bucket` on a thread of its own, replaying `inbound`
+    /// and `sent` as [`run_bucket`] does, then returns what it sent and whether it ended
+    /// ([`Live::advance`]).
+    #[allow(clippy::too_many_arguments)] // as run_bucket
+    pub fn start(
+        job: Job,
+        seed: RunSeed,
+        plan: Plan,
+        bucket: u32,
+        items: Vec<Vec<u8>>,
+        peer_size: usize,
+        inbound: Vec<Vec<u8>>,
+        sent: Vec<Sent>,
+    ) -> Result<(Self, BucketRun)> {
+        let (peer, peer_rx) = channel();
+        let (events_tx, events) = channel();
+        let mut ch = ReplayChannel::new(plan.session, plan.role, bucket, inbound, sent);
+        ch.link = Some(Link { peer: peer_rx, events: events_tx.clone() });
+        std::thread::Builder::new()
+            .name(format!("setwise-bucket-{bucket}"))
+            .spawn(move || {
+                let ran = play(&mut ch, &job, &seed, &plan, bucket, &items, peer_size);
+                let _ = events_tx.send(Event::Ended(ran));
+            })
+            .map_err(|e| Error::Usage(format!("bucket {bucket}: cannot start a thread: {e}")))?;
+        let live = Self { peer, events };
+        let run = live.collect()?;
+        Ok((live, run))
+    }
+
+    /// Gives the role the peer's new messages and runs it until it waits or ends.
+    pub fn advance(&self, frames: Vec<Vec<u8>>) -> Result<BucketRun> {
+        // A role that ended already says why in its events.
+        let _ = self.peer.send(frames);
+        self.collect()
+    }
+
+    fn collect(&self) -> Result<BucketRun> {
+        let mut fresh = Vec::new();
+        loop {
+            match self.events.recv() {
+                Ok(Event::Sent(f)) => fresh.push(f),
+                Ok(Event::Waiting) => return Ok(BucketRun { fresh, outcome: None }),
+                Ok(Event::Ended(r)) => return r.map(|o| BucketRun { fresh, outcome: Some(o) }),
+                Err(_) => return Err(Error::Usage("a bucket's role stopped without a word (it panicked)".into())),
+            }
+        }
     }
 }
 

@@ -7,10 +7,10 @@
 //! stage run again after an interruption re-runs the buckets that ended in it (they
 //! write the same bytes).
 
-use super::bucket::{assign, select};
+use super::bucket::select;
 use super::plan::Plan;
-use super::replay::{BucketRun, MAX_STAGES, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
-use super::runner::{RunResult, Runner, not_there, peer_of};
+use super::replay::{BucketRun, Live, MAX_STAGES, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
+use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
 use super::store::{Marker, PartId};
 use crate::error::{Deviation, Error, Result};
@@ -91,7 +91,8 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
     /// Stage 1: this party's item count in each bucket, as its marker's part counts.
     fn bucket_sizes(&self, plan: &Plan) -> Result<()> {
         let fail = self.at_stage(1, "");
-        let parts = assign(plan, self.items)
+        let parts = self
+            .buckets(plan)
             .iter()
             .enumerate()
             .map(|(i, idx)| {
@@ -124,8 +125,24 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         .map_err(fail)
     }
 
-    /// Stage k ≥ 2: every bucket whose role can go on is replayed one round further.
+    /// Stage k ≥ 2: every bucket whose role can go on is replayed (or, kept alive,
+    /// advanced) one round further. A failed stage ends the live roles: the stage run
+    /// again replays them.
     fn round(&self, k: u8, seed: &RunSeed, plan: &Plan, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
+        let ran = self.round_once(k, seed, plan, deliver);
+        if ran.is_err() {
+            self.live.borrow_mut().clear();
+        }
+        ran
+    }
+
+    fn round_once(
+        &self,
+        k: u8,
+        seed: &RunSeed,
+        plan: &Plan,
+        deliver: &mut dyn FnMut(&Outcome) -> Result<()>,
+    ) -> Result<()> {
         let peer = peer_of(self.role);
         let b = plan.buckets as usize;
         let peer_sizes = self.peer_marker(k, plan, 1, Some(plan.peer_size()))?;
@@ -156,7 +173,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         }
         let mut job = Job::new(self.settings.protocol, self.settings.operation);
         job.key_columns = self.settings.key_columns;
-        let buckets = assign(plan, self.items);
+        let buckets = self.buckets(plan);
         let mut parts = Vec::with_capacity(b);
         for (i, idx) in buckets.iter().enumerate() {
             let bucket = i as u32;
@@ -173,20 +190,9 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
                 parts.push(Vec::new());
                 continue;
             }
-            let mut inbound = Vec::new();
-            for m in &theirs {
-                inbound.extend(self.frames_of(k, plan, peer, m, bucket)?);
-            }
-            let sent = ours.iter().map(|m| Sent {
-                stage: m.stage,
-                frames: m.parts[i].items,
-                digest: m.parts[i].digest.clone(),
-            });
-            let peer_size = usize::try_from(peer_sizes.parts[i].items)
-                .map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
-            let BucketRun { fresh, outcome } =
-                run_bucket(&job, seed, plan, bucket, &select(self.items, idx), peer_size, inbound, sent.collect())
-                    .map_err(self.at_stage(k, format!("bucket {i}")))?;
+            let BucketRun { fresh, outcome } = self
+                .advance(k, seed, plan, &job, bucket, idx, &theirs, &ours, peer_sizes.parts[i].items)
+                .map_err(self.at_stage(k, format!("bucket {i}")))?;
             if let Some(outcome) = outcome {
                 state.ended[i] = Some(k);
                 match (self.role, outcome) {
@@ -220,6 +226,65 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         let mut marker = self.marker(k, Some(plan.session), infos);
         marker.last = last;
         self.exchange.write_marker(&marker).map_err(self.at_stage(k, ""))
+    }
+
+    /// Bucket `bucket`'s role one round further: its live role given the peer's last
+    /// stage, or a replay over the peer's stages `theirs` and this party's `ours`.
+    #[allow(clippy::too_many_arguments)] // the stage, the run, the bucket, both sides' stages
+    fn advance(
+        &self,
+        k: u8,
+        seed: &RunSeed,
+        plan: &Plan,
+        job: &Job,
+        bucket: u32,
+        idx: &[u32],
+        theirs: &[Marker],
+        ours: &[Marker],
+        peer_size: u64,
+    ) -> Result<BucketRun> {
+        let peer = peer_of(self.role);
+        let i = bucket as usize;
+        let mut live = self.live.borrow_mut();
+        if let Some(role) = live.get(&bucket) {
+            let last = theirs.last().filter(|m| m.stage == k - 1);
+            let frames = match last {
+                Some(m) => self.frames_of(k, plan, peer, m, bucket)?,
+                None => Vec::new(),
+            };
+            let run = role.advance(frames);
+            if !matches!(run, Ok(BucketRun { outcome: None, .. })) {
+                live.remove(&bucket);
+            }
+            return run;
+        }
+        let mut inbound = Vec::new();
+        for m in theirs {
+            inbound.extend(self.frames_of(k, plan, peer, m, bucket)?);
+        }
+        let sent =
+            ours.iter().map(|m| Sent { stage: m.stage, frames: m.parts[i].items, digest: m.parts[i].digest.clone() });
+        let peer_size =
+            usize::try_from(peer_size).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
+        let items = select(self.items, idx);
+        if self.keep_alive && plan.buckets <= MAX_LIVE_BUCKETS {
+            let owned = items.iter().map(|x| x.as_ref().to_vec()).collect();
+            let (role, run) = Live::start(
+                job.clone(),
+                seed.clone(),
+                plan.clone(),
+                bucket,
+                owned,
+                peer_size,
+                inbound,
+                sent.collect(),
+            )?;
+            if run.outcome.is_none() {
+                live.insert(bucket, role);
+            }
+            return Ok(run);
+        }
+        run_bucket(job, seed, plan, bucket, &items, peer_size, inbound, sent.collect())
     }
 
     /// The receiver's result from every bucket's: delivered, then kept in `result.json`.
@@ -267,10 +332,22 @@ mod tests {
     }
 
     /// Runs both parties in turn to the end; the receiver's outcome and the stages taken.
-    fn run_both(dir: &Path, protocol: Protocol, op: Operation, x: &[String], y: &[String], b: u32) -> (Outcome, u8) {
+    /// With `alive`, the receiver keeps its roles running between stages and the sender
+    /// replays (the two must meet either way).
+    fn run_both(
+        dir: &Path,
+        protocol: Protocol,
+        op: Operation,
+        (x, y): (&[String], &[String]),
+        b: u32,
+        alive: bool,
+    ) -> (Outcome, u8) {
         let settings = Settings { buckets: Buckets::Fixed(b), ..Settings::new("t", protocol, op) };
         let ex = dir.join("exchange");
-        let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y, key()).unwrap();
+        let mut r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y, key()).unwrap();
+        if alive {
+            r.keep_roles_alive();
+        }
         let s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key()).unwrap();
         let mut got = None;
         let mut stages = 0;
@@ -304,11 +381,11 @@ mod tests {
                 continue; // its own steps: runner's tests
             }
             for &op in spec.staged {
-                for (xs, ys) in cases.clone() {
+                for (n, (xs, ys)) in cases.clone().into_iter().enumerate() {
                     let (x, y) = (items(xs.clone()), items(ys.clone()));
                     let want = plain(&x, &y);
                     let dir = tempfile::tempdir().unwrap();
-                    let (got, stages) = run_both(dir.path(), spec.protocol, op, &x, &y, 3);
+                    let (got, stages) = run_both(dir.path(), spec.protocol, op, (&x, &y), 3, n % 2 == 0);
                     match got {
                         Outcome::Intersection(m) => assert_eq!(m, want, "{} {op} {xs:?} {ys:?}", spec.name),
                         Outcome::Cardinality(c) => assert_eq!(c, want.len() as u64, "{} {op}", spec.name),
@@ -329,7 +406,19 @@ mod tests {
         let ex = dir.path().join("exchange");
         let mut got = None;
         let mut done = (false, false);
-        // Each step from a freshly opened runner, as separate invocations would be.
+        // Four stages each with roles kept alive, then stopped (the process ends) ...
+        {
+            let mut r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+            let mut s = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();
+            r.keep_roles_alive();
+            s.keep_roles_alive();
+            for _ in 0..4 {
+                assert!(matches!(r.step(&mut |_| Ok(())).unwrap(), Step::Ran(_)));
+                assert!(matches!(s.step(&mut |_| Ok(())).unwrap(), Step::Ran(_)));
+            }
+        }
+        // ... then each step from a freshly opened runner, as separate invocations would
+        // be: each replays to where the live roles got.
         for _ in 0..40 {
             let r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
             let s = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();

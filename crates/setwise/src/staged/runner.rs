@@ -38,6 +38,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Most buckets whose roles [`Runner::keep_roles_alive`] keeps running (a thread each).
+pub const MAX_LIVE_BUCKETS: u32 = 256;
+
 /// The receiver's stages, in order.
 pub const RECEIVER_STAGES: &[u8] = &[0, 1, 3];
 /// The sender's stages, in order.
@@ -152,6 +155,12 @@ pub struct Runner<'a, I> {
     pub(super) items: &'a [I],
     record: RunRecord,
     attempt: String,
+    /// Replayed runs: whether buckets' roles stay alive between stages
+    /// ([`Runner::keep_roles_alive`]), and those that are.
+    pub(super) keep_alive: bool,
+    pub(super) live: std::cell::RefCell<std::collections::BTreeMap<u32, super::replay::Live>>,
+    /// The items of each bucket, computed once per runner (every stage needs them).
+    assigned: std::cell::OnceCell<Vec<Vec<u32>>>,
 }
 
 impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
@@ -190,7 +199,32 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         let mut attempt = [0u8; 8];
         fill_os(&mut attempt);
         let exchange = Exchange::new(exchange, key, &settings.run_id);
-        Ok(Self { settings, role, exchange, workdir, items, record, attempt: hex(&attempt) })
+        Ok(Self {
+            settings,
+            role,
+            exchange,
+            workdir,
+            items,
+            record,
+            attempt: hex(&attempt),
+            keep_alive: false,
+            live: Default::default(),
+            assigned: Default::default(),
+        })
+    }
+
+    /// The indices of this party's items in each bucket of `plan` (the same plan at every
+    /// stage of a run: both hellos are fixed at stage 0).
+    pub(super) fn buckets(&self, plan: &Plan) -> &[Vec<u32>] {
+        self.assigned.get_or_init(|| assign(plan, self.items))
+    }
+
+    /// For a caller that runs many stages with this runner (`setwise stage run`): a
+    /// replayed run keeps each bucket's role running between stages instead of replaying
+    /// it from the start at each (at most [`MAX_LIVE_BUCKETS`] buckets; their state is in
+    /// memory at once, as in a connected run). Another process still resumes by replay.
+    pub fn keep_roles_alive(&mut self) {
+        self.keep_alive = true;
     }
 
     /// Whether the run replays the protocol's roles ([`super::replay`]) rather than
@@ -452,7 +486,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     fn receiver_blind(&self) -> Result<()> {
         let seed = self.seed()?;
         let plan = self.plan(1, &seed)?;
-        let buckets = assign(&plan, self.items);
+        let buckets = self.buckets(&plan);
         let parts = buckets
             .iter()
             .map(|idx| ecdh::receiver_blind(&seed, &plan, &select(self.items, idx)))
@@ -465,7 +499,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     fn sender_blind(&self) -> Result<()> {
         let seed = self.seed()?;
         let plan = self.plan(1, &seed)?;
-        let buckets = assign(&plan, self.items);
+        let buckets = self.buckets(&plan);
         let mut parts = Vec::with_capacity(buckets.len());
         for (i, idx) in buckets.iter().enumerate() {
             let fail = self.at_stage(1, format!("bucket {i}"));
@@ -500,7 +534,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         let seed = self.seed()?;
         let plan = self.plan(3, &seed)?;
         let s1 = self.peer_marker(3, &plan, 1, Some(plan.sender_size))?;
-        let buckets = assign(&plan, self.items);
+        let buckets = self.buckets(&plan);
         let cardinality = plan.operation == Operation::Cardinality;
         let s2 = self.peer_marker(3, &plan, 2, Some(plan.receiver_size))?;
         let outcome = if cardinality {

@@ -906,7 +906,8 @@ def run(
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
     - `role`: ``"receiver"`` (learns the matching rows) or ``"sender"``.
-    - `protocol`: ``"ecdh"`` (the only one staged so far).
+    - `protocol`: ``"ecdh"`` (the only one staged on Spark so far; the CLI's
+      ``setwise stage`` also runs vole, mqrpmt and compact).
     - `exchange`: the location both organisations read and write (one per run), any
       path Spark can write (``file:``, ``hdfs:``, ``s3a:``, ``gs:``).
     - `workdir`: this organisation's private location for the run (seed, journal, result).
@@ -929,7 +930,10 @@ def run(
     abort), :class:`setwise.NetworkError` (the wait timed out).
     """
     if protocol != "ecdh":
-        raise InputError(f"protocol {protocol}: staged runs exist for ecdh only so far")
+        raise InputError(
+            f"protocol {protocol}: on Spark, staged runs exist for ecdh only so far; "
+            "vole, mqrpmt and compact run staged from the CLI (setwise stage, docs/scale-out.md)"
+        )
     if role not in STAGES:
         raise InputError(f"role '{role}': receiver or sender")
     if operation not in ("intersection", "cardinality"):

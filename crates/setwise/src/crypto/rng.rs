@@ -16,7 +16,7 @@ use rand::rngs::{StdRng, SysRng};
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, TryRng};
 use std::cell::RefCell;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 thread_local! {
     /// This thread's seeded stream, inside [`seeded`].
@@ -68,7 +68,8 @@ impl PerIndex {
         Self(key)
     }
 
-    /// The stream of index `i` (BLAKE3 keyed by the key, over `i`).
+    /// The stream of index `i` (BLAKE3 keyed by the key, over `i`); wipe it after use
+    /// (`Zeroize`).
     pub fn stream(&self, i: u64) -> blake3::OutputReader {
         blake3::Hasher::new_keyed(&self.0).update(&i.to_le_bytes()).finalize_xof()
     }
@@ -80,7 +81,10 @@ struct Restore(Option<blake3::OutputReader>);
 impl Drop for Restore {
     fn drop(&mut self) {
         let previous = self.0.take();
-        SEEDED.with(|s| *s.borrow_mut() = previous);
+        let ended = SEEDED.with(|s| std::mem::replace(&mut *s.borrow_mut(), previous));
+        if let Some(mut stream) = ended {
+            stream.zeroize(); // it holds the scope's key
+        }
     }
 }
 

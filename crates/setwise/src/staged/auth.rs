@@ -12,9 +12,10 @@
 //! - abort note of `role`: `derive_key` ([`dst::STAGED_ABORT_MAC`], exchange key ‖ role ‖ run);
 //!
 //! keyed BLAKE3 over every field of the marker (format, run, protocol, operation, stage,
-//! role, session, each part's count, length and digest, attempt, version) or of the note
-//! (format, role, reason), each length-prefixed. A marker lists its parts' digests (the
-//! hello is stage 0's one part), so the parts and the hello are covered through it. A
+//! role, session, each part's count, length and digest, attempt, version, and `last` when
+//! set) or of the note (format, role, reason), each length-prefixed. A marker lists its
+//! parts' digests (the hello is stage 0's one part), so the parts and the hello are
+//! covered through it. A
 //! reader derives the key from *its own* run id and the stage and role it expects, and
 //! compares in constant time: a marker of another run, stage or role does not verify,
 //! and a marker of an earlier attempt of the same run is refused by the session check

@@ -318,6 +318,9 @@ fn play<I: AsRef<[u8]> + Sync>(
 pub struct Live {
     peer: Sender<Vec<Vec<u8>>>,
     events: Receiver<Event>,
+    /// The last stage whose part the runner wrote from this role, and that part's digest:
+    /// the role may go on only from there (else the runner replays).
+    pub written: Option<(u8, String)>,
 }
 
 impl Live {
@@ -346,7 +349,7 @@ impl Live {
                 let _ = events_tx.send(Event::Ended(ran));
             })
             .map_err(|e| Error::Usage(format!("bucket {bucket}: cannot start a thread: {e}")))?;
-        let live = Self { peer, events };
+        let live = Self { peer, events, written: None };
         let run = live.collect()?;
         Ok((live, run))
     }

@@ -14,6 +14,7 @@ use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
 use super::store::{Marker, PartId};
 use crate::error::{Deviation, Error, Result};
+use crate::io::hex;
 use crate::protocols::{Operation, Outcome, Role};
 use crate::session::Job;
 use serde::{Deserialize, Serialize};
@@ -161,7 +162,14 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         for j in 2..k {
             let what = format!("this party's own stage {j} marker");
             let m = self.exchange.read_marker(j, self.role).map_err(self.at_stage(k, what.clone()))?;
-            ours.push(m.ok_or_else(|| self.at_stage(k, what)(not_there()))?);
+            let m = m.ok_or_else(|| self.at_stage(k, what.clone())(not_there()))?;
+            // Written by this party, but in a place the peer can write too.
+            if m.run != self.settings.run_id || m.session != hex(&plan.session.0) || m.parts.len() != b || m.last {
+                return Err(self.at_stage(k, what)(
+                    Deviation::StagedMessage { why: "not this party's marker of this run (replaced?)".into() }.into(),
+                ));
+            }
+            ours.push(m);
         }
         let fresh_from_peer = |i: usize| match theirs.last() {
             Some(m) if m.stage == k - 1 => m.parts[i].items,
@@ -218,6 +226,9 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
             })
             .collect::<Result<Vec<_>>>()
             .map_err(self.at_stage(k, ""))?;
+        for (bucket, role) in self.live.borrow_mut().iter_mut() {
+            role.written = Some((k, infos[*bucket as usize].digest.clone()));
+        }
         self.workdir.write_json("replay.json", &state)?;
         let last = state.ended.iter().all(Option::is_some);
         if last && self.role == Role::Receiver {
@@ -246,6 +257,16 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         let peer = peer_of(self.role);
         let i = bucket as usize;
         let mut live = self.live.borrow_mut();
+        // A live role goes on only from the stage before this one, whose part on disk is
+        // the one it wrote: if another process ran a stage, or a marker changed, its
+        // state is not the run's, and feeding it would use its randomness on other
+        // messages. Every role then starts over by replay, checked against the disk.
+        let from_here = |role: &Live| {
+            ours.last().is_some_and(|m| m.stage == k - 1 && role.written == Some((k - 1, m.parts[i].digest.clone())))
+        };
+        if live.get(&bucket).is_some_and(|role| !from_here(role)) {
+            live.clear();
+        }
         if let Some(role) = live.get(&bucket) {
             let last = theirs.last().filter(|m| m.stage == k - 1);
             let frames = match last {
@@ -462,5 +483,46 @@ mod tests {
         std::fs::write(&part, &bytes).unwrap();
         let e = s.step(&mut none).unwrap_err().to_string();
         assert!(e.contains("the receiver's stage 2 message, bucket 1") && e.contains("digest"), "{e}");
+    }
+
+    /// Review finding: a live role fed from a stage other than the one before (here our
+    /// own stage 4 run again after its marker was deleted) would have used its
+    /// randomness on other messages. It now starts over by replay: the same bytes again.
+    #[test]
+    fn a_live_role_never_goes_on_from_another_state_than_the_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..300), items(150..450));
+        let settings =
+            Settings { buckets: Buckets::Fixed(2), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let ex = dir.path().join("exchange");
+        let mut r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+        let mut s = Runner::open(settings.clone(), Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();
+        r.keep_roles_alive();
+        s.keep_roles_alive();
+        let mut none = |_: &Outcome| Ok(());
+        for _ in 0..5 {
+            r.step(&mut none).unwrap();
+            s.step(&mut none).unwrap();
+        }
+        let part = ex.join("stage-4/receiver/part-00000.bin");
+        let written = std::fs::read(&part).unwrap();
+        std::fs::remove_file(ex.join("stage-4/receiver.done.json")).unwrap();
+        assert_eq!(r.step(&mut none).unwrap(), Step::Ran(4));
+        assert_eq!(std::fs::read(&part).unwrap(), written, "stage 4 again, the same message");
+
+        // One process at a time per party: a second one is refused while the first runs.
+        let e = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap_err();
+        assert!(e.to_string().contains("another setwise process"), "{e}");
+
+        // Its own marker replaced by one with other parts: refused by name, not a panic.
+        let path = ex.join("stage-3/receiver.done.json");
+        let mut m: crate::staged::store::Marker = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        m.parts.pop();
+        m.seal(&key(), "t").unwrap();
+        std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+        drop((r, s));
+        let r = Runner::open(settings, Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+        let e = r.step(&mut none).unwrap_err().to_string();
+        assert!(e.contains("this party's own stage 3 marker") && e.contains("not this party's marker"), "{e}");
     }
 }

@@ -161,6 +161,8 @@ pub struct Runner<'a, I> {
     pub(super) live: std::cell::RefCell<std::collections::BTreeMap<u32, super::replay::Live>>,
     /// The items of each bucket, computed once per runner (every stage needs them).
     assigned: std::cell::OnceCell<Vec<Vec<u32>>>,
+    /// The workdir's lock, held while the runner lives.
+    _lock: std::fs::File,
 }
 
 impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
@@ -196,6 +198,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         if let Some(old) = workdir.read_json::<RunRecord>("run.json")? {
             check_record(&old, &record, workdir.root())?;
         }
+        let lock = workdir.lock()?;
         let mut attempt = [0u8; 8];
         fill_os(&mut attempt);
         let exchange = Exchange::new(exchange, key, &settings.run_id);
@@ -210,6 +213,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             keep_alive: false,
             live: Default::default(),
             assigned: Default::default(),
+            _lock: lock,
         })
     }
 

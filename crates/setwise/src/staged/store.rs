@@ -114,6 +114,9 @@ impl Marker {
         for p in &self.parts {
             h.update(&p.items.to_le_bytes()).update(&p.bytes.to_le_bytes()).update(p.digest.as_bytes());
         }
+        if self.last {
+            h.update(b"last"); // only when set: the digests journaled before it stay valid
+        }
         h.finalize().to_hex().to_string()
     }
 
@@ -542,6 +545,24 @@ impl Workdir {
     /// The workdir's directory.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Takes the workdir's lock (`lock`, an OS file lock held while the returned file is
+    /// open): one process at a time runs a party's side of a run, since two could each
+    /// run the same stage from different states and use the same randomness on
+    /// different messages.
+    pub fn lock(&self) -> Result<fs::File> {
+        let path = self.root.join("lock");
+        let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
+        let file = file.map_err(|e| Error::file(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+                "{}: another setwise process is running this party's side of the run; one at a time",
+                path.display()
+            ))),
+            Err(fs::TryLockError::Error(e)) => Err(Error::file(&path, e)),
+        }
     }
 
     fn seed_path(&self) -> PathBuf {

@@ -75,6 +75,7 @@ fn encode_keys(hashes: &Hashes, n: usize) -> (Vec<Scalar>, Vec<[F128; 2]>) {
                 if let Some(m) = representative(&point, Coins(coins))
                     && let Some(f) = pair_from_bytes(&hashes.perm.inverse(&m))
                 {
+                    rng.zeroize();
                     return (b, f);
                 }
             }

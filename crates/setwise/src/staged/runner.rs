@@ -2,7 +2,7 @@
 //! CLI (`setwise stage`) and tests. Each call of [`Runner::step`] runs the next stage of
 //! this party that has not finished (read from the markers, never chosen by the caller)
 //! once the peer's messages it needs are there. ecdh runs by its own steps, below;
-//! every other protocol by replay ([`super::replay`], stages in [`super::rounds`]).
+//! every other protocol by replay ([`super::replay`], stages in `staged::rounds`).
 //!
 //! | stage | receiver | sender | needs |
 //! |---|---|---|---|

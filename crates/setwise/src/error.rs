@@ -85,6 +85,15 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A staged run's worker on another machine (a cluster's executor) failed, and said
+    /// how ([`crate::staged::work`]).
+    #[error("{message}")]
+    Worker {
+        /// Whose fault it was, as the worker judged.
+        kind: ErrorKind,
+        /// Its error, in full.
+        message: String,
+    },
     /// A homomorphic-encryption failure: parameters, a peer's ciphertext or key that does
     /// not fit them, or an operation error.
     #[error(transparent)]
@@ -107,6 +116,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Stage { source, .. } => source.kind(),
+            Error::Worker { kind, .. } => *kind,
             Error::Net { .. } => ErrorKind::Network,
             Error::Input(_)
             | Error::Params(_)

@@ -17,7 +17,10 @@
 //! - [`message`]: a bucket's message as bytes (the protocol's stream frames);
 //! - [`store`]: the exchange's and workdir's files, markers, journal;
 //! - [`auth`]: the operators' exchange key and the MACs on markers and abort notes;
-//! - [`runner`]: the stages over a directory exchange (the CLI's `setwise stage`).
+//! - [`work`]: a bucket's round apart from the runner: in its process, or in a
+//!   cluster's executors meeting it through the workdir (the Spark driver);
+//! - [`runner`]: the stages over a directory exchange (the CLI's `setwise stage`, and
+//!   the Spark driver with the buckets in its executors).
 //!
 //! ```
 //! use setwise::staged::{Plan, RunSeed, Settings, bucket, ecdh};
@@ -51,8 +54,9 @@ mod rounds;
 pub mod runner;
 pub mod seed;
 pub mod store;
+pub mod work;
 
 pub use auth::ExchangeKey;
 pub use plan::{BucketKey, Buckets, Plan, Settings, choose_buckets};
-pub use runner::{Runner, Step};
+pub use runner::{Remote, Runner, Step};
 pub use seed::RunSeed;

@@ -291,6 +291,11 @@ impl Plan {
         if self.role == Role::Sender { self.receiver_size } else { self.sender_size }
     }
 
+    /// This party's announced number of items.
+    pub fn own_size(&self) -> u64 {
+        if self.role == Role::Sender { self.sender_size } else { self.receiver_size }
+    }
+
     /// The bucket of `item`: its keyed BLAKE3 hash, reduced to `0..B`.
     pub fn bucket_of(&self, item: &[u8]) -> u32 {
         reduce(blake3::keyed_hash(&self.bucket_hash, item).as_bytes(), self.buckets)

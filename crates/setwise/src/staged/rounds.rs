@@ -9,10 +9,11 @@
 
 use super::bucket::select;
 use super::plan::Plan;
-use super::replay::{BucketRun, Live, MAX_STAGES, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
+use super::replay::MAX_STAGES;
 use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
-use super::store::{Marker, PartId};
+use super::store::{Marker, PartId, PartInfo};
+use super::work::{Done, PartRef, Task, Worker};
 use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
 use crate::protocols::{Operation, Outcome, Role};
@@ -26,7 +27,7 @@ struct ReplayState {
     ended: Vec<Option<u8>>,
     /// Receiver, intersection: per bucket, the indices (into the whole input) it matched.
     matches: Vec<Vec<u64>>,
-    /// Receiver, cardinality: per bucket, the count.
+    /// Receiver: per bucket, the count (cardinality) or the number matched.
     counts: Vec<u64>,
 }
 
@@ -92,47 +93,46 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
     /// Stage 1: this party's item count in each bucket, as its marker's part counts.
     fn bucket_sizes(&self, plan: &Plan) -> Result<()> {
         let fail = self.at_stage(1, "");
-        let parts = self
-            .buckets(plan)
+        let sizes: Vec<u64> = match &self.remote {
+            Some(remote) => {
+                let sizes = remote.bucket_sizes(plan).map_err(self.at_stage(1, ""))?;
+                if sizes.len() != plan.buckets as usize || sizes.iter().sum::<u64>() != plan.own_size() {
+                    return Err(fail(Error::Usage(format!(
+                        "the executors counted {} items in {} buckets, not {} in {}",
+                        sizes.iter().sum::<u64>(),
+                        sizes.len(),
+                        plan.own_size(),
+                        plan.buckets
+                    ))));
+                }
+                sizes
+            }
+            None => self.buckets(plan).iter().map(|idx| idx.len() as u64).collect(),
+        };
+        let parts = sizes
             .iter()
             .enumerate()
-            .map(|(i, idx)| {
-                let path = self.exchange.part_path(1, self.role, i as u32);
-                let id = PartId { stage: 1, role: self.role, part: i as u32 };
-                self.exchange.write_part(&path, plan.session, id, &[], idx.len())
-            })
+            .map(|(i, &n)| self.empty_part(plan, 1, i as u32, n))
             .collect::<Result<Vec<_>>>()
             .map_err(fail)?;
         self.exchange.write_marker(&self.marker(1, Some(plan.session), parts)).map_err(self.at_stage(1, ""))
     }
 
-    /// The frames of part `bucket` of `m` (a stage of `from`'s), read and checked.
-    fn frames_of(&self, stage: u8, plan: &Plan, from: Role, m: &Marker, bucket: u32) -> Result<Vec<Vec<u8>>> {
-        let whose = if from == self.role { "this party's own".to_string() } else { format!("the {from}'s") };
-        let fail = self.at_stage(stage, format!("{whose} stage {} message, bucket {bucket}", m.stage));
-        let info = &m.parts[bucket as usize];
-        (|| {
-            if info.bytes > max_part_bytes(info.items) {
-                return Err(Deviation::StagedMessage {
-                    why: format!("{} bytes cannot hold {} frames", info.bytes, info.items),
-                }
-                .into());
-            }
-            let path = self.exchange.part_path(m.stage, from, bucket);
-            let id = PartId { stage: m.stage, role: from, part: bucket };
-            let bytes = self.exchange.read_part(&path, info, plan.session, id)?;
-            Ok(decode_frames(&bytes, info.items)?)
-        })()
-        .map_err(fail)
+    /// Writes an empty part `i` of this party's stage `stage` that counts `items`.
+    fn empty_part(&self, plan: &Plan, stage: u8, i: u32, items: u64) -> Result<PartInfo> {
+        let path = self.exchange.part_path(stage, self.role, i);
+        let id = PartId { stage, role: self.role, part: i };
+        let items = usize::try_from(items).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
+        self.exchange.write_part(&path, plan.session, id, &[], items)
     }
 
-    /// Stage k ≥ 2: every bucket whose role can go on is replayed (or, kept alive,
-    /// advanced) one round further. A failed stage ends the live roles: the stage run
-    /// again replays them.
+    /// Stage k ≥ 2: every bucket whose role can go on is run one round further (kept
+    /// alive, or replayed, by the worker here or on the cluster). A failed stage ends the
+    /// live roles: the stage run again replays them.
     fn round(&self, k: u8, seed: &RunSeed, plan: &Plan, deliver: &mut dyn FnMut(&Outcome) -> Result<()>) -> Result<()> {
         let ran = self.round_once(k, seed, plan, deliver);
         if ran.is_err() {
-            self.live.borrow_mut().clear();
+            *self.worker.borrow_mut() = None;
         }
         ran
     }
@@ -176,58 +176,53 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
             _ => 0,
         };
         let mut state: ReplayState = self.workdir.read_json("replay.json")?.unwrap_or_else(|| ReplayState::new(b));
-        if state.ended.len() != b {
+        if state.ended.len() != b || state.counts.len() != b {
             return Err(Error::Usage("replay.json does not match the run's buckets: the workdir was changed".into()));
         }
-        let mut job = Job::new(self.settings.protocol, self.settings.operation);
-        job.key_columns = self.settings.key_columns;
-        let buckets = self.buckets(plan);
-        let mut parts = Vec::with_capacity(b);
-        for (i, idx) in buckets.iter().enumerate() {
-            let bucket = i as u32;
+        let refs = |ms: &[Marker], i: usize| -> Vec<PartRef> {
+            ms.iter().map(|m| PartRef { stage: m.stage, info: m.parts[i].clone() }).collect()
+        };
+        let mut parts: Vec<Option<PartInfo>> = vec![None; b];
+        let mut tasks = Vec::new();
+        for (i, part) in parts.iter_mut().enumerate() {
             let fail = |why: String| self.at_stage(k, format!("bucket {i}"))(Deviation::StagedMessage { why }.into());
             let ended_before = state.ended[i].is_some_and(|e| e < k);
             let fresh = fresh_from_peer(i);
-            if ended_before || (k > 2 && fresh == 0) {
-                if ended_before && fresh > 0 {
+            if ended_before {
+                if fresh > 0 {
                     return Err(fail(format!("the {peer} sent {fresh} messages after the bucket's run ended")));
                 }
-                if !ended_before && peer_ended {
-                    return Err(fail(format!("the {peer}'s run ended while this bucket waits for its next message")));
-                }
-                parts.push(Vec::new());
+                *part = Some(self.empty_part(plan, k, i as u32, 0).map_err(self.at_stage(k, ""))?);
                 continue;
             }
-            let BucketRun { fresh, outcome } = self
-                .advance(k, seed, plan, &job, bucket, idx, &theirs, &ours, peer_sizes.parts[i].items)
-                .map_err(self.at_stage(k, format!("bucket {i}")))?;
-            if let Some(outcome) = outcome {
+            let wait = k > 2 && fresh == 0;
+            if wait && peer_ended {
+                return Err(fail(format!("the {peer}'s run ended while this bucket waits for its next message")));
+            }
+            tasks.push(Task {
+                stage: k,
+                bucket: i as u32,
+                peer_size: peer_sizes.parts[i].items,
+                theirs: refs(&theirs, i),
+                ours: refs(&ours, i),
+                wait,
+            });
+        }
+        for done in self.work(seed, plan, k, &tasks)? {
+            let i = done.bucket as usize;
+            if done.ended {
                 state.ended[i] = Some(k);
-                match (self.role, outcome) {
-                    (Role::Receiver, Outcome::Intersection(m)) => {
-                        state.matches[i] = m.into_iter().map(|p| idx[p] as u64).collect();
-                    }
-                    (Role::Receiver, Outcome::Cardinality(c)) => state.counts[i] = c,
-                    (Role::Sender, Outcome::Nothing) => {}
-                    (role, other) => {
-                        return Err(Error::Usage(format!("a staged {role} cannot keep an outcome {other:?}")));
-                    }
+                state.counts[i] = done.count;
+                if self.remote.is_none() {
+                    let idx = &self.buckets(plan)[i];
+                    state.matches[i] = done.matches.iter().map(|&p| u64::from(idx[p as usize])).collect();
                 }
             }
-            parts.push(fresh);
+            parts[i] = Some(done.part);
         }
-        let infos = parts
-            .iter()
-            .enumerate()
-            .map(|(i, frames)| {
-                let path = self.exchange.part_path(k, self.role, i as u32);
-                let id = PartId { stage: k, role: self.role, part: i as u32 };
-                self.exchange.write_part(&path, plan.session, id, &encode_frames(frames), frames.len())
-            })
-            .collect::<Result<Vec<_>>>()
-            .map_err(self.at_stage(k, ""))?;
-        for (bucket, role) in self.live.borrow_mut().iter_mut() {
-            role.written = Some((k, infos[*bucket as usize].digest.clone()));
+        let infos: Vec<PartInfo> = parts.into_iter().flatten().collect();
+        if infos.len() != b {
+            return Err(Error::Usage(format!("stage {k}: {} parts written of the {b} buckets", infos.len())));
         }
         self.workdir.write_json("replay.json", &state)?;
         let last = state.ended.iter().all(Option::is_some);
@@ -239,76 +234,29 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         self.exchange.write_marker(&marker).map_err(self.at_stage(k, ""))
     }
 
-    /// Bucket `bucket`'s role one round further: its live role given the peer's last
-    /// stage, or a replay over the peer's stages `theirs` and this party's `ours`.
-    #[allow(clippy::too_many_arguments)] // the stage, the run, the bucket, both sides' stages
-    fn advance(
-        &self,
-        k: u8,
-        seed: &RunSeed,
-        plan: &Plan,
-        job: &Job,
-        bucket: u32,
-        idx: &[u32],
-        theirs: &[Marker],
-        ours: &[Marker],
-        peer_size: u64,
-    ) -> Result<BucketRun> {
-        let peer = peer_of(self.role);
-        let i = bucket as usize;
-        let mut live = self.live.borrow_mut();
-        // A live role goes on only from the stage before this one, whose part on disk is
-        // the one it wrote: if another process ran a stage, or a marker changed, its
-        // state is not the run's, and feeding it would use its randomness on other
-        // messages. Every role then starts over by replay, checked against the disk.
-        let from_here = |role: &Live| {
-            ours.last().is_some_and(|m| m.stage == k - 1 && role.written == Some((k - 1, m.parts[i].digest.clone())))
-        };
-        if live.get(&bucket).is_some_and(|role| !from_here(role)) {
-            live.clear();
-        }
-        if let Some(role) = live.get(&bucket) {
-            let last = theirs.last().filter(|m| m.stage == k - 1);
-            let frames = match last {
-                Some(m) => self.frames_of(k, plan, peer, m, bucket)?,
-                None => Vec::new(),
-            };
-            let run = role.advance(frames);
-            if !matches!(run, Ok(BucketRun { outcome: None, .. })) {
-                live.remove(&bucket);
+    /// Runs stage `k`'s tasks: on the cluster, or by this process's worker on its items.
+    fn work(&self, seed: &RunSeed, plan: &Plan, k: u8, tasks: &[Task]) -> Result<Vec<Done>> {
+        if let Some(remote) = &self.remote {
+            let dones = remote.run(plan, k, tasks).map_err(self.at_stage(k, ""))?;
+            let same = dones.len() == tasks.len() && dones.iter().zip(tasks).all(|(d, t)| d.bucket == t.bucket);
+            if !same {
+                return Err(Error::Usage(format!("stage {k}: the executors' done files do not answer its tasks")));
             }
-            return run;
+            return Ok(dones);
         }
-        let mut inbound = Vec::new();
-        for m in theirs {
-            inbound.extend(self.frames_of(k, plan, peer, m, bucket)?);
-        }
-        let sent =
-            ours.iter().map(|m| Sent { stage: m.stage, frames: m.parts[i].items, digest: m.parts[i].digest.clone() });
-        let peer_size =
-            usize::try_from(peer_size).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
-        let items = select(self.items, idx);
-        if self.keep_alive && plan.buckets <= MAX_LIVE_BUCKETS {
-            let owned = items.iter().map(|x| x.as_ref().to_vec()).collect();
-            let (role, run) = Live::start(
-                job.clone(),
-                seed.clone(),
-                plan.clone(),
-                bucket,
-                owned,
-                peer_size,
-                inbound,
-                sent.collect(),
-            )?;
-            if run.outcome.is_none() {
-                live.insert(bucket, role);
-            }
-            return Ok(run);
-        }
-        run_bucket(job, seed, plan, bucket, &items, peer_size, inbound, sent.collect())
+        let mut worker = self.worker.borrow_mut();
+        let worker = worker.get_or_insert_with(|| {
+            let mut job = Job::new(self.settings.protocol, self.settings.operation);
+            job.key_columns = self.settings.key_columns;
+            let alive = self.keep_alive && plan.buckets <= MAX_LIVE_BUCKETS;
+            Worker::new(self.exchange.clone(), plan.clone(), seed.clone(), job, alive)
+        });
+        let buckets = self.buckets(plan);
+        tasks.iter().map(|t| worker.run(t, &select(self.items, &buckets[t.bucket as usize]))).collect()
     }
 
-    /// The receiver's result from every bucket's: delivered, then kept in `result.json`.
+    /// The receiver's result from every bucket's: delivered (here; on a cluster the rows
+    /// are where the executors kept them), then kept in `result.json`.
     fn finish(
         &self,
         k: u8,
@@ -316,21 +264,20 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         state: &ReplayState,
         deliver: &mut dyn FnMut(&Outcome) -> Result<()>,
     ) -> Result<()> {
+        let total: u64 = state.counts.iter().sum();
         let outcome = match plan.operation {
-            Operation::Cardinality => Outcome::Cardinality(state.counts.iter().sum()),
+            Operation::Cardinality => Some(Outcome::Cardinality(total)),
+            _ if self.remote.is_some() => None,
             _ => {
                 let mut all: Vec<usize> = state.matches.iter().flatten().map(|&p| p as usize).collect();
                 all.sort_unstable();
-                Outcome::Intersection(all)
+                Some(Outcome::Intersection(all))
             }
         };
-        deliver(&outcome).map_err(self.at_stage(k, "delivering the result"))?;
-        let size = match &outcome {
-            Outcome::Intersection(m) => m.len() as u64,
-            Outcome::Cardinality(c) => *c,
-            _ => 0,
-        };
-        self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size })
+        if let Some(outcome) = &outcome {
+            deliver(outcome).map_err(self.at_stage(k, "delivering the result"))?;
+        }
+        self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size: total })
     }
 }
 

@@ -158,11 +158,55 @@ pub struct Runner<'a, I> {
     /// Replayed runs: whether buckets' roles stay alive between stages
     /// ([`Runner::keep_roles_alive`]), and those that are.
     pub(super) keep_alive: bool,
-    pub(super) live: std::cell::RefCell<std::collections::BTreeMap<u32, super::replay::Live>>,
+    /// Replayed runs in this process: the worker that runs the buckets' rounds (and
+    /// keeps their live roles), made at the first round.
+    pub(super) worker: std::cell::RefCell<Option<super::work::Worker>>,
+    /// Replayed runs on a cluster: where the buckets are, instead of `items`.
+    pub(super) remote: Option<Box<dyn Remote + 'a>>,
     /// The items of each bucket, computed once per runner (every stage needs them).
     assigned: std::cell::OnceCell<Vec<Vec<u32>>>,
     /// The workdir's lock, held while the runner lives.
     _lock: std::fs::File,
+}
+
+/// Where a runner's buckets are when they are not in its process: a cluster's
+/// executors, which hold the items and run the rounds ([`super::work`]). The runner keeps
+/// the exchange key, the markers, the journal and the decisions; the remote only runs.
+pub trait Remote {
+    /// This party's item count in each of `plan`'s buckets.
+    fn bucket_sizes(&self, plan: &Plan) -> Result<Vec<u64>>;
+    /// Runs stage `stage`'s `tasks` (each bucket's role one round further) and returns
+    /// what each did, in the tasks' order.
+    fn run(&self, plan: &Plan, stage: u8, tasks: &[super::work::Task]) -> Result<Vec<super::work::Done>>;
+}
+
+impl std::fmt::Debug for dyn Remote + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Remote")
+    }
+}
+
+impl<'a> Runner<'a, Vec<u8>> {
+    /// Opens `role`'s side of a replayed run whose items are elsewhere (`remote`): `size`
+    /// distinct items with the given `fingerprint` (the caller's, of the same items at
+    /// every call). ecdh, whose stages need the items here, is refused.
+    #[allow(clippy::too_many_arguments)] // as `open`, with the items' size and fingerprint
+    pub fn open_remote(
+        settings: Settings,
+        role: Role,
+        exchange: &Path,
+        workdir: &Path,
+        (size, fingerprint): (u64, String),
+        key: ExchangeKey,
+        remote: Box<dyn Remote + 'a>,
+    ) -> Result<Self> {
+        if settings.protocol == crate::protocols::Protocol::Ecdh {
+            return Err(Error::Usage("a staged ecdh run holds its items in the runner (Runner::open)".into()));
+        }
+        let mut r = Self::start(settings, role, exchange, workdir, &[], (size, fingerprint), key)?;
+        r.remote = Some(remote);
+        Ok(r)
+    }
 }
 
 impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
@@ -175,6 +219,19 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         exchange: &Path,
         workdir: &Path,
         items: &'a [I],
+        key: ExchangeKey,
+    ) -> Result<Self> {
+        let fingerprint = input_fingerprint(items, settings.key_columns);
+        Self::start(settings, role, exchange, workdir, items, (items.len() as u64, fingerprint), key)
+    }
+
+    fn start(
+        settings: Settings,
+        role: Role,
+        exchange: &Path,
+        workdir: &Path,
+        items: &'a [I],
+        (size, fingerprint): (u64, String),
         key: ExchangeKey,
     ) -> Result<Self> {
         settings.validate()?;
@@ -192,8 +249,8 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             buckets: settings.buckets.to_string(),
             bucket_key: settings.bucket_key.as_ref().map_or("session".into(), |k| k.fingerprint()),
             exchange_key: key.fingerprint(),
-            items: items.len() as u64,
-            input: input_fingerprint(items, settings.key_columns),
+            items: size,
+            input: fingerprint,
         };
         if let Some(old) = workdir.read_json::<RunRecord>("run.json")? {
             check_record(&old, &record, workdir.root())?;
@@ -211,7 +268,8 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             record,
             attempt: hex(&attempt),
             keep_alive: false,
-            live: Default::default(),
+            worker: Default::default(),
+            remote: None,
             assigned: Default::default(),
             _lock: lock,
         })
@@ -221,6 +279,11 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     /// stage of a run: both hellos are fixed at stage 0).
     pub(super) fn buckets(&self, plan: &Plan) -> &[Vec<u32>] {
         self.assigned.get_or_init(|| assign(plan, self.items))
+    }
+
+    /// This party's number of distinct items.
+    fn size(&self) -> usize {
+        self.record.items as usize
     }
 
     /// For a caller that runs many stages with this runner (`setwise stage run`): a
@@ -352,7 +415,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     fn hello(&self) -> Result<()> {
         let seed = if self.workdir.has_seed() { self.seed()? } else { self.workdir.create_seed()? };
         self.workdir.write_json("run.json", &self.record)?;
-        let hello = self.settings.hello(self.role, self.items.len(), &seed).encode();
+        let hello = self.settings.hello(self.role, self.size(), &seed).encode();
         let path = self.exchange.hello_path(self.role);
         let info = self.exchange.write_part(
             &path,
@@ -366,7 +429,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
 
     /// Both hellos (ours recomputed, the peer's read and checked) and the plan.
     pub(super) fn plan(&self, stage: u8, seed: &RunSeed) -> Result<Plan> {
-        let ours = self.settings.hello(self.role, self.items.len(), seed);
+        let ours = self.settings.hello(self.role, self.size(), seed);
         let peer = peer_of(self.role);
         let what = format!("the {peer}'s hello (stage 0)");
         let fail = |e| self.at_stage(stage, what.clone())(e);

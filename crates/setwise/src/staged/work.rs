@@ -1,0 +1,537 @@
+//! A bucket's round apart from the runner. The runner checks the markers and decides,
+//! per bucket, which parts its role reads and re-sends (a [`Task`]); a [`Worker`] that
+//! holds the bucket's items runs the role one round further (kept alive, or replayed,
+//! [`super::replay`]) and writes its part to the exchange (a [`Done`]).
+//!
+//! In one process (`setwise stage`) the runner is its own worker. On a cluster (the Spark
+//! driver) workers run in the executors and meet the runner through files in the
+//! party's workdir, which only the party can read: the runner [`post`]s a stage's tasks,
+//! executors [`serve`] them (a task per group of buckets, kept running while the peer
+//! keeps pace, so the roles stay alive between stages) and leave a done file per bucket,
+//! which the runner [`collect`]s. The exchange key stays with the runner: workers read
+//! the peer's parts checked against the digests the runner took from its markers.
+
+use super::plan::Plan;
+use super::replay::{BucketRun, Live, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
+use super::runner::{at_named, peer_of, stage_label};
+use super::seed::RunSeed;
+use super::store::{Exchange, PartId, PartInfo, Workdir};
+use crate::error::{Deviation, Error, ErrorKind, Result};
+use crate::protocols::{Outcome, Role};
+use crate::session::Job;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// One part a bucket's role reads (the peer's) or re-sends (its own): its stage and its
+/// marker entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRef {
+    /// The stage that wrote it.
+    pub stage: u8,
+    /// What the marker says of it.
+    pub info: PartInfo,
+}
+
+/// Bucket `bucket`'s work in stage `stage`, from the runner's checks of the markers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// The stage (a round, ≥ 2).
+    pub stage: u8,
+    /// The bucket.
+    pub bucket: u32,
+    /// The peer's item count in the bucket.
+    pub peer_size: u64,
+    /// The peer's parts of the bucket so far, oldest first.
+    pub theirs: Vec<PartRef>,
+    /// This party's own parts of the bucket so far, oldest first.
+    pub ours: Vec<PartRef>,
+    /// The peer sent nothing new: the role waits, and the stage's part is empty.
+    pub wait: bool,
+}
+
+/// What a bucket's stage did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Done {
+    /// The bucket.
+    pub bucket: u32,
+    /// The part written (its marker entry).
+    pub part: PartInfo,
+    /// Whether the bucket's role ended in this stage.
+    pub ended: bool,
+    /// Receiver, intersection: the positions, in the bucket's items, it matched.
+    #[serde(default)]
+    pub matches: Vec<u32>,
+    /// Receiver: the number matched (the cardinality, or the intersection's size).
+    #[serde(default)]
+    pub count: u64,
+}
+
+/// Runs buckets' rounds on their items: the runner's own (in one process), or an
+/// executor's (on a cluster).
+#[derive(Debug)]
+pub struct Worker {
+    exchange: Exchange,
+    plan: Plan,
+    seed: RunSeed,
+    job: Job,
+    keep_alive: bool,
+    live: BTreeMap<u32, Live>,
+}
+
+impl Worker {
+    /// A worker of `plan` writing to `exchange` (no key is needed to write parts). With
+    /// `keep_alive`, each bucket's role stays running between stages.
+    pub fn new(exchange: Exchange, plan: Plan, seed: RunSeed, job: Job, keep_alive: bool) -> Self {
+        Self { exchange, plan, seed, job, keep_alive, live: BTreeMap::new() }
+    }
+
+    fn at(&self, stage: u8, what: impl Into<String>) -> impl FnOnce(Error) -> Error {
+        at_named(stage, stage_label(self.job.protocol.name(), stage), self.plan.role, what)
+    }
+
+    /// Runs `task` on the bucket's `items` (always in the same order) and writes its part.
+    pub fn run<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, items: &[I]) -> Result<Done> {
+        let (k, bucket) = (task.stage, task.bucket);
+        if bucket >= self.plan.buckets || k < 2 {
+            return Err(Error::Usage(format!("stage {k}, bucket {bucket}: not a round of this run")));
+        }
+        let run = if task.wait {
+            BucketRun { fresh: Vec::new(), outcome: None }
+        } else {
+            self.advance(task, items).map_err(self.at(k, format!("bucket {bucket}")))?
+        };
+        let role = self.plan.role;
+        let path = self.exchange.part_path(k, role, bucket);
+        let id = PartId { stage: k, role, part: bucket };
+        let part = self
+            .exchange
+            .write_part(&path, self.plan.session, id, &encode_frames(&run.fresh), run.fresh.len())
+            .map_err(self.at(k, ""))?;
+        if let Some(live) = self.live.get_mut(&bucket) {
+            live.written = Some((k, part.digest.clone()));
+        }
+        let (ended, matches, count) = match run.outcome {
+            None => (false, Vec::new(), 0),
+            Some(Outcome::Intersection(m)) => {
+                let m: Vec<u32> = m.into_iter().map(|p| p as u32).collect();
+                let n = m.len() as u64;
+                (true, m, n)
+            }
+            Some(Outcome::Cardinality(c)) => (true, Vec::new(), c),
+            Some(Outcome::Nothing) if role == Role::Sender => (true, Vec::new(), 0),
+            Some(other) => return Err(Error::Usage(format!("a staged {role} cannot keep an outcome {other:?}"))),
+        };
+        Ok(Done { bucket, part, ended, matches, count })
+    }
+
+    /// The frames of the part `r` of `from` in `bucket`, read and checked against its
+    /// marker entry.
+    fn frames_of(&self, k: u8, from: Role, bucket: u32, r: &PartRef) -> Result<Vec<Vec<u8>>> {
+        let whose = if from == self.plan.role { "this party's own".to_string() } else { format!("the {from}'s") };
+        let fail = self.at(k, format!("{whose} stage {} message, bucket {bucket}", r.stage));
+        (|| {
+            if r.info.bytes > max_part_bytes(r.info.items) {
+                return Err(Deviation::StagedMessage {
+                    why: format!("{} bytes cannot hold {} frames", r.info.bytes, r.info.items),
+                }
+                .into());
+            }
+            let path = self.exchange.part_path(r.stage, from, bucket);
+            let id = PartId { stage: r.stage, role: from, part: bucket };
+            let bytes = self.exchange.read_part(&path, &r.info, self.plan.session, id)?;
+            Ok(decode_frames(&bytes, r.info.items)?)
+        })()
+        .map_err(fail)
+    }
+
+    /// The bucket's role one round further: its live role given the peer's last part,
+    /// or a replay over all of them.
+    fn advance<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, items: &[I]) -> Result<BucketRun> {
+        let (k, bucket) = (task.stage, task.bucket);
+        let peer = peer_of(self.plan.role);
+        // A live role goes on only from the stage before this one, whose part on disk is
+        // the one it wrote: if another process ran a stage, or a marker changed, its
+        // state is not the run's, and feeding it would use its randomness on other
+        // messages. Every role then starts over by replay, checked against the disk.
+        let from_here = |role: &Live| {
+            task.ours.last().is_some_and(|r| r.stage == k - 1 && role.written == Some((k - 1, r.info.digest.clone())))
+        };
+        if self.live.get(&bucket).is_some_and(|role| !from_here(role)) {
+            self.live.clear();
+        }
+        if let Some(role) = self.live.get(&bucket) {
+            let frames = match task.theirs.last().filter(|r| r.stage == k - 1) {
+                Some(r) => self.frames_of(k, peer, bucket, r)?,
+                None => Vec::new(),
+            };
+            let run = role.advance(frames);
+            if !matches!(run, Ok(BucketRun { outcome: None, .. })) {
+                self.live.remove(&bucket);
+            }
+            return run;
+        }
+        let mut inbound = Vec::new();
+        for r in &task.theirs {
+            inbound.extend(self.frames_of(k, peer, bucket, r)?);
+        }
+        let sent: Vec<Sent> = task
+            .ours
+            .iter()
+            .map(|r| Sent { stage: r.stage, frames: r.info.items, digest: r.info.digest.clone() })
+            .collect();
+        let peer_size =
+            usize::try_from(task.peer_size).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
+        if self.keep_alive {
+            let owned = items.iter().map(|x| x.as_ref().to_vec()).collect();
+            let (role, run) = Live::start(
+                self.job.clone(),
+                self.seed.clone(),
+                self.plan.clone(),
+                bucket,
+                owned,
+                peer_size,
+                inbound,
+                sent,
+            )?;
+            if run.outcome.is_none() {
+                self.live.insert(bucket, role);
+            }
+            return Ok(run);
+        }
+        run_bucket(&self.job, &self.seed, &self.plan, bucket, items, peer_size, inbound, sent)
+    }
+}
+
+/// Where a stage's tasks and done files are kept in the workdir.
+fn round_dir(workdir: &Workdir, stage: u8) -> PathBuf {
+    workdir.root().join("rounds").join(format!("stage-{stage}"))
+}
+
+fn tasks_name(stage: u8) -> String {
+    format!("rounds/stage-{stage}/tasks.json")
+}
+
+fn done_name(stage: u8, bucket: u32) -> String {
+    format!("rounds/stage-{stage}/bucket-{bucket:05}.done.json")
+}
+
+fn error_name(stage: u8, bucket: u32) -> String {
+    format!("rounds/stage-{stage}/bucket-{bucket:05}.error.json")
+}
+
+/// A worker's failure as its error file keeps it: whose fault, and the message.
+#[derive(Debug, Serialize, Deserialize)]
+struct Failure {
+    peer: bool,
+    network: bool,
+    message: String,
+}
+
+/// The runner, on a cluster: publishes stage `stage`'s tasks for the executors (and
+/// clears the error files an earlier attempt at the stage left).
+pub fn post(workdir: &Workdir, stage: u8, tasks: &[Task]) -> Result<()> {
+    let dir = round_dir(workdir, stage);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
+    for t in tasks {
+        let path = workdir.root().join(error_name(stage, t.bucket));
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|e| Error::file(&path, e))?;
+        }
+    }
+    workdir.write_json(&tasks_name(stage), &tasks)
+}
+
+/// The runner, on a cluster: what the executors did with stage `stage`'s `tasks`, once
+/// every one is done (None before); a worker's failure comes back as the error it was.
+pub fn collect(workdir: &Workdir, stage: u8, tasks: &[Task]) -> Result<Option<Vec<Done>>> {
+    let mut dones = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        if let Some(f) = workdir.read_json::<Failure>(&error_name(stage, t.bucket))? {
+            let kind = match (f.peer, f.network) {
+                (true, _) => ErrorKind::Peer,
+                (_, true) => ErrorKind::Network,
+                _ => ErrorKind::Local,
+            };
+            return Err(Error::Worker { kind, message: f.message });
+        }
+        match workdir.read_json::<Done>(&done_name(stage, t.bucket))? {
+            Some(d) if d.bucket == t.bucket => dones.push(d),
+            Some(_) => {
+                return Err(Error::damaged(
+                    &workdir.root().join(done_name(stage, t.bucket)),
+                    "the done file of another bucket",
+                ));
+            }
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(dones))
+}
+
+/// Why [`serve`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// Every bucket it holds ended.
+    Ended,
+    /// No tasks came for `linger`: the peer is slow, and the executor is given back (a
+    /// later stage starts the roles again by replay).
+    Lingered,
+}
+
+/// An executor's part of a cluster run: runs, stage after stage, the tasks the runner
+/// posts for the buckets it holds (`items`: each bucket's items in a fixed order), its
+/// roles kept alive between stages, until they end or no task comes for `linger`. The
+/// receiver's `matched` is told each bucket's matched positions when it ends (to keep
+/// the rows; before the done file, so no outcome is lost). A failure is also left in an
+/// error file, where the runner finds it.
+pub fn serve<I: AsRef<[u8]> + Sync>(
+    workdir: &Workdir,
+    worker: &mut Worker,
+    items: &BTreeMap<u32, Vec<I>>,
+    linger: Duration,
+    matched: &mut dyn FnMut(u32, &[u32]) -> Result<()>,
+) -> Result<Served> {
+    let mut ended = BTreeSet::new();
+    let mut stage = 2u8;
+    while ended.len() < items.len() {
+        let Some(tasks) = wait_for_tasks(workdir, stage, linger)? else { return Ok(Served::Lingered) };
+        for t in tasks.iter().filter(|t| items.contains_key(&t.bucket)) {
+            if let Some(d) = workdir.read_json::<Done>(&done_name(stage, t.bucket))? {
+                if d.ended {
+                    ended.insert(t.bucket);
+                }
+                continue;
+            }
+            let done = worker.run(t, &items[&t.bucket]).and_then(|d| {
+                if d.ended && worker.plan.role == Role::Receiver {
+                    matched(d.bucket, &d.matches)?;
+                }
+                Ok(d)
+            });
+            let mut done = match done {
+                Ok(d) => d,
+                Err(e) => {
+                    let f = Failure {
+                        peer: e.kind() == ErrorKind::Peer,
+                        network: e.kind() == ErrorKind::Network,
+                        message: e.to_string(),
+                    };
+                    let _ = workdir.write_json(&error_name(stage, t.bucket), &f);
+                    return Err(e);
+                }
+            };
+            done.matches.clear(); // kept by `matched`; the runner needs the count
+            workdir.write_json(&done_name(stage, t.bucket), &done)?;
+            if done.ended {
+                ended.insert(t.bucket);
+            }
+        }
+        stage = stage.checked_add(1).ok_or_else(|| Error::Usage("too many stages".into()))?;
+    }
+    Ok(Served::Ended)
+}
+
+/// Stage `stage`'s tasks once the runner posted them, looking more slowly as the wait
+/// grows (5 ms up to 200 ms); None after `linger`.
+fn wait_for_tasks(workdir: &Workdir, stage: u8, linger: Duration) -> Result<Option<Vec<Task>>> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if let Some(t) = workdir.read_json::<Vec<Task>>(&tasks_name(stage))? {
+            return Ok(Some(t));
+        }
+        if start.elapsed() >= linger {
+            return Ok(None);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocols::{Operation, Protocol};
+    use crate::staged::ExchangeKey;
+    use crate::staged::plan::{Buckets, Settings};
+    use crate::staged::runner::{Remote, Runner, Step};
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+    use std::sync::mpsc::{Receiver, channel};
+
+    /// A cluster in threads: `groups` executors, each serving the buckets ≡ its index,
+    /// started when a stage needs them and again after they linger out (replaying).
+    struct Threads {
+        exchange: PathBuf,
+        workdir: Workdir,
+        items: Vec<String>,
+        groups: u32,
+        linger: Duration,
+        running: RefCell<Vec<Receiver<Result<Served>>>>,
+        starts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        matched: std::sync::Arc<std::sync::Mutex<BTreeSet<String>>>,
+    }
+
+    impl Remote for Threads {
+        fn bucket_sizes(&self, plan: &Plan) -> Result<Vec<u64>> {
+            let mut n = vec![0u64; plan.buckets as usize];
+            self.items.iter().for_each(|x| n[plan.bucket_of(x.as_bytes()) as usize] += 1);
+            Ok(n)
+        }
+
+        fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> Result<Vec<Done>> {
+            post(&self.workdir, stage, tasks)?;
+            loop {
+                if let Some(d) = collect(&self.workdir, stage, tasks)? {
+                    return Ok(d);
+                }
+                let mut running = self.running.borrow_mut();
+                running.retain(|rx| match rx.try_recv() {
+                    Ok(_) => false, // a failure is in its error file
+                    Err(std::sync::mpsc::TryRecvError::Empty) => true,
+                    Err(_) => false,
+                });
+                if running.is_empty() {
+                    self.starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    for g in 0..self.groups {
+                        running.push(self.executor(plan, g));
+                    }
+                }
+                drop(running);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+
+    impl Threads {
+        fn executor(&self, plan: &Plan, g: u32) -> Receiver<Result<Served>> {
+            let mut items: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+            for b in (g..plan.buckets).step_by(self.groups as usize) {
+                items.insert(b, Vec::new());
+            }
+            for x in &self.items {
+                if let Some(v) = items.get_mut(&plan.bucket_of(x.as_bytes())) {
+                    v.push(x.as_bytes().to_vec());
+                }
+            }
+            items.values_mut().for_each(|v| v.sort());
+            let (workdir, plan, linger) = (self.workdir.clone(), plan.clone(), self.linger);
+            let exchange = Exchange::unauthenticated(&self.exchange);
+            let matched = self.matched.clone();
+            let (tx, rx) = channel();
+            std::thread::spawn(move || {
+                let seed = workdir.read_seed().unwrap();
+                let job = Job::new(Protocol::Vole, Operation::Intersection);
+                let mut worker = Worker::new(exchange, plan, seed, job, true);
+                let mut keep = |b: u32, m: &[u32]| {
+                    let mut all = matched.lock().unwrap();
+                    all.extend(m.iter().map(|&p| String::from_utf8(items[&b][p as usize].clone()).unwrap()));
+                    Ok(())
+                };
+                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, &mut keep));
+            });
+            rx
+        }
+    }
+
+    fn items(range: std::ops::Range<usize>) -> Vec<String> {
+        range.map(|i| format!("item-{i}")).collect()
+    }
+
+    /// The receiver on a "cluster" of two executors, the sender in one process: the
+    /// matched rows are the plain intersection, whether the executors keep their roles
+    /// alive through the run or linger out between stages and replay.
+    fn remote_run(dir: &Path, linger: Duration) -> (BTreeSet<String>, usize) {
+        let (x, y) = (items(0..400), items(250..700));
+        let (r, s, matched, starts) = parties(dir, linger, &x, &y);
+        let mut finished = (false, false);
+        for _ in 0..40 {
+            finished.0 |= r.step(&mut |_| panic!("the rows are the executors'")).unwrap() == Step::Finished;
+            finished.1 |= s.step(&mut |_| Ok(())).unwrap() == Step::Finished;
+            if finished == (true, true) {
+                let got = matched.lock().unwrap().clone();
+                let want: BTreeSet<String> = y.iter().filter(|i| x.contains(i)).cloned().collect();
+                assert_eq!(got, want);
+                let result: crate::staged::runner::RunResult =
+                    Workdir::create(&dir.join("r")).unwrap().read_json("result.json").unwrap().unwrap();
+                assert_eq!(result.size, want.len() as u64);
+                return (got, starts.load(std::sync::atomic::Ordering::SeqCst));
+            }
+        }
+        panic!("no end after 40 steps");
+    }
+
+    type Parties<'a> = (
+        Runner<'a, Vec<u8>>,
+        Runner<'a, String>,
+        std::sync::Arc<std::sync::Mutex<BTreeSet<String>>>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    );
+
+    /// The receiver on two executors (threads), the sender in one process.
+    fn parties<'a>(dir: &Path, linger: Duration, x: &'a [String], y: &[String]) -> Parties<'a> {
+        let key = ExchangeKey::from_bytes([9; 32]);
+        let settings =
+            Settings { buckets: Buckets::Fixed(3), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let ex = dir.join("exchange");
+        let threads = Threads {
+            exchange: ex.clone(),
+            workdir: Workdir::create(&dir.join("r")).unwrap(),
+            items: y.to_vec(),
+            groups: 2,
+            linger,
+            running: Default::default(),
+            starts: Default::default(),
+            matched: Default::default(),
+        };
+        let fingerprint = (y.len() as u64, "the caller's".to_string());
+        let (matched, starts) = (threads.matched.clone(), threads.starts.clone());
+        let r = Runner::open_remote(
+            settings.clone(),
+            Role::Receiver,
+            &ex,
+            &dir.join("r"),
+            fingerprint,
+            key.clone(),
+            Box::new(threads),
+        )
+        .unwrap();
+        let mut s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key).unwrap();
+        s.keep_roles_alive();
+        (r, s, matched, starts)
+    }
+
+    #[test]
+    fn a_cluster_runner_matches_the_plain_sets_with_live_or_lingering_executors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, starts) = remote_run(dir.path(), Duration::from_secs(30));
+        assert_eq!(starts, 1, "executors kept pace: started once");
+        let dir = tempfile::tempdir().unwrap();
+        let (_, starts) = remote_run(dir.path(), Duration::from_millis(1));
+        assert!(starts > 1, "executors that linger out are started again, and replay");
+    }
+
+    #[test]
+    fn an_executors_refusal_of_a_damaged_peer_part_comes_back_by_name_and_aborts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..200), items(100..300));
+        let (r, s, _, _) = parties(dir.path(), Duration::from_secs(30), &x, &y);
+        let mut none = |_: &Outcome| Ok(());
+        for _ in 0..4 {
+            r.step(&mut none).unwrap();
+            s.step(&mut none).unwrap();
+        }
+        let part = dir.path().join("exchange/stage-3/sender/part-00001.bin");
+        let mut bytes = std::fs::read(&part).unwrap();
+        *bytes.last_mut().expect("the sender's round sends something") ^= 1;
+        std::fs::write(&part, &bytes).unwrap();
+        let e = r.step(&mut none).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("the sender's stage 3 message, bucket 1") && text.contains("digest"), "{text}");
+        assert_eq!(e.kind(), ErrorKind::Peer, "{text}");
+        assert!(dir.path().join("exchange/abort-receiver.json").exists(), "the sender is told");
+    }
+}

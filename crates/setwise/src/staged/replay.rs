@@ -44,9 +44,9 @@ pub const MAX_STAGES: u8 = 64;
 pub const MAX_FRAME: usize = DEFAULT_MAX_FRAME;
 
 /// One part's bytes: each frame after its length as a little-endian `u32`.
-pub fn encode_frames(frames: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(frames.iter().map(|f| f.len() + 4).sum());
-    for f in frames {
+pub fn encode_frames<F: AsRef<[u8]>>(frames: &[F]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frames.iter().map(|f| f.as_ref().len() + 4).sum());
+    for f in frames.iter().map(AsRef::as_ref) {
         out.extend_from_slice(&(f.len() as u32).to_le_bytes());
         out.extend_from_slice(f);
     }

@@ -611,6 +611,20 @@ impl Workdir {
         }
     }
 
+    /// Reads the workdir's file `name` (a path below it), if present, at most `max` bytes.
+    pub fn read_bytes(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        read_own_file(&self.root.join(name), max)
+    }
+
+    /// Writes the workdir's file `name` (atomically, mode 0600), creating its directory.
+    pub fn write_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.root.join(name);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
+        }
+        write_atomic(&path, bytes, true).map_err(|e| Error::file(&path, e))
+    }
+
     /// Writes the workdir's JSON file `name` (atomically, mode 0600).
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
         let path = self.root.join(name);

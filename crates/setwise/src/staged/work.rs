@@ -16,12 +16,14 @@ use super::replay::{BucketRun, Live, Sent, decode_frames, encode_frames, max_par
 use super::runner::{at_named, peer_of, stage_label};
 use super::seed::RunSeed;
 use super::store::{Exchange, PartId, PartInfo, Workdir};
+use super::plan::Settings;
 use crate::error::{Deviation, Error, ErrorKind, Result};
+use crate::io::hex;
 use crate::protocols::{Outcome, Role};
-use crate::session::Job;
+use crate::session::{Hello, Job, MAX_HELLO_FRAME};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// One part a bucket's role reads (the peer's) or re-sends (its own): its stage and its
@@ -85,6 +87,30 @@ impl Worker {
     /// `keep_alive`, each bucket's role stays running between stages.
     pub fn new(exchange: Exchange, plan: Plan, seed: RunSeed, job: Job, keep_alive: bool) -> Self {
         Self { exchange, plan, seed, job, keep_alive, live: BTreeMap::new() }
+    }
+
+    /// An executor's worker (roles kept alive) for `role`'s side of the run with these
+    /// `settings` and `size` items: the plan rebuilt from both hellos (this party's from
+    /// the seed in `workdir`, the peer's from the exchange) and checked to be the one the
+    /// runner agreed, whose session id is `session` (hexadecimal).
+    pub fn open(settings: &Settings, role: Role, size: usize, exchange: &Path, workdir: &Workdir, session: &str) -> Result<Self> {
+        let seed = workdir.read_seed()?;
+        let exchange = Exchange::unauthenticated(exchange);
+        let ours = settings.hello(role, size, &seed);
+        let path = exchange.hello_path(peer_of(role));
+        let theirs = exchange.read_file(&path, MAX_HELLO_FRAME as u64)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
+        let plan = Plan::agree(settings, &ours, &Hello::decode(&theirs)?)?;
+        if hex(&plan.session.0) != session {
+            return Err(Error::damaged(&path, "not the hello the runner agreed on (replaced since)"));
+        }
+        let mut job = Job::new(settings.protocol, settings.operation);
+        job.key_columns = settings.key_columns;
+        Ok(Self::new(exchange, plan, seed, job, true))
+    }
+
+    /// This worker's plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     fn at(&self, stage: u8, what: impl Into<String>) -> impl FnOnce(Error) -> Error {
@@ -217,6 +243,23 @@ fn done_name(stage: u8, bucket: u32) -> String {
     format!("rounds/stage-{stage}/bucket-{bucket:05}.done.json")
 }
 
+fn matches_name(bucket: u32) -> String {
+    format!("rounds/matches/bucket-{bucket:05}.bin")
+}
+
+/// Most bytes of a bucket's matched items that [`read_matches`] reads.
+const MAX_MATCHES_BYTES: u64 = 1 << 36;
+
+/// The receiver on a cluster: the items bucket `bucket` matched, as [`serve`] kept them
+/// (empty if it matched none).
+pub fn read_matches(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
+    let name = matches_name(bucket);
+    let Some(bytes) = workdir.read_bytes(&name, MAX_MATCHES_BYTES)? else { return Ok(Vec::new()) };
+    let (count, body) = bytes.split_at_checked(8).ok_or_else(|| Error::damaged(&workdir.root().join(&name), "truncated"))?;
+    let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
+    decode_frames(body, count).map_err(|e| Error::damaged(&workdir.root().join(&name), e.to_string()))
+}
+
 fn error_name(stage: u8, bucket: u32) -> String {
     format!("rounds/stage-{stage}/bucket-{bucket:05}.error.json")
 }
@@ -283,15 +326,14 @@ pub enum Served {
 /// An executor's part of a cluster run: runs, stage after stage, the tasks the runner
 /// posts for the buckets it holds (`items`: each bucket's items in a fixed order), its
 /// roles kept alive between stages, until they end or no task comes for `linger`. The
-/// receiver's `matched` is told each bucket's matched positions when it ends (to keep
-/// the rows; before the done file, so no outcome is lost). A failure is also left in an
-/// error file, where the runner finds it.
+/// receiver's matched items are kept per bucket when it ends ([`read_matches`]; before
+/// the done file, so no outcome is lost). A failure is also left in an error file, where
+/// the runner finds it.
 pub fn serve<I: AsRef<[u8]> + Sync>(
     workdir: &Workdir,
     worker: &mut Worker,
     items: &BTreeMap<u32, Vec<I>>,
     linger: Duration,
-    matched: &mut dyn FnMut(u32, &[u32]) -> Result<()>,
 ) -> Result<Served> {
     let mut ended = BTreeSet::new();
     let mut stage = 2u8;
@@ -304,9 +346,13 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
                 }
                 continue;
             }
-            let done = worker.run(t, &items[&t.bucket]).and_then(|d| {
-                if d.ended && worker.plan.role == Role::Receiver {
-                    matched(d.bucket, &d.matches)?;
+            let own = &items[&t.bucket];
+            let done = worker.run(t, own).and_then(|d| {
+                if d.ended && worker.plan.role == Role::Receiver && !d.matches.is_empty() {
+                    let hits: Vec<&[u8]> = d.matches.iter().map(|&p| own[p as usize].as_ref()).collect();
+                    let mut bytes = (hits.len() as u64).to_le_bytes().to_vec();
+                    bytes.extend(encode_frames(&hits));
+                    workdir.write_bytes(&matches_name(d.bucket), &bytes)?;
                 }
                 Ok(d)
             });
@@ -322,7 +368,7 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
                     return Err(e);
                 }
             };
-            done.matches.clear(); // kept by `matched`; the runner needs the count
+            done.matches.clear(); // kept in its file; the runner needs the count
             workdir.write_json(&done_name(stage, t.bucket), &done)?;
             if done.ended {
                 ended.insert(t.bucket);
@@ -372,7 +418,8 @@ mod tests {
         linger: Duration,
         running: RefCell<Vec<Receiver<Result<Served>>>>,
         starts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-        matched: std::sync::Arc<std::sync::Mutex<BTreeSet<String>>>,
+        settings: Settings,
+        session: RefCell<String>,
     }
 
     impl Remote for Threads {
@@ -383,6 +430,7 @@ mod tests {
         }
 
         fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> Result<Vec<Done>> {
+            *self.session.borrow_mut() = hex(&plan.session.0);
             post(&self.workdir, stage, tasks)?;
             loop {
                 if let Some(d) = collect(&self.workdir, stage, tasks)? {
@@ -418,20 +466,12 @@ mod tests {
                 }
             }
             items.values_mut().for_each(|v| v.sort());
-            let (workdir, plan, linger) = (self.workdir.clone(), plan.clone(), self.linger);
-            let exchange = Exchange::unauthenticated(&self.exchange);
-            let matched = self.matched.clone();
+            let (workdir, linger, exchange) = (self.workdir.clone(), self.linger, self.exchange.clone());
+            let (settings, size, session) = (self.settings.clone(), self.items.len(), self.session.borrow().clone());
             let (tx, rx) = channel();
             std::thread::spawn(move || {
-                let seed = workdir.read_seed().unwrap();
-                let job = Job::new(Protocol::Vole, Operation::Intersection);
-                let mut worker = Worker::new(exchange, plan, seed, job, true);
-                let mut keep = |b: u32, m: &[u32]| {
-                    let mut all = matched.lock().unwrap();
-                    all.extend(m.iter().map(|&p| String::from_utf8(items[&b][p as usize].clone()).unwrap()));
-                    Ok(())
-                };
-                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, &mut keep));
+                let mut worker = Worker::open(&settings, Role::Receiver, size, &exchange, &workdir, &session).unwrap();
+                let _ = tx.send(serve(&workdir, &mut worker, &items, linger));
             });
             rx
         }
@@ -446,13 +486,17 @@ mod tests {
     /// alive through the run or linger out between stages and replay.
     fn remote_run(dir: &Path, linger: Duration) -> (BTreeSet<String>, usize) {
         let (x, y) = (items(0..400), items(250..700));
-        let (r, s, matched, starts) = parties(dir, linger, &x, &y);
+        let (r, s, starts) = parties(dir, linger, &x, &y);
         let mut finished = (false, false);
         for _ in 0..40 {
             finished.0 |= r.step(&mut |_| panic!("the rows are the executors'")).unwrap() == Step::Finished;
             finished.1 |= s.step(&mut |_| Ok(())).unwrap() == Step::Finished;
             if finished == (true, true) {
-                let got = matched.lock().unwrap().clone();
+                let w = Workdir::create(&dir.join("r")).unwrap();
+                let got: BTreeSet<String> = (0..3)
+                    .flat_map(|b| read_matches(&w, b).unwrap())
+                    .map(|x| String::from_utf8(x).unwrap())
+                    .collect();
                 let want: BTreeSet<String> = y.iter().filter(|i| x.contains(i)).cloned().collect();
                 assert_eq!(got, want);
                 let result: crate::staged::runner::RunResult =
@@ -464,12 +508,7 @@ mod tests {
         panic!("no end after 40 steps");
     }
 
-    type Parties<'a> = (
-        Runner<'a, Vec<u8>>,
-        Runner<'a, String>,
-        std::sync::Arc<std::sync::Mutex<BTreeSet<String>>>,
-        std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    );
+    type Parties<'a> = (Runner<'a, Vec<u8>>, Runner<'a, String>, std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
     /// The receiver on two executors (threads), the sender in one process.
     fn parties<'a>(dir: &Path, linger: Duration, x: &'a [String], y: &[String]) -> Parties<'a> {
@@ -485,10 +524,11 @@ mod tests {
             linger,
             running: Default::default(),
             starts: Default::default(),
-            matched: Default::default(),
+            settings: settings.clone(),
+            session: Default::default(),
         };
         let fingerprint = (y.len() as u64, "the caller's".to_string());
-        let (matched, starts) = (threads.matched.clone(), threads.starts.clone());
+        let starts = threads.starts.clone();
         let r = Runner::open_remote(
             settings.clone(),
             Role::Receiver,
@@ -501,7 +541,7 @@ mod tests {
         .unwrap();
         let mut s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key).unwrap();
         s.keep_roles_alive();
-        (r, s, matched, starts)
+        (r, s, starts)
     }
 
     #[test]
@@ -518,7 +558,7 @@ mod tests {
     fn an_executors_refusal_of_a_damaged_peer_part_comes_back_by_name_and_aborts() {
         let dir = tempfile::tempdir().unwrap();
         let (x, y) = (items(0..200), items(100..300));
-        let (r, s, _, _) = parties(dir.path(), Duration::from_secs(30), &x, &y);
+        let (r, s, _) = parties(dir.path(), Duration::from_secs(30), &x, &y);
         let mut none = |_: &Outcome| Ok(());
         for _ in 0..4 {
             r.step(&mut none).unwrap();

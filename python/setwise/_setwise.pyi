@@ -169,3 +169,52 @@ class StagedPlan:
 
 def staged_split_values(values: bytes, n: int) -> list[tuple[int, bytes]]: ...
 def staged_count_matches(sender: list[bytes], own: list[bytes]) -> int: ...
+
+class StagedDriver:
+    """A replayed staged run's driver on a cluster: the library's runner, its buckets in
+    the executors (reached through `remote`: `bucket_sizes(session)` and
+    `run(stage, session, ready)`)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        protocol: str,
+        operation: str,
+        key_columns: int,
+        buckets: str,
+        bucket_key: str | None,
+        role_name: str,
+        exchange: str,
+        workdir: str,
+        exchange_key: bytes,
+        size: int,
+        fingerprint: str,
+        remote: Any,
+    ) -> None: ...
+    def step(self) -> tuple[str, int, str]: ...
+    def stage_label(self, n: int) -> str: ...
+    def result_size(self) -> int | None: ...
+
+class StagedWorker:
+    """An executor's worker of a replayed staged run (pickles as settings and paths)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        protocol: str,
+        operation: str,
+        key_columns: int,
+        buckets: str,
+        bucket_key: str | None,
+        role_name: str,
+        size: int,
+        exchange: str,
+        workdir: str,
+        session: str,
+    ) -> None: ...
+    def buckets(self) -> int: ...
+    def bucket_of(self, items: Any) -> bytes: ...
+    def serve(self, buckets: list[tuple[int, bytes]], linger: float) -> str: ...
+
+def staged_pack(items: Any) -> bytes: ...
+def staged_read_matches(workdir: str, bucket: int) -> list[bytes]: ...

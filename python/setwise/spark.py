@@ -898,6 +898,7 @@ def run(
     exchange_key: str | bytes | None = None,
     timeout: float = 86_400.0,
     poll: float = 2.0,
+    linger: float = 60.0,
 ) -> DataFrame | int | None:
     """Runs this organisation's side of a staged run. Returns, for the receiver, its
     matching rows of `df` as a DataFrame (`intersection`) or their number as an int
@@ -906,8 +907,12 @@ def run(
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
     - `role`: ``"receiver"`` (learns the matching rows) or ``"sender"``.
-    - `protocol`: ``"ecdh"`` (the only one staged on Spark so far; the CLI's
-      ``setwise stage`` also runs vole, mqrpmt and compact).
+    - `protocol`: ``"ecdh"`` (its own stages: the exchange may be on any storage Spark
+      writes), or one the runner replays (``"vole"``: intersection; ``"mqrpmt"``:
+      intersection, cardinality; ``"compact"``: intersection), as ``setwise stage`` runs
+      them. These run in one Spark job whose tasks keep each bucket's role alive between
+      stages; the exchange and the workdir must then be paths every executor mounts at
+      the same place.
     - `exchange`: the location both organisations read and write (one per run), any
       path Spark can write (``file:``, ``hdfs:``, ``s3a:``, ``gs:``).
     - `workdir`: this organisation's private location for the run (seed, journal, result).
@@ -922,6 +927,9 @@ def run(
       makes one. It stays on the driver.
     - `timeout`: seconds to wait for the peer's markers between stages; `poll`: the
       longest pause between looks.
+    - `linger` (replayed protocols): seconds the executors wait for the next stage
+      before they give their slots back (the next stage then starts them again, and
+      they replay the run so far).
 
     Finished stages (those with their marker in the exchange) are skipped, so calling it
     again after a failure resumes the run. Progress goes to the ``setwise.spark`` logger.
@@ -929,14 +937,9 @@ def run(
     damaged or missing peer message, naming the stage and the bucket; a mismatch; an
     abort), :class:`setwise.NetworkError` (the wait timed out).
     """
-    if protocol != "ecdh":
-        raise InputError(
-            f"protocol {protocol}: on Spark, staged runs exist for ecdh only so far; "
-            "vole, mqrpmt and compact run staged from the CLI (setwise stage, docs/scale-out.md)"
-        )
     if role not in STAGES:
         raise InputError(f"role '{role}': receiver or sender")
-    if operation not in ("intersection", "cardinality"):
+    if protocol == "ecdh" and operation not in ("intersection", "cardinality"):
         raise InputError(f"operation {operation}: staged ecdh runs intersection or cardinality")
     if not exchange or not workdir:
         raise InputError("exchange= and workdir= are both needed (and must differ)")
@@ -953,7 +956,7 @@ def run(
     )
     staged_exchange_key_fingerprint(xkey)  # refuses a malformed key before anything runs
     rid = run_id or exchange.rstrip("/").rsplit("/", 1)[-1]
-    return _Run(
+    base = _Run(
         spark=spark,
         df=df,
         key=key,
@@ -967,4 +970,9 @@ def run(
         exchange_key=bytes(xkey),
         timeout=timeout,
         poll=poll,
-    ).go()
+    )
+    if protocol == "ecdh":
+        return base.go()
+    from ._spark_rounds import _Rounds
+
+    return _Rounds(base, protocol, linger).go()

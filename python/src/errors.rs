@@ -35,6 +35,7 @@ pub fn to_py(e: setwise::Error) -> PyErr {
     let msg = explain(&e);
     match e {
         setwise::Error::Net { .. } => NetworkError::new_err(msg),
+        e if e.kind() == setwise::error::ErrorKind::Network => NetworkError::new_err(msg),
         e if e.is_local() => InputError::new_err(msg),
         _ => PeerError::new_err(msg),
     }

@@ -4,6 +4,7 @@
 //! Python objects.
 
 mod authorized;
+mod cluster;
 mod db;
 mod errors;
 mod keys;
@@ -30,6 +31,10 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::serve, m)?)?;
     m.add_function(wrap_pyfunction!(steps::ecdh_respond, m)?)?;
     m.add_class::<staged::StagedPlan>()?;
+    m.add_class::<cluster::StagedDriver>()?;
+    m.add_class::<cluster::StagedWorker>()?;
+    m.add_function(wrap_pyfunction!(cluster::staged_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::staged_read_matches, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_hello, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_new_seed, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_fingerprint, m)?)?;

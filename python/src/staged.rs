@@ -31,7 +31,7 @@ use setwise::{Operation, Protocol, Role};
 /// What a part's marker entry says of it: (items, bytes, digest in hex).
 type Info = (u64, u64, String);
 
-fn role(name: &str) -> PyResult<Role> {
+pub fn role(name: &str) -> PyResult<Role> {
     match name {
         "sender" => Ok(Role::Sender),
         "receiver" => Ok(Role::Receiver),
@@ -51,16 +51,30 @@ fn settings(
     buckets: &str,
     bucket_key: Option<&str>,
 ) -> PyResult<Settings> {
+    settings_for(run_id, "ecdh", operation, key_columns, buckets, bucket_key)
+}
+
+/// A staged run's settings from their names; refused as `Settings::validate` refuses
+/// them (a protocol or operation that cannot be staged, naming those that can).
+pub fn settings_for(
+    run_id: &str,
+    protocol: &str,
+    operation: &str,
+    key_columns: usize,
+    buckets: &str,
+    bucket_key: Option<&str>,
+) -> PyResult<Settings> {
+    let protocol: Protocol = protocol.parse().map_err(input_error)?;
     let operation: Operation = operation.parse().map_err(input_error)?;
     let buckets: Buckets = buckets.parse().map_err(input_error)?;
     let bucket_key = bucket_key.map(BucketKey::from_hex).transpose().map_err(to_py)?;
-    let s = Settings { key_columns, buckets, bucket_key, ..Settings::new(run_id, Protocol::Ecdh, operation) };
+    let s = Settings { key_columns, buckets, bucket_key, ..Settings::new(run_id, protocol, operation) };
     s.validate().map_err(to_py)?;
     Ok(s)
 }
 
 /// The byte values of an Arrow binary or string array (nulls are refused).
-fn values(array: &dyn Array) -> PyResult<Vec<&[u8]>> {
+pub fn values(array: &dyn Array) -> PyResult<Vec<&[u8]>> {
     if array.null_count() > 0 {
         return Err(input_error("items must not be null"));
     }
@@ -158,7 +172,7 @@ pub fn staged_fingerprint_combine(key_columns: usize, batches: Vec<(u64, Vec<u8>
     Ok(h.finalize().to_hex().to_string())
 }
 
-fn parse_key(bytes: &[u8]) -> PyResult<ExchangeKey> {
+pub fn parse_key(bytes: &[u8]) -> PyResult<ExchangeKey> {
     ExchangeKey::parse(bytes).map_err(to_py)
 }
 

@@ -2,7 +2,7 @@
 rows from a Parquet file, runs `setwise.spark.run` in local[2] and writes the
 receiver's matching rows to a Parquet file.
 
-    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] [OP]
+    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] [OP] [PROTOCOL]
 
 For cardinality the receiver prints `setwise-spark result: N`. The exchange key is read
 from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or
@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     output = argv[5] if len(argv) > 5 and argv[5] != "-" else None
     buckets = argv[6] if len(argv) > 6 else "16"
     operation = argv[7] if len(argv) > 7 else "intersection"
+    protocol = argv[8] if len(argv) > 8 else "ecdh"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> int:
         df,
         key="email",
         role=role,
-        protocol="ecdh",
+        protocol=protocol,
         exchange=exchange,
         workdir=workdir,
         buckets=buckets,

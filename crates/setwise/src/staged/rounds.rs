@@ -237,7 +237,11 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
     /// Runs stage `k`'s tasks: on the cluster, or by this process's worker on its items.
     fn work(&self, seed: &RunSeed, plan: &Plan, k: u8, tasks: &[Task]) -> Result<Vec<Done>> {
         if let Some(remote) = &self.remote {
-            let dones = remote.run(plan, k, tasks).map_err(self.at_stage(k, ""))?;
+            // A worker's error names its stage and bucket already.
+            let dones = remote.run(plan, k, tasks).map_err(|e| match e {
+                Error::Worker { .. } => e,
+                e => self.at_stage(k, "")(e),
+            })?;
             let same = dones.len() == tasks.len() && dones.iter().zip(tasks).all(|(d, t)| d.bucket == t.bucket);
             if !same {
                 return Err(Error::Usage(format!("stage {k}: the executors' done files do not answer its tasks")));

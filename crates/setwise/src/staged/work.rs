@@ -12,11 +12,11 @@
 //! the peer's parts checked against the digests the runner took from its markers.
 
 use super::plan::Plan;
+use super::plan::Settings;
 use super::replay::{BucketRun, Live, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
 use super::runner::{at_named, peer_of, stage_label};
 use super::seed::RunSeed;
 use super::store::{Exchange, PartId, PartInfo, Workdir};
-use super::plan::Settings;
 use crate::error::{Deviation, Error, ErrorKind, Result};
 use crate::io::hex;
 use crate::protocols::{Outcome, Role};
@@ -93,12 +93,20 @@ impl Worker {
     /// `settings` and `size` items: the plan rebuilt from both hellos (this party's from
     /// the seed in `workdir`, the peer's from the exchange) and checked to be the one the
     /// runner agreed, whose session id is `session` (hexadecimal).
-    pub fn open(settings: &Settings, role: Role, size: usize, exchange: &Path, workdir: &Workdir, session: &str) -> Result<Self> {
+    pub fn open(
+        settings: &Settings,
+        role: Role,
+        size: usize,
+        exchange: &Path,
+        workdir: &Workdir,
+        session: &str,
+    ) -> Result<Self> {
         let seed = workdir.read_seed()?;
         let exchange = Exchange::unauthenticated(exchange);
         let ours = settings.hello(role, size, &seed);
         let path = exchange.hello_path(peer_of(role));
-        let theirs = exchange.read_file(&path, MAX_HELLO_FRAME as u64)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
+        let theirs =
+            exchange.read_file(&path, MAX_HELLO_FRAME as u64)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
         let plan = Plan::agree(settings, &ours, &Hello::decode(&theirs)?)?;
         if hex(&plan.session.0) != session {
             return Err(Error::damaged(&path, "not the hello the runner agreed on (replaced since)"));
@@ -255,7 +263,8 @@ const MAX_MATCHES_BYTES: u64 = 1 << 36;
 pub fn read_matches(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
     let name = matches_name(bucket);
     let Some(bytes) = workdir.read_bytes(&name, MAX_MATCHES_BYTES)? else { return Ok(Vec::new()) };
-    let (count, body) = bytes.split_at_checked(8).ok_or_else(|| Error::damaged(&workdir.root().join(&name), "truncated"))?;
+    let (count, body) =
+        bytes.split_at_checked(8).ok_or_else(|| Error::damaged(&workdir.root().join(&name), "truncated"))?;
     let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
     decode_frames(body, count).map_err(|e| Error::damaged(&workdir.root().join(&name), e.to_string()))
 }
@@ -493,10 +502,8 @@ mod tests {
             finished.1 |= s.step(&mut |_| Ok(())).unwrap() == Step::Finished;
             if finished == (true, true) {
                 let w = Workdir::create(&dir.join("r")).unwrap();
-                let got: BTreeSet<String> = (0..3)
-                    .flat_map(|b| read_matches(&w, b).unwrap())
-                    .map(|x| String::from_utf8(x).unwrap())
-                    .collect();
+                let got: BTreeSet<String> =
+                    (0..3).flat_map(|b| read_matches(&w, b).unwrap()).map(|x| String::from_utf8(x).unwrap()).collect();
                 let want: BTreeSet<String> = y.iter().filter(|i| x.contains(i)).cloned().collect();
                 assert_eq!(got, want);
                 let result: crate::staged::runner::RunResult =

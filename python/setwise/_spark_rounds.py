@@ -1,0 +1,297 @@
+"""Staged runs of the replayed protocols (vole, mqrpmt, compact) on PySpark.
+
+The driver is the library's own runner (``StagedDriver``, the same as ``setwise stage``):
+it checks the peer's markers under the exchange key, keeps the journal and decides each
+bucket's round. The buckets are in the executors: one Spark job, with a task per group
+of buckets (buckets ≡ j mod T, T at most the cluster's cores, so every group runs at
+once), serves the rounds the driver posts in the party's workdir (``StagedWorker``), its
+roles kept alive between stages while the peer keeps pace. When no round comes for
+``linger`` seconds the tasks end and give their executors back; the next stage starts
+the job again, and its roles replay the run from the seed and the exchange
+(docs/scale-out.md). The exchange and the workdir must be on a filesystem every executor
+mounts at the same path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._setwise import (
+    Error,
+    NetworkError,
+    StagedDriver,
+    StagedWorker,
+    staged_pack,
+    staged_read_matches,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from .spark import _Run
+
+log = logging.getLogger("setwise.spark")
+
+
+def _path(p: str) -> str:
+    """A ``file:`` URI or path as the path the native module and executors use."""
+    for prefix in ("file://", "file:"):
+        if p.startswith(prefix):
+            return p[len(prefix) :]
+    return p
+
+
+class _Job(threading.Thread):
+    """The Spark job whose tasks serve the buckets' rounds (a driver thread)."""
+
+    def __init__(self, action: Callable[[], Any], group: str, sc: Any) -> None:
+        super().__init__(name="setwise-rounds", daemon=True)
+        self.action, self.group, self.sc = action, group, sc
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.sc.setJobGroup(self.group, "setwise staged rounds", interruptOnCancel=True)
+            self.action()
+        except BaseException as e:  # reported by the driver's loop
+            self.error = e
+
+
+class _Rounds:
+    """One party's replayed staged run on Spark, driven by the native runner."""
+
+    def __init__(self, base: _Run, protocol: str, linger: float) -> None:
+        self.base, self.protocol, self.linger = base, protocol, linger
+        self.ex, self.wd = _path(base.ex), _path(base.wd)
+        self.job: _Job | None = None
+        self.items: DataFrame | None = None
+        self.size = 0
+        self.group = f"setwise-{base.run_id}-{base.role}-{base.attempt}"
+
+    # --- what the native runner asks of the cluster ---------------------------------
+
+    def worker(self, session: str) -> StagedWorker:
+        b = self.base
+        return StagedWorker(
+            b.run_id,
+            self.protocol,
+            b.op,
+            1,
+            b.buckets,
+            b.bucket_key,
+            b.role,
+            self.size,
+            self.ex,
+            self.wd,
+            session,
+        )
+
+    def bucketed(self, session: str) -> DataFrame:
+        import pyarrow as pa
+
+        spec = self.worker(session)
+
+        def add(batches: Any) -> Any:
+            for rb in batches:
+                col = rb.column(0)
+                buf = pa.py_buffer(spec.bucket_of(col))
+                b = pa.Array.from_buffers(pa.int32(), len(col), [None, buf])
+                yield pa.RecordBatch.from_arrays([col, b], names=["item", "part"])
+
+        assert self.items is not None
+        return self.items.mapInArrow(add, "item binary, part int")
+
+    def bucket_sizes(self, session: str) -> list[int]:
+        """Stage 1: this party's item count in each bucket."""
+        rows = self.base.job(1, lambda: self.bucketed(session).groupBy("part").count().collect())
+        got = {int(r["part"]): int(r["count"]) for r in rows}
+        return [got.get(p, 0) for p in range(self.buckets(session))]
+
+    def buckets(self, session: str) -> int:
+        return int(self.worker(session).buckets())
+
+    def run(self, stage: int, session: str, ready: Callable[[], bool]) -> None:
+        """Stage `stage`: keeps the executors serving until every bucket's round is done."""
+        pause, starts = 0.005, 0
+        while not ready():
+            job = self.job
+            if job is None or not job.is_alive():
+                if job is not None and job.error is not None and not ready():
+                    raise self.failure(stage, job.error)
+                if starts == 3:
+                    raise Error(
+                        f"stage {stage}: the executors ran {starts} times without doing its rounds; "
+                        f"do they see {self.wd} and {self.ex} at the same paths as the driver?"
+                    )
+                self.start(session)
+                starts += 1
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def failure(self, stage: int, e: BaseException) -> BaseException:
+        """The job's failure as the setwise error an executor raised, if one did."""
+        if isinstance(e, Error):
+            return e
+
+        def again() -> None:
+            raise e
+
+        try:
+            self.base.job(stage, again)
+        except BaseException as got:
+            return got
+        return e
+
+    def start(self, session: str) -> None:
+        """Starts the job: the items packed per bucket, a task per group of buckets."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        spec = self.worker(session)
+        sc = self.base.spark.sparkContext
+        n = int(spec.buckets())
+        groups = max(1, min(n, int(sc.defaultParallelism)))
+        linger = self.linger
+
+        def pack(key: Any, t: Any) -> Any:
+            part = key[0].as_py()
+            packed = staged_pack(t.column("item").combine_chunks())
+            return pa.table(
+                {"part": pa.array([part], pa.int32()), "items": pa.array([packed], pa.binary())}
+            )
+
+        packed = (
+            self.bucketed(session)
+            .groupBy("part")
+            .applyInArrow(pack, "part int, items binary")
+            .where(F.col("part").isNotNull())
+        )
+
+        def serve(rows: Any) -> Any:
+            buckets = [(int(p), bytes(b)) for p, b in rows]
+            if buckets:
+                yield spec.serve(buckets, linger)
+
+        rdd = packed.rdd.map(lambda r: (int(r[0]), r[1])).partitionBy(groups, lambda b: b)
+        self.job = _Job(lambda: rdd.mapPartitions(serve).collect(), self.group, sc)
+        self.job.start()
+        log.info(
+            "setwise %s: %s serves %d buckets in %d tasks",
+            self.base.run_id,
+            self.base.role,
+            n,
+            groups,
+        )
+
+    # --- the run ----------------------------------------------------------------------
+
+    def go(self) -> DataFrame | int | None:
+        b = self.base
+        items = b.items().persist()
+        self.items = items
+        try:
+            self.size, fingerprint = b.fingerprint(items)
+            driver = StagedDriver(
+                b.run_id,
+                self.protocol,
+                b.op,
+                1,
+                b.buckets,
+                b.bucket_key,
+                b.role,
+                self.ex,
+                self.wd,
+                b.xkey,
+                self.size,
+                fingerprint,
+                self,
+            )
+            self.steps(driver)
+            return self.result(driver) if b.role == "receiver" else None
+        finally:
+            if self.job is not None and self.job.is_alive():
+                b.spark.sparkContext.cancelJobGroup(self.group)
+            items.unpersist()
+
+    def steps(self, driver: StagedDriver) -> None:
+        b = self.base
+        started = time.monotonic()
+        waiting_since: float | None = None
+        pause = min(b.poll, 0.02)
+        kill = os.environ.get("SETWISE_SPARK_TEST_KILL_IN_STAGE")
+        while True:
+            t = time.monotonic()
+            kind, stage, marker = driver.step()
+            if kind == "finished":
+                break
+            if kind == "ran":
+                log.info(
+                    "setwise %s: %s stage %d (%s) done in %.1f s",
+                    b.run_id,
+                    b.role,
+                    stage,
+                    driver.stage_label(stage),
+                    time.monotonic() - t,
+                )
+                waiting_since, pause = None, min(b.poll, 0.02)
+                if kill is not None and kill == str(stage):
+                    log.warning("setwise: killing this driver after stage %d (test hook)", stage)
+                    os.kill(os.getpid(), signal.SIGKILL)
+                continue
+            now = time.monotonic()
+            if waiting_since is None:
+                waiting_since = now
+                log.info("setwise %s: %s stage %d waits for %s", b.run_id, b.role, stage, marker)
+            if now - waiting_since >= b.timeout:
+                raise NetworkError(
+                    f"stage {stage} ({b.role}: {driver.stage_label(stage)}): gave up after "
+                    f"{b.timeout:.0f} s waiting for {marker} (the run resumes with the same call)"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, b.poll)
+        log.info(
+            "setwise %s: %s finished (%.1f s this call)",
+            b.run_id,
+            b.role,
+            time.monotonic() - started,
+        )
+
+    def result(self, driver: StagedDriver) -> DataFrame | int:
+        import pyarrow as pa
+
+        from .spark import ITEM
+
+        size = driver.result_size()
+        if size is None:
+            raise Error(f"{self.wd}/result.json: missing after the run finished")
+        if self.base.op == "cardinality":
+            return int(size)
+        wd = self.wd
+
+        def read(batches: Any) -> Any:
+            for rb in batches:
+                for bucket in rb.column(0).to_pylist():
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(staged_read_matches(wd, int(bucket)), pa.binary())],
+                        names=["item"],
+                    )
+
+        # The buckets that matched anything, as the executors kept them.
+        folder = os.path.join(self.wd, "rounds", "matches")
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        found = [int(n[len("bucket-") : -len(".bin")]) for n in names if n.startswith("bucket-")]
+        spark = self.base.spark
+        schema = "item binary"
+        if not found:
+            matched = spark.createDataFrame([], schema)
+        else:
+            n = max(1, min(len(found), spark.sparkContext.defaultParallelism))
+            ids = spark.createDataFrame([(b,) for b in found], "bucket long").repartition(n)
+            matched = ids.mapInArrow(read, schema)
+        rows = self.base.with_item()
+        return rows.join(matched.withColumnRenamed("item", ITEM), ITEM, "left_semi").drop(ITEM)

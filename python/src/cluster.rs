@@ -1,0 +1,292 @@
+//! Replayed staged runs on a cluster (`setwise.spark` for every staged protocol but
+//! ecdh). The driver is the library's runner ([`StagedDriver`]): it checks the markers,
+//! keeps the journal and the exchange key, and decides each bucket's round; the buckets
+//! are in the executors, where a [`StagedWorker`] serves their rounds and meets the
+//! driver through files in the party's workdir (`setwise::staged::work`). The Python
+//! side only moves items into buckets and keeps the Spark job running.
+
+use crate::errors::{InputError, NetworkError, PeerError, input_error, to_py};
+use crate::keys::import_arrow;
+use crate::staged::{parse_key, role, settings_for, values};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyCFunction, PyTuple};
+use setwise::error::{Error, ErrorKind};
+use setwise::io::hex;
+use setwise::staged::replay::{decode_frames, encode_frames};
+use setwise::staged::store::Workdir;
+use setwise::staged::work::{self, Done, Served, Task, Worker};
+use setwise::staged::{Plan, Remote, Runner, Settings, Step};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// A Python exception raised inside the cluster's calls, as a library error of the same
+/// kind (a worker's refusal of the peer's part stays the peer's).
+fn from_py(py: Python<'_>, e: PyErr) -> Error {
+    let kind = if e.is_instance_of::<PeerError>(py) {
+        ErrorKind::Peer
+    } else if e.is_instance_of::<NetworkError>(py) {
+        ErrorKind::Network
+    } else {
+        ErrorKind::Local
+    };
+    let message = if e.is_instance_of::<crate::errors::Error>(py) {
+        e.value(py).to_string()
+    } else {
+        format!("the cluster: {}", e.value(py))
+    };
+    Error::Worker { kind, message }
+}
+
+/// The driver's side of the cluster: a Python object with `bucket_sizes(session)` and
+/// `run(stage, session, ready)` (keeps executors serving until `ready()` is true).
+struct PyRemote {
+    obj: Py<PyAny>,
+    workdir: Workdir,
+}
+
+impl Remote for PyRemote {
+    fn bucket_sizes(&self, plan: &Plan) -> setwise::Result<Vec<u64>> {
+        let session = hex(&plan.session.0);
+        Python::attach(|py| {
+            self.obj
+                .call_method1(py, "bucket_sizes", (session,))
+                .and_then(|v| v.extract::<Vec<u64>>(py))
+                .map_err(|e| from_py(py, e))
+        })
+    }
+
+    fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> setwise::Result<Vec<Done>> {
+        work::post(&self.workdir, stage, tasks)?;
+        let session = hex(&plan.session.0);
+        let (workdir, owned) = (self.workdir.clone(), tasks.to_vec());
+        Python::attach(|py| {
+            let ready = PyCFunction::new_closure(py, None, None, move |_: &Bound<'_, PyTuple>, _| -> PyResult<bool> {
+                work::collect(&workdir, stage, &owned).map(|d| d.is_some()).map_err(to_py)
+            })
+            .map_err(|e| from_py(py, e))?;
+            self.obj.call_method1(py, "run", (stage, session, ready)).map(drop).map_err(|e| from_py(py, e))
+        })?;
+        work::collect(&self.workdir, stage, tasks)?
+            .ok_or_else(|| Error::Usage(format!("stage {stage}: the executors stopped before every bucket was done")))
+    }
+}
+
+fn local(path: &str, what: &str) -> PyResult<PathBuf> {
+    let p = path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")).unwrap_or(path);
+    if p.contains("://") || !p.starts_with('/') {
+        return Err(input_error(format!(
+            "{what} {path}: a staged run of this protocol on a cluster needs an absolute path on a filesystem \
+             every executor mounts at the same place (its executors read and write the exchange and the workdir \
+             directly; object stores are not supported for it yet)"
+        )));
+    }
+    Ok(PathBuf::from(p))
+}
+
+/// One party's replayed staged run driven from a cluster's driver: the library's runner,
+/// its buckets in the executors (reached through `remote`, see [`PyRemote`]).
+#[pyclass(module = "setwise._setwise", unsendable)]
+pub struct StagedDriver {
+    runner: Runner<'static, Vec<u8>>,
+}
+
+#[pymethods]
+impl StagedDriver {
+    /// Opens the party's side of the run (`size` distinct items whose fingerprint the
+    /// caller computed the same way at every call). Refuses ecdh (its own Spark path),
+    /// unknown settings, and paths not on a shared filesystem.
+    #[new]
+    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, exchange, workdir, exchange_key, size, fingerprint, remote))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        run_id: &str,
+        protocol: &str,
+        operation: &str,
+        key_columns: usize,
+        buckets: &str,
+        bucket_key: Option<&str>,
+        role_name: &str,
+        exchange: &str,
+        workdir: &str,
+        exchange_key: &[u8],
+        size: u64,
+        fingerprint: String,
+        remote: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let settings = settings_for(run_id, protocol, operation, key_columns, buckets, bucket_key)?;
+        let (ex, wd) = (local(exchange, "exchange")?, local(workdir, "workdir")?);
+        let key = parse_key(exchange_key)?;
+        let who = role(role_name)?;
+        let w = Workdir::create(&wd).map_err(to_py)?;
+        let remote = Box::new(PyRemote { obj: remote, workdir: w });
+        let runner = Runner::open_remote(settings, who, &ex, &wd, (size, fingerprint), key, remote).map_err(to_py)?;
+        Ok(Self { runner })
+    }
+
+    /// Runs the next stage if it can: `("ran", n, "")`, `("waiting", n, marker path)`
+    /// or `("finished", 0, "")`.
+    fn step(&self) -> PyResult<(&'static str, u8, String)> {
+        match self.runner.step(&mut |_| Ok(())).map_err(to_py)? {
+            Step::Ran(n) => Ok(("ran", n, String::new())),
+            Step::Waiting { stage, marker } => Ok(("waiting", stage, marker)),
+            Step::Finished => Ok(("finished", 0, String::new())),
+        }
+    }
+
+    /// What stage `n` does (`round 3`, …).
+    fn stage_label(&self, n: u8) -> String {
+        self.runner.stage_label(n)
+    }
+
+    /// The receiver's result size once it finished (the cardinality, or the number of
+    /// matched items), else None.
+    fn result_size(&self) -> PyResult<Option<u64>> {
+        Ok(self.runner.result().map_err(to_py)?.map(|r| r.size))
+    }
+}
+
+/// An executor's worker for one party's side of a replayed run on a cluster. Pickles as
+/// its settings and paths (nothing secret: the seed is read from the workdir), so Spark
+/// ships it to the executors; the plan is rebuilt there from both hellos and checked to
+/// be the driver's (`session`).
+#[pyclass(module = "setwise._setwise", frozen)]
+pub struct StagedWorker {
+    args: WorkerArgs,
+    /// Opened at its first use in the executor (it reads the seed and the hellos).
+    worker: Mutex<Option<Worker>>,
+}
+
+type WorkerArgs = (String, String, String, usize, String, Option<String>, String, usize, String, String, String);
+
+impl StagedWorker {
+    fn settings(&self) -> PyResult<Settings> {
+        let a = &self.args;
+        settings_for(&a.0, &a.1, &a.2, a.3, &a.4, a.5.as_deref())
+    }
+
+    fn workdir(&self) -> PyResult<Workdir> {
+        Ok(Workdir::create(&local(&self.args.9, "workdir")?).map_err(to_py)?)
+    }
+
+    /// The worker, opened if it is not yet.
+    fn worker(&self) -> PyResult<MutexGuard<'_, Option<Worker>>> {
+        let mut guard = self.worker.lock().map_err(|_| input_error("a worker failed earlier in this process"))?;
+        if guard.is_none() {
+            let settings = self.settings()?;
+            let a = &self.args;
+            let ex = local(&a.8, "exchange")?;
+            let w = Worker::open(&settings, role(&a.6)?, a.7, &ex, &self.workdir()?, &a.10).map_err(to_py)?;
+            *guard = Some(w);
+        }
+        Ok(guard)
+    }
+
+    fn plan(&self) -> PyResult<Plan> {
+        Ok(self.worker()?.as_ref().expect("opened").plan().clone())
+    }
+}
+
+#[pymethods]
+impl StagedWorker {
+    #[new]
+    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, size, exchange, workdir, session))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        run_id: String,
+        protocol: String,
+        operation: String,
+        key_columns: usize,
+        buckets: String,
+        bucket_key: Option<String>,
+        role_name: String,
+        size: usize,
+        exchange: String,
+        workdir: String,
+        session: String,
+    ) -> PyResult<Self> {
+        let args = (
+            run_id,
+            protocol,
+            operation,
+            key_columns,
+            buckets,
+            bucket_key,
+            role_name,
+            size,
+            exchange,
+            workdir,
+            session,
+        );
+        let me = Self { args, worker: Mutex::new(None) };
+        me.settings()?;
+        Ok(me)
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, WorkerArgs)> {
+        Ok((slf.get_type().into_any(), slf.get().args.clone()))
+    }
+
+    /// The number of buckets B the run agreed.
+    fn buckets(&self) -> PyResult<u32> {
+        Ok(self.plan()?.buckets)
+    }
+
+    /// Each item's bucket, as little-endian `int32` values (bytes), for an Arrow array.
+    fn bucket_of<'py>(&self, py: Python<'py>, items: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let array = import_arrow(items)?;
+        let vals = values(array.as_ref())?;
+        let plan = self.plan()?;
+        let out: Vec<u8> = py.detach(|| vals.iter().flat_map(|v| (plan.bucket_of(v) as i32).to_le_bytes()).collect());
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Serves the rounds of the given buckets (each `(bucket, packed items)`, packed by
+    /// [`staged_pack`]) until they end (`"ended"`) or no task comes for `linger` seconds
+    /// (`"lingered"`).
+    fn serve(&self, py: Python<'_>, buckets: Vec<(u32, Vec<u8>)>, linger: f64) -> PyResult<&'static str> {
+        let mut items = BTreeMap::new();
+        for (b, packed) in buckets {
+            items.insert(b, unpack(&packed)?);
+        }
+        let workdir = self.workdir()?;
+        let linger = Duration::try_from_secs_f64(linger).map_err(|e| input_error(format!("linger: {e}")))?;
+        let mut guard = self.worker()?;
+        let worker = guard.as_mut().expect("opened");
+        match py.detach(|| work::serve(&workdir, worker, &items, linger)).map_err(to_py)? {
+            Served::Ended => Ok("ended"),
+            Served::Lingered => Ok("lingered"),
+        }
+    }
+}
+
+fn unpack(packed: &[u8]) -> PyResult<Vec<Vec<u8>>> {
+    let (n, body) = packed.split_at_checked(8).ok_or_else(|| input_error("packed items: truncated"))?;
+    let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+    decode_frames(body, n).map_err(|e| InputError::new_err(format!("packed items: {e}")))
+}
+
+/// A bucket's items (an Arrow binary or string array) sorted and packed into one value:
+/// a role replays only on the same items in the same order, which Spark's grouping does
+/// not keep.
+#[pyfunction]
+pub fn staged_pack<'py>(py: Python<'py>, items: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let array = import_arrow(items)?;
+    let mut vals = values(array.as_ref())?;
+    let out = py.detach(|| {
+        vals.sort_unstable();
+        let mut out = (vals.len() as u64).to_le_bytes().to_vec();
+        out.extend(encode_frames(&vals));
+        out
+    });
+    Ok(PyBytes::new(py, &out))
+}
+
+/// The items bucket `bucket` matched (the receiver, on a cluster), as bytes.
+#[pyfunction]
+pub fn staged_read_matches<'py>(py: Python<'py>, workdir: &str, bucket: u32) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let w = Workdir::create(Path::new(&local(workdir, "workdir")?)).map_err(to_py)?;
+    let items = work::read_matches(&w, bucket).map_err(to_py)?;
+    Ok(items.iter().map(|i| PyBytes::new(py, i)).collect())
+}

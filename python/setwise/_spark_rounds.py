@@ -125,8 +125,8 @@ class _Rounds:
                     raise self.failure(stage, job.error)
                 if starts == 3:
                     raise Error(
-                        f"stage {stage}: the executors ran {starts} times without doing its rounds; "
-                        f"do they see {self.wd} and {self.ex} at the same paths as the driver?"
+                        f"stage {stage}: the executors ran {starts} times without doing its "
+                        f"rounds; do they see {self.wd} and {self.ex} at the driver's paths?"
                     )
                 self.start(session)
                 starts += 1

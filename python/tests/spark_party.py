@@ -2,7 +2,8 @@
 rows from a Parquet file, runs `setwise.spark.run` in local[2] and writes the
 receiver's matching rows to a Parquet file.
 
-    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] [OP] [PROTOCOL]
+    python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] \
+        [OP] [PROTOCOL]
 
 For cardinality the receiver prints `setwise-spark result: N`. The exchange key is read
 from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or

@@ -26,7 +26,6 @@ from ._setwise import (
     NetworkError,
     StagedDriver,
     StagedWorker,
-    staged_pack,
     staged_read_matches,
 )
 
@@ -75,7 +74,7 @@ class _Rounds:
 
     # --- what the native runner asks of the cluster ---------------------------------
 
-    def worker(self, session: str) -> StagedWorker:
+    def worker(self, session: str, attempt: str = "") -> StagedWorker:
         b = self.base
         return StagedWorker(
             b.run_id,
@@ -89,22 +88,49 @@ class _Rounds:
             self.ex,
             self.wd,
             session,
+            attempt,
         )
 
-    def bucketed(self, session: str) -> DataFrame:
+    def bucketed(self, session: str, tasks: list[int] | None = None) -> DataFrame:
+        """The items with their bucket (`part`) and, given each task's key, the key of
+        the task that serves the bucket (`task`: bucket b is served by task b mod T)."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         spec = self.worker(session)
+        keys = pa.array(tasks or [0], pa.int64())
+        schema = "item binary, part int" + (", task long" if tasks else "")
 
         def add(batches: Any) -> Any:
             for rb in batches:
                 col = rb.column(0)
                 buf = pa.py_buffer(spec.bucket_of(col))
                 b = pa.Array.from_buffers(pa.int32(), len(col), [None, buf])
-                yield pa.RecordBatch.from_arrays([col, b], names=["item", "part"])
+                cols, names = [col, b], ["item", "part"]
+                if tasks:
+                    cols.append(pc.take(keys, pa.array(b.to_numpy() % len(keys))))
+                    names.append("task")
+                yield pa.RecordBatch.from_arrays(cols, names=names)
 
         assert self.items is not None
-        return self.items.mapInArrow(add, "item binary, part int")
+        return self.items.mapInArrow(add, schema)
+
+    def task_keys(self, groups: int) -> list[int]:
+        """For each task j, a key that Spark's hash partitioning into `groups` parts
+        sends to part j (`pmod(hash(key), groups)`, as `repartition` computes it), so
+        that each task's buckets have a partition of their own and all run at once."""
+        from pyspark.sql import functions as F
+
+        spark = self.base.spark
+        probe = spark.range(0, 64 * groups).select(
+            "id", F.expr(f"pmod(hash(id), {groups})").alias("p")
+        )
+        first: dict[int, int] = {}
+        for r in probe.collect():
+            first.setdefault(int(r["p"]), int(r["id"]))
+        if len(first) < groups:
+            raise Error(f"no keys found for {groups} Spark partitions")
+        return [first[j] for j in range(groups)]
 
     def bucket_sizes(self, session: str) -> list[int]:
         """Stage 1: this party's item count in each bucket."""
@@ -115,7 +141,7 @@ class _Rounds:
     def buckets(self, session: str) -> int:
         return int(self.worker(session).buckets())
 
-    def run(self, stage: int, session: str, ready: Callable[[], bool]) -> None:
+    def run(self, stage: int, session: str, attempt: str, ready: Callable[[], bool]) -> None:
         """Stage `stage`: keeps the executors serving until every bucket's round is done."""
         pause, starts = 0.005, 0
         while not ready():
@@ -128,7 +154,7 @@ class _Rounds:
                         f"stage {stage}: the executors ran {starts} times without doing its "
                         f"rounds; do they see {self.wd} and {self.ex} at the driver's paths?"
                     )
-                self.start(session)
+                self.start(session, attempt)
                 starts += 1
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
@@ -147,38 +173,30 @@ class _Rounds:
             return got
         return e
 
-    def start(self, session: str) -> None:
-        """Starts the job: the items packed per bucket, a task per group of buckets."""
+    def start(self, session: str, attempt: str) -> None:
+        """Starts the job: the items shuffled once into a partition per task (the buckets
+        b ≡ j mod T in partition j), each task serving its buckets' rounds."""
         import pyarrow as pa
-        from pyspark.sql import functions as F
 
-        spec = self.worker(session)
+        spec = self.worker(session, attempt)
         sc = self.base.spark.sparkContext
         n = int(spec.buckets())
         groups = max(1, min(n, int(sc.defaultParallelism)))
         linger = self.linger
+        keys = self.task_keys(groups)
 
-        def pack(key: Any, t: Any) -> Any:
-            part = key[0].as_py()
-            packed = staged_pack(t.column("item").combine_chunks())
-            return pa.table(
-                {"part": pa.array([part], pa.int32()), "items": pa.array([packed], pa.binary())}
-            )
+        def serve(batches: Any) -> Any:
+            got = [rb for rb in batches if rb.num_rows]
+            if got:
+                t = pa.Table.from_batches(got)
+                items = t.column("item").combine_chunks()
+                parts = t.column("part").combine_chunks()
+                outcome = spec.serve(items, parts, linger)
+                yield pa.RecordBatch.from_arrays([pa.array([outcome])], names=["served"])
 
-        packed = (
-            self.bucketed(session)
-            .groupBy("part")
-            .applyInArrow(pack, "part int, items binary")
-            .where(F.col("part").isNotNull())
-        )
-
-        def serve(rows: Any) -> Any:
-            buckets = [(int(p), bytes(b)) for p, b in rows]
-            if buckets:
-                yield spec.serve(buckets, linger)
-
-        rdd = packed.rdd.map(lambda r: (int(r[0]), r[1])).partitionBy(groups, lambda b: b)
-        self.job = _Job(lambda: rdd.mapPartitions(serve).collect(), self.group, sc)
+        shuffled = self.bucketed(session, keys).repartition(groups, "task")
+        served = shuffled.select("item", "part").mapInArrow(serve, "served string")
+        self.job = _Job(lambda: served.collect(), self.group, sc)
         self.job.start()
         log.info(
             "setwise %s: %s serves %d buckets in %d tasks",

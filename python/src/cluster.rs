@@ -5,14 +5,14 @@
 //! driver through files in the party's workdir (`setwise::staged::work`). The Python
 //! side only moves items into buckets and keeps the Spark job running.
 
-use crate::errors::{InputError, NetworkError, PeerError, input_error, to_py};
+use crate::errors::{NetworkError, PeerError, input_error, to_py};
 use crate::keys::import_arrow;
 use crate::staged::{parse_key, role, settings_for, values};
+use arrow_array::{Array, Int32Array};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCFunction, PyTuple};
 use setwise::error::{Error, ErrorKind};
 use setwise::io::hex;
-use setwise::staged::replay::{decode_frames, encode_frames};
 use setwise::staged::store::Workdir;
 use setwise::staged::work::{self, Done, Served, Task, Worker};
 use setwise::staged::{Plan, Remote, Runner, Settings, Step};
@@ -40,10 +40,13 @@ fn from_py(py: Python<'_>, e: PyErr) -> Error {
 }
 
 /// The driver's side of the cluster: a Python object with `bucket_sizes(session)` and
-/// `run(stage, session, ready)` (keeps executors serving until `ready()` is true).
+/// `run(stage, session, attempt, ready)` (keeps executors serving until `ready()`).
 struct PyRemote {
     obj: Py<PyAny>,
     workdir: Workdir,
+    /// This driver's id, on every stage it posts: executors of an earlier driver of
+    /// the party (killed, and restarted) stop when they see another.
+    attempt: String,
 }
 
 impl Remote for PyRemote {
@@ -58,7 +61,7 @@ impl Remote for PyRemote {
     }
 
     fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> setwise::Result<Vec<Done>> {
-        work::post(&self.workdir, stage, tasks)?;
+        work::post(&self.workdir, stage, tasks, &self.attempt)?;
         let session = hex(&plan.session.0);
         let (workdir, owned) = (self.workdir.clone(), tasks.to_vec());
         Python::attach(|py| {
@@ -66,7 +69,8 @@ impl Remote for PyRemote {
                 work::collect(&workdir, stage, &owned).map(|d| d.is_some()).map_err(to_py)
             })
             .map_err(|e| from_py(py, e))?;
-            self.obj.call_method1(py, "run", (stage, session, ready)).map(drop).map_err(|e| from_py(py, e))
+            let args = (stage, session, self.attempt.clone(), ready);
+            self.obj.call_method1(py, "run", args).map(drop).map_err(|e| from_py(py, e))
         })?;
         work::collect(&self.workdir, stage, tasks)?
             .ok_or_else(|| Error::Usage(format!("stage {stage}: the executors stopped before every bucket was done")))
@@ -120,7 +124,9 @@ impl StagedDriver {
         let key = parse_key(exchange_key)?;
         let who = role(role_name)?;
         let w = Workdir::create(&wd).map_err(to_py)?;
-        let remote = Box::new(PyRemote { obj: remote, workdir: w });
+        let mut attempt = [0u8; 8];
+        setwise::crypto::rng::fill_os(&mut attempt);
+        let remote = Box::new(PyRemote { obj: remote, workdir: w, attempt: hex(&attempt) });
         let runner = Runner::open_remote(settings, who, &ex, &wd, (size, fingerprint), key, remote).map_err(to_py)?;
         Ok(Self { runner })
     }
@@ -158,7 +164,8 @@ pub struct StagedWorker {
     worker: Mutex<Option<Worker>>,
 }
 
-type WorkerArgs = (String, String, String, usize, String, Option<String>, String, usize, String, String, String);
+type WorkerArgs =
+    (String, String, String, usize, String, Option<String>, String, usize, String, String, String, String);
 
 impl StagedWorker {
     fn settings(&self) -> PyResult<Settings> {
@@ -191,7 +198,7 @@ impl StagedWorker {
 #[pymethods]
 impl StagedWorker {
     #[new]
-    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, size, exchange, workdir, session))]
+    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, size, exchange, workdir, session, attempt))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         run_id: String,
@@ -205,6 +212,7 @@ impl StagedWorker {
         exchange: String,
         workdir: String,
         session: String,
+        attempt: String,
     ) -> PyResult<Self> {
         let args = (
             run_id,
@@ -218,6 +226,7 @@ impl StagedWorker {
             exchange,
             workdir,
             session,
+            attempt,
         );
         let me = Self { args, worker: Mutex::new(None) };
         me.settings()?;
@@ -242,45 +251,45 @@ impl StagedWorker {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Serves the rounds of the given buckets (each `(bucket, packed items)`, packed by
-    /// [`staged_pack`]) until they end (`"ended"`) or no task comes for `linger` seconds
-    /// (`"lingered"`).
-    fn serve(&self, py: Python<'_>, buckets: Vec<(u32, Vec<u8>)>, linger: f64) -> PyResult<&'static str> {
-        let mut items = BTreeMap::new();
-        for (b, packed) in buckets {
-            items.insert(b, unpack(&packed)?);
+    /// Serves the rounds of the buckets whose `items` (an Arrow binary or string array)
+    /// this task holds, each item's bucket in `parts` (an Arrow `int32` array), until they
+    /// end (`"ended"`), no task comes for `linger` seconds (`"lingered"`), or a later
+    /// driver of the party posts its own (`"superseded"`).
+    fn serve(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        parts: &Bound<'_, PyAny>,
+        linger: f64,
+    ) -> PyResult<&'static str> {
+        let (items, parts) = (import_arrow(items)?, import_arrow(parts)?);
+        let vals = values(items.as_ref())?;
+        let parts = parts
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .filter(|p| p.null_count() == 0 && p.len() == vals.len())
+            .ok_or_else(|| input_error("parts: an int32 array without nulls, one per item"))?;
+        let mut buckets: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
+        for (v, &p) in vals.iter().zip(parts.values().iter()) {
+            buckets.entry(u32::try_from(p).map_err(|_| input_error("a negative bucket"))?).or_default().push(v);
         }
         let workdir = self.workdir()?;
         let linger = Duration::try_from_secs_f64(linger).map_err(|e| input_error(format!("linger: {e}")))?;
+        let attempt = self.args.11.clone();
         let mut guard = self.worker()?;
         let worker = guard.as_mut().expect("opened");
-        match py.detach(|| work::serve(&workdir, worker, &items, linger)).map_err(to_py)? {
+        let served = py.detach(|| {
+            // A role replays only on the same items in the same order, which Spark's
+            // shuffles do not keep.
+            buckets.values_mut().for_each(|b| b.sort_unstable());
+            work::serve(&workdir, worker, &buckets, linger, &attempt)
+        });
+        match served.map_err(to_py)? {
             Served::Ended => Ok("ended"),
             Served::Lingered => Ok("lingered"),
+            Served::Superseded => Ok("superseded"),
         }
     }
-}
-
-fn unpack(packed: &[u8]) -> PyResult<Vec<Vec<u8>>> {
-    let (n, body) = packed.split_at_checked(8).ok_or_else(|| input_error("packed items: truncated"))?;
-    let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
-    decode_frames(body, n).map_err(|e| InputError::new_err(format!("packed items: {e}")))
-}
-
-/// A bucket's items (an Arrow binary or string array) sorted and packed into one value:
-/// a role replays only on the same items in the same order, which Spark's grouping does
-/// not keep.
-#[pyfunction]
-pub fn staged_pack<'py>(py: Python<'py>, items: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-    let array = import_arrow(items)?;
-    let mut vals = values(array.as_ref())?;
-    let out = py.detach(|| {
-        vals.sort_unstable();
-        let mut out = (vals.len() as u64).to_le_bytes().to_vec();
-        out.extend(encode_frames(&vals));
-        out
-    });
-    Ok(PyBytes::new(py, &out))
 }
 
 /// The items bucket `bucket` matched (the receiver, on a cluster), as bytes.

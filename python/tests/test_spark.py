@@ -96,10 +96,11 @@ def party(
     paths: tuple[str, str, str],
     log: Path,
     op: str = "intersection",
+    protocol: str = "ecdh",
     **extra: str,
 ) -> Any:
     ex, work, out = paths
-    cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS), op]
+    cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS), op, protocol]
     key_file = log.parent / "exchange.key"
     if not key_file.exists():
         key_file.write_text(EXCHANGE_KEY)
@@ -327,3 +328,107 @@ def test_cardinality_counts_the_plain_intersection(tmp_path: Path) -> None:
     assert want > 5_000
     m = json.loads((ex / "stage-2" / "sender.done.json").read_text())
     assert len(m["parts"]) == BUCKETS
+
+
+@pytest.fixture(scope="module")
+def vole_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """vole on Spark, 20 000 × 20 000 awkward keys in 16 buckets; the receiver killed
+    after its stage 4 and started again (its executors then replay the rounds so far)."""
+    d = tmp_path_factory.mktemp("spark-vole")
+    sx, rx = rows("s", 0, 20_000), rows("r", 9_000, 20_000)
+    s_pq, _ = write_inputs(d, "sender", sx)
+    r_pq, _ = write_inputs(d, "receiver", rx)
+    xs = {k for _, k in sx if k}
+    ex = d / "vole-1"
+    paths = (uri(ex), uri(d / "r-work"), uri(d / "r-out"))
+    s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s.log", protocol="vole")
+    r = party("receiver", r_pq, paths, d / "r1.log", protocol="vole", **{KILL: "4"})
+    killed = r.wait(timeout=600)
+    after_kill = sorted(p.name for p in ex.glob("stage-*/receiver.done.json"))
+    r = party("receiver", r_pq, paths, d / "r2.log", protocol="vole")
+    wait_all({"s": s, "r2": r}, d)
+    return {
+        "dir": d,
+        "ex": ex,
+        "want": {i for i, k in rx if k and k in xs},
+        "got": ids(d / "r-out"),
+        "killed": killed,
+        "after_kill": after_kill,
+        "receiver": r_pq,
+        "log": (d / "r2.log").read_text(errors="replace"),
+    }
+
+
+def test_vole_on_spark_is_the_plain_intersection_and_resumes_after_a_kill(
+    vole_run: dict[str, Any],
+) -> None:
+    assert vole_run["killed"] == -signal.SIGKILL
+    assert "stage-4" not in " ".join(vole_run["after_kill"]) or len(vole_run["after_kill"]) >= 4
+    assert len(vole_run["want"]) > 5_000
+    assert vole_run["got"] == vole_run["want"]
+    assert "stage 4 (round 3) done" not in vole_run["log"], "finished stages are not run again"
+    assert "stage 5 (round 4) done" in vole_run["log"], vole_run["log"][-2000:]
+
+
+def test_vole_on_spark_refuses_a_damaged_peer_part_by_stage_and_bucket(
+    spark: Any, vole_run: dict[str, Any]
+) -> None:
+    d = vole_run["dir"] / "damaged"
+    ex, work = d / "vole-1", d / "r-work"
+    shutil.copytree(vole_run["ex"], ex)
+    shutil.copytree(vole_run["dir"] / "r-work", work)
+    last = max(int(p.parent.name[len("stage-") :]) for p in ex.glob("stage-*/receiver.done.json"))
+    (ex / f"stage-{last}" / "receiver.done.json").unlink()
+    shutil.rmtree(work / "rounds" / f"stage-{last}")
+    part = ex / f"stage-{last - 1}" / "sender" / "part-00003.bin"
+    data = bytearray(part.read_bytes())
+    data[-1] ^= 0x01
+    part.write_bytes(bytes(data))
+    df = spark.read.parquet(str(vole_run["receiver"]))
+    with pytest.raises(setwise.PeerError) as e:
+        setwise.spark.run(
+            spark,
+            df,
+            key="email",
+            role="receiver",
+            protocol="vole",
+            exchange=f"file://{ex}",
+            workdir=f"file://{work}",
+            buckets=BUCKETS,
+            exchange_key=EXCHANGE_KEY,
+            timeout=5,
+            linger=5,
+        )
+    want = f"the sender's stage {last - 1} message, bucket 3"
+    assert want in str(e.value) and "digest mismatch" in str(e.value), str(e.value)
+    assert (ex / "abort-receiver.json").exists(), "the sender is told"
+
+
+def test_mqrpmt_cardinality_on_spark_counts_the_plain_intersection(tmp_path: Path) -> None:
+    sx, rx = rows("s", 0, 5_000), rows("r", 2_000, 5_000)
+    s_pq, _ = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    want = len({k for _, k in sx if k} & {k for _, k in rx if k})
+    ex = tmp_path / "mq-1"
+    common: dict[str, Any] = {"op": "cardinality", "protocol": "mqrpmt"}
+    r = party("receiver", r_pq, (uri(ex), uri(tmp_path / "rw"), "-"), tmp_path / "r.log", **common)
+    s = party("sender", s_pq, (uri(ex), uri(tmp_path / "sw"), "-"), tmp_path / "s.log", **common)
+    wait_all({"s": s, "r": r}, tmp_path)
+    log = (tmp_path / "r.log").read_text(errors="replace")
+    assert f"setwise-spark result: {want}\n" in log, log[-2000:]
+    assert want > 1_000
+
+
+def test_a_replayed_protocol_needs_paths_the_executors_share(spark: Any, tmp_path: Path) -> None:
+    df = spark.createDataFrame([("a",)], "email string")
+    with pytest.raises(setwise.InputError, match="a filesystem every executor mounts"):
+        setwise.spark.run(
+            spark,
+            df,
+            key="email",
+            role="receiver",
+            protocol="vole",
+            exchange="s3a://bucket/run-1",
+            workdir=f"file://{tmp_path}/w",
+            exchange_key=EXCHANGE_KEY,
+        )

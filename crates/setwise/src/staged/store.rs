@@ -48,6 +48,9 @@ pub const FORMAT: &str = "setwise-staged/v2";
 pub const MAX_MARKER_BYTES: u64 = 4096 + 160 * MAX_BUCKETS as u64;
 /// Largest workdir JSON file read (settings, journal, result).
 const MAX_STATE_BYTES: u64 = 1 << 20;
+/// Most bytes of a JSON file of the party's own workdir (the journal, the replay state
+/// with a large intersection's positions, a cluster's tasks): a bound against damage.
+const MAX_OWN_STATE_BYTES: u64 = 1 << 32;
 
 /// One part of a stage's message, as the marker lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -605,7 +608,7 @@ impl Workdir {
     /// Reads the workdir's JSON file `name`, if present.
     pub fn read_json<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
         let path = self.root.join(name);
-        match read_own_file(&path, MAX_STATE_BYTES)? {
+        match read_own_file(&path, MAX_OWN_STATE_BYTES)? {
             Some(b) => serde_json::from_slice(&b).map(Some).map_err(|e| Error::damaged(&path, e.to_string())),
             None => Ok(None),
         }

@@ -281,9 +281,16 @@ struct Failure {
     message: String,
 }
 
-/// The runner, on a cluster: publishes stage `stage`'s tasks for the executors (and
-/// clears the error files an earlier attempt at the stage left).
-pub fn post(workdir: &Workdir, stage: u8, tasks: &[Task]) -> Result<()> {
+/// A stage's tasks as posted: by which driver (`attempt`), and what.
+#[derive(Debug, Serialize, Deserialize)]
+struct Posted {
+    attempt: String,
+    tasks: Vec<Task>,
+}
+
+/// The runner, on a cluster: publishes stage `stage`'s tasks for the executors, as the
+/// driver `attempt` (and clears the error files an earlier attempt at the stage left).
+pub fn post(workdir: &Workdir, stage: u8, tasks: &[Task], attempt: &str) -> Result<()> {
     let dir = round_dir(workdir, stage);
     std::fs::create_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
     for t in tasks {
@@ -292,7 +299,7 @@ pub fn post(workdir: &Workdir, stage: u8, tasks: &[Task]) -> Result<()> {
             std::fs::remove_file(&path).map_err(|e| Error::file(&path, e))?;
         }
     }
-    workdir.write_json(&tasks_name(stage), &tasks)
+    workdir.write_json(&tasks_name(stage), &Posted { attempt: attempt.into(), tasks: tasks.to_vec() })
 }
 
 /// The runner, on a cluster: what the executors did with stage `stage`'s `tasks`, once
@@ -330,6 +337,9 @@ pub enum Served {
     /// No tasks came for `linger`: the peer is slow, and the executor is given back (a
     /// later stage starts the roles again by replay).
     Lingered,
+    /// Another driver of the party posted the stage (this one's was killed and the run
+    /// started again): its executors run the buckets.
+    Superseded,
 }
 
 /// An executor's part of a cluster run: runs, stage after stage, the tasks the runner
@@ -337,17 +347,22 @@ pub enum Served {
 /// roles kept alive between stages, until they end or no task comes for `linger`. The
 /// receiver's matched items are kept per bucket when it ends ([`read_matches`]; before
 /// the done file, so no outcome is lost). A failure is also left in an error file, where
-/// the runner finds it.
+/// the runner finds it. Tasks posted by another driver than `attempt` end it.
 pub fn serve<I: AsRef<[u8]> + Sync>(
     workdir: &Workdir,
     worker: &mut Worker,
     items: &BTreeMap<u32, Vec<I>>,
     linger: Duration,
+    attempt: &str,
 ) -> Result<Served> {
     let mut ended = BTreeSet::new();
     let mut stage = 2u8;
     while ended.len() < items.len() {
-        let Some(tasks) = wait_for_tasks(workdir, stage, linger)? else { return Ok(Served::Lingered) };
+        let Some(posted) = wait_for_tasks(workdir, stage, linger)? else { return Ok(Served::Lingered) };
+        if posted.attempt != attempt {
+            return Ok(Served::Superseded);
+        }
+        let tasks = posted.tasks;
         for t in tasks.iter().filter(|t| items.contains_key(&t.bucket)) {
             if let Some(d) = workdir.read_json::<Done>(&done_name(stage, t.bucket))? {
                 if d.ended {
@@ -390,11 +405,11 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
 
 /// Stage `stage`'s tasks once the runner posted them, looking more slowly as the wait
 /// grows (5 ms up to 200 ms); None after `linger`.
-fn wait_for_tasks(workdir: &Workdir, stage: u8, linger: Duration) -> Result<Option<Vec<Task>>> {
+fn wait_for_tasks(workdir: &Workdir, stage: u8, linger: Duration) -> Result<Option<Posted>> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(5);
     loop {
-        if let Some(t) = workdir.read_json::<Vec<Task>>(&tasks_name(stage))? {
+        if let Some(t) = workdir.read_json::<Posted>(&tasks_name(stage))? {
             return Ok(Some(t));
         }
         if start.elapsed() >= linger {
@@ -440,7 +455,7 @@ mod tests {
 
         fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> Result<Vec<Done>> {
             *self.session.borrow_mut() = hex(&plan.session.0);
-            post(&self.workdir, stage, tasks)?;
+            post(&self.workdir, stage, tasks, "test")?;
             loop {
                 if let Some(d) = collect(&self.workdir, stage, tasks)? {
                     return Ok(d);
@@ -480,7 +495,7 @@ mod tests {
             let (tx, rx) = channel();
             std::thread::spawn(move || {
                 let mut worker = Worker::open(&settings, Role::Receiver, size, &exchange, &workdir, &session).unwrap();
-                let _ = tx.send(serve(&workdir, &mut worker, &items, linger));
+                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, "test"));
             });
             rx
         }

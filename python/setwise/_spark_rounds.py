@@ -196,7 +196,7 @@ class _Rounds:
 
         shuffled = self.bucketed(session, keys).repartition(groups, "task")
         served = shuffled.select("item", "part").mapInArrow(serve, "served string")
-        self.job = _Job(lambda: served.collect(), self.group, sc)
+        self.job = _Job(served.collect, self.group, sc)
         self.job.start()
         log.info(
             "setwise %s: %s serves %d buckets in %d tasks",

@@ -96,6 +96,7 @@ def party(
     paths: tuple[str, str, str],
     log: Path,
     op: str = "intersection",
+    *,
     protocol: str = "ecdh",
     **extra: str,
 ) -> Any:
@@ -333,18 +334,41 @@ def test_cardinality_counts_the_plain_intersection(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def vole_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """vole on Spark, 20 000 × 20 000 awkward keys in 16 buckets; the receiver killed
-    after its stage 4 and started again (its executors then replay the rounds so far)."""
+    after its stage 4 and started again (its executors then replay the rounds so far).
+    The sender is the CLI's `setwise stage run` when it is built (the two front ends
+    share one exchange format), else another Spark driver."""
     d = tmp_path_factory.mktemp("spark-vole")
     sx, rx = rows("s", 0, 20_000), rows("r", 9_000, 20_000)
-    s_pq, _ = write_inputs(d, "sender", sx)
+    s_pq, s_csv = write_inputs(d, "sender", sx)
     r_pq, _ = write_inputs(d, "receiver", rx)
     xs = {k for _, k in sx if k}
     ex = d / "vole-1"
     paths = (uri(ex), uri(d / "r-work"), uri(d / "r-out"))
-    s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s.log", protocol="vole")
+    key_file = d / "exchange.key"
+    key_file.write_text(EXCHANGE_KEY)
+    key_file.chmod(0o600)
+    binary = cli()
+    if binary is not None:
+        stage = [str(binary), "stage", "run", "--role", "sender", "--protocol", "vole"]
+        where = ["--exchange", str(ex), "--workdir", str(d / "s-work"), "--run-id", "vole-1"]
+        keyed = [
+            "--buckets",
+            str(BUCKETS),
+            "--exchange-key",
+            str(key_file),
+            "--wait-timeout",
+            "900",
+        ]
+        s = subprocess.Popen(
+            [*stage, "--input", str(s_csv), "--key", "email", *where, *keyed],
+            stdout=open(d / "s.log", "w"),
+            stderr=subprocess.STDOUT,
+        )
+    else:
+        s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s.log", protocol="vole")
     r = party("receiver", r_pq, paths, d / "r1.log", protocol="vole", **{KILL: "4"})
     killed = r.wait(timeout=600)
-    after_kill = sorted(p.name for p in ex.glob("stage-*/receiver.done.json"))
+    after_kill = sorted(p.parent.name for p in ex.glob("stage-*/receiver.done.json"))
     r = party("receiver", r_pq, paths, d / "r2.log", protocol="vole")
     wait_all({"s": s, "r2": r}, d)
     return {
@@ -363,7 +387,8 @@ def test_vole_on_spark_is_the_plain_intersection_and_resumes_after_a_kill(
     vole_run: dict[str, Any],
 ) -> None:
     assert vole_run["killed"] == -signal.SIGKILL
-    assert "stage-4" not in " ".join(vole_run["after_kill"]) or len(vole_run["after_kill"]) >= 4
+    # Killed after its stage 4's marker: stages 0 to 4 done, no more.
+    assert vole_run["after_kill"] == [f"stage-{k}" for k in range(5)], vole_run["after_kill"]
     assert len(vole_run["want"]) > 5_000
     assert vole_run["got"] == vole_run["want"]
     assert "stage 4 (round 3) done" not in vole_run["log"], "finished stages are not run again"
@@ -410,11 +435,16 @@ def test_mqrpmt_cardinality_on_spark_counts_the_plain_intersection(tmp_path: Pat
     r_pq, _ = write_inputs(tmp_path, "receiver", rx)
     want = len({k for _, k in sx if k} & {k for _, k in rx if k})
     ex = tmp_path / "mq-1"
-    common: dict[str, Any] = {"op": "cardinality", "protocol": "mqrpmt"}
-    r = party("receiver", r_pq, (uri(ex), uri(tmp_path / "rw"), "-"), tmp_path / "r.log", **common)
-    s = party("sender", s_pq, (uri(ex), uri(tmp_path / "sw"), "-"), tmp_path / "s.log", **common)
+    paths = {
+        "receiver": (uri(ex), uri(tmp_path / "rw"), "-"),
+        "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
+    }
+    r, s = (
+        party(who, data, paths[who], tmp_path / f"{who}.log", "cardinality", protocol="mqrpmt")
+        for who, data in (("receiver", r_pq), ("sender", s_pq))
+    )
     wait_all({"s": s, "r": r}, tmp_path)
-    log = (tmp_path / "r.log").read_text(errors="replace")
+    log = (tmp_path / "receiver.log").read_text(errors="replace")
     assert f"setwise-spark result: {want}\n" in log, log[-2000:]
     assert want > 1_000
 

@@ -154,7 +154,7 @@ class _Rounds:
                         f"stage {stage}: the executors ran {starts} times without doing its "
                         f"rounds; do they see {self.wd} and {self.ex} at the driver's paths?"
                     )
-                self.start(session, attempt)
+                self.start(session, attempt, stage)
                 starts += 1
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
@@ -173,9 +173,9 @@ class _Rounds:
             return got
         return e
 
-    def start(self, session: str, attempt: str) -> None:
+    def start(self, session: str, attempt: str, stage: int) -> None:
         """Starts the job: the items shuffled once into a partition per task (the buckets
-        b ≡ j mod T in partition j), each task serving its buckets' rounds."""
+        b ≡ j mod T in partition j), each task serving its buckets' rounds from `stage`."""
         import pyarrow as pa
 
         spec = self.worker(session, attempt)
@@ -191,7 +191,7 @@ class _Rounds:
                 t = pa.Table.from_batches(got)
                 items = t.column("item").combine_chunks()
                 parts = t.column("part").combine_chunks()
-                outcome = spec.serve(items, parts, linger)
+                outcome = spec.serve(items, parts, linger, stage)
                 yield pa.RecordBatch.from_arrays([pa.array([outcome])], names=["served"])
 
         shuffled = self.bucketed(session, keys).repartition(groups, "task")

@@ -252,15 +252,16 @@ impl StagedWorker {
     }
 
     /// Serves the rounds of the buckets whose `items` (an Arrow binary or string array)
-    /// this task holds, each item's bucket in `parts` (an Arrow `int32` array), until they
-    /// end (`"ended"`), no task comes for `linger` seconds (`"lingered"`), or a later
-    /// driver of the party posts its own (`"superseded"`).
+    /// this task holds, each item's bucket in `parts` (an Arrow `int32` array), from
+    /// stage `first` on, until they end (`"ended"`), no task comes for `linger` seconds
+    /// (`"lingered"`), or a later driver of the party posts its own (`"superseded"`).
     fn serve(
         &self,
         py: Python<'_>,
         items: &Bound<'_, PyAny>,
         parts: &Bound<'_, PyAny>,
         linger: f64,
+        first: u8,
     ) -> PyResult<&'static str> {
         let (items, parts) = (import_arrow(items)?, import_arrow(parts)?);
         let vals = values(items.as_ref())?;
@@ -282,7 +283,7 @@ impl StagedWorker {
             // A role replays only on the same items in the same order, which Spark's
             // shuffles do not keep.
             buckets.values_mut().for_each(|b| b.sort_unstable());
-            work::serve(&workdir, worker, &buckets, linger, &attempt)
+            work::serve(&workdir, worker, &buckets, linger, &attempt, first)
         });
         match served.map_err(to_py)? {
             Served::Ended => Ok("ended"),

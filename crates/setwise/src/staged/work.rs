@@ -22,7 +22,7 @@ use crate::io::hex;
 use crate::protocols::{Outcome, Role};
 use crate::session::{Hello, Job, MAX_HELLO_FRAME};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -342,33 +342,34 @@ pub enum Served {
     Superseded,
 }
 
-/// An executor's part of a cluster run: runs, stage after stage, the tasks the runner
+/// An executor's part of a cluster run: runs, from stage `from` on, the tasks the runner
 /// posts for the buckets it holds (`items`: each bucket's items in a fixed order), its
-/// roles kept alive between stages, until they end or no task comes for `linger`. The
-/// receiver's matched items are kept per bucket when it ends ([`read_matches`]; before
-/// the done file, so no outcome is lost). A failure is also left in an error file, where
-/// the runner finds it. Tasks posted by another driver than `attempt` end it.
+/// roles kept alive between stages, until none of its buckets has a task (each stage's
+/// tasks name every bucket whose role has not ended), no task comes for `linger`, or
+/// another driver than `attempt` posts. The receiver's matched items are kept per bucket
+/// when it ends ([`read_matches`]; before the done file, so no outcome is lost). A
+/// failure is also left in an error file, where the runner finds it.
 pub fn serve<I: AsRef<[u8]> + Sync>(
     workdir: &Workdir,
     worker: &mut Worker,
     items: &BTreeMap<u32, Vec<I>>,
     linger: Duration,
     attempt: &str,
+    from: u8,
 ) -> Result<Served> {
-    let mut ended = BTreeSet::new();
-    let mut stage = 2u8;
-    while ended.len() < items.len() {
+    let mut stage = from;
+    loop {
         let Some(posted) = wait_for_tasks(workdir, stage, linger)? else { return Ok(Served::Lingered) };
         if posted.attempt != attempt {
             return Ok(Served::Superseded);
         }
-        let tasks = posted.tasks;
-        for t in tasks.iter().filter(|t| items.contains_key(&t.bucket)) {
-            if let Some(d) = workdir.read_json::<Done>(&done_name(stage, t.bucket))? {
-                if d.ended {
-                    ended.insert(t.bucket);
-                }
-                continue;
+        let mine: Vec<&Task> = posted.tasks.iter().filter(|t| items.contains_key(&t.bucket)).collect();
+        if mine.is_empty() {
+            return Ok(Served::Ended);
+        }
+        for t in mine {
+            if workdir.read_json::<Done>(&done_name(stage, t.bucket))?.is_some() {
+                continue; // done by an earlier attempt at this task
             }
             let own = &items[&t.bucket];
             let done = worker.run(t, own).and_then(|d| {
@@ -394,13 +395,9 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
             };
             done.matches.clear(); // kept in its file; the runner needs the count
             workdir.write_json(&done_name(stage, t.bucket), &done)?;
-            if done.ended {
-                ended.insert(t.bucket);
-            }
         }
         stage = stage.checked_add(1).ok_or_else(|| Error::Usage("too many stages".into()))?;
     }
-    Ok(Served::Ended)
 }
 
 /// Stage `stage`'s tasks once the runner posted them, looking more slowly as the wait
@@ -424,9 +421,9 @@ fn wait_for_tasks(workdir: &Workdir, stage: u8, linger: Duration) -> Result<Opti
 mod tests {
     use super::*;
     use crate::protocols::{Operation, Protocol};
-    use crate::staged::ExchangeKey;
     use crate::staged::plan::{Buckets, Settings};
     use crate::staged::runner::{Remote, Runner, Step};
+    use crate::staged::{ExchangeKey, RunSeed};
     use std::cell::RefCell;
     use std::collections::BTreeSet;
     use std::path::{Path, PathBuf};
@@ -469,7 +466,7 @@ mod tests {
                 if running.is_empty() {
                     self.starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     for g in 0..self.groups {
-                        running.push(self.executor(plan, g));
+                        running.push(self.executor(plan, g, stage));
                     }
                 }
                 drop(running);
@@ -479,7 +476,7 @@ mod tests {
     }
 
     impl Threads {
-        fn executor(&self, plan: &Plan, g: u32) -> Receiver<Result<Served>> {
+        fn executor(&self, plan: &Plan, g: u32, from: u8) -> Receiver<Result<Served>> {
             let mut items: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
             for b in (g..plan.buckets).step_by(self.groups as usize) {
                 items.insert(b, Vec::new());
@@ -495,7 +492,7 @@ mod tests {
             let (tx, rx) = channel();
             std::thread::spawn(move || {
                 let mut worker = Worker::open(&settings, Role::Receiver, size, &exchange, &workdir, &session).unwrap();
-                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, "test"));
+                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, "test", from));
             });
             rx
         }
@@ -595,5 +592,25 @@ mod tests {
         assert!(text.contains("the sender's stage 3 message, bucket 1") && text.contains("digest"), "{text}");
         assert_eq!(e.kind(), ErrorKind::Peer, "{text}");
         assert!(dir.path().join("exchange/abort-receiver.json").exists(), "the sender is told");
+    }
+
+    #[test]
+    fn executors_of_an_earlier_driver_stop_when_another_posts_and_idle_ones_linger_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = Workdir::create(&dir.path().join("w")).unwrap();
+        let items: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::from([(0, vec![b"a".to_vec()])]);
+        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
+        let (a, b) = (RunSeed::generate(), RunSeed::generate());
+        let (ha, hb) = (settings.hello(Role::Receiver, 1, &a), settings.hello(Role::Sender, 1, &b));
+        let plan = Plan::agree(&settings, &ha, &hb).unwrap();
+        let job = Job::new(Protocol::Vole, Operation::Intersection);
+        let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, true);
+        let none = serve(&w, &mut worker, &items, Duration::from_millis(20), "old", 2).unwrap();
+        assert_eq!(none, Served::Lingered);
+        let task = Task { stage: 2, bucket: 0, peer_size: 1, theirs: vec![], ours: vec![], wait: true };
+        post(&w, 2, &[task], "new").unwrap();
+        let got = serve(&w, &mut worker, &items, Duration::from_secs(5), "old", 2).unwrap();
+        assert_eq!(got, Served::Superseded);
+        assert!(w.read_json::<Done>(&done_name(2, 0)).unwrap().is_none(), "the old one did nothing");
     }
 }

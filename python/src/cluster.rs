@@ -174,7 +174,7 @@ impl StagedWorker {
     }
 
     fn workdir(&self) -> PyResult<Workdir> {
-        Ok(Workdir::create(&local(&self.args.9, "workdir")?).map_err(to_py)?)
+        Workdir::create(&local(&self.args.9, "workdir")?).map_err(to_py)
     }
 
     /// The worker, opened if it is not yet.

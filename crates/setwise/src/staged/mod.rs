@@ -53,6 +53,7 @@ pub mod replay;
 mod rounds;
 pub mod runner;
 pub mod seed;
+mod stages;
 pub mod store;
 pub mod work;
 

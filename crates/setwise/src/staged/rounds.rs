@@ -477,3 +477,189 @@ mod tests {
         assert!(e.contains("this party's own stage 3 marker") && e.contains("not this party's marker"), "{e}");
     }
 }
+
+/// The runner with its buckets on a "cluster" of threads (`staged::work`).
+#[cfg(test)]
+mod cluster_tests {
+    use crate::error::{ErrorKind, Result};
+    use crate::io::hex;
+    use crate::protocols::{Operation, Protocol};
+    use crate::protocols::{Outcome, Role};
+    use crate::staged::ExchangeKey;
+    use crate::staged::plan::Plan;
+    use crate::staged::plan::{Buckets, Settings};
+    use crate::staged::runner::{Remote, Runner, Step};
+    use crate::staged::store::Workdir;
+    use crate::staged::work::{Done, Served, Task, Worker, collect, post, read_matches, serve};
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+    use std::sync::mpsc::{Receiver, channel};
+    use std::time::Duration;
+
+    /// A cluster in threads: `groups` executors, each serving the buckets ≡ its index,
+    /// started when a stage needs them and again after they linger out (replaying).
+    struct Threads {
+        exchange: PathBuf,
+        workdir: Workdir,
+        items: Vec<String>,
+        groups: u32,
+        linger: Duration,
+        running: RefCell<Vec<Receiver<Result<Served>>>>,
+        starts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        settings: Settings,
+        session: RefCell<String>,
+    }
+
+    impl Remote for Threads {
+        fn bucket_sizes(&self, plan: &Plan) -> Result<Vec<u64>> {
+            let mut n = vec![0u64; plan.buckets as usize];
+            self.items.iter().for_each(|x| n[plan.bucket_of(x.as_bytes()) as usize] += 1);
+            Ok(n)
+        }
+
+        fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> Result<Vec<Done>> {
+            *self.session.borrow_mut() = hex(&plan.session.0);
+            post(&self.workdir, stage, tasks, "test")?;
+            loop {
+                if let Some(d) = collect(&self.workdir, stage, tasks)? {
+                    return Ok(d);
+                }
+                let mut running = self.running.borrow_mut();
+                running.retain(|rx| match rx.try_recv() {
+                    Ok(_) => false, // a failure is in its error file
+                    Err(std::sync::mpsc::TryRecvError::Empty) => true,
+                    Err(_) => false,
+                });
+                if running.is_empty() {
+                    self.starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    for g in 0..self.groups {
+                        running.push(self.executor(plan, g, stage));
+                    }
+                }
+                drop(running);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+
+    impl Threads {
+        fn executor(&self, plan: &Plan, g: u32, from: u8) -> Receiver<Result<Served>> {
+            let mut items: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+            for b in (g..plan.buckets).step_by(self.groups as usize) {
+                items.insert(b, Vec::new());
+            }
+            for x in &self.items {
+                if let Some(v) = items.get_mut(&plan.bucket_of(x.as_bytes())) {
+                    v.push(x.as_bytes().to_vec());
+                }
+            }
+            items.values_mut().for_each(|v| v.sort());
+            let (workdir, linger, exchange) = (self.workdir.clone(), self.linger, self.exchange.clone());
+            let (settings, size, session) = (self.settings.clone(), self.items.len(), self.session.borrow().clone());
+            let (tx, rx) = channel();
+            std::thread::spawn(move || {
+                let mut worker = Worker::open(&settings, Role::Receiver, size, &exchange, &workdir, &session).unwrap();
+                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, "test", from));
+            });
+            rx
+        }
+    }
+
+    fn items(range: std::ops::Range<usize>) -> Vec<String> {
+        range.map(|i| format!("item-{i}")).collect()
+    }
+
+    /// The receiver on a "cluster" of two executors, the sender in one process: the
+    /// matched rows are the plain intersection, whether the executors keep their roles
+    /// alive through the run or linger out between stages and replay.
+    fn remote_run(dir: &Path, linger: Duration) -> (BTreeSet<String>, usize) {
+        let (x, y) = (items(0..400), items(250..700));
+        let (r, s, starts) = parties(dir, linger, &x, &y);
+        let mut finished = (false, false);
+        for _ in 0..40 {
+            finished.0 |= r.step(&mut |_| panic!("the rows are the executors'")).unwrap() == Step::Finished;
+            finished.1 |= s.step(&mut |_| Ok(())).unwrap() == Step::Finished;
+            if finished == (true, true) {
+                let w = Workdir::create(&dir.join("r")).unwrap();
+                let got: BTreeSet<String> =
+                    (0..3).flat_map(|b| read_matches(&w, b).unwrap()).map(|x| String::from_utf8(x).unwrap()).collect();
+                let want: BTreeSet<String> = y.iter().filter(|i| x.contains(i)).cloned().collect();
+                assert_eq!(got, want);
+                let result: crate::staged::runner::RunResult =
+                    Workdir::create(&dir.join("r")).unwrap().read_json("result.json").unwrap().unwrap();
+                assert_eq!(result.size, want.len() as u64);
+                return (got, starts.load(std::sync::atomic::Ordering::SeqCst));
+            }
+        }
+        panic!("no end after 40 steps");
+    }
+
+    type Parties<'a> = (Runner<'a, Vec<u8>>, Runner<'a, String>, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    /// The receiver on two executors (threads), the sender in one process.
+    fn parties<'a>(dir: &Path, linger: Duration, x: &'a [String], y: &[String]) -> Parties<'a> {
+        let key = ExchangeKey::from_bytes([9; 32]);
+        let settings =
+            Settings { buckets: Buckets::Fixed(3), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let ex = dir.join("exchange");
+        let threads = Threads {
+            exchange: ex.clone(),
+            workdir: Workdir::create(&dir.join("r")).unwrap(),
+            items: y.to_vec(),
+            groups: 2,
+            linger,
+            running: Default::default(),
+            starts: Default::default(),
+            settings: settings.clone(),
+            session: Default::default(),
+        };
+        let fingerprint = (y.len() as u64, "the caller's".to_string());
+        let starts = threads.starts.clone();
+        let r = Runner::open_remote(
+            settings.clone(),
+            Role::Receiver,
+            &ex,
+            &dir.join("r"),
+            fingerprint,
+            key.clone(),
+            Box::new(threads),
+        )
+        .unwrap();
+        let mut s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key).unwrap();
+        s.keep_roles_alive();
+        (r, s, starts)
+    }
+
+    #[test]
+    fn a_cluster_runner_matches_the_plain_sets_with_live_or_lingering_executors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, starts) = remote_run(dir.path(), Duration::from_secs(30));
+        assert_eq!(starts, 1, "executors kept pace: started once");
+        let dir = tempfile::tempdir().unwrap();
+        let (_, starts) = remote_run(dir.path(), Duration::from_millis(1));
+        assert!(starts > 1, "executors that linger out are started again, and replay");
+    }
+
+    #[test]
+    fn an_executors_refusal_of_a_damaged_peer_part_comes_back_by_name_and_aborts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..200), items(100..300));
+        let (r, s, _) = parties(dir.path(), Duration::from_secs(30), &x, &y);
+        let mut none = |_: &Outcome| Ok(());
+        for _ in 0..4 {
+            r.step(&mut none).unwrap();
+            s.step(&mut none).unwrap();
+        }
+        let part = dir.path().join("exchange/stage-3/sender/part-00001.bin");
+        let mut bytes = std::fs::read(&part).unwrap();
+        *bytes.last_mut().expect("the sender's round sends something") ^= 1;
+        std::fs::write(&part, &bytes).unwrap();
+        let e = r.step(&mut none).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("the sender's stage 3 message, bucket 1") && text.contains("digest"), "{text}");
+        assert_eq!(e.kind(), ErrorKind::Peer, "{text}");
+        assert!(dir.path().join("exchange/abort-receiver.json").exists(), "the sender is told");
+    }
+}

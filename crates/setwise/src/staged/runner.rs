@@ -24,6 +24,8 @@ use super::ecdh;
 use super::message::{decode_part, encode_part, max_part_bytes};
 use super::plan::{Plan, Settings};
 use super::seed::RunSeed;
+pub use super::stages::{RECEIVER_STAGES, SENDER_STAGES, stage_label, stage_name, stages_of};
+pub(super) use super::stages::{at_named, peer_of};
 use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir, shown};
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::Encoded;
@@ -40,41 +42,6 @@ use std::path::Path;
 
 /// Most buckets whose roles [`Runner::keep_roles_alive`] keeps running (a thread each).
 pub const MAX_LIVE_BUCKETS: u32 = 256;
-
-/// The receiver's stages, in order.
-pub const RECEIVER_STAGES: &[u8] = &[0, 1, 3];
-/// The sender's stages, in order.
-pub const SENDER_STAGES: &[u8] = &[0, 1, 2];
-
-/// What stage `n` of a staged ecdh run does.
-pub fn stage_name(n: u8) -> &'static str {
-    match n {
-        0 => "hello",
-        1 => "blind",
-        2 => "re-blind",
-        3 => "finish",
-        _ => "unknown",
-    }
-}
-
-/// The stages of `role`.
-pub fn stages_of(role: Role) -> &'static [u8] {
-    if role == Role::Receiver { RECEIVER_STAGES } else { SENDER_STAGES }
-}
-
-/// What stage `n` of a staged `protocol` run does.
-pub fn stage_label(protocol: &str, n: u8) -> String {
-    match (protocol, n) {
-        ("ecdh", n) => stage_name(n).into(),
-        (_, 0) => "hello".into(),
-        (_, 1) => "bucket sizes".into(),
-        (_, n) => format!("round {}", n - 1),
-    }
-}
-
-pub(super) fn peer_of(role: Role) -> Role {
-    if role == Role::Receiver { Role::Sender } else { Role::Receiver }
-}
 
 /// What a call of [`Runner::step`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,22 +94,6 @@ pub fn input_fingerprint<I: AsRef<[u8]>>(items: &[I], key_columns: usize) -> Str
         h.update(&(i.as_ref().len() as u64).to_le_bytes()).update(i.as_ref());
     }
     h.finalize().to_hex().to_string()
-}
-
-/// Where an error happened: the stage (number and name), and the peer message and
-/// bucket it concerned.
-pub(super) fn at_named(
-    stage: u8,
-    name: impl std::fmt::Display,
-    role: Role,
-    what: impl Into<String>,
-) -> impl FnOnce(Error) -> Error {
-    let what = what.into();
-    move |e| {
-        let head = format!("stage {stage} ({role}: {name})");
-        let at = if what.is_empty() { head } else { format!("{head}, {what}") };
-        Error::Stage { at, source: Box::new(e) }
-    }
 }
 
 /// One party's staged run: its settings, role, exchange, workdir and items.

@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("setwise.spark")
 
 
+def _served_input() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("item", pa.binary()), ("part", pa.int32())])
+
+
 def _path(p: str) -> str:
     """A ``file:`` URI or path as the path the native module and executors use."""
     for prefix in ("file://", "file:"):
@@ -177,6 +183,7 @@ class _Rounds:
         """Starts the job: the items shuffled once into a partition per task (the buckets
         b ≡ j mod T in partition j), each task serving its buckets' rounds from `stage`."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         spec = self.worker(session, attempt)
         sc = self.base.spark.sparkContext
@@ -186,15 +193,26 @@ class _Rounds:
         keys = self.task_keys(groups)
 
         def serve(batches: Any) -> Any:
-            got = [rb for rb in batches if rb.num_rows]
-            if got:
-                t = pa.Table.from_batches(got)
-                items = t.column("item").combine_chunks()
-                parts = t.column("part").combine_chunks()
-                outcome = spec.serve(items, parts, linger, stage)
-                yield pa.RecordBatch.from_arrays([pa.array([outcome])], names=["served"])
+            from pyspark import TaskContext
 
-        shuffled = self.bucketed(session, keys).repartition(groups, "task")
+            # Partition j holds the items of task j's buckets (task_keys) and one row
+            # of bucket -1, so that a task whose buckets have no items of this party
+            # still runs and serves their rounds.
+            context = TaskContext.get()
+            assert context is not None
+            task = context.partitionId()
+            t = pa.Table.from_batches(list(batches), schema=_served_input())
+            t = t.filter(pc.greater_equal(t.column("part"), 0))
+            items = t.column("item").combine_chunks()
+            parts = t.column("part").combine_chunks()
+            outcome = spec.serve(items, parts, task, groups, linger, stage)
+            yield pa.RecordBatch.from_arrays([pa.array([outcome])], names=["served"])
+
+        spark = self.base.spark
+        present = spark.createDataFrame(
+            [(b"", -1, k) for k in keys], "item binary, part int, task long"
+        )
+        shuffled = self.bucketed(session, keys).unionByName(present).repartition(groups, "task")
         served = shuffled.select("item", "part").mapInArrow(serve, "served string")
         self.job = _Job(served.collect, self.group, sc)
         self.job.start()

@@ -251,15 +251,19 @@ impl StagedWorker {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Serves the rounds of the buckets whose `items` (an Arrow binary or string array)
-    /// this task holds, each item's bucket in `parts` (an Arrow `int32` array), from
-    /// stage `first` on, until they end (`"ended"`), no task comes for `linger` seconds
+    /// Serves, as task `task` of `tasks`, the rounds of buckets `task`, `task + tasks`, …
+    /// (those without items too), whose `items` (an Arrow binary or string array) it
+    /// holds with each item's bucket in `parts` (an Arrow `int32` array), from stage
+    /// `first` on, until they end (`"ended"`), no task comes for `linger` seconds
     /// (`"lingered"`), or a later driver of the party posts its own (`"superseded"`).
+    #[allow(clippy::too_many_arguments)] // the items, the task's place, the timing
     fn serve(
         &self,
         py: Python<'_>,
         items: &Bound<'_, PyAny>,
         parts: &Bound<'_, PyAny>,
+        task: u32,
+        tasks: u32,
         linger: f64,
         first: u8,
     ) -> PyResult<&'static str> {
@@ -270,9 +274,15 @@ impl StagedWorker {
             .downcast_ref::<Int32Array>()
             .filter(|p| p.null_count() == 0 && p.len() == vals.len())
             .ok_or_else(|| input_error("parts: an int32 array without nulls, one per item"))?;
-        let mut buckets: BTreeMap<u32, Vec<&[u8]>> = BTreeMap::new();
+        let n = self.plan()?.buckets;
+        if tasks == 0 || task >= tasks {
+            return Err(input_error(format!("task {task} of {tasks}")));
+        }
+        let mut buckets: BTreeMap<u32, Vec<&[u8]>> =
+            (task..n).step_by(tasks as usize).map(|b| (b, Vec::new())).collect();
         for (v, &p) in vals.iter().zip(parts.values().iter()) {
-            buckets.entry(u32::try_from(p).map_err(|_| input_error("a negative bucket"))?).or_default().push(v);
+            let mine = u32::try_from(p).ok().and_then(|b| buckets.get_mut(&b));
+            mine.ok_or_else(|| input_error(format!("an item of bucket {p} reached task {task} of {tasks}")))?.push(v);
         }
         let workdir = self.workdir()?;
         let linger = Duration::try_from_secs_f64(linger).map_err(|e| input_error(format!("linger: {e}")))?;

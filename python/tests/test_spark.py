@@ -331,12 +331,32 @@ def test_cardinality_counts_the_plain_intersection(tmp_path: Path) -> None:
     assert len(m["parts"]) == BUCKETS
 
 
+def vole_sender(d: Path, s_pq: Path, s_csv: Path, ex: Path) -> Any:
+    """The vole sender of run `ex`: the CLI's `setwise stage run` when it is built (the two
+    front ends share one exchange format), else a Spark driver."""
+    key_file = d / "exchange.key"
+    key_file.write_text(EXCHANGE_KEY)
+    key_file.chmod(0o600)
+    binary = cli()
+    if binary is None:
+        return party(
+            "sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s.log", protocol="vole"
+        )
+    stage = [str(binary), "stage", "run", "--role", "sender", "--protocol", "vole"]
+    where = ["--exchange", str(ex), "--workdir", str(d / "s-work"), "--run-id", ex.name]
+    keyed = ["--buckets", str(BUCKETS), "--exchange-key", str(key_file), "--wait-timeout", "900"]
+    return subprocess.Popen(
+        [*stage, "--input", str(s_csv), "--key", "email", *where, *keyed],
+        stdout=open(d / "s.log", "w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
 @pytest.fixture(scope="module")
 def vole_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """vole on Spark, 20 000 × 20 000 awkward keys in 16 buckets; the receiver killed
-    after its stage 4 and started again (its executors then replay the rounds so far).
-    The sender is the CLI's `setwise stage run` when it is built (the two front ends
-    share one exchange format), else another Spark driver."""
+    after its stage 4 and started again (its executors then replay the rounds so far);
+    the sender as `vole_sender` runs it."""
     d = tmp_path_factory.mktemp("spark-vole")
     sx, rx = rows("s", 0, 20_000), rows("r", 9_000, 20_000)
     s_pq, s_csv = write_inputs(d, "sender", sx)
@@ -344,28 +364,7 @@ def vole_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     xs = {k for _, k in sx if k}
     ex = d / "vole-1"
     paths = (uri(ex), uri(d / "r-work"), uri(d / "r-out"))
-    key_file = d / "exchange.key"
-    key_file.write_text(EXCHANGE_KEY)
-    key_file.chmod(0o600)
-    binary = cli()
-    if binary is not None:
-        stage = [str(binary), "stage", "run", "--role", "sender", "--protocol", "vole"]
-        where = ["--exchange", str(ex), "--workdir", str(d / "s-work"), "--run-id", "vole-1"]
-        keyed = [
-            "--buckets",
-            str(BUCKETS),
-            "--exchange-key",
-            str(key_file),
-            "--wait-timeout",
-            "900",
-        ]
-        s = subprocess.Popen(
-            [*stage, "--input", str(s_csv), "--key", "email", *where, *keyed],
-            stdout=open(d / "s.log", "w"),
-            stderr=subprocess.STDOUT,
-        )
-    else:
-        s = party("sender", s_pq, (uri(ex), uri(d / "s-work"), "-"), d / "s.log", protocol="vole")
+    s = vole_sender(d, s_pq, s_csv, ex)
     r = party("receiver", r_pq, paths, d / "r1.log", protocol="vole", **{KILL: "4"})
     killed = r.wait(timeout=600)
     after_kill = sorted(p.parent.name for p in ex.glob("stage-*/receiver.done.json"))
@@ -462,3 +461,19 @@ def test_a_replayed_protocol_needs_paths_the_executors_share(spark: Any, tmp_pat
             workdir=f"file://{tmp_path}/w",
             exchange_key=EXCHANGE_KEY,
         )
+
+
+def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:
+    """Three receiver rows in 16 buckets: most buckets (and maybe a whole task) hold
+    none of its items, and their rounds still run."""
+    sx, rx = rows("s", 0, 2_000), rows("r", 100, 3)
+    s_pq, s_csv = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    ex = tmp_path / "vole-few"
+    s = vole_sender(tmp_path, s_pq, s_csv, ex)
+    out = tmp_path / "r-out"
+    paths = (uri(ex), uri(tmp_path / "r-work"), uri(out))
+    r = party("receiver", r_pq, paths, tmp_path / "r.log", protocol="vole")
+    wait_all({"s": s, "r": r}, tmp_path)
+    xs = {k for _, k in sx if k}
+    assert ids(out) == {i for i, k in rx if k and k in xs}

@@ -147,6 +147,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         let peer = peer_of(self.role);
         let b = plan.buckets as usize;
         let peer_sizes = self.peer_marker(k, plan, 1, Some(plan.peer_size()))?;
+        let own_sizes = self.own_sizes(k, plan)?;
         // The peer's rounds so far (up to its last), and this party's own.
         let mut theirs = Vec::new();
         for j in 2..k {
@@ -203,6 +204,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
                 stage: k,
                 bucket: i as u32,
                 peer_size: peer_sizes.parts[i].items,
+                own_size: own_sizes[i],
                 theirs: refs(&theirs, i),
                 ours: refs(&ours, i),
                 wait,
@@ -232,6 +234,24 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         let mut marker = self.marker(k, Some(plan.session), infos);
         marker.last = last;
         self.exchange.write_marker(&marker).map_err(self.at_stage(k, ""))
+    }
+
+    /// This party's item count per bucket, from its own stage-1 marker (checked as its
+    /// later markers are: it is in a place the peer can write too).
+    fn own_sizes(&self, k: u8, plan: &Plan) -> Result<Vec<u64>> {
+        let what = "this party's own stage 1 marker";
+        let m = self.exchange.read_marker(1, self.role).map_err(self.at_stage(k, what))?;
+        let m = m.ok_or_else(|| self.at_stage(k, what)(not_there()))?;
+        let ok = m.run == self.settings.run_id
+            && m.session == hex(&plan.session.0)
+            && m.parts.len() == plan.buckets as usize
+            && m.total_items() == plan.own_size();
+        if !ok {
+            return Err(self.at_stage(k, what)(
+                Deviation::StagedMessage { why: "not this party's marker of this run (replaced?)".into() }.into(),
+            ));
+        }
+        Ok(m.parts.iter().map(|p| p.items).collect())
     }
 
     /// Runs stage `k`'s tasks: on the cluster, or by this process's worker on its items.

@@ -24,7 +24,7 @@ use super::ecdh;
 use super::message::{decode_part, encode_part, max_part_bytes};
 use super::plan::{Plan, Settings};
 use super::seed::RunSeed;
-pub use super::stages::{RECEIVER_STAGES, SENDER_STAGES, stage_label, stage_name, stages_of};
+pub use super::stages::{MAX_LIVE_BUCKETS, RECEIVER_STAGES, SENDER_STAGES, stage_label, stage_name, stages_of};
 pub(super) use super::stages::{at_named, peer_of};
 use super::store::{Exchange, FORMAT, Marker, PartId, PartInfo, Workdir, shown};
 use crate::crypto::dst::{self, Domain, SessionId};
@@ -39,9 +39,6 @@ use crate::wire::stream::Stream;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Most buckets whose roles [`Runner::keep_roles_alive`] keeps running (a thread each).
-pub const MAX_LIVE_BUCKETS: u32 = 256;
 
 /// What a call of [`Runner::step`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]

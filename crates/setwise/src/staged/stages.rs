@@ -2,6 +2,10 @@
 //! what it concerned (shared by the runner and the workers).
 
 use crate::error::Error;
+
+/// Most buckets whose roles a process keeps running between stages (a thread each):
+/// `setwise stage run`, and each executor of a cluster run.
+pub const MAX_LIVE_BUCKETS: u32 = 256;
 use crate::protocols::Role;
 
 /// The receiver's stages, in order.

@@ -15,7 +15,7 @@ use super::plan::Plan;
 use super::plan::Settings;
 use super::replay::{BucketRun, Live, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
 use super::seed::RunSeed;
-use super::stages::{at_named, peer_of, stage_label};
+use super::stages::{MAX_LIVE_BUCKETS, at_named, peer_of, stage_label};
 use super::store::{Exchange, PartId, PartInfo, Workdir};
 use crate::error::{Deviation, Error, ErrorKind, Result};
 use crate::io::hex;
@@ -45,6 +45,9 @@ pub struct Task {
     pub bucket: u32,
     /// The peer's item count in the bucket.
     pub peer_size: u64,
+    /// This party's item count in the bucket, from its stage 1: a worker refuses other
+    /// items (its role's draws must meet the same items at every stage).
+    pub own_size: u64,
     /// The peer's parts of the bucket so far, oldest first.
     pub theirs: Vec<PartRef>,
     /// This party's own parts of the bucket so far, oldest first.
@@ -89,7 +92,8 @@ impl Worker {
         Self { exchange, plan, seed, job, keep_alive, live: BTreeMap::new() }
     }
 
-    /// An executor's worker (roles kept alive) for `role`'s side of the run with these
+    /// An executor's worker (roles kept alive, up to [`MAX_LIVE_BUCKETS`] buckets in the
+    /// run; beyond, each stage replays) for `role`'s side of the run with these
     /// `settings` and `size` items: the plan rebuilt from both hellos (this party's from
     /// the seed in `workdir`, the peer's from the exchange) and checked to be the one the
     /// runner agreed, whose session id is `session` (hexadecimal).
@@ -113,7 +117,8 @@ impl Worker {
         }
         let mut job = Job::new(settings.protocol, settings.operation);
         job.key_columns = settings.key_columns;
-        Ok(Self::new(exchange, plan, seed, job, true))
+        let alive = plan.buckets <= MAX_LIVE_BUCKETS;
+        Ok(Self::new(exchange, plan, seed, job, alive))
     }
 
     /// This worker's plan.
@@ -130,6 +135,13 @@ impl Worker {
         let (k, bucket) = (task.stage, task.bucket);
         if bucket >= self.plan.buckets || k < 2 {
             return Err(Error::Usage(format!("stage {k}, bucket {bucket}: not a round of this run")));
+        }
+        if items.len() as u64 != task.own_size {
+            return Err(self.at(k, format!("bucket {bucket}"))(Error::Usage(format!(
+                "{} items here, {} in this party's stage 1: the input changed since the run started",
+                items.len(),
+                task.own_size
+            ))));
         }
         let run = if task.wait {
             BucketRun { fresh: Vec::new(), outcome: None }
@@ -307,6 +319,16 @@ pub fn post(workdir: &Workdir, stage: u8, tasks: &[Task], attempt: &str) -> Resu
 pub fn collect(workdir: &Workdir, stage: u8, tasks: &[Task]) -> Result<Option<Vec<Done>>> {
     let mut dones = Vec::with_capacity(tasks.len());
     for t in tasks {
+        if let Some(d) = workdir.read_json::<Done>(&done_name(stage, t.bucket))? {
+            if d.bucket != t.bucket {
+                return Err(Error::damaged(
+                    &workdir.root().join(done_name(stage, t.bucket)),
+                    "the done file of another bucket",
+                ));
+            }
+            dones.push(d);
+            continue;
+        }
         if let Some(f) = workdir.read_json::<Failure>(&error_name(stage, t.bucket))? {
             let kind = match (f.peer, f.network) {
                 (true, _) => ErrorKind::Peer,
@@ -315,16 +337,7 @@ pub fn collect(workdir: &Workdir, stage: u8, tasks: &[Task]) -> Result<Option<Ve
             };
             return Err(Error::Worker { kind, message: f.message });
         }
-        match workdir.read_json::<Done>(&done_name(stage, t.bucket))? {
-            Some(d) if d.bucket == t.bucket => dones.push(d),
-            Some(_) => {
-                return Err(Error::damaged(
-                    &workdir.root().join(done_name(stage, t.bucket)),
-                    "the done file of another bucket",
-                ));
-            }
-            None => return Ok(None),
-        }
+        return Ok(None);
     }
     Ok(Some(dones))
 }
@@ -436,7 +449,7 @@ mod tests {
         let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, true);
         let none = serve(&w, &mut worker, &items, Duration::from_millis(20), "old", 2).unwrap();
         assert_eq!(none, Served::Lingered);
-        let task = Task { stage: 2, bucket: 0, peer_size: 1, theirs: vec![], ours: vec![], wait: true };
+        let task = Task { stage: 2, bucket: 0, peer_size: 1, own_size: 1, theirs: vec![], ours: vec![], wait: true };
         post(&w, 2, &[task], "new").unwrap();
         let got = serve(&w, &mut worker, &items, Duration::from_secs(5), "old", 2).unwrap();
         assert_eq!(got, Served::Superseded);

@@ -455,4 +455,18 @@ mod tests {
         assert_eq!(got, Served::Superseded);
         assert!(w.read_json::<Done>(&done_name(2, 0)).unwrap().is_none(), "the old one did nothing");
     }
+
+    #[test]
+    fn a_worker_refuses_other_items_than_the_run_started_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
+        let (a, b) = (RunSeed::generate(), RunSeed::generate());
+        let (ha, hb) = (settings.hello(Role::Receiver, 2, &a), settings.hello(Role::Sender, 2, &b));
+        let plan = Plan::agree(&settings, &ha, &hb).unwrap();
+        let job = Job::new(Protocol::Vole, Operation::Intersection);
+        let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, false);
+        let task = Task { stage: 2, bucket: 0, peer_size: 2, own_size: 2, theirs: vec![], ours: vec![], wait: false };
+        let e = worker.run(&task, &[b"only one".to_vec()]).unwrap_err().to_string();
+        assert!(e.contains("bucket 0") && e.contains("1 items here, 2 in this party's stage 1"), "{e}");
+    }
 }

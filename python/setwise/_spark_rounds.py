@@ -80,16 +80,14 @@ class _Rounds:
 
     # --- what the native runner asks of the cluster ---------------------------------
 
-    def worker(self, session: str, attempt: str = "") -> StagedWorker:
+    def settings(self) -> tuple[str, str, str, int, str, str | None, str]:
+        """The run's settings as the native driver and workers take them."""
         b = self.base
+        return (b.run_id, self.protocol, b.op, 1, b.buckets, b.bucket_key, b.role)
+
+    def worker(self, session: str, attempt: str = "") -> StagedWorker:
         return StagedWorker(
-            b.run_id,
-            self.protocol,
-            b.op,
-            1,
-            b.buckets,
-            b.bucket_key,
-            b.role,
+            *self.settings(),
             self.size,
             self.ex,
             self.wd,
@@ -233,13 +231,7 @@ class _Rounds:
         try:
             self.size, fingerprint = b.fingerprint(items)
             driver = StagedDriver(
-                b.run_id,
-                self.protocol,
-                b.op,
-                1,
-                b.buckets,
-                b.bucket_key,
-                b.role,
+                *self.settings(),
                 self.ex,
                 self.wd,
                 b.xkey,

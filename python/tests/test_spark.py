@@ -252,19 +252,25 @@ def rerun_finish(spark: Any, run42: dict[str, Any], name: str, damage: Any) -> s
     shutil.copytree(run42["dir"] / "r-work", work)
     (ex / "stage-3" / "receiver.done.json").unlink()
     damage(ex)
-    df = spark.read.parquet(str(run42["receiver"]))
+    return refused_receiver(spark, run42["receiver"], ex, work, protocol="ecdh")
+
+
+def refused_receiver(spark: Any, data: Path, ex: Path, work: Path, **extra: Any) -> str:
+    """The receiver run again on `ex` and `work`, which must fail as the peer's doing
+    and tell the sender; the error it fails with."""
+    df = spark.read.parquet(str(data))
     with pytest.raises(setwise.PeerError) as e:
         setwise.spark.run(
             spark,
             df,
             key="email",
             role="receiver",
-            protocol="ecdh",
             exchange=f"file://{ex}",
             workdir=f"file://{work}",
             buckets=BUCKETS,
             exchange_key=EXCHANGE_KEY,
             timeout=5,
+            **extra,
         )
     assert (ex / "abort-receiver.json").exists(), "the sender is told"
     return str(e.value)
@@ -408,24 +414,9 @@ def test_vole_on_spark_refuses_a_damaged_peer_part_by_stage_and_bucket(
     data = bytearray(part.read_bytes())
     data[-1] ^= 0x01
     part.write_bytes(bytes(data))
-    df = spark.read.parquet(str(vole_run["receiver"]))
-    with pytest.raises(setwise.PeerError) as e:
-        setwise.spark.run(
-            spark,
-            df,
-            key="email",
-            role="receiver",
-            protocol="vole",
-            exchange=f"file://{ex}",
-            workdir=f"file://{work}",
-            buckets=BUCKETS,
-            exchange_key=EXCHANGE_KEY,
-            timeout=5,
-            linger=5,
-        )
+    e = refused_receiver(spark, vole_run["receiver"], ex, work, protocol="vole", linger=5)
     want = f"the sender's stage {last - 1} message, bucket 3"
-    assert want in str(e.value) and "digest mismatch" in str(e.value), str(e.value)
-    assert (ex / "abort-receiver.json").exists(), "the sender is told"
+    assert want in e and "digest mismatch" in e, e
 
 
 def test_mqrpmt_cardinality_on_spark_counts_the_plain_intersection(tmp_path: Path) -> None:

@@ -1,32 +1,79 @@
 #!/usr/bin/env python3
-"""Fails when an import crosses the layers of ../shared/DESIGN.md (data flows down):
+"""Fails when an import crosses the layers of the library (docs/architecture.md, after
+../shared/DESIGN.md; data flows down, never up). Layers, bottom first:
 
-- a building block (crypto, math, hashing, he, ot, vole, okvs) never imports
-  protocols, session, io or testing;
-- protocols never import session, staged or testing; session never imports staged or
-  testing (staged runs sit beside the session layer and use it);
-- net imports nothing else of the crate; wire only net and error; io only error;
-- sibling modules never import each other in a cycle (a family's files form a tree);
+    error        the error vocabulary: every layer's error type; imports nothing
+    net, io      transports (Channel, TCP, TLS, servers); items from files
+    wire         codec, messages, chunked streams over a Channel
+    primitives   math (fields, polynomials), crypto (rng, dst, groups, OPRF, PRG)
+    blocks       hashing, he, okvs
+    interactive  ot, vole: two-party blocks; they talk through `net::Channel` only
+    protocols    the registry and the families
+    session      hello, auto, dispatch
+    the tag list message_tags: every tag of every layer, checked for uniqueness
+    staged       bucketed store-and-forward runs
+    testing      helpers for tests
+    the root     lib.rs re-exports `session::run`, so it counts as the top
+
+Rules:
+- a module imports only layers below its own, or modules of its own layer where the
+  layer allows it (primitives, blocks, interactive, net/io do not: net and io are
+  independent);
+- primitives and blocks never import `net` (no I/O); interactive blocks import only the
+  `net::Channel` trait from it (no sockets, no servers);
+- nothing inside the crate names the root's re-exports (`crate::Result`): the root is
+  the top, so a block that names it depends on everything;
+- sibling modules never import each other in a cycle (a family's files form a tree),
+  `error` included;
 - a CLI subcommand module (crates/setwise-cli/src/commands/) imports no other one.
 
-`error` is the shared vocabulary: it names each layer's error type and every layer
-returns it, so it takes no part in the cycle check.
-
 It reads `crate::`, `super::` and `self::` paths (also inside `use crate::{...}` groups)
-with comments and strings removed, so doc links do not count. Usage: check-layers.py [ROOT]
+with comments and strings removed, so doc links do not count. A self-test plants one
+violation of each kind in a fake tree and fails unless each is caught.
+Usage: check-layers.py [ROOT]
 """
 
 import re
 import sys
 from pathlib import Path
 
-BLOCKS = {"crypto", "math", "hashing", "he", "ot", "vole", "okvs"}
-FORBIDDEN = {
-    **{b: {"protocols", "session", "staged", "io", "testing"} for b in BLOCKS},
-    "protocols": {"session", "staged", "testing"},
-    "session": {"staged", "testing"},
-}
-ONLY = {"net": {"net"}, "wire": {"wire", "net", "error"}, "io": {"io", "error"}}
+LAYERS = [
+    ("error", {"error"}),
+    ("net, io", {"net", "io"}),
+    ("wire", {"wire"}),
+    ("primitives", {"math", "crypto"}),
+    ("blocks", {"hashing", "he", "okvs"}),
+    ("interactive", {"ot", "vole"}),
+    ("protocols", {"protocols"}),
+    ("session", {"session"}),
+    ("the tag list", {"message_tags"}),
+    ("staged", {"staged"}),
+    ("testing", {"testing"}),
+]
+RANK = {m: i for i, (_, ms) in enumerate(LAYERS) for m in ms}
+LAYER_NAME = {m: name for name, ms in LAYERS for m in ms}
+# Layers whose modules may import each other (the cycle check still applies).
+OPEN_LAYERS = {"primitives", "blocks", "interactive"}
+NO_NET = {"math", "crypto", "hashing", "he", "okvs"}
+# What an interactive block may take from `net`: the message interface, nothing else.
+NET_FOR_INTERACTIVE = {"Channel"}
+INTERACTIVE = {"ot", "vole"}
+
+
+def layer_problem(top, t0, item):
+    """Why module `top` may not import `t0` (`item`: the name after it), or None."""
+    if top not in RANK or t0 not in RANK or top == t0:
+        return None
+    if t0 == "net" and top in NO_NET:
+        return f"{top} must not import net: a block does no I/O"
+    if t0 == "net" and top in INTERACTIVE and item not in NET_FOR_INTERACTIVE:
+        return f"{top} may take only net::Channel from net, not net::{item}"
+    if RANK[t0] > RANK[top]:
+        return f"{LAYER_NAME[top]} must not import {LAYER_NAME[t0]}, a layer above it"
+    if RANK[t0] == RANK[top] and LAYER_NAME[top] not in OPEN_LAYERS:
+        return f"{top} and {t0} are independent modules of one layer"
+    return None
+
 
 
 def strip(code: str) -> str:
@@ -74,10 +121,11 @@ def paths(code: str):
             j += 1
         items.append(code[start:j - 1])
         for it in items:
-            first = re.match(r"\s*(\w+)", it)
-            if first and first.group(1) not in ("self",):
-                found.append(base + [first.group(1)])
-    for m in re.finditer(r"\b(crate|super)((?:::\w+)+)", code):
+            first = re.match(r"\s*(\w+(?:\s*::\s*\w+)*)", it)
+            if first and first.group(1) != "self":
+                found.append(base + [seg.strip() for seg in first.group(1).split("::")])
+    # A path that goes on into a `::{...}` group was read above, item by item.
+    for m in re.finditer(r"\b(crate|super)((?:::\w+)+)\b(?!::)", code):
         found.append([m.group(1)] + [s for s in m.group(2).split("::") if s])
     return found
 
@@ -114,6 +162,11 @@ def check_crate(src: Path, problems, layered=True):
         top = mod[0] if mod else ""
         for segs in paths(code):
             target = resolve(mod, segs, f.name == "mod.rs")
+            if layered and mod and segs[0] == "crate" and target and (target[0],) not in mods:
+                problems.append(f"{f}: {'::'.join(mod)} names the crate root's re-export crate::{target[0]} "
+                                "(the root is the top layer: import it from its module)")
+                continue
+            full = target
             # The longest prefix that is a module of this crate.
             while target and tuple(target) not in mods:
                 target = target[:-1]
@@ -121,17 +174,16 @@ def check_crate(src: Path, problems, layered=True):
                 continue
             t = tuple(target)
             if layered and t[0] != top:
-                bad = FORBIDDEN.get(top, set())
-                if t[0] in bad or (top in ONLY and t[0] not in ONLY[top]):
-                    problems.append(f"{f}: {'::'.join(mod)} imports {'::'.join(t)} ({top} must not import {t[0]})")
+                item = full[len(t)] if len(full) > len(t) else ""
+                why = layer_problem(top, t[0], item)
+                if why:
+                    problems.append(f"{f}: {'::'.join(mod)} imports {'::'.join(full)} ({why})")
             # Sibling edges: the child of the common parent on each side.
             common = 0
             while common < min(len(mod), len(t)) and mod[common] == t[common]:
                 common += 1
             if common < len(mod) and common < len(t):
-                a, b = mod[: common + 1], t[: common + 1]
-                if "error" not in (a[0], b[0]):
-                    edges.setdefault(a, set()).add(b)
+                edges.setdefault(mod[: common + 1], set()).add(t[: common + 1])
     # Cycles among siblings (strongly connected components of more than one module).
     index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
 
@@ -186,7 +238,12 @@ def self_test():
     import tempfile
 
     fake = {
-        "crates/setwise/src/lib.rs": "pub mod ot; pub mod protocols; pub mod session; pub mod net;",
+        "crates/setwise/src/lib.rs": "pub mod error; pub mod he; pub mod okvs; pub mod ot; pub mod protocols; "
+        "pub mod session; pub mod net; pub mod vole; pub use error::Result;",
+        "crates/setwise/src/error/mod.rs": "use crate::he::HeError;",
+        "crates/setwise/src/he/mod.rs": "use crate::error::Result; use crate::net::TcpChannel;",
+        "crates/setwise/src/okvs/mod.rs": "pub fn f() -> crate::Result<()> { Ok(()) }",
+        "crates/setwise/src/vole/mod.rs": "use crate::net::{Channel, serve};",
         "crates/setwise/src/ot/mod.rs": "mod base;",
         "crates/setwise/src/ot/base.rs": "use crate::{net::Channel, protocols::chunks}; // crate::session in a comment",
         "crates/setwise/src/protocols/mod.rs": "pub mod a; pub mod b; pub mod chunks;",
@@ -211,7 +268,9 @@ def self_test():
         check_cli(Path(d) / "crates/setwise-cli/src", problems)
     want = ["ot::base imports protocols", "protocols::chunks imports session", "net imports wire",
             "cycle: protocols::a, protocols::b", "cycle: protocols, session", "cycle: net, wire",
-            "bench imports the subcommand demo"]
+            "bench imports the subcommand demo", "names the crate root's re-export crate::Result",
+            "he must not import net", "may take only net::Channel from net, not net::serve",
+            "error must not import blocks", "cycle: error, he"]
     missed = [w for w in want if not any(w in p for p in problems)]
     extra = [p for p in problems if not any(w in p for w in want)]
     if missed or extra:

@@ -313,7 +313,7 @@ pub fn csv_paths_agree(text: &[u8], header: bool, key: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Operation, Protocol};
+    use crate::protocols::{Operation, Protocol};
 
     /// A recorded peer played back gives the honest side the same session up to the
     /// point where fresh randomness makes it diverge: here, the sender reads the whole

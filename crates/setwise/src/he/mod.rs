@@ -15,6 +15,7 @@ mod powers;
 mod trim;
 pub(crate) mod wire;
 
+pub use crate::error::HeError;
 pub use params::{HeParams, SECURITY_128};
 pub use powers::{PowerPlan, Powers, depth_one_sources};
 pub use trim::Trim;
@@ -26,26 +27,6 @@ use fhe_traits::{FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize};
 use rand_chacha09::ChaCha20Rng;
 use rand_chacha09::rand_core::SeedableRng;
 use std::sync::Arc;
-
-/// An HE failure: bad parameters, or a ciphertext that does not fit them.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum HeError {
-    /// A parameter is invalid; the message names the field.
-    #[error("HE parameters: {0}")]
-    Params(String),
-    /// A ciphertext or key from the peer does not decode under the agreed parameters.
-    #[error("{what} does not fit the agreed HE parameters: {why}")]
-    Malformed {
-        /// What was being decoded.
-        what: &'static str,
-        /// Why it was refused.
-        why: String,
-    },
-    /// An operation failed inside the HE library.
-    #[error("HE operation failed: {0}")]
-    Op(String),
-}
 
 fn op_err(e: fhe::Error) -> HeError {
     HeError::Op(e.to_string())

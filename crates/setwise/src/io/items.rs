@@ -12,8 +12,8 @@
 //!   holds every row with a matching key (duplicates counted in [`ReadStats`]);
 //! - invalid UTF-8, a missing key column or a ragged row is an error naming the line.
 
-use super::error::InputError;
 use super::rows::{self, Span};
+use crate::error::InputError;
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{Read, Write};

@@ -4,7 +4,6 @@
 
 mod atomic;
 mod distinct;
-mod error;
 mod hex;
 mod items;
 mod rows;
@@ -13,9 +12,9 @@ mod small;
 #[cfg(feature = "testing")]
 pub(crate) use rows::split_with;
 
+pub use crate::error::InputError;
 pub use atomic::{AtomicFile, sync_dir, write_atomic};
 pub use distinct::{check_distinct, first_occurrences};
-pub use error::InputError;
 pub use hex::{from_hex, hex};
 pub use items::{Format, ItemSet, ReadStats, split_key};
 pub use rows::join_fields;

@@ -9,7 +9,7 @@
 //! any quote sends it through the csv crate's RFC 4180 reader on one thread. Both give
 //! the same rows and keys for a file without quotes (tested, and fuzzed by `csv`).
 
-use super::error::InputError;
+use crate::error::InputError;
 use rayon::prelude::*;
 use std::path::Path;
 

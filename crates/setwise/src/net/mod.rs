@@ -12,79 +12,19 @@ mod shaping;
 mod tcp;
 mod tls;
 
+pub use crate::error::{NetError, TlsError};
 pub use frame::{read_frame, write_frame};
 pub use memory::MemoryChannel;
 pub use server::{Admission, FirstFrameCheck, ServeConfig, ServeStats, accept_one, serve};
 pub use shaping::{NetProfile, Shaped};
 pub use tcp::{TcpChannel, TcpConfig};
-pub use tls::{TlsConfig, TlsError, TlsOptions, certificate_identity, is_loopback, read_certificates};
-
-use std::time::Duration;
+pub use tls::{TlsConfig, TlsOptions, certificate_identity, is_loopback, read_certificates};
 
 /// Default largest frame accepted from a peer: 64 MiB.
 ///
 /// Big messages are chunked well below this (2^14 group elements = 512 KiB a frame), so
 /// the bound only limits what a hostile peer can make us buffer.
 pub const DEFAULT_MAX_FRAME: usize = 64 << 20;
-
-/// A transport failure.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum NetError {
-    /// The peer closed the connection between frames.
-    #[error("the peer closed the connection")]
-    Closed,
-    /// The peer closed the connection in the middle of a frame.
-    #[error("truncated frame: the peer closed the connection after {got} of {expected} bytes")]
-    Truncated {
-        /// Payload bytes received.
-        got: usize,
-        /// Payload bytes announced by the length prefix.
-        expected: usize,
-    },
-    /// A length prefix (or a frame to send) above the configured maximum.
-    #[error("frame of {len} bytes exceeds the maximum frame size of {max} bytes")]
-    FrameTooLarge {
-        /// Announced or attempted length.
-        len: usize,
-        /// The configured maximum.
-        max: usize,
-    },
-    /// A frame did not arrive (or leave) whole within the frame timeout.
-    #[error("timed out after {0:?} waiting for the peer")]
-    Timeout(Duration),
-    /// The session's deadline passed.
-    #[error("the session took longer than its limit of {0:?}")]
-    SessionDeadline(Duration),
-    /// A connection to a listener did not complete its TLS handshake and send its first
-    /// frame (the hello) in time, and was dropped before taking a session's place.
-    #[error("no TLS handshake and hello within {0:?} of connecting")]
-    HelloDeadline(Duration),
-    /// A connection's first frame is not what opens a session (not a setwise hello).
-    #[error("its first message does not open a session: {0}")]
-    NotAdmitted(String),
-    /// Connecting failed until the connect timeout ran out.
-    #[error("could not connect to {addr} within {waited:?}: {source}")]
-    Connect {
-        /// The address.
-        addr: String,
-        /// How long we retried.
-        waited: Duration,
-        /// The last error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// TLS failed or was missing on one side.
-    #[error(transparent)]
-    Tls(#[from] TlsError),
-    /// Another I/O error.
-    #[error("network I/O error: {0}")]
-    Io(#[from] std::io::Error),
-    /// A staged run's replay reached a peer message that is not in the exchange yet: the
-    /// stage ends there (not a failure; [`crate::staged::replay`]).
-    #[error("the peer's next message is not in the exchange yet")]
-    Pending,
-}
 
 /// Traffic counters of one channel. Bytes include the 4-byte frame prefixes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]

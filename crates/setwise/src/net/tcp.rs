@@ -13,9 +13,10 @@
 //! and its first frame (the hello) have arrived within a short deadline of their own;
 //! the frame is kept for the first `recv`.
 
+use super::TlsError;
 use super::frame::{map_io, read_frame, write_frame};
 use super::server::Admission;
-use super::tls::{Established, TlsConfig, TlsError, TlsLink, looks_like_tls, map_tls_io};
+use super::tls::{Established, TlsConfig, TlsLink, looks_like_tls, map_tls_io};
 use super::{Channel, DEFAULT_MAX_FRAME, NetError, Stats};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};

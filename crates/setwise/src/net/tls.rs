@@ -8,7 +8,7 @@
 //! both sides from the first bytes and named as such, instead of ending in a hang or a
 //! "malformed frame".
 
-use super::NetError;
+use crate::error::{NetError, TlsError};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
@@ -20,40 +20,6 @@ use std::sync::Arc;
 /// Label of the TLS exporter value that binds a setwise session to its TLS session
 /// (RFC 8446 §7.5).
 const EXPORTER_LABEL: &[u8] = b"EXPORTER-setwise-session-binding";
-
-/// A TLS failure, named for the operator.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TlsError {
-    /// A certificate, key or CA file could not be used.
-    #[error("TLS setup: {0}")]
-    Setup(String),
-    /// The settings asked for break the policy of [`TlsOptions::resolve`] (plain TCP beyond
-    /// loopback, a listener without a certificate, …).
-    #[error("{0}")]
-    Policy(String),
-    /// This side has TLS; the peer sent plain setwise frames.
-    #[error(
-        "the peer speaks plain TCP, not TLS: configure TLS on the peer (or, on a trusted network, run both sides without it)"
-    )]
-    PeerWithoutTls,
-    /// This side has no TLS; the peer sent a TLS handshake.
-    #[error(
-        "the peer speaks TLS and this side does not: give this side the CA that signed the peer (and its own certificate and key)"
-    )]
-    PeerUsesTls,
-    /// The handshake or a record failed.
-    #[error("TLS: {0}")]
-    Handshake(String),
-    /// The peer's certificate does not name the expected peer.
-    #[error("the peer's certificate is for {presented}, not for {expected}")]
-    PeerName {
-        /// The name asked for.
-        expected: String,
-        /// The identity in the peer's certificate.
-        presented: String,
-    },
-}
 
 impl TlsError {
     /// An operator's reading of a rustls error.

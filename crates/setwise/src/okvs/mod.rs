@@ -98,16 +98,19 @@ impl Okvs {
 
     /// A store from its parts, e.g. as received from a peer: refused unless the
     /// columns are as many as `params` says and the band fits inside them.
-    pub fn from_parts(seed: [u8; 16], params: OkvsParams, columns: Vec<Gf128>) -> crate::Result<Self> {
+    pub fn from_parts(seed: [u8; 16], params: OkvsParams, columns: Vec<Gf128>) -> crate::error::Result<Self> {
         let OkvsParams { columns: m, band, bins } = params;
         if bins == 0 || m % bins != 0 || band == 0 || band > MAX_BAND || band >= m / bins {
-            return Err(crate::Error::Params(format!(
+            return Err(crate::error::Error::Params(format!(
                 "OKVS shape {params:?}: the bins must divide the columns and the band must be 1..={MAX_BAND} and \
                  narrower than a bin"
             )));
         }
         if columns.len() != m {
-            return Err(crate::Error::Params(format!("OKVS of {} columns where {m} were agreed", columns.len())));
+            return Err(crate::error::Error::Params(format!(
+                "OKVS of {} columns where {m} were agreed",
+                columns.len()
+            )));
         }
         Ok(Self { seed, params, columns })
     }

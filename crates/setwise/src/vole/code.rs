@@ -67,9 +67,9 @@ pub struct ExConv {
 impl ExConv {
     /// The code for `k` outputs from `n` positions under `seed`. `n − k` must be at least
     /// the convolution's reach and the expander's weight.
-    pub fn new(k: usize, n: usize, seed: u128) -> crate::Result<Self> {
+    pub fn new(k: usize, n: usize, seed: u128) -> crate::error::Result<Self> {
         if k == 0 || n < k + 2 * (CONV_WIDTH + 1) || (n - k) < EXPANDER_WEIGHT {
-            return Err(crate::Error::Params(format!(
+            return Err(crate::error::Error::Params(format!(
                 "expand-convolute code from {n} to {k} positions: needs k ≥ 1 and n ≥ k + {}",
                 2 * (CONV_WIDTH + 1)
             )));
@@ -79,7 +79,7 @@ impl ExConv {
 
     /// The code with additions only, open to the splitting attack (test only).
     #[cfg(test)]
-    pub(crate) fn binary(k: usize, n: usize, seed: u128) -> crate::Result<Self> {
+    pub(crate) fn binary(k: usize, n: usize, seed: u128) -> crate::error::Result<Self> {
         Ok(Self { binary: true, ..Self::new(k, n, seed)? })
     }
 

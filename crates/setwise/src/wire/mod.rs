@@ -9,4 +9,5 @@ pub mod stream;
 pub mod tags;
 pub mod text;
 
-pub use codec::{Reader, WireError, Writer};
+pub use crate::error::WireError;
+pub use codec::{Reader, Writer};

@@ -53,7 +53,7 @@ pub enum InputError {
         /// What is wrong.
         message: String,
     },
-    /// Two items of a set are equal (a set holds each item once; [`ItemSet`](super::ItemSet) merges
+    /// Two items of a set are equal (a set holds each item once; [`ItemSet`](crate::io::ItemSet) merges
     /// rows with one key, a library caller must do the same).
     #[error("items {first} and {second} are equal: give each item once")]
     Duplicate {

@@ -3,11 +3,16 @@
 //! that decode but break the protocol) and the network, so that a frontend can map them
 //! to exit codes or exceptions ([`Error::kind`]).
 
-use crate::he::HeError;
-use crate::io::InputError;
-use crate::net::NetError;
-use crate::wire::WireError;
+mod he;
+mod input;
+mod net;
+mod wire;
+
+pub use he::HeError;
+pub use input::InputError;
+pub use net::{NetError, TlsError};
 use std::path::PathBuf;
+pub use wire::WireError;
 
 /// A setwise failure.
 #[derive(Debug, thiserror::Error)]

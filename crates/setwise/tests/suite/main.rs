@@ -7,6 +7,7 @@ mod common;
 mod authorized;
 mod auto;
 mod compact;
+mod conformance;
 mod ecdh;
 mod fhe;
 mod hostile;

@@ -3,13 +3,14 @@
 //! either construction of the membership test (cwPRF, pOPRF).
 
 use crate::common::{binary_and_long, items, overlapping_sets};
+use crate::conformance::values_of;
 use proptest::prelude::*;
 use setwise::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel};
 use setwise::protocols::Role;
-use setwise::protocols::mqrpmt::{self, Construction, LastMove, MqrpmtParams, Shares, Values};
+use setwise::protocols::mqrpmt::{self, Construction, LastMove, MqrpmtParams, Values};
 use setwise::session::{self, Hello, Input, ProtocolParams, handshake};
 use setwise::{Error, Job, Operation, Outcome, Protocol, Result};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 
 /// Every operation of the protocol.
 fn ops() -> &'static [Operation] {
@@ -98,90 +99,15 @@ fn run_tampered(
     })
 }
 
-/// A value per item derived from the item, up to 2^32 − 1 (the paper's setting).
-fn values_of(x: &[Vec<u8>]) -> Vec<u64> {
-    x.iter().map(|i| u64::from(u32::from_le_bytes(blake3::hash(i).as_bytes()[..4].try_into().unwrap()))).collect()
-}
-
-fn set(v: &[Vec<u8>]) -> HashSet<&[u8]> {
-    v.iter().map(Vec::as_slice).collect()
-}
-
-/// Runs `op` and compares both parties' outputs with the plain computation.
+/// Runs `op` and compares both parties' outputs with the plain computation
+/// ([`crate::conformance::expect`], shared with every protocol's conformance suite).
 fn check(op: Operation, params: MqrpmtParams, x: &[Vec<u8>], y: &[Vec<u8>]) {
     let values = values_of(x);
     let vals = (op == Operation::Sum).then_some(Values { values: &values, bound: u32::MAX as u64 });
     let (s, r) = run(op, params, x, y, vals);
     let what = format!("{op} {} {}, |X| = {}, |Y| = {}", params.construction, params.last_move, x.len(), y.len());
     let (s, r) = (s.unwrap_or_else(|e| panic!("{what}: sender: {e}")), r.unwrap_or_else(|e| panic!("{what}: {e}")));
-    let (xs, ys) = (set(x), set(y));
-    let plain: Vec<usize> = (0..y.len()).filter(|&j| xs.contains(y[j].as_slice())).collect();
-    match op {
-        Operation::Intersection => {
-            assert_eq!((s, r), (Outcome::Nothing, Outcome::Intersection(plain)), "{what}");
-        }
-        Operation::Cardinality => {
-            assert_eq!((s, r), (Outcome::Nothing, Outcome::Cardinality(plain.len() as u64)), "{what}");
-        }
-        Operation::Sum => {
-            let sum: u128 =
-                x.iter().zip(&values).filter(|(i, _)| ys.contains(i.as_slice())).map(|(_, &v)| v as u128).sum();
-            let c = plain.len() as u64;
-            assert_eq!((s, r), (Outcome::CardinalitySum { cardinality: c, sum }, Outcome::Cardinality(c)), "{what}");
-        }
-        Operation::Union => {
-            assert_eq!(s, Outcome::Nothing, "{what}");
-            let Outcome::Union(extra) = r else { panic!("{what}: {r:?}") };
-            let got: BTreeSet<&[u8]> = extra.iter().map(Vec::as_slice).collect();
-            assert_eq!(got.len(), extra.len(), "{what}: repeated items");
-            let want: BTreeSet<&[u8]> = x.iter().map(Vec::as_slice).filter(|i| !ys.contains(i)).collect();
-            assert_eq!(got, want, "{what}");
-        }
-        Operation::Shares => {
-            let (Outcome::Shares(ss), Outcome::Shares(rs)) = (s, r) else { panic!("{what}") };
-            let got = recombine(&ss, &rs, x);
-            let want: BTreeSet<&[u8]> = x.iter().map(Vec::as_slice).filter(|i| ys.contains(i)).collect();
-            assert_eq!(got, want.into_iter().map(<[u8]>::to_vec).collect(), "{what}");
-        }
-        Operation::PrivateId => check_private_ids(s, r, x, y, &what),
-        _ => unreachable!(),
-    }
-}
-
-/// Recombines row-aligned shares; checks rows, member bits and zero rows; returns the
-/// items of X ∩ Y.
-fn recombine(ss: &Shares, rs: &Shares, x: &[Vec<u8>]) -> BTreeSet<Vec<u8>> {
-    assert_eq!((ss.codec, ss.rows(), rs.rows()), (rs.codec, x.len(), x.len()));
-    assert_eq!((ss.items.len(), rs.members.len()), (x.len(), x.len()));
-    let mut out = BTreeSet::new();
-    for i in 0..x.len() {
-        match ss.recombine(rs, i).expect("a recombined row is an encoding") {
-            Some(item) => {
-                assert!(rs.members[i], "row {i} recombines to an item but is no member");
-                assert_eq!(item, x[ss.items[i]], "row {i} is the sender's item behind it");
-                out.insert(item);
-            }
-            None => assert!(!rs.members[i], "member row {i} recombines to nothing"),
-        }
-    }
-    out
-}
-
-fn check_private_ids(s: Outcome, r: Outcome, x: &[Vec<u8>], y: &[Vec<u8>], what: &str) {
-    let Outcome::PrivateIds { own: sx, union: su } = s else { panic!("{what}: {s:?}") };
-    let Outcome::PrivateIds { own: ry, union: ru } = r else { panic!("{what}: {r:?}") };
-    assert_eq!((sx.len(), ry.len()), (x.len(), y.len()), "{what}");
-    assert_eq!(su, ru, "{what}: both parties see the same union list");
-    let mut id_of: HashMap<&[u8], [u8; 32]> = HashMap::new();
-    for (item, id) in x.iter().zip(&sx).chain(y.iter().zip(&ry)) {
-        // Equal items get equal IDs across the two parties.
-        assert_eq!(*id_of.entry(item.as_slice()).or_insert(*id), *id, "{what}: two IDs for one item");
-    }
-    let distinct: HashSet<[u8; 32]> = id_of.values().copied().collect();
-    assert_eq!(distinct.len(), id_of.len(), "{what}: distinct items share an ID");
-    let mut all: Vec<[u8; 32]> = distinct.into_iter().collect();
-    all.sort_unstable();
-    assert_eq!(su, all, "{what}: the union list is exactly the IDs of X ∪ Y");
+    crate::conformance::expect(op, s, r, x, y, &values, &what);
 }
 
 /// Every operation with each construction (cwPRF with its default Bloom filter, pOPRF).

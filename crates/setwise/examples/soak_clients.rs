@@ -14,7 +14,9 @@
 //! summary line (`honest N ok`, then each hostile kind's count, `hostile N`); exits 1 if
 //! an honest receiver failed or got a wrong answer, or a crafted key was accepted.
 
-use setwise::net::{Channel, NetError, Stats, TcpChannel, TcpConfig, TlsConfig, TlsOptions, write_frame};
+use setwise::net::{
+    Channel, Decorated, Decoration, NetError, TcpChannel, TcpConfig, TlsConfig, TlsOptions, write_frame,
+};
 use setwise::session::{self, Hello, Input, Job};
 use setwise::{Operation, Outcome, Protocol, Role};
 use std::collections::BTreeSet;
@@ -99,30 +101,23 @@ fn wait_for_close(stream: &mut TcpStream) {
     while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
 }
 
-/// An honest receiver's channel that keeps the payload of its relinearisation key frame
-/// and, when `replace` is set, sends that instead.
-struct KeyFrame<C> {
-    inner: C,
+/// What an honest receiver's channel does to its relinearisation key frame: keeps its
+/// payload and, when `replace` is set, sends that instead.
+struct KeyFrame {
     replace: Option<Vec<u8>>,
     sent: Option<Vec<u8>>,
 }
 
-impl<C: Channel> Channel for KeyFrame<C> {
-    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+impl Decoration for KeyFrame {
+    fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> Result<(), NetError> {
         if frame.first() != Some(&setwise::protocols::unbalanced::messages::KEY) {
-            return self.inner.send(frame);
+            return inner.send(frame);
         }
         self.sent = Some(frame[1..].to_vec());
         match &self.replace {
-            Some(key) => self.inner.send(&[&frame[..1], &key[..]].concat()),
-            None => self.inner.send(frame),
+            Some(key) => inner.send(&[&frame[..1], &key[..]].concat()),
+            None => inner.send(frame),
         }
-    }
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        self.inner.recv()
-    }
-    fn stats(&self) -> Stats {
-        self.inner.stats()
     }
 }
 
@@ -156,9 +151,9 @@ fn connection(kind: Kind, addr: &str, set_size: u64, rng: &mut Rng, keys: &[(&st
             let (name, key) = &keys[rng.below(keys.len() as u64) as usize];
             let (items, _) = query(rng, set_size);
             let inner = TcpChannel::connect(addr, config()).map_err(|e| format!("connect: {e}"))?;
-            let mut ch = KeyFrame { inner, replace: Some(key.clone()), sent: None };
+            let mut ch = Decorated::wrap(inner, KeyFrame { replace: Some(key.clone()), sent: None });
             let result = session::run(&mut ch, &job(), Role::Receiver, Input::Items(&items));
-            match (ch.sent.is_some(), result) {
+            match (ch.decoration.sent.is_some(), result) {
                 (false, _) => Err("the sender's parameters need no relinearisation key; use others".into()),
                 (true, Ok(_)) => Err(format!("the sender accepted a crafted key ({name})")),
                 (true, Err(_)) => Ok(()),
@@ -275,10 +270,11 @@ fn main() {
 /// from one honest session (its answer checked) whose key frame is kept.
 fn crafted_keys(addr: &str) -> Vec<(&'static str, Vec<u8>)> {
     let inner = TcpChannel::connect(addr, config()).expect("connect to the sender");
-    let mut ch = KeyFrame { inner, replace: None, sent: None };
+    let mut ch = Decorated::wrap(inner, KeyFrame { replace: None, sent: None });
     let (outcome, _) =
         session::run(&mut ch, &job(), Role::Receiver, Input::Items(&[item(0)])).expect("a first honest session");
     assert_eq!(outcome, Outcome::Intersection(vec![0]), "the first honest session's answer");
-    let key = ch.sent.expect("the sender's parameters need a relinearisation key (products or ps_low_degree > 0)");
+    let key =
+        ch.decoration.sent.expect("the sender's parameters need a relinearisation key (products or ps_low_degree > 0)");
     setwise::testing::crafted_relin_keys(&key)
 }

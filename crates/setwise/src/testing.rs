@@ -3,7 +3,8 @@
 
 use crate::error::Result;
 use crate::net::{
-    Channel, DEFAULT_MAX_FRAME, MemoryChannel, NetError, NetProfile, Shaped, Stats, read_frame, write_frame,
+    Channel, DEFAULT_MAX_FRAME, Decorated, Decoration, MemoryChannel, NetError, NetProfile, Shaped, Stats, read_frame,
+    write_frame,
 };
 use crate::protocols::unbalanced::UnbalancedParams;
 use crate::protocols::{Outcome, Report, Role};
@@ -124,65 +125,39 @@ impl Channel for ScriptedChannel<'_> {
 
 /// A channel that keeps every frame it receives, in the script form
 /// [`ScriptedChannel`] plays back.
-#[derive(Debug)]
-pub struct Recording<C> {
-    inner: C,
-    heard: Vec<u8>,
-}
+pub type Recording<C> = Decorated<C, Heard>;
+
+/// The frames a [`Recording`] received, framed.
+#[derive(Debug, Default)]
+pub struct Heard(Vec<u8>);
 
 impl<C: Channel> Recording<C> {
     /// Records what `inner` receives.
     pub fn new(inner: C) -> Self {
-        Self { inner, heard: Vec::new() }
+        Decorated::wrap(inner, Heard::default())
     }
 
     /// The frames received so far, framed.
     pub fn heard(&self) -> &[u8] {
-        &self.heard
-    }
-
-    fn keep(&mut self, frame: Vec<u8>) -> Vec<u8> {
-        write_frame(&mut self.heard, &frame, usize::MAX).expect("writing to a Vec");
-        frame
+        &self.decoration.0
     }
 }
 
-impl<C: Channel> Channel for Recording<C> {
-    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
-        self.inner.send(frame)
-    }
-
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        self.inner.recv().map(|f| self.keep(f))
-    }
-
-    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        self.inner.recv_limited(max).map(|f| self.keep(f))
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn peer_identity(&self) -> Option<String> {
-        self.inner.peer_identity()
-    }
-
-    fn peer_certified(&self) -> bool {
-        self.inner.peer_certified()
-    }
-
-    fn session_binding(&self) -> Option<[u8; 32]> {
-        self.inner.session_binding()
+impl Decoration for Heard {
+    fn received(&mut self, frame: Vec<u8>) -> Result<Vec<u8>, NetError> {
+        write_frame(&mut self.0, &frame, usize::MAX).expect("writing to a Vec");
+        Ok(frame)
     }
 }
 
 /// A channel that damages what it sends: the `nth` frame (from 0) with tag `tag` goes out
 /// with the top bit of its last byte flipped (which also makes a point encoding
 /// non-canonical), as a peer that deviates in that message alone.
+pub type Tampering<C> = Decorated<C, Tamper>;
+
+/// Which frame a [`Tampering`] channel damages, and how many of its tag went out.
 #[derive(Debug)]
-pub struct Tampering<C> {
-    inner: C,
+pub struct Tamper {
     tag: u8,
     nth: usize,
     seen: usize,
@@ -191,38 +166,26 @@ pub struct Tampering<C> {
 impl<C: Channel> Tampering<C> {
     /// Damages the `nth` frame tagged `tag` that `inner` sends.
     pub fn new(inner: C, tag: u8, nth: usize) -> Self {
-        Self { inner, tag, nth, seen: 0 }
+        Decorated::wrap(inner, Tamper { tag, nth, seen: 0 })
     }
 
     /// Whether the frame was sent (and damaged).
     pub fn tampered(&self) -> bool {
-        self.seen > self.nth
+        self.decoration.seen > self.decoration.nth
     }
 }
 
-impl<C: Channel> Channel for Tampering<C> {
-    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+impl Decoration for Tamper {
+    fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> Result<(), NetError> {
         if frame.first() == Some(&self.tag) {
             self.seen += 1;
             if self.seen == self.nth + 1 {
                 let mut bad = frame.to_vec();
                 *bad.last_mut().expect("a tagged frame") ^= 0x80;
-                return self.inner.send(&bad);
+                return inner.send(&bad);
             }
         }
-        self.inner.send(frame)
-    }
-
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        self.inner.recv()
-    }
-
-    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        self.inner.recv_limited(max)
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
+        inner.send(frame)
     }
 }
 
@@ -247,10 +210,10 @@ pub fn transcripts(a: Party<'_>, b: Party<'_>) -> ([Vec<u8>; 2], [bool; 2]) {
             (ca, ok)
         });
         let ok_b = session::run(&mut cb, &b.job, b.role, b.input).is_ok();
-        let heard_b = std::mem::take(&mut cb.heard);
+        let heard_b = std::mem::take(&mut cb.decoration.0);
         drop(cb); // hang up so a failed side cannot leave the other waiting
         let (ca, ok_a) = t.join().expect("party thread panicked");
-        ([ca.heard, heard_b], [ok_a, ok_b])
+        ([ca.decoration.0, heard_b], [ok_a, ok_b])
     })
 }
 

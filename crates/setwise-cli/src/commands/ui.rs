@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use setwise::crypto::rng::fill_os;
 use setwise::io::hex;
-use setwise::net::{Channel, NetError, Stats, Transfer, is_loopback};
+use setwise::net::{Channel, Decorated, Decoration, NetError, is_loopback};
 use setwise::protocols::{PhaseObserver, Progress, Spec};
 use setwise::session::{Input, Job, run_observed};
 use setwise::wire::text::printable;
@@ -429,10 +429,10 @@ fn run_pair(job: &Job, sender: &[Vec<u8>], receiver: &[Vec<u8>], state: &Shared)
     let clock = Instant::now();
     let (s, r) = std::thread::scope(|scope| {
         let s = scope.spawn(|| {
-            let mut ch = Tap { inner: a, party: "sender", state: state.clone(), clock };
+            let mut ch = Decorated::wrap(a, Tap { party: "sender", state: state.clone(), clock });
             run_observed(&mut ch, job, Role::Sender, Input::Items(sender), Some(observer("sender", state, clock)))
         });
-        let mut ch = Tap { inner: b, party: "receiver", state: state.clone(), clock };
+        let mut ch = Decorated::wrap(b, Tap { party: "receiver", state: state.clone(), clock });
         let r = run_observed(
             &mut ch,
             job,
@@ -520,31 +520,18 @@ fn observer(party: &'static str, state: &Shared, clock: Instant) -> PhaseObserve
     })
 }
 
-/// A channel that records each frame it sends: what crosses the wire, and its size.
-struct Tap<C> {
-    inner: C,
+/// Records each frame a channel sends: what crosses the wire, and its size.
+struct Tap {
     party: &'static str,
     state: Shared,
     clock: Instant,
 }
 
-impl<C: Channel> Channel for Tap<C> {
-    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+impl Decoration for Tap {
+    fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> Result<(), NetError> {
         let tag = frame.first().map_or(String::new(), |t| format!("0x{t:02x}"));
-        self.inner.send(frame)?;
+        inner.send(frame)?;
         push(&self.state, self.clock, self.party, json!({ "kind": "frame", "bytes": frame.len() + 4, "tag": tag }));
         Ok(())
-    }
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        self.inner.recv()
-    }
-    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        self.inner.recv_limited(max)
-    }
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-    fn progress(&self, transfer: &Transfer) {
-        self.inner.progress(transfer)
     }
 }

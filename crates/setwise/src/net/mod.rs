@@ -5,6 +5,7 @@
 //! [`MemoryChannel`] pair, and benchmarks either of them wrapped in [`Shaped`] to
 //! model a LAN or WAN link.
 
+mod decorate;
 mod frame;
 mod memory;
 mod server;
@@ -13,10 +14,11 @@ mod tcp;
 mod tls;
 
 pub use crate::error::{NetError, TlsError};
+pub use decorate::{Decorated, Decoration};
 pub use frame::{read_frame, write_frame};
 pub use memory::MemoryChannel;
 pub use server::{Admission, FirstFrameCheck, ServeConfig, ServeStats, accept_one, serve};
-pub use shaping::{NetProfile, Shaped};
+pub use shaping::{NetProfile, Shaped, Shaping};
 pub use tcp::{TcpChannel, TcpConfig};
 pub use tls::{TlsConfig, TlsOptions, certificate_identity, is_loopback, read_certificates};
 

@@ -6,7 +6,7 @@
 //! round-trip time. The receiver sleeps until then. Both ends must be shaped with the
 //! same profile and run on one machine (one clock). Counters exclude the header.
 
-use super::{Channel, NetError, Stats};
+use super::{Channel, Decorated, Decoration, NetError, Stats};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A modelled network link.
@@ -36,9 +36,11 @@ impl NetProfile {
 }
 
 /// A channel whose frames are delayed as over the modelled link.
+pub type Shaped<C> = Decorated<C, Shaping>;
+
+/// The modelled link of a [`Shaped`] channel: when it is next free.
 #[derive(Debug)]
-pub struct Shaped<C> {
-    inner: C,
+pub struct Shaping {
     profile: NetProfile,
     link_free_at: u64,
 }
@@ -59,12 +61,12 @@ fn sleep_until(t_us: u64) {
 impl<C: Channel> Shaped<C> {
     /// Shapes `inner` with `profile`.
     pub fn new(inner: C, profile: NetProfile) -> Self {
-        Self { inner, profile, link_free_at: 0 }
+        Decorated::wrap(inner, Shaping { profile, link_free_at: 0 })
     }
 }
 
-impl<C: Channel> Channel for Shaped<C> {
-    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
+impl Decoration for Shaping {
+    fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> Result<(), NetError> {
         let start = self.link_free_at.max(now_us());
         let bits = ((frame.len() + 4) * 8) as f64;
         let serialise_us = (bits / self.profile.bits_per_second * 1e6) as u64;
@@ -75,46 +77,11 @@ impl<C: Channel> Channel for Shaped<C> {
         let mut shaped = Vec::with_capacity(frame.len() + HEADER);
         shaped.extend_from_slice(&arrive.to_le_bytes());
         shaped.extend_from_slice(frame);
-        self.inner.send(&shaped)
+        inner.send(&shaped)
     }
 
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        let frame = self.inner.recv()?;
-        Self::arrive(frame)
-    }
-
-    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        let frame = self.inner.recv_limited(max.saturating_add(HEADER))?;
-        Self::arrive(frame)
-    }
-
-    fn progress(&self, transfer: &super::Transfer) {
-        self.inner.progress(transfer)
-    }
-
-    fn stats(&self) -> Stats {
-        let mut s = self.inner.stats();
-        s.bytes_sent -= s.messages_sent * HEADER as u64;
-        s.bytes_received -= s.messages_received * HEADER as u64;
-        s
-    }
-
-    fn peer_identity(&self) -> Option<String> {
-        self.inner.peer_identity()
-    }
-
-    fn peer_certified(&self) -> bool {
-        self.inner.peer_certified()
-    }
-
-    fn session_binding(&self) -> Option<[u8; 32]> {
-        self.inner.session_binding()
-    }
-}
-
-impl<C: Channel> Shaped<C> {
     /// Waits until a shaped frame would have arrived; returns its payload.
-    fn arrive(mut frame: Vec<u8>) -> Result<Vec<u8>, NetError> {
+    fn received(&mut self, mut frame: Vec<u8>) -> Result<Vec<u8>, NetError> {
         if frame.len() < HEADER {
             return Err(NetError::Truncated { got: frame.len(), expected: HEADER });
         }
@@ -122,6 +89,16 @@ impl<C: Channel> Shaped<C> {
         sleep_until(arrive);
         frame.drain(..HEADER);
         Ok(frame)
+    }
+
+    fn bound(&self, max: usize) -> usize {
+        max.saturating_add(HEADER)
+    }
+
+    fn stats(&self, mut s: Stats) -> Stats {
+        s.bytes_sent -= s.messages_sent * HEADER as u64;
+        s.bytes_received -= s.messages_received * HEADER as u64;
+        s
     }
 }
 

@@ -1,7 +1,7 @@
 //! Per-run reports: phases with wall time and traffic, set sizes, result counts.
 
 use super::Role;
-use crate::net::{Channel, NetError, Stats, Transfer};
+use crate::net::{Channel, Decorated, Decoration, Stats, Transfer};
 use crate::wire::text::{MAX_SHOWN, printable};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -100,45 +100,23 @@ impl Meter {
 
 /// A channel that passes the streams' progress to an observer; everything else goes to
 /// the channel it wraps. The session runs every role over one.
-pub struct Observed<'a, C: Channel + ?Sized> {
-    inner: &'a mut C,
-    observer: Option<PhaseObserver>,
-}
+pub type Observed<'a, C> = Decorated<&'a mut C, Observer>;
+
+/// The observer of an [`Observed`] channel.
+pub struct Observer(Option<PhaseObserver>);
 
 impl<'a, C: Channel + ?Sized> Observed<'a, C> {
     /// `inner`, observed by `observer` (none: progress is dropped).
     pub fn new(inner: &'a mut C, observer: Option<PhaseObserver>) -> Self {
-        Self { inner, observer }
+        Decorated::wrap(inner, Observer(observer))
     }
 }
 
-impl<C: Channel + ?Sized> Channel for Observed<'_, C> {
-    fn send(&mut self, frame: &[u8]) -> Result<(), NetError> {
-        self.inner.send(frame)
-    }
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        self.inner.recv()
-    }
-    fn recv_limited(&mut self, max: usize) -> Result<Vec<u8>, NetError> {
-        self.inner.recv_limited(max)
-    }
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-    fn peer_identity(&self) -> Option<String> {
-        self.inner.peer_identity()
-    }
-    fn peer_certified(&self) -> bool {
-        self.inner.peer_certified()
-    }
-    fn session_binding(&self) -> Option<[u8; 32]> {
-        self.inner.session_binding()
-    }
+impl Decoration for Observer {
     fn progress(&self, transfer: &Transfer) {
-        if let Some(o) = &self.observer {
+        if let Some(o) = &self.0 {
             o(Progress::Transfer(*transfer));
         }
-        self.inner.progress(transfer);
     }
 }
 

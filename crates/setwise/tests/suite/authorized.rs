@@ -6,7 +6,7 @@ use group::Curve;
 use setwise::crypto::bls12_381::{G1Affine, G1Projective, G2Affine, Secret, hash_to_g1};
 use setwise::crypto::dst::Domain;
 use setwise::error::Deviation;
-use setwise::net::{Channel, MemoryChannel, NetError, Stats};
+use setwise::net::{Channel, Decorated, Decoration, MemoryChannel, NetError, Stats};
 use setwise::protocols::authorized::messages::{
     AuthHeader, COMMITMENTS, Challenge, JudgeKeyMessage, Opening, ServerKey,
 };
@@ -57,7 +57,7 @@ fn intersect_pair(
     pk: &G2Affine,
 ) -> (Result<Vec<usize>, Error>, Vec<Vec<u8>>) {
     let (mut a, b) = MemoryChannel::pair(1 << 24);
-    let mut b = Recorder(b, Vec::new());
+    let mut b = Decorated::wrap(b, Frames(Vec::new()));
     let protocol = creds.mode.protocol();
     let r = std::thread::scope(|s| {
         s.spawn(move || {
@@ -71,22 +71,16 @@ fn intersect_pair(
             other => panic!("{other:?}"),
         })
     });
-    (r, b.1)
+    (r, b.decoration.0)
 }
 
-struct Recorder(MemoryChannel, Vec<Vec<u8>>);
+/// Keeps every frame the channel receives.
+struct Frames(Vec<Vec<u8>>);
 
-impl Channel for Recorder {
-    fn send(&mut self, f: &[u8]) -> Result<(), NetError> {
-        self.0.send(f)
-    }
-    fn recv(&mut self) -> Result<Vec<u8>, NetError> {
-        let f = self.0.recv()?;
-        self.1.push(f.clone());
+impl Decoration for Frames {
+    fn received(&mut self, f: Vec<u8>) -> Result<Vec<u8>, NetError> {
+        self.0.push(f.clone());
         Ok(f)
-    }
-    fn stats(&self) -> Stats {
-        self.0.stats()
     }
 }
 

@@ -7,7 +7,7 @@
 //! A new protocol in the registry is tested here without a line of this file changing.
 
 use crate::common::{binary_and_long, items};
-use setwise::net::{Channel, MemoryChannel};
+use setwise::net::{Channel, Decorated, Decoration, MemoryChannel, NetError};
 use setwise::protocols::authorized::{AllowList, Credentials, JudgeConfig, JudgeKey, Mode};
 use setwise::protocols::mqrpmt::Shares;
 use setwise::protocols::registry::ALL;
@@ -314,31 +314,21 @@ fn every_role_of_every_protocol_names_the_peer_when_it_vanishes_or_sends_garbage
     }
 }
 
-/// A channel end that flips the last byte of its `nth` frame after the hello.
-struct FlipNth<C> {
-    inner: C,
+/// Flips the last byte of the `nth` frame a channel end sends after its hello.
+struct FlipNth {
     nth: usize,
     sent: usize,
 }
 
-impl<C: Channel> Channel for FlipNth<C> {
-    fn send(&mut self, frame: &[u8]) -> std::result::Result<(), setwise::net::NetError> {
+impl Decoration for FlipNth {
+    fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> std::result::Result<(), NetError> {
         self.sent += 1;
         if self.sent == self.nth + 2 && !frame.is_empty() {
             let mut bad = frame.to_vec();
             *bad.last_mut().expect("not empty") ^= 0x80;
-            return self.inner.send(&bad);
+            return inner.send(&bad);
         }
-        self.inner.send(frame)
-    }
-    fn recv(&mut self) -> std::result::Result<Vec<u8>, setwise::net::NetError> {
-        self.inner.recv()
-    }
-    fn recv_limited(&mut self, max: usize) -> std::result::Result<Vec<u8>, setwise::net::NetError> {
-        self.inner.recv_limited(max)
-    }
-    fn stats(&self) -> setwise::net::Stats {
-        self.inner.stats()
+        inner.send(frame)
     }
 }
 
@@ -354,12 +344,14 @@ fn a_damaged_message_anywhere_ends_in_an_error_or_a_result_never_a_panic_or_a_ha
                 let p = prepare(spec, op, &x, &y);
                 let (a, b) = MemoryChannel::pair(64 << 20);
                 let (a, b) = (a.with_timeout(Duration::from_secs(30)), b.with_timeout(Duration::from_secs(30)));
-                let (mut a, mut b) =
-                    (FlipNth { inner: a, nth: usize::MAX, sent: 0 }, FlipNth { inner: b, nth: usize::MAX, sent: 0 });
+                let (mut a, mut b) = (
+                    Decorated::wrap(a, FlipNth { nth: usize::MAX, sent: 0 }),
+                    Decorated::wrap(b, FlipNth { nth: usize::MAX, sent: 0 }),
+                );
                 if damaged == Role::Sender {
-                    a.nth = nth
+                    a.decoration.nth = nth
                 } else {
-                    b.nth = nth
+                    b.decoration.nth = nth
                 }
                 let (s, r, flipped) = std::thread::scope(|sc| {
                     let sender = sc.spawn(|| {
@@ -369,7 +361,7 @@ fn a_damaged_message_anywhere_ends_in_an_error_or_a_result_never_a_panic_or_a_ha
                             Role::Sender,
                             p.input(spec, op, Role::Sender, &x),
                         );
-                        let sent = a.sent;
+                        let sent = a.decoration.sent;
                         drop(a);
                         (r, sent)
                     });
@@ -379,7 +371,7 @@ fn a_damaged_message_anywhere_ends_in_an_error_or_a_result_never_a_panic_or_a_ha
                         Role::Receiver,
                         p.input(spec, op, Role::Receiver, &y),
                     );
-                    let sent_b = b.sent;
+                    let sent_b = b.decoration.sent;
                     drop(b);
                     let (s, sent_a) = sender.join().expect("the sender never panics");
                     let flipped = if damaged == Role::Sender { sent_a } else { sent_b } >= nth + 2;

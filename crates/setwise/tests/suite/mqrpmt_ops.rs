@@ -5,7 +5,7 @@
 use crate::common::{binary_and_long, items, overlapping_sets};
 use crate::conformance::values_of;
 use proptest::prelude::*;
-use setwise::net::{Channel, DEFAULT_MAX_FRAME, MemoryChannel};
+use setwise::net::{Channel, DEFAULT_MAX_FRAME, Decorated, Decoration, MemoryChannel, NetError};
 use setwise::protocols::Role;
 use setwise::protocols::mqrpmt::{self, Construction, LastMove, MqrpmtParams, Values};
 use setwise::session::{self, Hello, Input, ProtocolParams, handshake};
@@ -36,24 +36,15 @@ fn run(
     run_tampered(op, params, x, y, values, Role::Receiver, |_| {})
 }
 
-/// A channel end that lets a test rewrite every frame it sends: a hostile peer that
-/// otherwise follows the protocol.
-struct Tamper<C, F> {
-    inner: C,
-    edit: F,
-}
+/// Rewrites every frame a channel end sends: a hostile peer that otherwise follows the
+/// protocol.
+struct Edit<F>(F);
 
-impl<C: Channel, F: FnMut(&mut Vec<u8>) + Send> Channel for Tamper<C, F> {
-    fn send(&mut self, frame: &[u8]) -> std::result::Result<(), setwise::net::NetError> {
+impl<F: FnMut(&mut Vec<u8>) + Send> Decoration for Edit<F> {
+    fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> std::result::Result<(), NetError> {
         let mut f = frame.to_vec();
-        (self.edit)(&mut f);
-        self.inner.send(&f)
-    }
-    fn recv(&mut self) -> std::result::Result<Vec<u8>, setwise::net::NetError> {
-        self.inner.recv()
-    }
-    fn stats(&self) -> setwise::net::Stats {
-        self.inner.stats()
+        (self.0)(&mut f);
+        inner.send(&f)
     }
 }
 
@@ -72,15 +63,9 @@ fn run_tampered(
     let (a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
     let honest = |_: &mut Vec<u8>| {};
     let (mut a, mut b): (Box<dyn Channel>, Box<dyn Channel>) = if cheat == Role::Sender {
-        (
-            Box::new(Tamper { inner: a, edit: move |f: &mut Vec<u8>| edit(f) }),
-            Box::new(Tamper { inner: b, edit: honest }),
-        )
+        (Box::new(Decorated::wrap(a, Edit(move |f: &mut Vec<u8>| edit(f)))), Box::new(Decorated::wrap(b, Edit(honest))))
     } else {
-        (
-            Box::new(Tamper { inner: a, edit: honest }),
-            Box::new(Tamper { inner: b, edit: move |f: &mut Vec<u8>| edit(f) }),
-        )
+        (Box::new(Decorated::wrap(a, Edit(honest))), Box::new(Decorated::wrap(b, Edit(move |f: &mut Vec<u8>| edit(f)))))
     };
     std::thread::scope(|s| {
         let job = &job;

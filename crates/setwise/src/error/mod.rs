@@ -51,6 +51,16 @@ pub enum Error {
     /// The peer deviated from the protocol in a way that decodes but is not allowed.
     #[error("peer misbehaved: {0}")]
     PeerMisbehaved(#[from] Deviation),
+    /// The peer's hello names a protocol this side's `auto` cannot run with it (another
+    /// operation, a weaker security, credentials auto does not hold): the peer's choice,
+    /// not a mistake in this side's options.
+    #[error("auto cannot run the peer's {protocol}: {why}")]
+    PeerProtocol {
+        /// The protocol the peer named (escaped and bounded).
+        protocol: String,
+        /// Why auto cannot run it.
+        why: String,
+    },
     /// The peer ended the session and said why.
     #[error("the peer aborted the session: {0}")]
     PeerAborted(String),
@@ -128,7 +138,7 @@ impl Error {
             | Error::Usage(_)
             | Error::File { .. }
             | Error::Damaged { .. }
-            | Error::He(HeError::Params(_)) => ErrorKind::Local,
+            | Error::He(HeError::Params(_) | HeError::Op(_)) => ErrorKind::Local,
             _ => ErrorKind::Peer,
         }
     }
@@ -299,3 +309,17 @@ impl<T> NetContext<T> for Result<T, NetError> {
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whose_fault_an_error_is() {
+        // An operation of the HE library that fails on this side's own values.
+        assert_eq!(Error::He(HeError::Op("encoding".into())).kind(), ErrorKind::Local);
+        assert_eq!(Error::He(HeError::Params("degree".into())).kind(), ErrorKind::Local);
+        let peer_ciphertext = HeError::Malformed { what: "query", why: "level".into() };
+        assert_eq!(Error::He(peer_ciphertext).kind(), ErrorKind::Peer);
+    }
+}

@@ -127,7 +127,7 @@ pub fn meet(job: &Job, role: Role, ours: &Hello, theirs: &Hello) -> Result<Optio
 fn adopt(job: &Job, role: Role, theirs: &Hello) -> Result<Job> {
     // The peer's strings reach errors and logs escaped and cut short.
     let named = printable(&theirs.protocol, 64);
-    let refuse = |why: String| Error::Params(format!("auto cannot run the peer's {named}: {why}"));
+    let refuse = |why: String| Error::PeerProtocol { protocol: named.clone(), why };
     let protocol: Protocol = theirs.protocol.parse().map_err(|_| refuse("it is not a protocol of setwise".into()))?;
     let base = job.clone().resolved(protocol);
     let candidates: Vec<Job> = match protocol {
@@ -204,6 +204,16 @@ mod tests {
         // is auto's own.
         let bare = meet(&union, &hello("mqrpmt", "union", "key_columns=1"));
         assert!(matches!(bare, Err(Error::Mismatch { field: "parameters", .. })), "{bare:?}");
+        // The peer named what auto cannot run: a disagreement of the peer's making, not a
+        // mistake in this side's options.
+        for refused in [
+            meet(&auto(Operation::Sum), &hello("ecdh", "sum", "key_columns=1")),
+            meet(&auto(Operation::Intersection), &hello("authorized", "intersection", judge)),
+            meet(&union, &hello("nope", "union", "key_columns=1")),
+        ] {
+            let e = refused.unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Peer, "{e}");
+        }
         let unknown = meet(&union, &hello("nope", "union", "key_columns=1")).unwrap_err().to_string();
         assert!(unknown.contains("peer's nope: it is not a protocol of setwise"), "{unknown}");
         let hostile = meet(&union, &hello("\u{1b}[2J", "union", "key_columns=1")).unwrap_err().to_string();

@@ -92,8 +92,9 @@ impl Message for CorrectionChunk {
 
 /// Chosen-message and one-sided OT, sender → receiver: masked messages of `per` bytes
 /// each, about 1 MiB to a frame.
-pub fn masked(per: usize) -> Counted {
-    Counted::new(0x63, "OtMessages", (FRAME_BYTES / per.max(1)).max(1))
+pub const fn masked(per: usize) -> Counted {
+    let per_frame = FRAME_BYTES / if per == 0 { 1 } else { per };
+    Counted::new(0x63, "OtMessages", if per_frame == 0 { 1 } else { per_frame })
 }
 
 /// Bytes of masked messages per frame (about).

@@ -10,6 +10,7 @@ pub mod auto;
 mod hello;
 mod job;
 
+pub(crate) use hello::TAG_HELLO;
 pub use hello::{Hello, MAGIC, MAX_HELLO_FRAME, WIRE_VERSION, admission, handshake};
 pub use job::{AuthorizedJob, Job, ProtocolParams, UnbalancedJob};
 

@@ -79,8 +79,8 @@ fn secs(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| input_error(format!("{what}: {s} is not a number of seconds")))
 }
 
-fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> PyResult<T> {
-    s.parse().map_err(input_error)
+fn parse<T: std::str::FromStr<Err = setwise::error::UnknownName>>(s: &str) -> PyResult<T> {
+    s.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))
 }
 
 impl Options {

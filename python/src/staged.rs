@@ -64,9 +64,10 @@ pub fn settings_for(
     buckets: &str,
     bucket_key: Option<&str>,
 ) -> PyResult<Settings> {
-    let protocol: Protocol = protocol.parse().map_err(input_error)?;
-    let operation: Operation = operation.parse().map_err(input_error)?;
-    let buckets: Buckets = buckets.parse().map_err(input_error)?;
+    let protocol: Protocol = protocol.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
+    let operation: Operation =
+        operation.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
+    let buckets: Buckets = buckets.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
     let bucket_key = bucket_key.map(BucketKey::from_hex).transpose().map_err(to_py)?;
     let s = Settings { key_columns, buckets, bucket_key, ..Settings::new(run_id, protocol, operation) };
     s.validate().map_err(to_py)?;

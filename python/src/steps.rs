@@ -12,7 +12,7 @@ use setwise::protocols::ecdh::steps::{self, ReceiverState};
 use setwise::wire::msg::Message;
 
 fn operation(op: &str) -> PyResult<Operation> {
-    op.parse().map_err(input_error)
+    op.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))
 }
 
 /// The receiver's side of DH-PSI between its request and the sender's response. It holds

@@ -70,6 +70,9 @@ pub enum Error {
     /// Parameters are invalid or unsupported; the message names the field.
     #[error("invalid parameters: {0}")]
     Params(String),
+    /// A named option (a protocol, operation, security, …) names nothing this library has.
+    #[error(transparent)]
+    Unknown(#[from] UnknownName),
     /// The caller combined a job, role and input this library does not run.
     #[error("{0}")]
     Usage(String),
@@ -115,6 +118,50 @@ pub enum Error {
     He(#[from] HeError),
 }
 
+/// A name (a protocol, operation, security, construction, …) that is not one of those
+/// the option takes: what a [`FromStr`](std::str::FromStr) of the library's named
+/// options returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{given}' (expected {expected})")]
+pub struct UnknownName {
+    /// What was being named (`protocol`, `operation`, …).
+    pub what: &'static str,
+    /// The name given (shown escaped and cut short).
+    pub given: String,
+    /// What it may be, in words (`one of: ecdh, vole`).
+    pub expected: String,
+}
+
+impl UnknownName {
+    /// `given` is not a `what`; it may be one of `names`.
+    pub fn one_of<'a>(what: &'static str, given: &str, names: impl IntoIterator<Item = &'a str>) -> Self {
+        let names: Vec<&str> = names.into_iter().collect();
+        Self::new(what, given, format!("one of: {}", names.join(", ")))
+    }
+
+    /// `given` is not a `what`; `expected` says what it may be.
+    pub fn new(what: &'static str, given: &str, expected: impl Into<String>) -> Self {
+        Self { what, given: shown(given), expected: expected.into() }
+    }
+}
+
+/// A caller's or a file's text as an error shows it: control characters escaped, at most
+/// 64 characters.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars().take(64) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if text.chars().nth(64).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// Whose fault an [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -135,6 +182,7 @@ impl Error {
             Error::Net { .. } => ErrorKind::Network,
             Error::Input(_)
             | Error::Params(_)
+            | Error::Unknown(_)
             | Error::Usage(_)
             | Error::File { .. }
             | Error::Damaged { .. }
@@ -321,5 +369,15 @@ mod tests {
         assert_eq!(Error::He(HeError::Params("degree".into())).kind(), ErrorKind::Local);
         let peer_ciphertext = HeError::Malformed { what: "query", why: "level".into() };
         assert_eq!(Error::He(peer_ciphertext).kind(), ErrorKind::Peer);
+        let unknown: Error = UnknownName::one_of("protocol", "nope", ["ecdh", "vole"]).into();
+        assert_eq!(unknown.kind(), ErrorKind::Local);
+    }
+
+    #[test]
+    fn an_unknown_name_says_what_it_may_be_and_shows_the_name_escaped_and_bounded() {
+        let e = UnknownName::one_of("protocol", "vol\u{1b}[2J", ["ecdh", "vole"]);
+        assert_eq!(e.to_string(), "unknown protocol 'vol\\u{1b}[2J' (expected one of: ecdh, vole)");
+        let long = UnknownName::new("operation", &"x".repeat(500), "intersection");
+        assert_eq!(long.given.chars().count(), 65, "64 characters and an ellipsis");
     }
 }

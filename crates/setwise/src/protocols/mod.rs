@@ -25,6 +25,7 @@ pub use report::{
 pub use reveal::Reveal;
 pub use spec::Spec;
 
+use crate::error::UnknownName;
 use std::fmt;
 use std::str::FromStr;
 
@@ -84,12 +85,11 @@ impl fmt::Display for Protocol {
 }
 
 impl FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Spec::named(s).map(|spec| spec.protocol).ok_or_else(|| {
-            let names: Vec<&str> = registry::ALL.iter().map(|spec| spec.name).collect();
-            format!("unknown protocol '{s}' (expected one of: {})", names.join(", "))
-        })
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        Spec::named(s)
+            .map(|spec| spec.protocol)
+            .ok_or_else(|| UnknownName::one_of("protocol", s, registry::ALL.iter().map(|spec| spec.name)))
     }
 }
 
@@ -151,12 +151,12 @@ macro_rules! named_enum {
             }
         }
         impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                [$($v),+].into_iter().find(|v| v.name() == s).ok_or_else(|| {
-                    let names: Vec<&str> = [$($v),+].iter().map(|v| v.name()).collect();
-                    format!("unknown {} '{s}' (expected one of: {})", $what, names.join(", "))
-                })
+            type Err = UnknownName;
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
+                [$($v),+]
+                    .into_iter()
+                    .find(|v| v.name() == s)
+                    .ok_or_else(|| UnknownName::one_of($what, s, [$($v),+].map(|v| v.name())))
             }
         }
     };

@@ -15,7 +15,7 @@
 //! beyond which of its items are claimed. See docs/protocols/reveal.md.
 
 use crate::crypto::dst::{self, Domain};
-use crate::error::{Deviation, Result};
+use crate::error::{Deviation, Result, UnknownName};
 use crate::net::Channel;
 use crate::protocols::{Context, Operation, Outcome, Protocol, Report};
 use crate::wire::msg::Message;
@@ -59,12 +59,12 @@ impl fmt::Display for Reveal {
 }
 
 impl FromStr for Reveal {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s {
             "receiver" => Ok(Reveal::Receiver),
             "both" => Ok(Reveal::Both),
-            _ => Err(format!("unknown reveal '{s}' (expected one of: receiver, both)")),
+            _ => Err(UnknownName::one_of("reveal", s, ["receiver", "both"])),
         }
     }
 }

@@ -14,7 +14,7 @@
 use super::seed::RunSeed;
 use crate::crypto::dst::{self, Domain, SessionId, fingerprint, session_id};
 use crate::crypto::ristretto::Encoded;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnknownName};
 use crate::io::from_hex;
 use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Role};
 use crate::session::Hello;
@@ -50,14 +50,14 @@ impl fmt::Display for Buckets {
 }
 
 impl FromStr for Buckets {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownName> {
         if s == "auto" {
             return Ok(Buckets::Auto);
         }
         match s.parse::<u32>() {
             Ok(n) if (1..=MAX_BUCKETS).contains(&n) => Ok(Buckets::Fixed(n)),
-            _ => Err(format!("buckets: '{s}' is neither auto nor a number from 1 to {MAX_BUCKETS}")),
+            _ => Err(UnknownName::new("bucket count", s, format!("auto or a number from 1 to {MAX_BUCKETS}"))),
         }
     }
 }
@@ -351,6 +351,8 @@ mod tests {
         assert_eq!(choose_buckets(u64::MAX, 0), MAX_BUCKETS);
         assert_eq!("16".parse::<Buckets>(), Ok(Buckets::Fixed(16)));
         assert!("0".parse::<Buckets>().is_err() && "65537".parse::<Buckets>().is_err());
+        let refused = "0".parse::<Buckets>().unwrap_err().to_string();
+        assert_eq!(refused, "unknown bucket count '0' (expected auto or a number from 1 to 65536)");
     }
 
     #[test]

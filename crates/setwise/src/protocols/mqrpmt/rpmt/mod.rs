@@ -21,7 +21,7 @@ use super::messages::{SERVER_ITEMS, SHUFFLED};
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::ristretto::{Encoded, ItemHasher, SecretScalar};
 use crate::crypto::rng::shuffle;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnknownName};
 use crate::net::Channel;
 use crate::protocols::Context;
 use crate::wire::stream::CHUNK;
@@ -71,12 +71,12 @@ impl std::fmt::Display for Construction {
 }
 
 impl std::str::FromStr for Construction {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownName> {
         Construction::ALL
             .into_iter()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown mqRPMT construction '{s}' (expected cwprf or poprf)"))
+            .ok_or_else(|| UnknownName::one_of("mqRPMT construction", s, Construction::ALL.map(Construction::name)))
     }
 }
 
@@ -107,12 +107,12 @@ impl std::fmt::Display for LastMove {
 }
 
 impl std::str::FromStr for LastMove {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        [LastMove::Bloom, LastMove::Shuffle]
-            .into_iter()
+    type Err = UnknownName;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownName> {
+        const ALL: [LastMove; 2] = [LastMove::Bloom, LastMove::Shuffle];
+        ALL.into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown last move '{s}' (expected bloom or shuffle)"))
+            .ok_or_else(|| UnknownName::one_of("last move", s, ALL.map(LastMove::name)))
     }
 }
 

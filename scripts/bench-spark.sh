@@ -6,6 +6,8 @@
 # loopback TCP), and the ratio.
 #
 # Usage: scripts/bench-spark.sh [LOG] [BUCKETS] [PROTOCOL]   (defaults: 22, auto, ecdh)
+# FLOOR=1 runs python/bench/spark_floor.py instead of the protocol: the same Spark passes
+# with no protocol (Spark's own share of the time).
 # Needs Java 17 and a virtual environment with pyspark, pyarrow and setwise installed
 # (SETWISE_VENV, default target/python-venv, as scripts/test-python makes it).
 set -euo pipefail
@@ -28,6 +30,7 @@ for name in ("s", "r"):
     pq.write_table(t, f"{d}/{name}.parquet", compression="none")
 PY
 party=python/tests/spark_party.py
+[ -n "${FLOOR:-}" ] && party=python/bench/spark_floor.py
 # The exchange key both organisations hold (setwise.spark.run requires one).
 "$py" -c "import setwise.spark; print(setwise.spark.new_exchange_key())" > "$dir/exchange.key"
 chmod 600 "$dir/exchange.key"
@@ -47,7 +50,7 @@ wait "$spid" || { tail -40 "$dir/s.log"; exit 1; }
 spark_s=$(echo "$(date +%s.%N) - $start" | bc)
 matched=$("$py" -c "import pyarrow.parquet as pq, sys; print(pq.read_table(sys.argv[1]).num_rows)" "$dir/out")
 echo "2^$log × 2^$log $protocol intersection, staged on Spark (local[2] per organisation, buckets $buckets):"
-grep -h -E "setwise.spark: .*(done in|waits for|finished)|setwise-spark|wall" "$dir/s.log" "$dir/r.log" | sed 's/^[0-9-]* [0-9:,]* //'
+grep -h -E "setwise.spark: .*(done in|waits for|finished)|setwise-spark|spark-floor|wall" "$dir/s.log" "$dir/r.log" | sed 's/^[0-9-]* [0-9:,]* //'
 echo "rows matched: $matched; both organisations, start to finish: ${spark_s} s"
 port=$((20000 + RANDOM % 20000))
 start=$(date +%s.%N)

@@ -7,7 +7,12 @@ from typing import Any
 __version__: str
 
 class Error(Exception): ...
-class InputError(Error): ...
+
+class InputError(Error):
+    field: str
+    """Set when parameters are invalid: the parameter at fault (``key_columns``,
+    ``table_size``, ...); absent on other input errors."""
+
 class PeerError(Error): ...
 class NetworkError(Error): ...
 

@@ -36,6 +36,11 @@ pub fn to_py(e: setwise::Error) -> PyErr {
     match e {
         setwise::Error::Net { .. } => NetworkError::new_err(msg),
         e if e.kind() == setwise::error::ErrorKind::Network => NetworkError::new_err(msg),
+        setwise::Error::Params { field, .. } => {
+            // The parameter at fault, for a caller to point at (`err.field`).
+            let err = InputError::new_err(msg);
+            Python::attach(|py| err.value(py).setattr("field", field)).map(|()| err).unwrap_or_else(|e| e)
+        }
         e if e.is_local() => InputError::new_err(msg),
         _ => PeerError::new_err(msg),
     }

@@ -67,9 +67,15 @@ pub enum Error {
     /// The caller's input (items, values, labels) is unusable.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// Parameters are invalid or unsupported; the message names the field.
-    #[error("invalid parameters: {0}")]
-    Params(String),
+    /// Parameters are invalid or unsupported.
+    #[error("invalid parameters: {why}")]
+    Params {
+        /// The parameter, option or file at fault (`key_columns`, `table_size`,
+        /// `params_file`, …), for a frontend to point at.
+        field: &'static str,
+        /// What is wrong, naming the parameter in words.
+        why: String,
+    },
     /// A named option (a protocol, operation, security, …) names nothing this library has.
     #[error(transparent)]
     Unknown(#[from] UnknownName),
@@ -181,7 +187,7 @@ impl Error {
             Error::Worker { kind, .. } => *kind,
             Error::Net { .. } => ErrorKind::Network,
             Error::Input(_)
-            | Error::Params(_)
+            | Error::Params { .. }
             | Error::Unknown(_)
             | Error::Usage(_)
             | Error::File { .. }
@@ -195,6 +201,11 @@ impl Error {
     /// the peer's or the network's.
     pub fn is_local(&self) -> bool {
         self.kind() == ErrorKind::Local
+    }
+
+    /// Invalid or unsupported parameters: `field` is at fault, because `why`.
+    pub(crate) fn params(field: &'static str, why: String) -> Self {
+        Error::Params { field, why }
     }
 
     /// An I/O failure on `path`.

@@ -101,16 +101,19 @@ impl Okvs {
     pub fn from_parts(seed: [u8; 16], params: OkvsParams, columns: Vec<Gf128>) -> crate::error::Result<Self> {
         let OkvsParams { columns: m, band, bins } = params;
         if bins == 0 || m % bins != 0 || band == 0 || band > MAX_BAND || band >= m / bins {
-            return Err(crate::error::Error::Params(format!(
-                "OKVS shape {params:?}: the bins must divide the columns and the band must be 1..={MAX_BAND} and \
+            return Err(crate::error::Error::params(
+                "okvs_shape",
+                format!(
+                    "OKVS shape {params:?}: the bins must divide the columns and the band must be 1..={MAX_BAND} and \
                  narrower than a bin"
-            )));
+                ),
+            ));
         }
         if columns.len() != m {
-            return Err(crate::error::Error::Params(format!(
-                "OKVS of {} columns where {m} were agreed",
-                columns.len()
-            )));
+            return Err(crate::error::Error::params(
+                "okvs_columns",
+                format!("OKVS of {} columns where {m} were agreed", columns.len()),
+            ));
         }
         Ok(Self { seed, params, columns })
     }

@@ -72,9 +72,10 @@ impl Context {
     pub fn check_sizes(&self, what: &str, max: usize, advice: &str) -> Result<()> {
         for (who, n) in [("sender", self.sender_size()), ("receiver", self.receiver_size())] {
             if n > max {
-                return Err(Error::Params(format!(
-                    "{what} takes sets of at most {max} items, the {who} has {n}; {advice}"
-                )));
+                return Err(Error::params(
+                    "set_size",
+                    format!("{what} takes sets of at most {max} items, the {who} has {n}; {advice}"),
+                ));
             }
         }
         Ok(())

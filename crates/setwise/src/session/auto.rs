@@ -71,9 +71,12 @@ pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize)
                 "malicious intersection of sets under 2^11 items: compact takes one and a half round trips and a sixth of \
                  vole's bytes",
             )),
-            op => Err(Error::Params(format!(
-                "no protocol of setwise gives {op} with malicious security (only intersection, with vole or compact)"
-            ))),
+            op => Err(Error::params(
+                "security",
+                format!(
+                    "no protocol of setwise gives {op} with malicious security (only intersection, with vole or compact)"
+                ),
+            )),
         };
     }
     Ok(match op {

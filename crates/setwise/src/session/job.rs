@@ -153,18 +153,16 @@ impl Job {
     pub fn validate(&self, role: Role) -> Result<()> {
         if !self.protocol.operations().contains(&self.operation) {
             let ops: Vec<&str> = self.protocol.operations().iter().map(|o| o.name()).collect();
-            return Err(Error::Params(format!(
-                "protocol {} has no operation {} (it has: {})",
-                self.protocol,
-                self.operation,
-                ops.join(", ")
-            )));
+            return Err(Error::params(
+                "operation",
+                format!("protocol {} has no operation {} (it has: {})", self.protocol, self.operation, ops.join(", ")),
+            ));
         }
         if (role == Role::Judge) != (self.operation == Operation::Authorize && role != Role::Receiver) {
             return Err(Error::Usage(format!("a {role} takes no part in {} {}", self.protocol, self.operation)));
         }
         if self.key_columns == 0 {
-            return Err(Error::Params("key_columns: at least one key column".into()));
+            return Err(Error::params("key_columns", "key_columns: at least one key column".into()));
         }
         let fits = matches!(
             (self.protocol, &self.params),
@@ -204,18 +202,17 @@ impl Job {
         }
         if let ProtocolParams::Authorized(a) = &self.params {
             if a.client_id.len() > authorized::MAX_CLIENT_ID {
-                return Err(Error::Params(format!(
-                    "client_id: {} bytes, at most {}",
-                    a.client_id.len(),
-                    authorized::MAX_CLIENT_ID
-                )));
+                return Err(Error::params(
+                    "client_id",
+                    format!("client_id: {} bytes, at most {}", a.client_id.len(), authorized::MAX_CLIENT_ID),
+                ));
             }
             let intersect = self.operation == Operation::Intersection;
             if intersect && a.judge_key.is_none() {
-                return Err(Error::Params(format!("{}: the judge's public key is needed", self.protocol)));
+                return Err(Error::params("judge_key", format!("{}: the judge's public key is needed", self.protocol)));
             }
             if (intersect || role == Role::Receiver) && a.client_id.is_empty() {
-                return Err(Error::Params(format!("{}: the client identity is needed", self.protocol)));
+                return Err(Error::params("client_id", format!("{}: the client identity is needed", self.protocol)));
             }
         }
         Ok(())
@@ -318,7 +315,10 @@ mod tests {
                 .with_params(ProtocolParams::Mqrpmt(MqrpmtParams { construction: Construction::Poprf, last_move }))
         };
         let bloom = poprf(LastMove::Bloom).validate(Role::Receiver).unwrap_err();
-        assert!(matches!(&bloom, Error::Params(m) if m.contains("poprf construction has no Bloom-filter")), "{bloom}");
+        assert!(
+            matches!(&bloom, Error::Params { field: "last_move", why } if why.contains("poprf construction has no Bloom-filter")),
+            "{bloom}"
+        );
         poprf(LastMove::Shuffle).validate(Role::Receiver).unwrap();
         Job::authorize(Mode::Full, b"id").validate(Role::Judge).unwrap();
         Job::authorize(Mode::Full, b"id").validate(Role::Receiver).unwrap();

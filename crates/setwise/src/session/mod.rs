@@ -167,11 +167,14 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
         (Input::Database(db), _) => {
             db.key()?;
             if db.key_columns() != job.key_columns {
-                return Err(Error::Params(format!(
-                    "key_columns: the database joins {} key columns, the job {}",
-                    db.key_columns(),
-                    job.key_columns
-                )));
+                return Err(Error::params(
+                    "key_columns",
+                    format!(
+                        "key_columns: the database joins {} key columns, the job {}",
+                        db.key_columns(),
+                        job.key_columns
+                    ),
+                ));
             }
             db.info().sender_size
         }

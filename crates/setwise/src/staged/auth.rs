@@ -84,8 +84,12 @@ impl ExchangeKey {
         if let Ok(raw) = <[u8; 32]>::try_from(bytes) {
             return Ok(Self::from_bytes(raw));
         }
-        let bad =
-            || Error::Params(format!("exchange key: 64 hexadecimal digits or 32 raw bytes expected; {HOW_TO_MAKE}"));
+        let bad = || {
+            Error::params(
+                "exchange_key",
+                format!("exchange key: 64 hexadecimal digits or 32 raw bytes expected; {HOW_TO_MAKE}"),
+            )
+        };
         let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
         let v = Zeroizing::new(from_hex(text.trim()).ok_or_else(bad)?);
         let raw: [u8; 32] = v.as_slice().try_into().map_err(|_| bad())?;

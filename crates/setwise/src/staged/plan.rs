@@ -89,7 +89,7 @@ impl BucketKey {
 
     /// The key from 64 hexadecimal digits (surrounding whitespace ignored).
     pub fn from_hex(text: &str) -> Result<Self> {
-        let bad = || Error::Params("bucket key: 32 bytes (64 hexadecimal digits) expected".into());
+        let bad = || Error::params("bucket_key", "bucket key: 32 bytes (64 hexadecimal digits) expected".into());
         let bytes: [u8; 32] = from_hex(text.trim()).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
         Ok(Self::from_bytes(bytes))
     }
@@ -134,22 +134,28 @@ impl Settings {
                 .filter(|s| !s.staged.is_empty())
                 .map(|s| format!("{} ({})", s.name, s.staged.iter().map(|o| o.name()).collect::<Vec<_>>().join(", ")))
                 .collect();
-            return Err(Error::Params(format!(
-                "protocol {} {}: not a staged run; staged runs take {} (docs/scale-out.md)",
-                self.protocol,
-                self.operation,
-                able.join("; ")
-            )));
+            return Err(Error::params(
+                "protocol",
+                format!(
+                    "protocol {} {}: not a staged run; staged runs take {} (docs/scale-out.md)",
+                    self.protocol,
+                    self.operation,
+                    able.join("; ")
+                ),
+            ));
         }
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
         if self.run_id.is_empty() || self.run_id.len() > MAX_RUN_ID || !self.run_id.chars().all(ok) {
-            return Err(Error::Params(format!(
-                "run id '{}': 1 to {MAX_RUN_ID} letters, digits, '.', '_' or '-'",
-                printable(&self.run_id, MAX_SHOWN)
-            )));
+            return Err(Error::params(
+                "run_id",
+                format!(
+                    "run id '{}': 1 to {MAX_RUN_ID} letters, digits, '.', '_' or '-'",
+                    printable(&self.run_id, MAX_SHOWN)
+                ),
+            ));
         }
         if self.key_columns == 0 {
-            return Err(Error::Params("key_columns: at least one key column".into()));
+            return Err(Error::params("key_columns", "key_columns: at least one key column".into()));
         }
         Ok(())
     }

@@ -69,10 +69,13 @@ impl ExConv {
     /// the convolution's reach and the expander's weight.
     pub fn new(k: usize, n: usize, seed: u128) -> crate::error::Result<Self> {
         if k == 0 || n < k + 2 * (CONV_WIDTH + 1) || (n - k) < EXPANDER_WEIGHT {
-            return Err(crate::error::Error::Params(format!(
-                "expand-convolute code from {n} to {k} positions: needs k ≥ 1 and n ≥ k + {}",
-                2 * (CONV_WIDTH + 1)
-            )));
+            return Err(crate::error::Error::params(
+                "code_size",
+                format!(
+                    "expand-convolute code from {n} to {k} positions: needs k ≥ 1 and n ≥ k + {}",
+                    2 * (CONV_WIDTH + 1)
+                ),
+            ));
         }
         Ok(Self { k, n, seed, binary: false })
     }

@@ -77,7 +77,7 @@ impl Ggm {
 
 fn check_depth(depth: usize) -> Result<()> {
     if depth == 0 || depth > MAX_DEPTH {
-        return Err(Error::Params(format!("PPRF depth {depth}: must be 1..={MAX_DEPTH}")));
+        return Err(Error::params("pprf_depth", format!("PPRF depth {depth}: must be 1..={MAX_DEPTH}")));
     }
     Ok(())
 }
@@ -159,7 +159,7 @@ pub fn pprf_receive_into<T: Send>(
 ) -> Result<()> {
     check_depth(depth)?;
     if let Some(&p) = points.iter().find(|&&p| p >> depth != 0) {
-        return Err(Error::Params(format!("PPRF point {p} is outside a tree of 2^{depth} leaves")));
+        return Err(Error::params("pprf_point", format!("PPRF point {p} is outside a tree of 2^{depth} leaves")));
     }
     let t = points.len();
     assert_eq!(out.len(), t << depth, "a leaf per output");

@@ -72,7 +72,10 @@ impl SilentParams {
         let target = (EXPANSION * k).max(k + 2 * (CONV_WIDTH + 1)).max(2 * NOISE_WEIGHT);
         let depth = (target / NOISE_WEIGHT).ilog2() as usize;
         if k == 0 || depth > MAX_DEPTH {
-            return Err(Error::Params(format!("silent VOLE of {k} outputs: must be 1..=2^{}", MAX_DEPTH + 6)));
+            return Err(Error::params(
+                "vole_outputs",
+                format!("silent VOLE of {k} outputs: must be 1..=2^{}", MAX_DEPTH + 6),
+            ));
         }
         Ok(Self { outputs: k, trees: target.div_ceil(1 << depth), depth })
     }

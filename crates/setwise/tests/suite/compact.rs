@@ -149,7 +149,7 @@ fn a_truncated_polynomial_is_rejected() {
 #[test]
 fn announced_sizes_above_the_limit_are_refused_before_any_work() {
     let e = against_receiver(setwise::protocols::compact::MAX_SET + 1, |_| {});
-    assert!(matches!(&e, Error::Params(m) if m.contains("at most 65536")), "{e}");
+    assert!(matches!(&e, Error::Params { why: m, .. } if m.contains("at most 65536")), "{e}");
 }
 
 /// Runs an honest receiver of 10 items against a sender that sends `key` as its A.

@@ -238,7 +238,7 @@ fn too_many_tags_are_refused() {
 #[test]
 fn announced_sizes_above_the_limit_are_refused_before_any_work() {
     let e = against(Role::Receiver, MAX_SET + 1, |_, _| {});
-    assert!(matches!(&e, Error::Params(m) if m.contains("at most 67108864")), "{e}");
+    assert!(matches!(&e, Error::Params { why: m, .. } if m.contains("at most 67108864")), "{e}");
 }
 
 #[test]

@@ -87,7 +87,10 @@ pub fn receiver(
 ) -> Result<Outcome> {
     let m = ctx.sender_size();
     if creds.mode == Mode::Partial {
-        let r = creds.r.as_ref().ok_or_else(|| Error::Params("partial credentials without their exponent r".into()))?;
+        let r = creds
+            .r
+            .as_ref()
+            .ok_or_else(|| Error::params("credentials", "partial credentials without their exponent r".into()))?;
         report.phase("OPRF for the server", ch, |ch| {
             let mut out = Vec::with_capacity(m.min(1 << 20));
             OPRF_REQUEST.recv(ch, m, "receiving the OPRF request", |at, chunk| {

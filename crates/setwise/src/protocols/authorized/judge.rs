@@ -180,7 +180,7 @@ pub fn authorize<I: AsRef<[u8]> + Sync>(
     report: &mut Report,
 ) -> Result<(Credentials, Vec<usize>)> {
     if client_id.len() > MAX_CLIENT_ID {
-        return Err(Error::Params(format!("the client identity is longer than {MAX_CLIENT_ID} bytes")));
+        return Err(Error::params("client_id", format!("the client identity is longer than {MAX_CLIENT_ID} bytes")));
     }
     let JudgeKeyMessage(pk) = JudgeKeyMessage::recv(ch, "receiving the judge key", ())?;
     AuthHeader { mode, client_id: client_id.to_vec() }.send(ch, "sending the request")?;

@@ -65,9 +65,9 @@ pub fn public_key_hex(pk: &G2Affine) -> String {
 pub fn public_key_from_hex(text: &str) -> Result<G2Affine> {
     let bytes = from_hex(text)
         .filter(|b| b.len() == G2_BYTES)
-        .ok_or_else(|| Error::Params(format!("a judge public key is {} hex digits", 2 * G2_BYTES)))?;
+        .ok_or_else(|| Error::params("judge_key", format!("a judge public key is {} hex digits", 2 * G2_BYTES)))?;
     let arr: [u8; G2_BYTES] = bytes.try_into().expect("checked length");
-    g2_from_bytes(&arr).ok_or_else(|| Error::Params("not a valid BLS12-381 G2 point".into()))
+    g2_from_bytes(&arr).ok_or_else(|| Error::params("judge_key", "not a valid BLS12-381 G2 point".into()))
 }
 
 /// Reads a judge public key file (hex text).

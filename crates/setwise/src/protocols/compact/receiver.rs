@@ -100,7 +100,7 @@ fn interpolate<I: AsRef<[u8]> + Sync>(hashes: &Hashes, items: &[I], values: &[[F
         halves[1].push(random());
     }
     let polys = poly::interpolate(Fp128, &xs, &[&halves[0], &halves[1]]).map_err(|i| {
-        Error::Params(format!(
+        Error::params("items", format!(
             "interpolation point {i} repeats: two items (or a padding point) share an H1 value, probability ≤ n²·2^-129; run again"
         ))
     })?;

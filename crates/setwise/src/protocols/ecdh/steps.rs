@@ -32,7 +32,7 @@ use zeroize::Zeroizing;
 fn check_operation(op: Operation) -> Result<()> {
     match op {
         Operation::Intersection | Operation::Cardinality => Ok(()),
-        other => Err(Error::Params(format!("ecdh has no operation {other}"))),
+        other => Err(Error::params("operation", format!("ecdh has no operation {other}"))),
     }
 }
 

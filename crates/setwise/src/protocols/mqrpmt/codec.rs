@@ -20,9 +20,10 @@ impl ItemCodec {
     pub fn for_items<I: AsRef<[u8]>>(items: &[I]) -> Result<Self> {
         let longest = items.iter().map(|i| i.as_ref().len()).max().unwrap_or(1).max(1);
         if longest > MAX_ITEM_LEN {
-            return Err(Error::Params(format!(
-                "an item of {longest} bytes is longer than the {MAX_ITEM_LEN} bytes union and shares carry"
-            )));
+            return Err(Error::params(
+                "item_length",
+                format!("an item of {longest} bytes is longer than the {MAX_ITEM_LEN} bytes union and shares carry"),
+            ));
         }
         Ok(Self { width: prefix_len(longest) + longest })
     }

@@ -81,7 +81,8 @@ impl MqrpmtParams {
     /// Checks that the last move exists for the construction.
     pub fn check(&self) -> Result<()> {
         if self.construction == Construction::Poprf && self.last_move == LastMove::Bloom {
-            return Err(Error::Params(
+            return Err(Error::params(
+                "last_move",
                 "mqrpmt: the poprf construction has no Bloom-filter last move (the receiver unmasks the permuted \
                  points, so they travel as points): use the shuffle last move (poprf's default), or the cwprf \
                  construction for the filter"

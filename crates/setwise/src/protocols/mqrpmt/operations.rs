@@ -119,17 +119,17 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
     let values = match (op, values) {
         (Operation::Sum, Some(v)) => {
             if v.values.len() != n {
-                return Err(Error::Params(format!("sum: {} values for {n} items", v.values.len())));
+                return Err(Error::params("values", format!("sum: {} values for {n} items", v.values.len())));
             }
             if let Some(i) = v.values.iter().position(|&x| x > v.bound) {
-                return Err(Error::Params(format!(
-                    "sum: value {} of item {i} exceeds the declared bound {}",
-                    v.values[i], v.bound
-                )));
+                return Err(Error::params(
+                    "values",
+                    format!("sum: value {} of item {i} exceeds the declared bound {}", v.values[i], v.bound),
+                ));
             }
             Some(v)
         }
-        (Operation::Sum, None) => return Err(Error::Params("sum: the sender holds a value per item".into())),
+        (Operation::Sum, None) => return Err(Error::params("values", "sum: the sender holds a value per item".into())),
         _ => None,
     };
     let codec = match op {

@@ -99,7 +99,8 @@ fn preset_sender_size(name: &str) -> usize {
 impl UnbalancedParams {
     /// Parses and validates JSON; errors name the field.
     pub fn from_json(json: &str) -> Result<Self> {
-        let p: Self = serde_json::from_str(json).map_err(|e| Error::Params(format!("parameter file: {e}")))?;
+        let p: Self =
+            serde_json::from_str(json).map_err(|e| Error::params("params_file", format!("parameter file: {e}")))?;
         p.validate()?;
         Ok(p)
     }
@@ -118,14 +119,15 @@ impl UnbalancedParams {
     /// The smallest preset covering `sender` items and `receiver_max` receiver items.
     pub fn preset_for(sender: usize, receiver_max: usize) -> Result<(&'static str, Self)> {
         for (name, json) in PRESETS {
-            let p = Self::from_json(json).map_err(|e| Error::Params(format!("preset {name}: {e}")))?;
+            let p = Self::from_json(json).map_err(|e| Error::params("preset", format!("preset {name}: {e}")))?;
             if sender <= preset_sender_size(name) && receiver_max <= p.receiver_max() {
                 return Ok((name, p));
             }
         }
-        Err(Error::Params(format!(
-            "no preset covers {sender} sender items with up to {receiver_max} receiver items; give --params"
-        )))
+        Err(Error::params(
+            "preset",
+            format!("no preset covers {sender} sender items with up to {receiver_max} receiver items; give --params"),
+        ))
     }
 
     /// The BFV parameters.
@@ -199,7 +201,7 @@ impl UnbalancedParams {
     /// The power plan from the query powers to the needed powers.
     pub fn plan(&self) -> Result<PowerPlan> {
         PowerPlan::for_targets(&self.query_params.query_powers, &self.needed_powers())
-            .map_err(|e| Error::Params(format!("query_params.query_powers: {e}")))
+            .map_err(|e| Error::params("query_powers", format!("query_params.query_powers: {e}")))
     }
 
     /// Multiplicative depth of a bundle's evaluation: the deepest power used, then the
@@ -268,77 +270,99 @@ impl UnbalancedParams {
 
     /// Checks every constraint; the error names the field and why.
     pub fn validate(&self) -> Result<()> {
-        self.he().validate().map_err(|e| Error::Params(format!("seal_params: {e}")))?;
+        self.he().validate().map_err(|e| Error::params("seal_params", format!("seal_params: {e}")))?;
         if self.seal_params.plain_modulus > u32::MAX as u64 {
-            return Err(Error::Params(format!(
-                "seal_params.plain_modulus = {}: must be below 2^32 (the database stores coefficients in 32 bits)",
-                self.seal_params.plain_modulus
-            )));
+            return Err(Error::params(
+                "plain_modulus",
+                format!(
+                    "seal_params.plain_modulus = {}: must be below 2^32 (the database stores coefficients in 32 bits)",
+                    self.seal_params.plain_modulus
+                ),
+            ));
         }
         let n = self.seal_params.poly_modulus_degree;
         let felts = self.item_params.felts_per_item;
         if felts == 0 || felts > n {
-            return Err(Error::Params(format!(
-                "item_params.felts_per_item = {felts}: must be 1..=poly_modulus_degree ({n})"
-            )));
+            return Err(Error::params(
+                "felts_per_item",
+                format!("item_params.felts_per_item = {felts}: must be 1..=poly_modulus_degree ({n})"),
+            ));
         }
         if self.item_bits() < 80 {
-            return Err(Error::Params(format!(
-                "item_params.felts_per_item = {felts}: items get {} bits ({} per felt), at least 80 are needed",
-                self.item_bits(),
-                self.felt_bits()
-            )));
+            return Err(Error::params(
+                "felts_per_item",
+                format!(
+                    "item_params.felts_per_item = {felts}: items get {} bits ({} per felt), at least 80 are needed",
+                    self.item_bits(),
+                    self.felt_bits()
+                ),
+            ));
         }
         let t = &self.table_params;
         if !(1..=8).contains(&t.hash_func_count) {
-            return Err(Error::Params(format!("table_params.hash_func_count = {}: must be 1..=8", t.hash_func_count)));
+            return Err(Error::params(
+                "hash_func_count",
+                format!("table_params.hash_func_count = {}: must be 1..=8", t.hash_func_count),
+            ));
         }
         let bpb = self.bins_per_bundle();
         if t.table_size == 0 || !t.table_size.is_multiple_of(bpb) {
-            return Err(Error::Params(format!(
-                "table_params.table_size = {}: must be a positive multiple of ⌊poly_modulus_degree / felts_per_item⌋ = {bpb}",
-                t.table_size
-            )));
+            return Err(Error::params(
+                "table_size",
+                format!(
+                    "table_params.table_size = {}: must be a positive multiple of ⌊poly_modulus_degree / felts_per_item⌋ = {bpb}",
+                    t.table_size
+                ),
+            ));
         }
         if t.table_size > MAX_TABLE_SIZE {
-            return Err(Error::Params(format!("table_params.table_size = {}: at most {MAX_TABLE_SIZE}", t.table_size)));
+            return Err(Error::params(
+                "table_size",
+                format!("table_params.table_size = {}: at most {MAX_TABLE_SIZE}", t.table_size),
+            ));
         }
         if t.max_items_per_bin == 0 || t.max_items_per_bin > 4096 {
-            return Err(Error::Params(format!(
-                "table_params.max_items_per_bin = {}: must be 1..=4096",
-                t.max_items_per_bin
-            )));
+            return Err(Error::params(
+                "max_items_per_bin",
+                format!("table_params.max_items_per_bin = {}: must be 1..=4096", t.max_items_per_bin),
+            ));
         }
         let q = &self.query_params;
         if !q.query_powers.contains(&1) {
-            return Err(Error::Params("query_params.query_powers must contain 1".into()));
+            return Err(Error::params("query_powers", "query_params.query_powers must contain 1".into()));
         }
         // Checked before any power plan is built: its tables are sized by the largest power.
         if let Some(&p) = q.query_powers.iter().find(|&&p| p == 0 || p as usize > t.max_items_per_bin) {
-            return Err(Error::Params(format!(
-                "query_params.query_powers: {p} is outside 1..={}",
-                t.max_items_per_bin
-            )));
+            return Err(Error::params(
+                "query_powers",
+                format!("query_params.query_powers: {p} is outside 1..={}", t.max_items_per_bin),
+            ));
         }
         if q.ps_low_degree >= t.max_items_per_bin {
-            return Err(Error::Params(format!(
-                "query_params.ps_low_degree = {} must be below max_items_per_bin = {}",
-                q.ps_low_degree, t.max_items_per_bin
-            )));
+            return Err(Error::params(
+                "ps_low_degree",
+                format!(
+                    "query_params.ps_low_degree = {} must be below max_items_per_bin = {}",
+                    q.ps_low_degree, t.max_items_per_bin
+                ),
+            ));
         }
         let budget = self.noise_budget_left()?;
         if budget < NOISE_MARGIN_BITS {
             let (depth, ps) = self.depth()?;
-            return Err(Error::Params(format!(
-                "infeasible: the evaluation has depth {depth}{} and would leave {budget:.0} bits of noise budget (≥ {NOISE_MARGIN_BITS} needed); use more query_powers, a smaller max_items_per_bin, or larger coeff_modulus_bits",
-                if ps { " (with Paterson–Stockmeyer)" } else { "" }
-            )));
+            return Err(Error::params(
+                "noise_budget",
+                format!(
+                    "infeasible: the evaluation has depth {depth}{} and would leave {budget:.0} bits of noise budget (≥ {NOISE_MARGIN_BITS} needed); use more query_powers, a smaller max_items_per_bin, or larger coeff_modulus_bits",
+                    if ps { " (with Paterson–Stockmeyer)" } else { "" }
+                ),
+            ));
         }
         if self.receiver_max() == 0 {
-            return Err(Error::Params(format!(
-                "table_params.table_size = {} is too small for any receiver item",
-                t.table_size
-            )));
+            return Err(Error::params(
+                "table_size",
+                format!("table_params.table_size = {} is too small for any receiver item", t.table_size),
+            ));
         }
         Ok(())
     }

@@ -38,11 +38,10 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     }
     report.detail("parameters", p.fingerprint());
     if items.len() > p.receiver_max() {
-        return Err(Error::Params(format!(
-            "{} items; the sender's parameters allow at most {} per query",
-            items.len(),
-            p.receiver_max()
-        )));
+        return Err(Error::params(
+            "receiver_size",
+            format!("{} items; the sender's parameters allow at most {} per query", items.len(), p.receiver_max()),
+        ));
     }
     let outputs = report.phase("OPRF", ch, |ch| {
         let (blinding, blinded) = oprf::blind(items, dst::UNBALANCED_OPRF);
@@ -63,7 +62,8 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         candidates.push(b);
         felts.push(f);
     }
-    let table = CuckooTable::build(&candidates, p.table_params.table_size).map_err(|e| Error::Params(e.to_string()))?;
+    let table = CuckooTable::build(&candidates, p.table_params.table_size)
+        .map_err(|e| Error::params("table_size", e.to_string()))?;
     let bfv = HeContext::new(&p.he())?;
     let mut sk = SecretKey::generate(&bfv);
     let plan = p.plan()?;

@@ -22,10 +22,13 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     Params { params: p.clone(), labels: db.label_layout().cloned() }.send(ch, "sending parameters")?;
     let max = p.receiver_max();
     if ctx.receiver_size() > max {
-        return Err(Error::Params(format!(
-            "the receiver has {} items; this database's parameters allow at most {max} per query",
-            ctx.receiver_size()
-        )));
+        return Err(Error::params(
+            "receiver_size",
+            format!(
+                "the receiver has {} items; this database's parameters allow at most {max} per query",
+                ctx.receiver_size()
+            ),
+        ));
     }
     report.phase("OPRF", ch, |ch| {
         let blinded = OPRF_REQUEST.recv_all(ch, ctx.receiver_size(), "receiving the OPRF request")?;

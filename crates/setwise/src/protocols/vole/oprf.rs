@@ -172,7 +172,8 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
     let (vole, (hashed, store, took)) = (vole?, prepared);
     report.detail("hash items and encode the store", format!("{:.3} s", took.as_secs_f64()));
     let store = store.map_err(|_| {
-        Error::Params(
+        Error::params(
+            "items",
             "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
         )
     })?;

@@ -27,7 +27,8 @@ impl SenderDb {
         let (n, ctx) = (self.params.seal_params.poly_modulus_degree, &self.ctx);
         self.indices.par_iter_mut().flatten().filter(|b| b.plaintexts.is_empty()).try_for_each(|bundle| {
             let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
-            bundle.plaintexts = encode_coefficients(ctx, n, coeffs).map_err(|e| Error::Params(e.to_string()))?;
+            bundle.plaintexts =
+                encode_coefficients(ctx, n, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
             Ok(())
         })
     }

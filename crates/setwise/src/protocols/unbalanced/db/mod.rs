@@ -224,10 +224,13 @@ impl SenderDb {
     ) -> Result<Self> {
         if let Some((labels, _)) = &labels {
             if labels.len() != items.len() {
-                return Err(Error::Params(format!("{} labels for {} items", labels.len(), items.len())));
+                return Err(Error::params("labels", format!("{} labels for {} items", labels.len(), items.len())));
             }
             if let Some(l) = labels.iter().find(|l| l.len() > MAX_LABEL_BYTES) {
-                return Err(Error::Params(format!("a label has {} bytes; at most {MAX_LABEL_BYTES}", l.len())));
+                return Err(Error::params(
+                    "labels",
+                    format!("a label has {} bytes; at most {MAX_LABEL_BYTES}", l.len()),
+                ));
             }
         }
         let step = |name| {
@@ -237,7 +240,7 @@ impl SenderDb {
         };
         let start = Instant::now();
         params.validate()?;
-        let ctx = HeContext::new(&params.he()).map_err(|e| Error::Params(e.to_string()))?;
+        let ctx = HeContext::new(&params.he()).map_err(|e| Error::params("he_params", e.to_string()))?;
         let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
         step("OPRF of the items");
         let outputs = Meter::new(observer.clone(), items.len()).map_pieces(items, |piece| oprf.evaluate_items(piece));
@@ -302,23 +305,23 @@ impl SenderDb {
     pub fn insert<I: AsRef<[u8]> + Sync>(&mut self, items: &[I], labels: Option<&[Vec<u8>]>) -> Result<UpdateStats> {
         match (&self.labels, labels) {
             (Some(_), None) => {
-                return Err(Error::Params("this database is labelled: give the new items' labels".into()));
+                return Err(Error::params("labels", "this database is labelled: give the new items' labels".into()));
             }
             (None, Some(_)) => {
-                return Err(Error::Params("this database has no labels: rebuild it with labels".into()));
+                return Err(Error::params("labels", "this database has no labels: rebuild it with labels".into()));
             }
             (_, Some(l)) if l.len() != items.len() => {
-                return Err(Error::Params(format!("{} labels for {} items", l.len(), items.len())));
+                return Err(Error::params("labels", format!("{} labels for {} items", l.len(), items.len())));
             }
             _ => {}
         }
         if let (Some(l), Some(new)) = (&self.labels, labels) {
             let max = l.layout.record_bytes - LABEL_NONCE - 2;
             if let Some(x) = new.iter().find(|x| x.len() > max) {
-                return Err(Error::Params(format!(
-                    "a label of {} bytes exceeds this database's label size of {max}; rebuild it",
-                    x.len()
-                )));
+                return Err(Error::params(
+                    "labels",
+                    format!("a label of {} bytes exceeds this database's label size of {max}; rebuild it", x.len()),
+                ));
             }
         }
         let outputs = self.key()?.evaluate_items(items);
@@ -519,10 +522,13 @@ impl SenderDb {
     fn check_false_matches(&self) -> Result<()> {
         let fm = self.info.false_match_log2;
         if fm > super::params::MAX_FALSE_MATCH_LOG2 {
-            return Err(Error::Params(format!(
-                "with {} bundles at a bundle index, a query of {} items would falsely match with probability 2^{fm:.1} (> 2^-40): use a smaller max_items_per_bin or more felts_per_item",
-                self.info.max_bundles_per_index, self.info.receiver_max
-            )));
+            return Err(Error::params(
+                "max_items_per_bin",
+                format!(
+                    "with {} bundles at a bundle index, a query of {} items would falsely match with probability 2^{fm:.1} (> 2^-40): use a smaller max_items_per_bin or more felts_per_item",
+                    self.info.max_bundles_per_index, self.info.receiver_max
+                ),
+            ));
         }
         Ok(())
     }

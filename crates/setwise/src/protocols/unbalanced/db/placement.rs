@@ -59,9 +59,12 @@ pub(super) fn place(
             Some(at) => at,
             None => {
                 if bundles.len() >= MAX_BUNDLES_PER_INDEX {
-                    return Err(Error::Params(format!(
-                        "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
-                    )));
+                    return Err(Error::params(
+                        "sender_size",
+                        format!(
+                            "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
+                        ),
+                    ));
                 }
                 bundles.push(Bundle::empty(bpb));
                 bundles.len() - 1

@@ -16,10 +16,10 @@
     the root     lib.rs re-exports `session::run`, so it counts as the top
 
 Rules:
-- a module imports only layers below its own, or modules of its own layer where the
-  layer allows it (primitives, blocks, interactive, net/io do not: net and io are
-  independent);
-- primitives and blocks never import `net` (no I/O); interactive blocks import only the
+- a module imports only layers below its own, or other modules of its own layer in the
+  primitives, blocks and interactive layers (net and io are independent of each other);
+- primitives, blocks and interactive blocks never import `io` (no files), primitives and
+  blocks never import `net` (no I/O), and interactive blocks take only the
   `net::Channel` trait from it (no sockets, no servers);
 - nothing inside the crate names the root's re-exports (`crate::Result`): the root is
   the top, so a block that names it depends on everything;
@@ -27,7 +27,8 @@ Rules:
   `error` included;
 - a CLI subcommand module (crates/setwise-cli/src/commands/) imports no other one.
 
-It reads `crate::`, `super::` and `self::` paths (also inside `use crate::{...}` groups)
+It reads `crate::`, `super::` and `self::` paths (inside `use` groups too, nested ones,
+`self` and `*` included; `super` resolved through inline modules such as `mod tests`)
 with comments and strings removed, so doc links do not count. A self-test plants one
 violation of each kind in a fake tree and fails unless each is caught.
 Usage: check-layers.py [ROOT]
@@ -55,6 +56,8 @@ LAYER_NAME = {m: name for name, ms in LAYERS for m in ms}
 # Layers whose modules may import each other (the cycle check still applies).
 OPEN_LAYERS = {"primitives", "blocks", "interactive"}
 NO_NET = {"math", "crypto", "hashing", "he", "okvs"}
+# No building block reads files or items: inputs reach them as bytes from the protocols.
+NO_IO = NO_NET | {"ot", "vole"}
 # What an interactive block may take from `net`: the message interface, nothing else.
 NET_FOR_INTERACTIVE = {"Channel"}
 INTERACTIVE = {"ot", "vole"}
@@ -66,6 +69,8 @@ def layer_problem(top, t0, item):
         return None
     if t0 == "net" and top in NO_NET:
         return f"{top} must not import net: a block does no I/O"
+    if t0 == "io" and top in NO_IO:
+        return f"{top} must not import io: a block reads no files"
     if t0 == "net" and top in INTERACTIVE and item not in NET_FOR_INTERACTIVE:
         return f"{top} may take only net::Channel from net, not net::{item}"
     if RANK[t0] > RANK[top]:
@@ -78,7 +83,8 @@ def layer_problem(top, t0, item):
 
 def strip(code: str) -> str:
     """Code without comments, string and char literals (lifetimes survive)."""
-    code = re.sub(r'r(#*)"(?:.|\n)*?"\1', '""', code)
+    # Raw strings (r"…", r#"…"#, br"…"); the r must start a token, not end a word or string.
+    code = re.sub(r'(?<![\w"])b?r(#*)"(?:.|\n)*?"\1', '""', code)
     out, i, n = [], 0, len(code)
     while i < n:
         c = code[i]
@@ -102,32 +108,73 @@ def strip(code: str) -> str:
     return "".join(out)
 
 
+def split_top(text: str):
+    """`text` split at the commas outside braces."""
+    items, depth, start = [], 0, 0
+    for j, ch in enumerate(text):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:j])
+            start = j + 1
+    items.append(text[start:])
+    return items
+
+
+def group_paths(base, text: str):
+    """The paths of a `use` group's items under `base`, nested groups included; `self`
+    is the base module itself and `*` every item of it."""
+    out = []
+    for it in split_top(text):
+        it = it.strip()
+        nested = re.match(r"((?:\w+\s*::\s*)*)\{(.*)\}\s*$", it, re.S)
+        if nested:
+            prefix = [seg.strip() for seg in nested.group(1).split("::") if seg.strip()]
+            out += group_paths(base + prefix, nested.group(2))
+            continue
+        m = re.match(r"(\w+(?:\s*::\s*\w+)*)(\s*::\s*\*)?", it)
+        if m:
+            segs = [seg.strip() for seg in m.group(1).split("::")]
+            if segs == ["self"]:
+                out.append(list(base))
+            else:
+                out.append(base + segs + (["*"] if m.group(2) else []))
+        elif it == "*":
+            out.append(base + ["*"])
+    return out
+
+
 def paths(code: str):
-    """Every module path the code names, as lists of segments (`crate`, `super` kept)."""
+    """Every module path the code names, as (position, segments) with `crate`, `super`
+    and `self` kept."""
     found = []
     for m in re.finditer(r"\b(crate|super|self)((?:::\w+)*)::\{", code):
         base = [m.group(1)] + [s for s in m.group(2).split("::") if s]
-        depth, j, start = 1, m.end(), m.end()
-        items, cur = [], []
+        depth, j = 1, m.end()
         while j < len(code) and depth:
-            ch = code[j]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-            if depth == 1 and ch == ",":
-                items.append(code[start:j])
-                start = j + 1
+            depth += {"{": 1, "}": -1}.get(code[j], 0)
             j += 1
-        items.append(code[start:j - 1])
-        for it in items:
-            first = re.match(r"\s*(\w+(?:\s*::\s*\w+)*)", it)
-            if first and first.group(1) != "self":
-                found.append(base + [seg.strip() for seg in first.group(1).split("::")])
-    # A path that goes on into a `::{...}` group was read above, item by item.
-    for m in re.finditer(r"\b(crate|super)((?:::\w+)+)\b(?!::)", code):
-        found.append([m.group(1)] + [s for s in m.group(2).split("::") if s])
+        found += [(m.start(), segs) for segs in group_paths(base, code[m.end():j - 1])]
+    # A path that goes on into a `::{...}` group was read above, item by item; one that
+    # ends in `::*` imports every item of its module.
+    for m in re.finditer(r"\b(crate|super)((?:::\w+)+)(::\*)?(?![\w:])", code):
+        segs = [m.group(1)] + [s for s in m.group(2).split("::") if s]
+        found.append((m.start(), segs + (["*"] if m.group(3) else [])))
     return found
+
+
+def inline_modules(code: str):
+    """The inline modules (`mod tests { … }`) of a file: (start, end, name) spans."""
+    spans = []
+    for m in re.finditer(r"\bmod\s+(\w+)\s*\{", code):
+        depth, j = 1, m.end()
+        while j < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[j], 0)
+            j += 1
+        spans.append((m.start(), j, m.group(1)))
+    return spans
 
 
 def module_of(src: Path, f: Path):
@@ -138,10 +185,11 @@ def module_of(src: Path, f: Path):
 
 
 def resolve(mod, segs, is_dir_mod):
-    """Absolute segments (without `crate`) of a path used in module `mod`."""
+    """Absolute segments (without `crate`) of a path used in module `mod` (the file's
+    module and the inline modules around the path)."""
     if segs[0] == "crate":
         return segs[1:]
-    here = list(mod) if is_dir_mod else list(mod)
+    here = list(mod)
     # `super` in `a/b.rs` (module a::b) is a; in `a/b/mod.rs` (module a::b) is a too.
     k = 0
     while k < len(segs) and segs[k] == "super":
@@ -160,9 +208,13 @@ def check_crate(src: Path, problems, layered=True):
         mod = tuple(module_of(src, f))
         code = strip(f.read_text())
         top = mod[0] if mod else ""
-        for segs in paths(code):
-            target = resolve(mod, segs, f.name == "mod.rs")
-            if layered and mod and segs[0] == "crate" and target and (target[0],) not in mods:
+        inline = inline_modules(code)
+        for pos, segs in paths(code):
+            around = tuple(name for start, end, name in inline if start < pos < end)
+            target = resolve(mod + around, segs, f.name == "mod.rs")
+            if target and target[0] in ("self", "super"):
+                continue  # above the root: not a path this check can read
+            if layered and mod and target and (target[0],) not in mods:
                 problems.append(f"{f}: {'::'.join(mod)} names the crate root's re-export crate::{target[0]} "
                                 "(the root is the top layer: import it from its module)")
                 continue
@@ -226,7 +278,7 @@ def check_cli(src: Path, problems):
         if f.name == "mod.rs":
             continue
         me = f.stem
-        for segs in paths(strip(f.read_text())):
+        for _, segs in paths(strip(f.read_text())):
             if segs[:2] == ["crate", "commands"] and len(segs) > 2 and segs[2] != me:
                 problems.append(f"{f}: the subcommand {me} imports the subcommand {segs[2]}")
             if segs[0] == "super" and len(segs) > 1 and (src / "commands" / f"{segs[1]}.rs").exists():
@@ -238,13 +290,19 @@ def self_test():
     import tempfile
 
     fake = {
-        "crates/setwise/src/lib.rs": "pub mod error; pub mod he; pub mod okvs; pub mod ot; pub mod protocols; "
+        "crates/setwise/src/lib.rs": "pub mod error; pub mod hashing; pub mod he; pub mod io; pub mod okvs; pub mod ot; "
+        "pub mod protocols; "
         "pub mod session; pub mod net; pub mod vole; pub use error::Result;",
         "crates/setwise/src/error/mod.rs": "use crate::he::HeError;",
         "crates/setwise/src/he/mod.rs": "use crate::error::Result; use crate::net::TcpChannel;",
-        "crates/setwise/src/okvs/mod.rs": "pub fn f() -> crate::Result<()> { Ok(()) }",
-        "crates/setwise/src/vole/mod.rs": "use crate::net::{Channel, serve};",
-        "crates/setwise/src/ot/mod.rs": "mod base;",
+        "crates/setwise/src/okvs/mod.rs": "mod band; pub fn f() -> crate::Result<()> { Ok(()) }",
+        "crates/setwise/src/vole/mod.rs": "use crate::net::{Channel, serve}; mod pprf;",
+        "crates/setwise/src/vole/pprf.rs": "use crate::net::{self, Channel}; use crate::{net::{Channel}};",
+        "crates/setwise/src/ot/iknp.rs": "use crate::net::*; use crate::{net::{Channel, TcpChannel}};",
+        "crates/setwise/src/okvs/band.rs": "const P: &str = \"peer\"; use crate::session::run;",
+        "crates/setwise/src/io/mod.rs": "",
+        "crates/setwise/src/hashing/mod.rs": "use crate::io::ItemSet; fn g() -> super::Result<()> { Ok(()) }",
+        "crates/setwise/src/ot/mod.rs": "mod base; mod iknp;",
         "crates/setwise/src/ot/base.rs": "use crate::{net::Channel, protocols::chunks}; // crate::session in a comment",
         "crates/setwise/src/protocols/mod.rs": "pub mod a; pub mod b; pub mod chunks;",
         "crates/setwise/src/protocols/chunks.rs": "fn f() { super::super::session::run(); }",
@@ -270,7 +328,11 @@ def self_test():
             "cycle: protocols::a, protocols::b", "cycle: protocols, session", "cycle: net, wire",
             "bench imports the subcommand demo", "names the crate root's re-export crate::Result",
             "he must not import net", "may take only net::Channel from net, not net::serve",
-            "error must not import blocks", "cycle: error, he"]
+            "error must not import blocks", "cycle: error, he",
+            "vole::pprf imports net (vole may take only net::Channel from net, not net::)",
+            "ot::iknp imports net::* (ot may take only net::Channel from net, not net::*)",
+            "ot::iknp imports net::TcpChannel", "okvs::band imports session::run",
+            "hashing must not import io", "hashing names the crate root's re-export crate::Result"]
     missed = [w for w in want if not any(w in p for p in problems)]
     extra = [p for p in problems if not any(w in p for w in want)]
     if missed or extra:

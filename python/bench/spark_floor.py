@@ -6,10 +6,13 @@ work `setwise.spark.run` does for a replayed protocol (vole), with no protocol a
 runs it in place of tests/spark_party.py, with the same arguments, on the same data and
 in the same sitting as the CLI. The passes are those of python/setwise/_spark_rounds.py:
 read the Parquet file, keep the distinct non-empty keys (persisted), a pass over them
-(the input's fingerprint), the bucket sizes, one shuffle into a partition per task whose
-tasks sort their items (as `StagedWorker.serve` does before its rounds), and for the
-receiver the semi-join of its rows with the matches and the Parquet write. The matches
-are the keys the generated data share (`user…`), as the protocol would find them.
+that computes the input's fingerprint (the native `staged_fingerprint`, as the run
+does), the bucket sizes (with Spark's own hash, where the run computes its keyed bucket
+natively), one shuffle into a partition per task (the same task keys, so each task gets
+its own partition) whose tasks sort their items (as `StagedWorker.serve` does before its
+rounds), and for the receiver the semi-join of its rows with the matches and the Parquet
+write. The matches are the keys the generated data share (`user…`), as the protocol
+would find them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from setwise._spark_rounds import task_keys
 
 TARGET_BUCKET_ITEMS = 1 << 20
 
@@ -76,7 +81,7 @@ def main(argv: list[str]) -> int:
 
     rows = timed(
         "distinct keys and a pass over them",
-        lambda: items.mapInArrow(fingerprint, "n long, bytes long").collect(),
+        lambda: items.mapInArrow(fingerprint, "n long, s binary").collect(),
     )
     size = sum(int(r["n"]) for r in rows)
     b = buckets_for(bucket_arg, size)
@@ -93,7 +98,10 @@ def main(argv: list[str]) -> int:
         t = t.sort_by([("part", "ascending"), ("item", "ascending")])
         yield pa.RecordBatch.from_arrays([pa.array([t.num_rows])], names=["served"])
 
-    shuffled = bucketed.withColumn("task", F.col("part") % groups).repartition(groups, "task")
+    keys = F.array(*[F.lit(k) for k in task_keys(spark, groups)])
+    shuffled = bucketed.withColumn(
+        "task", F.element_at(keys, F.col("part") % groups + 1)
+    ).repartition(groups, "task")
     timed(
         "shuffle into tasks that sort their items",
         lambda: shuffled.select("item", "part").mapInArrow(serve, "served long").collect(),

@@ -9,9 +9,9 @@ __version__: str
 class Error(Exception): ...
 
 class InputError(Error):
-    field: str
-    """Set when parameters are invalid: the parameter at fault (``key_columns``,
-    ``table_size``, ...); absent on other input errors."""
+    field: str | None
+    """When parameters are invalid, the parameter at fault (``key_columns``,
+    ``table_size``, ...); None otherwise."""
 
 class PeerError(Error): ...
 class NetworkError(Error): ...

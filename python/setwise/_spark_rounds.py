@@ -30,11 +30,26 @@ from ._setwise import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from .spark import _Run
 
 log = logging.getLogger("setwise.spark")
+
+
+def task_keys(spark: SparkSession, groups: int) -> list[int]:
+    """For each task j, a key that Spark's hash partitioning into `groups` parts sends to
+    part j (`pmod(hash(key), groups)`, as `repartition` computes it), so that each task's
+    buckets have a partition of their own and all run at once."""
+    from pyspark.sql import functions as F
+
+    probe = spark.range(0, 64 * groups).select("id", F.expr(f"pmod(hash(id), {groups})").alias("p"))
+    first: dict[int, int] = {}
+    for r in probe.collect():
+        first.setdefault(int(r["p"]), int(r["id"]))
+    if len(first) < groups:
+        raise Error(f"no keys found for {groups} Spark partitions")
+    return [first[j] for j in range(groups)]
 
 
 def _served_input() -> Any:
@@ -120,21 +135,7 @@ class _Rounds:
         return self.items.mapInArrow(add, schema)
 
     def task_keys(self, groups: int) -> list[int]:
-        """For each task j, a key that Spark's hash partitioning into `groups` parts
-        sends to part j (`pmod(hash(key), groups)`, as `repartition` computes it), so
-        that each task's buckets have a partition of their own and all run at once."""
-        from pyspark.sql import functions as F
-
-        spark = self.base.spark
-        probe = spark.range(0, 64 * groups).select(
-            "id", F.expr(f"pmod(hash(id), {groups})").alias("p")
-        )
-        first: dict[int, int] = {}
-        for r in probe.collect():
-            first.setdefault(int(r["p"]), int(r["id"]))
-        if len(first) < groups:
-            raise Error(f"no keys found for {groups} Spark partitions")
-        return [first[j] for j in range(groups)]
+        return task_keys(self.base.spark, groups)
 
     def bucket_sizes(self, session: str) -> list[int]:
         """Stage 1: this party's item count in each bucket."""

@@ -20,6 +20,8 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("Error", py.get_type::<errors::Error>())?;
     m.add("InputError", py.get_type::<errors::InputError>())?;
+    // `field` names the parameter at fault when parameters are invalid; None otherwise.
+    py.get_type::<errors::InputError>().setattr("field", py.None())?;
     m.add("PeerError", py.get_type::<errors::PeerError>())?;
     m.add("NetworkError", py.get_type::<errors::NetworkError>())?;
     m.add_class::<keys::Keys>()?;

@@ -26,21 +26,24 @@
 //! ```
 //!
 //! Layers, top to bottom (data flows down, never up; `scripts/check-layers.py` checks the
-//! imports):
-//! - [`session`]: the hello and the one dispatch, [`run`]; beside it [`staged`]: runs
-//!   split into stages that exchange messages through shared storage, bucket by bucket;
-//! - [`protocols`]: one module per protocol family, each role a function over a
-//!   [`net::Channel`], with its messages as types (`messages.rs`);
-//! - building blocks, which do no I/O and know no protocol: [`crypto`] (randomness,
-//!   domain separation, ristretto255, Elligator, BLS12-381, OPRF, wide permutation),
-//!   [`math`] (prime fields and polynomials), [`hashing`] (cuckoo, Bloom), [`he`]
-//!   (BFV), [`ot`] (base OT, IKNP);
+//! imports; docs/architecture.md has the rules):
+//! - [`staged`]: runs split into stages that exchange messages through shared storage,
+//!   bucket by bucket; [`message_tags`]: every message tag on the wire, taken from the
+//!   declarations of all layers, distinct or the crate does not compile;
+//! - [`session`]: the hello, `auto` and the one dispatch, [`run`];
+//! - [`protocols`]: the registry and one module per protocol family, each role a
+//!   function over a [`net::Channel`], with its messages as types (`messages.rs`);
+//! - interactive blocks, two-party building blocks that take only a [`net::Channel`]:
+//!   [`ot`] (base OT, IKNP), [`vole`] (noisy VOLE, PPRF, silent VOLE);
+//! - blocks, which do no I/O and know no protocol: [`hashing`] (cuckoo, Bloom, buckets),
+//!   [`he`] (BFV), [`okvs`];
+//! - primitives: [`crypto`] (randomness, domain separation, ristretto255, Elligator,
+//!   BLS12-381, OPRF, wide permutation, PRG), [`math`] (prime fields, GF(2^128),
+//!   polynomials);
 //! - [`wire`]: the bounded codec, tagged messages, chunked streams;
 //! - [`io`]: items from users' files, outputs that appear complete or not at all;
-//! - [`net`]: framed, metered, bounded channels (memory, TCP, shaping).
-//!
-//! Beside them, [`message_tags`] lists every message tag on the wire, taken from the
-//! declarations of all layers.
+//!   [`net`]: framed, metered, bounded channels (memory, TCP, TLS, shaping) and servers;
+//! - [`error`]: the error vocabulary of every layer, at the floor.
 //!
 //! See `docs/` for each protocol's security model, leakage, failure probability and
 //! wire format.

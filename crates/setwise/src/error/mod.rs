@@ -208,6 +208,15 @@ impl Error {
         Error::Params { field, why }
     }
 
+    /// This error, its message prefixed with `place` (a file, a preset) when it is about
+    /// parameters; the parameter at fault stays named.
+    pub(crate) fn in_params_of(self, place: impl std::fmt::Display) -> Self {
+        match self {
+            Error::Params { field, why } => Error::Params { field, why: format!("{place}: {why}") },
+            other => other,
+        }
+    }
+
     /// An I/O failure on `path`.
     pub(crate) fn file(path: &std::path::Path, source: std::io::Error) -> Self {
         Error::File { path: path.to_path_buf(), source }

@@ -218,8 +218,7 @@ pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usiz
     }
     let path = std::path::Path::new(spec);
     let json = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-    let params = UnbalancedParams::from_json(&json)
-        .map_err(|e| Error::params("params_file", format!("{}: {e}", path.display())))?;
+    let params = UnbalancedParams::from_json(&json).map_err(|e| e.in_params_of(path.display()))?;
     let below = (receiver_max > params.receiver_max()).then(|| params.receiver_max());
     Ok(Resolved { name: path.display().to_string(), params, predicted: None, receiver_max_below: below })
 }

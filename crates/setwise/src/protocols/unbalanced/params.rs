@@ -119,7 +119,7 @@ impl UnbalancedParams {
     /// The smallest preset covering `sender` items and `receiver_max` receiver items.
     pub fn preset_for(sender: usize, receiver_max: usize) -> Result<(&'static str, Self)> {
         for (name, json) in PRESETS {
-            let p = Self::from_json(json).map_err(|e| Error::params("preset", format!("preset {name}: {e}")))?;
+            let p = Self::from_json(json).map_err(|e| e.in_params_of(format_args!("preset {name}")))?;
             if sender <= preset_sender_size(name) && receiver_max <= p.receiver_max() {
                 return Ok((name, p));
             }

@@ -71,12 +71,13 @@ def main(argv: list[str]) -> int:
 
     def fingerprint(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        import pyarrow.compute as pc
+
+        from setwise._setwise import staged_fingerprint
 
         for rb in batches:
-            n = pc.sum(pc.binary_length(rb.column(0))).as_py() or 0
+            n, digest = staged_fingerprint(rb.column(0))
             yield pa.RecordBatch.from_arrays(
-                [pa.array([rb.num_rows]), pa.array([n])], names=["n", "bytes"]
+                [pa.array([n], pa.int64()), pa.array([digest], pa.binary())], names=["n", "s"]
             )
 
     rows = timed(

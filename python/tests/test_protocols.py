@@ -166,6 +166,7 @@ def test_mqrpmt_poprf_has_no_bloom_filter() -> None:
     with pytest.raises(setwise.InputError, match="no Bloom-filter last move") as refused:
         setwise.receiver(Y, "mqrpmt", connect="127.0.0.1:1", rpmt="poprf", last_move="bloom")
     assert refused.value.field == "last_move"
+    assert setwise.InputError("other input").field is None
     with pytest.raises(setwise.InputError, match="unknown mqRPMT construction 'oprf'"):
         setwise.receiver(Y, "mqrpmt", connect="127.0.0.1:1", rpmt="oprf")
 

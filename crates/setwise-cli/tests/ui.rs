@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,21 +16,28 @@ struct Ui {
 
 impl Ui {
     fn start(extra: &[&str]) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(env!("CARGO_BIN_EXE_setwise"))
-            .args(["ui", "--listen", &addr])
+        // The server binds a port of its own choosing and says which: a port picked here
+        // and bound later can be taken in between (or met by a client connecting to
+        // itself while the server starts), and the server then fails to bind.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_setwise"))
+            .args(["ui", "--listen", "127.0.0.1:0"])
             .args(extra)
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let ui = Ui { child, addr, port };
-        let started = Instant::now();
-        while TcpStream::connect(&ui.addr).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "the ui server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        ui
+        let mut said = std::io::BufReader::new(child.stderr.take().expect("piped"));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("the ui server did not say where it listens: {line:?}"))
+            .to_string();
+        let port = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        // Keep reading what it says, so it never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut said, &mut std::io::sink()));
+        Ui { child, addr, port }
     }
 
     /// One HTTP/1.1 request with `headers` (a Host naming the server unless given);

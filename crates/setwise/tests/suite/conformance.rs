@@ -121,21 +121,45 @@ impl Prepared {
     }
 }
 
+/// Both roles of `op` over the channel ends `a` (sender, holding `x`) and `b` (receiver,
+/// holding `y`); each side's outcome with what `look` reads off its channel end before
+/// the end is dropped (which tells the peer the run is over).
+fn pair<C: Channel, T: Send>(
+    spec: &Spec,
+    op: Operation,
+    p: &Prepared,
+    (mut a, mut b): (C, C),
+    x: &[Vec<u8>],
+    y: &[Vec<u8>],
+    look: impl Fn(&C) -> T + Sync,
+) -> ((Result<Outcome>, T), (Result<Outcome>, T)) {
+    let side = |ch: &mut C, role: Role, items: &[Vec<u8>]| {
+        let r = session::run(ch, p.job(role), role, p.input(spec, op, role, items)).map(|(o, _)| o);
+        (r, look(ch))
+    };
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| {
+            let out = side(&mut a, Role::Sender, x);
+            drop(a);
+            out
+        });
+        let out = side(&mut b, Role::Receiver, y);
+        drop(b);
+        (sender.join().expect("the sender never panics"), out)
+    })
+}
+
+/// Two in-memory channel ends that give up after `secs` seconds of silence.
+fn channel_pair(secs: u64) -> (MemoryChannel, MemoryChannel) {
+    let (a, b) = MemoryChannel::pair(64 << 20);
+    (a.with_timeout(Duration::from_secs(secs)), b.with_timeout(Duration::from_secs(secs)))
+}
+
 /// Runs `op` of `spec`: the sender holds `x`, the receiver `y`.
 fn run(spec: &Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) -> (Result<Outcome>, Result<Outcome>) {
     let p = prepare(spec, op, x, y);
-    let (a, b) = MemoryChannel::pair(64 << 20);
-    let (mut a, mut b) = (a.with_timeout(Duration::from_secs(60)), b.with_timeout(Duration::from_secs(60)));
-    std::thread::scope(|s| {
-        let sender = s.spawn(|| {
-            let r = session::run(&mut a, p.job(Role::Sender), Role::Sender, p.input(spec, op, Role::Sender, x));
-            drop(a);
-            r.map(|(o, _)| o)
-        });
-        let r = session::run(&mut b, p.job(Role::Receiver), Role::Receiver, p.input(spec, op, Role::Receiver, y));
-        drop(b);
-        (sender.join().unwrap(), r.map(|(o, _)| o))
-    })
+    let ((s, ()), (r, ())) = pair(spec, op, &p, channel_pair(60), x, y, |_| ());
+    (s, r)
 }
 
 fn set(v: &[Vec<u8>]) -> HashSet<&[u8]> {
@@ -292,20 +316,11 @@ fn against(spec: &Spec, op: Operation, role: Role, hostile: Hostile) -> (Result<
 fn frames_read_honestly(spec: &Spec, op: Operation, role: Role) -> u64 {
     let mine = items("i", 0..10);
     let p = prepare(spec, op, &mine, &mine);
-    let (mut a, mut b) = MemoryChannel::pair(1 << 24);
-    std::thread::scope(|s| {
-        let sender = s.spawn(|| {
-            session::run(&mut a, p.job(Role::Sender), Role::Sender, p.input(spec, op, Role::Sender, &mine)).unwrap();
-            let read = a.stats().messages_received;
-            drop(a);
-            read
-        });
-        session::run(&mut b, p.job(Role::Receiver), Role::Receiver, p.input(spec, op, Role::Receiver, &mine)).unwrap();
-        let read = b.stats().messages_received;
-        drop(b);
-        let sender_read = sender.join().unwrap();
-        if role == Role::Sender { sender_read } else { read }
-    })
+    let ((s, s_read), (r, r_read)) =
+        pair(spec, op, &p, channel_pair(60), &mine, &mine, |ch: &MemoryChannel| ch.stats().messages_received);
+    s.unwrap();
+    r.unwrap();
+    if role == Role::Sender { s_read } else { r_read }
 }
 
 #[test]
@@ -370,34 +385,12 @@ fn a_damaged_message_anywhere_ends_in_an_error_or_a_result_never_a_panic_or_a_ha
             let mut swept = false;
             for nth in 0..MAX_MESSAGES {
                 let p = prepare(spec, op, &x, &y);
-                let (a, b) = MemoryChannel::pair(64 << 20);
-                let (a, b) = (a.with_timeout(Duration::from_secs(30)), b.with_timeout(Duration::from_secs(30)));
+                let (a, b) = channel_pair(30);
                 let flip = |side: Role| FlipNth { nth: (side == damaged).then_some(nth), sent: 0 };
-                let (mut a, mut b) = (Decorated::wrap(a, flip(Role::Sender)), Decorated::wrap(b, flip(Role::Receiver)));
-                let (s, r, flipped) = std::thread::scope(|sc| {
-                    let sender = sc.spawn(|| {
-                        let r = session::run(
-                            &mut a,
-                            p.job(Role::Sender),
-                            Role::Sender,
-                            p.input(spec, op, Role::Sender, &x),
-                        );
-                        let sent = a.decoration.sent;
-                        drop(a);
-                        (r, sent)
-                    });
-                    let r = session::run(
-                        &mut b,
-                        p.job(Role::Receiver),
-                        Role::Receiver,
-                        p.input(spec, op, Role::Receiver, &y),
-                    );
-                    let sent_b = b.decoration.sent;
-                    drop(b);
-                    let (s, sent_a) = sender.join().expect("the sender never panics");
-                    let flipped = if damaged == Role::Sender { sent_a } else { sent_b } >= nth + 2;
-                    (s, r, flipped)
-                });
+                let ends = (Decorated::wrap(a, flip(Role::Sender)), Decorated::wrap(b, flip(Role::Receiver)));
+                let ((s, sent_a), (r, sent_b)) =
+                    pair(spec, op, &p, ends, &x, &y, |ch: &Decorated<MemoryChannel, FlipNth>| ch.decoration.sent);
+                let flipped = if damaged == Role::Sender { sent_a } else { sent_b } >= nth + 2;
                 if !flipped {
                     swept = true;
                     break;

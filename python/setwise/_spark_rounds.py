@@ -26,7 +26,7 @@ from ._setwise import (
     NetworkError,
     StagedDriver,
     StagedWorker,
-    staged_read_matches,
+    staged_read_rows,
 )
 
 if TYPE_CHECKING:
@@ -306,12 +306,12 @@ class _Rounds:
             for rb in batches:
                 for bucket in rb.column(0).to_pylist():
                     yield pa.RecordBatch.from_arrays(
-                        [pa.array(staged_read_matches(wd, int(bucket)), pa.binary())],
+                        [pa.array(staged_read_rows(wd, int(bucket)), pa.binary())],
                         names=["item"],
                     )
 
         # The buckets that matched anything, as the executors kept them.
-        folder = os.path.join(self.wd, "rounds", "matches")
+        folder = os.path.join(self.wd, "rounds", "rows")
         names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
         found = [int(n[len("bucket-") : -len(".bin")]) for n in names if n.startswith("bucket-")]
         spark = self.base.spark

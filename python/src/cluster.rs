@@ -303,10 +303,10 @@ impl StagedWorker {
     }
 }
 
-/// The items bucket `bucket` matched (the receiver, on a cluster), as bytes.
+/// The rows bucket `bucket` kept on a cluster (the items it matched), as bytes.
 #[pyfunction]
-pub fn staged_read_matches<'py>(py: Python<'py>, workdir: &str, bucket: u32) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+pub fn staged_read_rows<'py>(py: Python<'py>, workdir: &str, bucket: u32) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let w = Workdir::create(Path::new(&local(workdir, "workdir")?)).map_err(to_py)?;
-    let items = work::read_matches(&w, bucket).map_err(to_py)?;
+    let items = work::read_rows(&w, bucket).map_err(to_py)?;
     Ok(items.iter().map(|i| PyBytes::new(py, i)).collect())
 }

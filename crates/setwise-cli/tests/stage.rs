@@ -115,12 +115,14 @@ struct Party<'a> {
     run: &'static str,
     buckets: &'static str,
     input: PathBuf,
+    /// More arguments (`--value`, `--output` of operations other than intersection).
+    extra: Vec<String>,
 }
 
 impl<'a> Party<'a> {
     fn new(d: &'a Data, role: &'static str, op: &'static str, run: &'static str) -> Self {
         let input = if role == "receiver" { d.receiver.clone() } else { d.sender.clone() };
-        Self { d, role, protocol: "ecdh", op, run, buckets: "16", input }
+        Self { d, role, protocol: "ecdh", op, run, buckets: "16", input, extra: Vec::new() }
     }
 
     fn exchange(&self) -> PathBuf {
@@ -154,6 +156,7 @@ impl<'a> Party<'a> {
             a.push("--output".into());
             a.push(path_str(&self.output()).into());
         }
+        a.extend(self.extra.iter().cloned());
         a
     }
 
@@ -257,6 +260,91 @@ fn vole_and_mqrpmt_run_staged_by_replay_and_equal_the_plain_computation() {
     refused.retain(|a| a != "--output");
     let o = bin().args(&refused).output().unwrap();
     assert!(!o.status.success() && text(&o.stderr).contains("vole (intersection)"), "{}", text(&o.stderr));
+}
+
+/// The CSV `email,amount` of the keys `range` (amount = 3·i mod 1000), and its rows.
+fn valued(dir: &Path, name: &str, range: std::ops::Range<usize>) -> (PathBuf, Vec<(String, u64)>) {
+    let rows: Vec<(String, u64)> = range.map(|i| (key(i), (3 * i % 1000) as u64)).collect();
+    let path = dir.join(format!("{name}.csv"));
+    let mut w = csv::Writer::from_path(&path).unwrap();
+    w.write_record(["email", "amount"]).unwrap();
+    rows.iter().for_each(|(k, v)| w.write_record([k, &v.to_string()]).unwrap());
+    w.flush().unwrap();
+    (path, rows)
+}
+
+/// mqrpmt's other operations staged (4 buckets, replayed): `sum` gives the sender the
+/// plain sum and count, as the single-machine CLI prints them; `union` gives the receiver
+/// the plain union; `private-id` gives both parties one ID per item of X ∪ Y, the same
+/// for a common item on both sides.
+#[test]
+fn mqrpmt_sum_union_and_private_id_run_staged_and_equal_the_plain_computation() {
+    let d = data();
+    let (xs, xrows) = valued(d.dir.path(), "xs", 0..3_000);
+    let (ys, yrows) = valued(d.dir.path(), "ys", 2_000..4_500);
+    let ykeys: HashSet<&str> = yrows.iter().map(|(k, _)| k.as_str()).collect();
+    let common: Vec<&(String, u64)> = xrows.iter().filter(|(k, _)| ykeys.contains(k.as_str())).collect();
+    let want_sum: u64 = common.iter().map(|(_, v)| v).sum();
+    let out = |run: &str, who: &str| d.dir.path().join(run).join(format!("{who}.csv"));
+    let party = |role: &'static str, op: &'static str, run: &'static str, extra: &[String]| Party {
+        protocol: "mqrpmt",
+        buckets: "4",
+        input: if role == "receiver" { ys.clone() } else { xs.clone() },
+        extra: extra.to_vec(),
+        ..Party::new(&d, role, op, run)
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    // sum: the sender learns the count and the sum; the receiver only the count.
+    let r = party("receiver", "sum", "run-sum", &[]);
+    let s = party("sender", "sum", "run-sum", &args(&["--value", "amount", "--value-bound", "1000"]));
+    let (rc, sc) = (r.spawn("run"), s.spawn("run"));
+    let (ro, so) = (rc.wait_with_output().unwrap(), sc.wait_with_output().unwrap());
+    assert!(ro.status.success() && so.status.success(), "{} {}", text(&ro.stderr), text(&so.stderr));
+    assert_eq!(text(&ro.stdout), format!("{}\n", common.len()));
+    let want = format!("{{\"cardinality\":{},\"sum\":\"{want_sum}\"}}\n", common.len());
+    assert_eq!(text(&so.stdout), want, "{}", text(&so.stderr));
+    // The single-machine CLI prints the same.
+    let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let common_args = ["--protocol", "mqrpmt", "--op", "sum", "--key", "email"];
+    let sender =
+        [&["sender", "--listen", &addr, "--input", path_str(&xs), "--value", "amount"][..], &common_args].concat();
+    let sp = spawn(&sender);
+    let receiver = [&["receiver", "--connect", &addr, "--input", path_str(&ys)][..], &common_args].concat();
+    let ro = bin().args(receiver).output().unwrap();
+    let so = sp.wait_with_output().unwrap();
+    assert!(ro.status.success() && so.status.success(), "{}", text(&so.stderr));
+    assert_eq!(text(&so.stdout), want);
+
+    // union: the receiver's keys and the sender's others.
+    let r = party("receiver", "union", "run-u", &args(&["--output", path_str(&out("run-u", "r"))]));
+    let s = party("sender", "union", "run-u", &[]);
+    staged_pair(&r, &s);
+    let mut got: Vec<String> = read_csv(&out("run-u", "r")).into_iter().map(|row| row[0].clone()).collect();
+    let mut want: Vec<String> = yrows.iter().chain(&xrows).map(|(k, _)| k.clone()).collect();
+    got.sort();
+    want.sort();
+    want.dedup();
+    assert_eq!(got, want, "the plain union");
+
+    // private-id: both parties, one ID per own item; a common item's IDs agree.
+    let r = party("receiver", "private-id", "run-p", &args(&["--output", path_str(&out("run-p", "r"))]));
+    let s = party("sender", "private-id", "run-p", &args(&["--output", path_str(&out("run-p", "s"))]));
+    staged_pair(&r, &s);
+    let ids = |who| -> std::collections::HashMap<String, String> {
+        read_csv(&out("run-p", who)).into_iter().map(|row| (row[0].clone(), row[row.len() - 1].clone())).collect()
+    };
+    let (ri, si) = (ids("r"), ids("s"));
+    assert_eq!((ri.len(), si.len()), (yrows.len(), xrows.len()));
+    for (k, _) in &common {
+        assert_eq!(ri[k.as_str()], si[k.as_str()], "{k}");
+    }
+    let distinct: HashSet<&String> = ri.values().chain(si.values()).collect();
+    assert_eq!(distinct.len(), want.len(), "one ID per item of the union");
+
+    // The sum's sender without its values is refused, naming what it needs.
+    let o = bin().args(party("sender", "sum", "run-novalue", &[]).args("run")).output().unwrap();
+    assert!(!o.status.success() && text(&o.stderr).contains("--value COLUMN"), "{}", text(&o.stderr));
 }
 
 #[test]

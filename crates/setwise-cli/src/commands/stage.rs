@@ -7,9 +7,11 @@
 
 use crate::Failure;
 use crate::args::InputArgs;
-use crate::input::read_items;
+use crate::input::{read_items, sum_values};
 use crate::output::{OutputArgs, write_outcome};
 use clap::{Args, Subcommand};
+use setwise::protocols::spec::Takes;
+use setwise::session::Input;
 use setwise::staged::auth::HOW_TO_MAKE;
 use setwise::staged::runner;
 use setwise::staged::store::Exchange;
@@ -44,14 +46,23 @@ pub struct StageArgs {
     #[arg(long, value_parser = ["receiver", "sender"])]
     role: String,
     /// Protocol: ecdh (intersection, cardinality), vole (intersection), mqrpmt
-    /// (intersection, cardinality) or compact (intersection); docs/scale-out.md.
+    /// (intersection, cardinality, sum, union, private-id) or compact (intersection);
+    /// docs/scale-out.md.
     #[arg(long, default_value = "ecdh")]
     protocol: Protocol,
-    /// Operation: intersection or cardinality (as the protocol allows).
+    /// Operation, as the protocol allows it staged.
     #[arg(long = "op", default_value = "intersection")]
     operation: Operation,
     #[command(flatten)]
     input: InputArgs,
+    /// sum, sender: the column holding each row's value (rows with the same key add up);
+    /// the sender learns the sum of its values over the intersection.
+    #[arg(long)]
+    value: Option<String>,
+    /// sum, sender: the declared bound of any item's value (it fixes each bucket's sum
+    /// modulus).
+    #[arg(long, default_value_t = u32::MAX as u64)]
+    value_bound: u64,
     /// The exchange directory both parties read and write (one per run).
     #[arg(long)]
     exchange: PathBuf,
@@ -176,21 +187,38 @@ fn read_small(p: &Path) -> Result<String, Failure> {
 /// `run` (all stages, waiting between them) or `next` (one stage).
 fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let role = if a.role == "receiver" { Role::Receiver } else { Role::Sender };
-    if role == Role::Sender && a.out.any() {
-        return Err(usage("the sender learns nothing: --output is for the receiver".into()));
+    let learns = role == Role::Receiver || a.operation.sender_learns();
+    if !learns && a.out.any() {
+        return Err(usage(format!("the sender of {} learns nothing: --output is for the receiver", a.operation)));
     }
-    if role == Role::Receiver && a.operation == Operation::Intersection && !a.out.any() {
-        return Err(usage(
-            "the receiver's finish writes the matching rows once: give --output FILE (or --stdout) on every call"
-                .into(),
-        ));
+    let rows = matches!(a.operation, Operation::Intersection | Operation::Union | Operation::PrivateId);
+    if learns && rows && !a.out.any() {
+        return Err(usage(format!(
+            "the {role}'s finish writes the {} rows once: give --output FILE (or --stdout) on every call",
+            a.operation
+        )));
     }
     let key = exchange_key(&a)?;
     let set = read_items(&a.input)?;
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();
     let items = set.items();
-    let mut r = Runner::open(settings, role, &a.exchange, &a.workdir, &items, key)?;
+    let takes_values = a.protocol.spec().takes(a.operation, role) == Takes::Values;
+    let values = match (&a.value, takes_values) {
+        (Some(col), true) => sum_values(&set, col, a.value_bound)?,
+        (None, true) => {
+            return Err(usage(format!("the {role} of {} holds the values: give --value COLUMN", a.operation)));
+        }
+        (Some(_), false) => {
+            return Err(usage(format!("--value is for the value holder of sum, not the {role} of {}", a.operation)));
+        }
+        (None, false) => Vec::new(),
+    };
+    let input = match takes_values {
+        true => Input::Values { items: &items, values: &values, bound: a.value_bound },
+        false => Input::Items(&items),
+    };
+    let mut r = Runner::open_input(settings, role, &a.exchange, &a.workdir, input, key)?;
     if all {
         r.keep_roles_alive(); // one process runs every stage: no replay between them
     }
@@ -275,14 +303,17 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
 
 /// Tells about a run whose stages were all done before this invocation.
 fn report_finished<I: AsRef<[u8]> + Sync>(r: &Runner<'_, I>, role: Role, run_id: &str) -> Result<(), Failure> {
-    match (role, r.result()?) {
-        (Role::Receiver, Some(res)) => {
+    match r.result()? {
+        Some(res) => {
             if res.operation == Operation::Cardinality.name() {
                 println!("{}", res.size);
             }
-            eprintln!("setwise {run_id}: the run is finished (intersection size {}); nothing to do", res.size);
+            if let Some(sum) = &res.sum {
+                println!("{}", serde_json::json!({ "cardinality": res.size, "sum": sum }));
+            }
+            eprintln!("setwise {run_id}: the run is finished ({} {}); nothing to do", res.operation, res.size);
         }
-        _ => eprintln!("setwise {run_id}: all of the {role}'s stages are done; nothing to do"),
+        None => eprintln!("setwise {run_id}: all of the {role}'s stages are done; nothing to do"),
     }
     Ok(())
 }

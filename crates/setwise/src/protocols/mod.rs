@@ -129,6 +129,12 @@ impl Operation {
         Operation::PrivateId,
     ];
 
+    /// Whether the sender has an output of its own (the sum, its shares, its IDs), beside
+    /// what `--reveal both` gives it of an intersection or cardinality.
+    pub fn sender_learns(self) -> bool {
+        matches!(self, Operation::Sum | Operation::Shares | Operation::PrivateId)
+    }
+
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
         match self {

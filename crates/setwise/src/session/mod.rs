@@ -242,7 +242,8 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
 /// Runs one role of `job` with `input` over `ch` in a session whose [`Context`] was
 /// settled elsewhere (a staged run's bucket: the two hellos and the bucket sizes are in
 /// the exchange): the checks of [`run`] and the protocol, without a hello, an abort or a
-/// report of its own. `job` names a concrete protocol whose roles take items.
+/// report of its own. `job` names a concrete protocol whose role takes items (or, for
+/// the value holder of `sum`, items and values).
 pub fn run_in_context<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     job: &Job,
@@ -252,9 +253,9 @@ pub fn run_in_context<I: AsRef<[u8]> + Sync>(
 ) -> Result<Outcome> {
     job.validate(ctx.role)?;
     let expected = job.protocol.spec().takes(job.operation, ctx.role);
-    if job.protocol == Protocol::Auto || input.kind() != Takes::Items || expected != Takes::Items {
+    if job.protocol == Protocol::Auto || input.kind() != expected || !matches!(expected, Takes::Items | Takes::Values) {
         return Err(Error::Usage(format!(
-            "{} {} {}: a run in a settled context takes items",
+            "{} {} {}: a run in a settled context takes items (or items and values)",
             job.protocol, job.operation, ctx.role
         )));
     }

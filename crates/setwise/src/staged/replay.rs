@@ -19,9 +19,10 @@
 //! | k ≥ 2 | per bucket, the messages its role sends after reading the peer's stages 2..k−1 |
 //!
 //! A party's stage k needs the peer's stage k−1, unless the peer's last stage came
-//! earlier (its marker says `last`: every bucket's role ended). What leaks beyond the
-//! protocol: each bucket's size, and for `cardinality` each bucket's count to the
-//! receiver (docs/scale-out.md).
+//! earlier (its marker says `last`: every bucket's role ended). When every bucket's role
+//! ended, the runner combines what they learned ([`super::work::Learned`]). What leaks
+//! beyond the protocol: each bucket's size, and whatever a run leaks, per bucket (with
+//! `mqrpmt` the receiver's count and the `sum` sender's sum; docs/scale-out.md).
 
 use super::plan::Plan;
 use super::seed::RunSeed;
@@ -248,6 +249,55 @@ fn bucket_seed(seed: &RunSeed, plan: &Plan, bucket: u32) -> Zeroizing<[u8; 32]> 
     Zeroizing::new(wide[..32].try_into().expect("32 bytes"))
 }
 
+/// A bucket's input: its items, always in the same order, and for a role that takes
+/// values (the value holder of `sum`) one value per item with their declared bound.
+#[derive(Debug)]
+pub struct BucketInput<'a, I> {
+    /// The bucket's items.
+    pub items: &'a [I],
+    /// One value per item and the bound of every value, if the role takes values.
+    pub values: Option<(&'a [u64], u64)>,
+}
+
+impl<I> Clone for BucketInput<'_, I> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<I> Copy for BucketInput<'_, I> {}
+
+/// A [`BucketInput`] that owns its items and values (a live role's, on its own thread).
+#[derive(Debug)]
+pub struct OwnedInput {
+    /// The bucket's items.
+    pub items: Vec<Vec<u8>>,
+    /// One value per item and their bound, if the role takes values.
+    pub values: Option<(Vec<u64>, u64)>,
+}
+
+impl OwnedInput {
+    /// A copy of `input`.
+    pub fn of<I: AsRef<[u8]>>(input: BucketInput<'_, I>) -> Self {
+        let items = input.items.iter().map(|x| x.as_ref().to_vec()).collect();
+        Self { items, values: input.values.map(|(v, bound)| (v.to_vec(), bound)) }
+    }
+
+    /// The input it holds.
+    pub fn borrow(&self) -> BucketInput<'_, Vec<u8>> {
+        BucketInput { items: &self.items, values: self.values.as_ref().map(|(v, bound)| (v.as_slice(), *bound)) }
+    }
+}
+
+impl<'a, I> BucketInput<'a, I> {
+    /// The role's input to the protocol.
+    fn input(self) -> Input<'a, I> {
+        match self.values {
+            Some((values, bound)) => Input::Values { items: self.items, values, bound },
+            None => Input::Items(self.items),
+        }
+    }
+}
+
 /// What a bucket's replay gave: the new messages, and the outcome if the role ended.
 #[derive(Debug)]
 pub struct BucketRun {
@@ -257,7 +307,7 @@ pub struct BucketRun {
     pub outcome: Option<Outcome>,
 }
 
-/// Replays this party's role of `job` in bucket `bucket` on its `items`, with the peer's
+/// Replays this party's role of `job` in bucket `bucket` on its `input`, with the peer's
 /// messages so far (`inbound`) and its own earlier ones (`sent`), `peer_size` the peer's
 /// item count in the bucket.
 #[allow(clippy::too_many_arguments)] // the run, the bucket, and both sides' messages
@@ -266,14 +316,14 @@ pub fn run_bucket<I: AsRef<[u8]> + Sync>(
     seed: &RunSeed,
     plan: &Plan,
     bucket: u32,
-    items: &[I],
+    input: BucketInput<'_, I>,
     peer_size: usize,
     inbound: Vec<Vec<u8>>,
     sent: Vec<Sent>,
 ) -> Result<BucketRun> {
     // Parts are digested under the run's session, as the exchange writes them.
     let mut ch = ReplayChannel::new(plan.session, plan.role, bucket, inbound, sent);
-    let ran = play(&mut ch, job, seed, plan, bucket, items, peer_size);
+    let ran = play(&mut ch, job, seed, plan, bucket, input, peer_size);
     match ran {
         Ok(outcome) => Ok(BucketRun { fresh: ch.fresh, outcome: Some(outcome) }),
         Err(_) if ch.pending && ch.diverged.is_none() => Ok(BucketRun { fresh: ch.fresh, outcome: None }),
@@ -288,13 +338,13 @@ fn play<I: AsRef<[u8]> + Sync>(
     seed: &RunSeed,
     plan: &Plan,
     bucket: u32,
-    items: &[I],
+    input: BucketInput<'_, I>,
     peer_size: usize,
 ) -> Result<Outcome> {
-    let ctx = Context { id: bucket_session(plan, bucket), role: plan.role, own_size: items.len(), peer_size };
+    let ctx = Context { id: bucket_session(plan, bucket), role: plan.role, own_size: input.items.len(), peer_size };
     let mut report = Report::new(job.protocol.name(), job.operation.name());
     let ran = rng::seeded(&bucket_seed(seed, plan, bucket), || {
-        run_in_context(&mut *ch, job, &ctx, Input::Items(items), &mut report)
+        run_in_context(&mut *ch, job, &ctx, input.input(), &mut report)
     });
     ch.check()?;
     let outcome = ran?;
@@ -324,16 +374,16 @@ pub struct Live {
 }
 
 impl Live {
-    /// Starts the role of bucket `bucket` on a thread of its own, replaying `inbound`
-    /// and `sent` as [`run_bucket`] does, then returns what it sent and whether it ended
-    /// ([`Live::advance`]).
+    /// Starts the role of bucket `bucket` on a thread of its own, on its items and values
+    /// (owned: [`BucketInput`]), replaying `inbound` and `sent` as [`run_bucket`] does,
+    /// then returns what it sent and whether it ended ([`Live::advance`]).
     #[allow(clippy::too_many_arguments)] // as run_bucket
     pub fn start(
         job: Job,
         seed: RunSeed,
         plan: Plan,
         bucket: u32,
-        items: Vec<Vec<u8>>,
+        input: OwnedInput,
         peer_size: usize,
         inbound: Vec<Vec<u8>>,
         sent: Vec<Sent>,
@@ -345,7 +395,7 @@ impl Live {
         std::thread::Builder::new()
             .name(format!("setwise-bucket-{bucket}"))
             .spawn(move || {
-                let ran = play(&mut ch, &job, &seed, &plan, bucket, &items, peer_size);
+                let ran = play(&mut ch, &job, &seed, &plan, bucket, input.borrow(), peer_size);
                 let _ = events_tx.send(Event::Ended(ran));
             })
             .map_err(|e| Error::Usage(format!("bucket {bucket}: cannot start a thread: {e}")))?;

@@ -9,31 +9,60 @@
 
 use super::bucket::select;
 use super::plan::Plan;
+use super::replay::BucketInput;
 use super::replay::MAX_STAGES;
 use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
 use super::store::{Marker, PartId, PartInfo};
-use super::work::{Done, PartRef, Task, Worker};
+use super::work::{Done, Learned, PartRef, Task, Worker, keep, read_ids, read_rows};
 use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
-use crate::protocols::{Operation, Outcome, Role};
+use crate::protocols::Outcome;
 use crate::session::Job;
 use serde::{Deserialize, Serialize};
 
-/// What the workdir keeps of a replayed run's buckets (`replay.json`).
+/// What the workdir keeps of a replayed run's buckets (`replay.json`; what they learned
+/// beyond counts is in files of their own, [`keep`]).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct ReplayState {
     /// Per bucket, the stage in which its role ended.
     ended: Vec<Option<u8>>,
-    /// Receiver, intersection: per bucket, the indices (into the whole input) it matched.
+    /// Per bucket, the kind of outcome it ended with.
+    learned: Vec<Learned>,
+    /// Intersection: per bucket, the indices (into the whole input) it matched.
     matches: Vec<Vec<u64>>,
-    /// Receiver: per bucket, the count (cardinality) or the number matched.
+    /// Per bucket, the count it learned ([`Done::count`]).
     counts: Vec<u64>,
+    /// Sum: per bucket, the sum of the own values over its intersection.
+    sums: Vec<u128>,
 }
 
 impl ReplayState {
     fn new(buckets: usize) -> Self {
-        Self { ended: vec![None; buckets], matches: vec![Vec::new(); buckets], counts: vec![0; buckets] }
+        Self {
+            ended: vec![None; buckets],
+            learned: vec![Learned::Nothing; buckets],
+            matches: vec![Vec::new(); buckets],
+            counts: vec![0; buckets],
+            sums: vec![0; buckets],
+        }
+    }
+
+    /// Whether it is a state of `buckets` buckets.
+    fn fits(&self, buckets: usize) -> bool {
+        [self.ended.len(), self.learned.len(), self.matches.len(), self.counts.len(), self.sums.len()]
+            .iter()
+            .all(|&n| n == buckets)
+    }
+
+    /// The kind of outcome every bucket ended with; buckets that learned different kinds
+    /// are refused (one protocol run gives one kind).
+    fn learned(&self) -> Result<Learned> {
+        let first = self.learned.first().copied().unwrap_or_default();
+        if self.learned.iter().any(|&l| l != first) {
+            return Err(Error::Usage("the buckets' roles ended with different kinds of outcome".into()));
+        }
+        Ok(first)
     }
 }
 
@@ -177,7 +206,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
             _ => 0,
         };
         let mut state: ReplayState = self.workdir.read_json("replay.json")?.unwrap_or_else(|| ReplayState::new(b));
-        if state.ended.len() != b || state.counts.len() != b {
+        if !state.fits(b) {
             return Err(Error::Usage("replay.json does not match the run's buckets: the workdir was changed".into()));
         }
         let refs = |ms: &[Marker], i: usize| -> Vec<PartRef> {
@@ -214,7 +243,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
             let i = done.bucket as usize;
             if done.ended {
                 state.ended[i] = Some(k);
-                state.counts[i] = done.count;
+                (state.learned[i], state.counts[i], state.sums[i]) = (done.learned, done.count, done.sum);
                 if self.remote.is_none() {
                     let idx = &self.buckets(plan)[i];
                     state.matches[i] = done.matches.iter().map(|&p| u64::from(idx[p as usize])).collect();
@@ -228,7 +257,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         }
         self.workdir.write_json("replay.json", &state)?;
         let last = state.ended.iter().all(Option::is_some);
-        if last && self.role == Role::Receiver {
+        if last {
             self.finish(k, plan, &state, deliver)?;
         }
         let mut marker = self.marker(k, Some(plan.session), infos);
@@ -276,11 +305,25 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
             Worker::new(self.exchange.clone(), plan.clone(), seed.clone(), job, alive)
         });
         let buckets = self.buckets(plan);
-        tasks.iter().map(|t| worker.run(t, &select(self.items, &buckets[t.bucket as usize]))).collect()
+        let values = |idx: &[u32]| {
+            self.values.map(|(v, bound)| (idx.iter().map(|&i| v[i as usize]).collect::<Vec<u64>>(), bound))
+        };
+        tasks
+            .iter()
+            .map(|t| {
+                let idx = &buckets[t.bucket as usize];
+                let (items, values) = (select(self.items, idx), values(idx));
+                let input = BucketInput { items: &items, values: values.as_ref().map(|(v, b)| (v.as_slice(), *b)) };
+                let done = worker.run(t, input)?;
+                keep(&self.workdir, &done)?;
+                Ok(done)
+            })
+            .collect()
     }
 
-    /// The receiver's result from every bucket's: delivered (here; on a cluster the rows
-    /// are where the executors kept them), then kept in `result.json`.
+    /// This party's result from every bucket's, combined by the kind they learned:
+    /// delivered (here; on a cluster the rows are where the executors kept them), then
+    /// kept in `result.json`. A role that learned nothing has no result.
     fn finish(
         &self,
         k: u8,
@@ -288,26 +331,66 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         state: &ReplayState,
         deliver: &mut dyn FnMut(&Outcome) -> Result<()>,
     ) -> Result<()> {
-        let total: u64 = state.counts.iter().sum();
-        let outcome = match plan.operation {
-            Operation::Cardinality => Some(Outcome::Cardinality(total)),
-            _ if self.remote.is_some() => None,
-            _ => {
+        let learned = state.learned().map_err(self.at_stage(k, ""))?;
+        let count: u64 = state.counts.iter().sum();
+        let sum: u128 = state
+            .sums
+            .iter()
+            .try_fold(0u128, |a, &s| a.checked_add(s))
+            .ok_or_else(|| self.at_stage(k, "")(Error::Usage("the buckets' sums add up beyond 2^128".into())))?;
+        let here = self.remote.is_none();
+        let outcome = match learned {
+            Learned::Nothing => return Ok(()),
+            Learned::Cardinality => Some(Outcome::Cardinality(count)),
+            Learned::Sum => Some(Outcome::CardinalitySum { cardinality: count, sum }),
+            Learned::Intersection if here => {
                 let mut all: Vec<usize> = state.matches.iter().flatten().map(|&p| p as usize).collect();
                 all.sort_unstable();
                 Some(Outcome::Intersection(all))
             }
+            Learned::Union if here => {
+                let mut rows = Vec::new();
+                for i in 0..plan.buckets {
+                    rows.extend(read_rows(&self.workdir, i)?);
+                }
+                Some(Outcome::Union(rows))
+            }
+            Learned::Ids if here => Some(self.private_ids(plan)?),
+            Learned::Intersection | Learned::Union | Learned::Ids => None,
         };
         if let Some(outcome) = &outcome {
             deliver(outcome).map_err(self.at_stage(k, "delivering the result"))?;
         }
-        self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size: total })
+        let result = RunResult {
+            operation: plan.operation.name().into(),
+            size: count,
+            sum: (learned == Learned::Sum).then(|| sum.to_string()),
+        };
+        self.workdir.write_json("result.json", &result)
+    }
+
+    /// The private IDs of every bucket: each own item's, in input order, and the union's,
+    /// sorted (the buckets' IDs are under sessions of their own, so they do not collide).
+    fn private_ids(&self, plan: &Plan) -> Result<Outcome> {
+        let mut own = vec![[0u8; 32]; self.items.len()];
+        let mut union = Vec::new();
+        for (i, idx) in self.buckets(plan).iter().enumerate() {
+            let ids = read_ids(&self.workdir, i as u32, idx.len())?;
+            for (&p, id) in idx.iter().zip(ids.own) {
+                own[p as usize] = id;
+            }
+            union.extend(ids.union);
+        }
+        union.sort_unstable();
+        Ok(Outcome::PrivateIds { own, union })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::protocols::spec::Takes;
     use crate::protocols::{Operation, Outcome, Protocol, Role};
+    use crate::session::Input;
     use crate::staged::ExchangeKey;
     use crate::staged::plan::{Buckets, Settings};
     use crate::staged::runner::status;
@@ -323,9 +406,10 @@ mod tests {
         range.map(|i| format!("item-{i}")).collect()
     }
 
-    /// Runs both parties in turn to the end; the receiver's outcome and the stages taken.
-    /// With `alive`, the receiver keeps its roles running between stages and the sender
-    /// replays (the two must meet either way).
+    /// Runs both parties in turn to the end; what each learned (receiver, sender; None if
+    /// nothing) and the stages taken. With `alive`, the receiver keeps its roles running
+    /// between stages and the sender replays (the two must meet either way). The sender
+    /// of `sum` holds the values `values(x)`.
     fn run_both(
         dir: &Path,
         protocol: Protocol,
@@ -333,36 +417,94 @@ mod tests {
         (x, y): (&[String], &[String]),
         b: u32,
         alive: bool,
-    ) -> (Outcome, u8) {
+    ) -> (Option<Outcome>, Option<Outcome>, u8) {
         let settings = Settings { buckets: Buckets::Fixed(b), ..Settings::new("t", protocol, op) };
         let ex = dir.join("exchange");
         let mut r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y, key()).unwrap();
         if alive {
             r.keep_roles_alive();
         }
-        let s = Runner::open(settings, Role::Sender, &ex, &dir.join("s"), x, key()).unwrap();
-        let mut got = None;
+        let v = values(x);
+        let input = match protocol.spec().takes(op, Role::Sender) {
+            Takes::Values => Input::Values { items: x, values: &v, bound: BOUND },
+            _ => Input::Items(x),
+        };
+        let s = Runner::open_input(settings, Role::Sender, &ex, &dir.join("s"), input, key()).unwrap();
+        let (mut got_r, mut got_s) = (None, None);
         let mut stages = 0;
         for _ in 0..40 {
             let a = r.step(&mut |o: &Outcome| {
-                got = Some(o.clone());
+                got_r = Some(o.clone());
                 Ok(())
             });
-            let c = s.step(&mut |_: &Outcome| Ok(())).unwrap();
+            let c = s
+                .step(&mut |o: &Outcome| {
+                    got_s = Some(o.clone());
+                    Ok(())
+                })
+                .unwrap();
             let a = a.unwrap();
             if let Step::Ran(n) = a {
                 stages = stages.max(n);
             }
             if a == Step::Finished && c == Step::Finished {
-                return (got.expect("the receiver finished"), stages);
+                return (got_r, got_s, stages);
             }
         }
         panic!("{protocol} {op}: no end after 40 steps");
     }
 
+    const BOUND: u64 = 1000;
+
+    /// The sender's value of each item in `sum`.
+    fn values(x: &[String]) -> Vec<u64> {
+        (0..x.len() as u64).map(|i| i * 7 % (BOUND + 1)).collect()
+    }
+
     fn plain(x: &[String], y: &[String]) -> Vec<usize> {
         let xs: BTreeSet<&String> = x.iter().collect();
         (0..y.len()).filter(|&i| xs.contains(&y[i])).collect()
+    }
+
+    /// Checks what each party learned against the plain set computation.
+    fn check(op: Operation, (x, y): (&[String], &[String]), got: (Option<Outcome>, Option<Outcome>), what: &str) {
+        let want = plain(x, y);
+        let n = want.len() as u64;
+        match (op, got) {
+            (Operation::Intersection, (Some(Outcome::Intersection(m)), _)) => assert_eq!(m, want, "{what}"),
+            (Operation::Cardinality, (Some(Outcome::Cardinality(c)), _)) => assert_eq!(c, n, "{what}"),
+            (Operation::Sum, (Some(Outcome::Cardinality(c)), Some(Outcome::CardinalitySum { cardinality, sum }))) => {
+                let ys: BTreeSet<&String> = y.iter().collect();
+                let v = values(x);
+                let total: u128 = (0..x.len()).filter(|&i| ys.contains(&x[i])).map(|i| u128::from(v[i])).sum();
+                assert_eq!((c, cardinality, sum), (n, n, total), "{what}");
+            }
+            (Operation::Union, (Some(Outcome::Union(extra)), None)) => {
+                let ys: BTreeSet<&[u8]> = y.iter().map(|s| s.as_bytes()).collect();
+                let mut got: Vec<&[u8]> = extra.iter().map(Vec::as_slice).collect();
+                let mut only_x: Vec<&[u8]> = x.iter().map(|s| s.as_bytes()).filter(|s| !ys.contains(s)).collect();
+                got.sort_unstable();
+                only_x.sort_unstable();
+                assert_eq!(got, only_x, "{what}");
+            }
+            (
+                Operation::PrivateId,
+                (Some(Outcome::PrivateIds { own: ry, union: ru }), Some(Outcome::PrivateIds { own: sx, union: su })),
+            ) => {
+                assert_eq!(ru, su, "{what}: both see the same union");
+                let all: BTreeSet<&String> = x.iter().chain(y).collect();
+                assert_eq!(ru.len(), all.len(), "{what}: one ID per item of X ∪ Y");
+                assert!(ru.windows(2).all(|w| w[0] < w[1]), "{what}: sorted, distinct");
+                let by_item: std::collections::BTreeMap<&String, [u8; 32]> = x.iter().zip(sx).collect();
+                for (item, id) in y.iter().zip(&ry) {
+                    assert!(ru.binary_search(id).is_ok(), "{what}");
+                    if let Some(theirs) = by_item.get(item) {
+                        assert_eq!(theirs, id, "{what}: a common item has one ID");
+                    }
+                }
+            }
+            (op, got) => panic!("{what}: {op} gave {got:?}"),
+        }
     }
 
     #[test]
@@ -375,14 +517,9 @@ mod tests {
             for &op in spec.staged {
                 for (n, (xs, ys)) in cases.clone().into_iter().enumerate() {
                     let (x, y) = (items(xs.clone()), items(ys.clone()));
-                    let want = plain(&x, &y);
                     let dir = tempfile::tempdir().unwrap();
-                    let (got, stages) = run_both(dir.path(), spec.protocol, op, (&x, &y), 3, n % 2 == 0);
-                    match got {
-                        Outcome::Intersection(m) => assert_eq!(m, want, "{} {op} {xs:?} {ys:?}", spec.name),
-                        Outcome::Cardinality(c) => assert_eq!(c, want.len() as u64, "{} {op}", spec.name),
-                        other => panic!("{other:?}"),
-                    }
+                    let (r, s, stages) = run_both(dir.path(), spec.protocol, op, (&x, &y), 3, n % 2 == 0);
+                    check(op, (&x, &y), (r, s), &format!("{} {op} {xs:?} {ys:?}", spec.name));
                     assert!(stages >= 2, "{}", spec.name);
                 }
             }
@@ -510,7 +647,7 @@ mod cluster_tests {
     use crate::staged::plan::{Buckets, Settings};
     use crate::staged::runner::{Remote, Runner, Step};
     use crate::staged::store::Workdir;
-    use crate::staged::work::{Done, Served, Task, Worker, collect, post, read_matches, serve};
+    use crate::staged::work::{Done, Served, Task, Worker, collect, post, read_rows, serve};
     use std::cell::RefCell;
     use std::collections::BTreeMap;
     use std::collections::BTreeSet;
@@ -604,7 +741,7 @@ mod cluster_tests {
             if finished == (true, true) {
                 let w = Workdir::create(&dir.join("r")).unwrap();
                 let got: BTreeSet<String> =
-                    (0..3).flat_map(|b| read_matches(&w, b).unwrap()).map(|x| String::from_utf8(x).unwrap()).collect();
+                    (0..3).flat_map(|b| read_rows(&w, b).unwrap()).map(|x| String::from_utf8(x).unwrap()).collect();
                 let want: BTreeSet<String> = y.iter().filter(|i| x.contains(i)).cloned().collect();
                 assert_eq!(got, want);
                 let result: crate::staged::runner::RunResult =

@@ -34,7 +34,7 @@ use crate::error::{Deviation, Error, ErrorKind, Result};
 use crate::io::hex;
 use crate::protocols::ecdh::messages::{DOUBLE_BLINDED, RECEIVER_BLINDED, SENDER_BLINDED};
 use crate::protocols::{Operation, Outcome, Role};
-use crate::session::{Hello, MAX_HELLO_FRAME};
+use crate::session::{Hello, Input, MAX_HELLO_FRAME};
 use crate::wire::stream::Stream;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -79,16 +79,29 @@ struct RunRecord {
 pub struct RunResult {
     /// The operation.
     pub operation: String,
-    /// |X ∩ Y|.
+    /// |X ∩ Y| (the number of rows a union added, or of IDs in a union).
     pub size: u64,
+    /// `sum`, for the value holder: the sum of its values over X ∩ Y, in decimal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<String>,
 }
 
 /// The fingerprint of a party's distinct items (in order) and key-column count.
 pub fn input_fingerprint<I: AsRef<[u8]>>(items: &[I], key_columns: usize) -> String {
+    fingerprint_of(items, None, key_columns)
+}
+
+/// [`input_fingerprint`], with each item's value and their bound when the role takes
+/// values (a changed value would otherwise show only as a replay that differs).
+fn fingerprint_of<I: AsRef<[u8]>>(items: &[I], values: Option<(&[u64], u64)>, key_columns: usize) -> String {
     let mut h = Domain::fixed(dst::STAGED_INPUT).hasher();
     h.update(&(key_columns as u64).to_le_bytes()).update(&(items.len() as u64).to_le_bytes());
     for i in items {
         h.update(&(i.as_ref().len() as u64).to_le_bytes()).update(i.as_ref());
+    }
+    if let Some((values, bound)) = values {
+        h.update(b"values").update(&bound.to_le_bytes());
+        values.iter().for_each(|v| _ = h.update(&v.to_le_bytes()));
     }
     h.finalize().to_hex().to_string()
 }
@@ -101,6 +114,8 @@ pub struct Runner<'a, I> {
     pub(super) exchange: Exchange,
     pub(super) workdir: Workdir,
     pub(super) items: &'a [I],
+    /// For a role that takes values (`sum`'s value holder): one per item, and their bound.
+    pub(super) values: Option<(&'a [u64], u64)>,
     record: RunRecord,
     attempt: String,
     /// Replayed runs: whether buckets' roles stay alive between stages
@@ -151,6 +166,12 @@ impl<'a> Runner<'a, Vec<u8>> {
         if settings.protocol == crate::protocols::Protocol::Ecdh {
             return Err(Error::Usage("a staged ecdh run holds its items in the runner (Runner::open)".into()));
         }
+        if !matches!(settings.operation, Operation::Intersection | Operation::Cardinality) {
+            return Err(Error::Usage(format!(
+                "a staged {} runs in one process (setwise stage); on a cluster: intersection and cardinality",
+                settings.operation
+            )));
+        }
         let mut r = Self::start(settings, role, exchange, workdir, &[], (size, fingerprint), key)?;
         r.remote = Some(remote);
         Ok(r)
@@ -169,8 +190,35 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
         items: &'a [I],
         key: ExchangeKey,
     ) -> Result<Self> {
-        let fingerprint = input_fingerprint(items, settings.key_columns);
-        Self::start(settings, role, exchange, workdir, items, (items.len() as u64, fingerprint), key)
+        Self::open_input(settings, role, exchange, workdir, Input::Items(items), key)
+    }
+
+    /// [`Runner::open`] with the role's input: its items, or for the value holder of
+    /// `sum` its items and values ([`Input::Values`]); other inputs are refused.
+    pub fn open_input(
+        settings: Settings,
+        role: Role,
+        exchange: &Path,
+        workdir: &Path,
+        input: Input<'a, I>,
+        key: ExchangeKey,
+    ) -> Result<Self> {
+        let takes = settings.protocol.spec().takes(settings.operation, role);
+        if input.kind() != takes {
+            return Err(Error::Usage(format!(
+                "{} {} takes {takes:?} from the {role}, not {input:?}",
+                settings.protocol, settings.operation
+            )));
+        }
+        let (items, values) = match input {
+            Input::Items(items) => (items, None),
+            Input::Values { items, values, bound } if values.len() == items.len() => (items, Some((values, bound))),
+            other => return Err(Error::Usage(format!("a staged run takes items (and values), not {other:?}"))),
+        };
+        let fingerprint = fingerprint_of(items, values, settings.key_columns);
+        let mut r = Self::start(settings, role, exchange, workdir, items, (items.len() as u64, fingerprint), key)?;
+        r.values = values;
+        Ok(r)
     }
 
     fn start(
@@ -213,6 +261,7 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             exchange,
             workdir,
             items,
+            values: None,
             record,
             attempt: hex(&attempt),
             keep_alive: false,
@@ -592,7 +641,8 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
             Outcome::Cardinality(c) => *c,
             _ => 0,
         };
-        self.workdir.write_json("result.json", &RunResult { operation: plan.operation.name().into(), size })?;
+        self.workdir
+            .write_json("result.json", &RunResult { operation: plan.operation.name().into(), size, sum: None })?;
         self.exchange.write_marker(&self.marker(3, Some(plan.session), Vec::new())).map_err(self.at_stage(3, ""))
     }
 

@@ -13,7 +13,9 @@
 
 use super::plan::Plan;
 use super::plan::Settings;
-use super::replay::{BucketRun, Live, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket};
+use super::replay::{
+    BucketInput, BucketRun, Live, OwnedInput, Sent, decode_frames, encode_frames, max_part_bytes, run_bucket,
+};
 use super::seed::RunSeed;
 use super::stages::{MAX_LIVE_BUCKETS, at_named, peer_of, stage_label};
 use super::store::{Exchange, PartId, PartInfo, Workdir};
@@ -56,6 +58,46 @@ pub struct Task {
     pub wait: bool,
 }
 
+/// What kind of outcome a bucket's role ended with: the runner combines the buckets'
+/// outcomes of one kind into the run's ([`Outcome`] says what each holds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Learned {
+    /// Nothing (or the role has not ended).
+    #[default]
+    Nothing,
+    /// Which own items are in the intersection ([`Done::matches`]).
+    Intersection,
+    /// How many ([`Done::count`]).
+    Cardinality,
+    /// How many and the sum of the own values over them ([`Done::count`], [`Done::sum`]).
+    Sum,
+    /// The peer's items outside the own set ([`Kept::Rows`]).
+    Union,
+    /// Private IDs ([`Kept::Ids`]).
+    Ids,
+}
+
+/// What a bucket's role learned beyond counts, kept in the party's workdir when the role
+/// ends ([`keep`]) until the runner (or, on a cluster, the executors) combine the buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// Rows: the peer's items outside the own set (`union`), or, on a cluster, the own
+    /// items in the intersection.
+    Rows(Vec<Vec<u8>>),
+    /// Private IDs.
+    Ids(BucketIds),
+}
+
+/// A bucket's private IDs: one per own item of the bucket, in its order, and its union's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketIds {
+    /// One per own item.
+    pub own: Vec<[u8; 32]>,
+    /// The IDs of the bucket's part of X ∪ Y.
+    pub union: Vec<[u8; 32]>,
+}
+
 /// What a bucket's stage did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Done {
@@ -65,12 +107,63 @@ pub struct Done {
     pub part: PartInfo,
     /// Whether the bucket's role ended in this stage.
     pub ended: bool,
-    /// Receiver, intersection: the positions, in the bucket's items, it matched.
+    /// The kind of outcome it ended with.
+    #[serde(default)]
+    pub learned: Learned,
+    /// Intersection: the positions, in the bucket's items, it matched.
     #[serde(default)]
     pub matches: Vec<u32>,
-    /// Receiver: the number matched (the cardinality, or the intersection's size).
+    /// The number matched (the cardinality, or the intersection's size), the number of
+    /// union rows, or of union IDs.
     #[serde(default)]
     pub count: u64,
+    /// Sum: the sum of the own values over the bucket's intersection.
+    #[serde(default)]
+    pub sum: u128,
+    /// What it learned beyond counts, to [`keep`] (not in the done file).
+    #[serde(skip)]
+    pub kept: Option<Kept>,
+}
+
+impl Done {
+    /// The stage's record of bucket `bucket` from its part and, if the role ended, its
+    /// outcome.
+    fn new(bucket: u32, part: PartInfo, outcome: Option<Outcome>) -> Result<Self> {
+        let mut d = Done {
+            bucket,
+            part,
+            ended: outcome.is_some(),
+            learned: Learned::Nothing,
+            matches: Vec::new(),
+            count: 0,
+            sum: 0,
+            kept: None,
+        };
+        match outcome {
+            None | Some(Outcome::Nothing) => {}
+            Some(Outcome::Intersection(m)) => {
+                d.learned = Learned::Intersection;
+                d.matches = m.into_iter().map(|p| p as u32).collect();
+                d.count = d.matches.len() as u64;
+            }
+            Some(Outcome::Cardinality(c)) => (d.learned, d.count) = (Learned::Cardinality, c),
+            Some(Outcome::CardinalitySum { cardinality, sum }) => {
+                (d.learned, d.count, d.sum) = (Learned::Sum, cardinality, sum)
+            }
+            Some(Outcome::Union(rows)) => {
+                (d.learned, d.count) = (Learned::Union, rows.len() as u64);
+                d.kept = Some(Kept::Rows(rows));
+            }
+            Some(Outcome::PrivateIds { own, union }) => {
+                (d.learned, d.count) = (Learned::Ids, union.len() as u64);
+                d.kept = Some(Kept::Ids(BucketIds { own, union }));
+            }
+            Some(other) => {
+                return Err(Error::Usage(format!("a staged run cannot combine a bucket's outcome {other:?}")));
+            }
+        }
+        Ok(d)
+    }
 }
 
 /// Runs buckets' rounds on their items: the runner's own (in one process), or an
@@ -130,11 +223,15 @@ impl Worker {
         at_named(stage, stage_label(self.job.protocol.name(), stage), self.plan.role, what)
     }
 
-    /// Runs `task` on the bucket's `items` (always in the same order) and writes its part.
-    pub fn run<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, items: &[I]) -> Result<Done> {
-        let (k, bucket) = (task.stage, task.bucket);
+    /// Runs `task` on the bucket's `input` (always the same items, in the same order) and
+    /// writes its part.
+    pub fn run<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<Done> {
+        let (k, bucket, items) = (task.stage, task.bucket, input.items);
         if bucket >= self.plan.buckets || k < 2 {
             return Err(Error::Usage(format!("stage {k}, bucket {bucket}: not a round of this run")));
+        }
+        if input.values.is_some_and(|(v, _)| v.len() != items.len()) {
+            return Err(Error::Usage(format!("bucket {bucket}: not one value per item")));
         }
         if items.len() as u64 != task.own_size {
             return Err(self.at(k, format!("bucket {bucket}"))(Error::Usage(format!(
@@ -146,7 +243,7 @@ impl Worker {
         let run = if task.wait {
             BucketRun { fresh: Vec::new(), outcome: None }
         } else {
-            self.advance(task, items).map_err(self.at(k, format!("bucket {bucket}")))?
+            self.advance(task, input).map_err(self.at(k, format!("bucket {bucket}")))?
         };
         let role = self.plan.role;
         let path = self.exchange.part_path(k, role, bucket);
@@ -158,18 +255,7 @@ impl Worker {
         if let Some(live) = self.live.get_mut(&bucket) {
             live.written = Some((k, part.digest.clone()));
         }
-        let (ended, matches, count) = match run.outcome {
-            None => (false, Vec::new(), 0),
-            Some(Outcome::Intersection(m)) => {
-                let m: Vec<u32> = m.into_iter().map(|p| p as u32).collect();
-                let n = m.len() as u64;
-                (true, m, n)
-            }
-            Some(Outcome::Cardinality(c)) => (true, Vec::new(), c),
-            Some(Outcome::Nothing) if role == Role::Sender => (true, Vec::new(), 0),
-            Some(other) => return Err(Error::Usage(format!("a staged {role} cannot keep an outcome {other:?}"))),
-        };
-        Ok(Done { bucket, part, ended, matches, count })
+        Done::new(bucket, part, run.outcome).map_err(self.at(k, format!("bucket {bucket}")))
     }
 
     /// The frames of the part `r` of `from` in `bucket`, read and checked against its
@@ -194,7 +280,7 @@ impl Worker {
 
     /// The bucket's role one round further: its live role given the peer's last part,
     /// or a replay over all of them.
-    fn advance<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, items: &[I]) -> Result<BucketRun> {
+    fn advance<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<BucketRun> {
         let (k, bucket) = (task.stage, task.bucket);
         let peer = peer_of(self.plan.role);
         // A live role goes on only from the stage before this one, whose part on disk is
@@ -230,13 +316,12 @@ impl Worker {
         let peer_size =
             usize::try_from(task.peer_size).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
         if self.keep_alive {
-            let owned = items.iter().map(|x| x.as_ref().to_vec()).collect();
             let (role, run) = Live::start(
                 self.job.clone(),
                 self.seed.clone(),
                 self.plan.clone(),
                 bucket,
-                owned,
+                OwnedInput::of(input),
                 peer_size,
                 inbound,
                 sent,
@@ -246,7 +331,7 @@ impl Worker {
             }
             return Ok(run);
         }
-        run_bucket(&self.job, &self.seed, &self.plan, bucket, items, peer_size, inbound, sent)
+        run_bucket(&self.job, &self.seed, &self.plan, bucket, input, peer_size, inbound, sent)
     }
 }
 
@@ -263,22 +348,67 @@ fn done_name(stage: u8, bucket: u32) -> String {
     format!("rounds/stage-{stage}/bucket-{bucket:05}.done.json")
 }
 
-fn matches_name(bucket: u32) -> String {
-    format!("rounds/matches/bucket-{bucket:05}.bin")
+fn rows_name(bucket: u32) -> String {
+    format!("rounds/rows/bucket-{bucket:05}.bin")
 }
 
-/// Most bytes of a bucket's matched items that [`read_matches`] reads.
-const MAX_MATCHES_BYTES: u64 = 1 << 36;
+fn ids_name(bucket: u32) -> String {
+    format!("rounds/ids/bucket-{bucket:05}.bin")
+}
 
-/// The receiver on a cluster: the items bucket `bucket` matched, as [`serve`] kept them
-/// (empty if it matched none).
-pub fn read_matches(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
-    let name = matches_name(bucket);
-    let Some(bytes) = workdir.read_bytes(&name, MAX_MATCHES_BYTES)? else { return Ok(Vec::new()) };
-    let (count, body) =
-        bytes.split_at_checked(8).ok_or_else(|| Error::damaged(&workdir.root().join(&name), "truncated"))?;
+/// Most bytes of a bucket's kept outcome that [`read_rows`] and [`read_ids`] read.
+const MAX_KEPT_BYTES: u64 = 1 << 36;
+
+/// Keeps what `done`'s role learned beyond counts ([`Kept`]) in the workdir; called
+/// before its done file is written, so no outcome is lost.
+pub fn keep(workdir: &Workdir, done: &Done) -> Result<()> {
+    let (name, frames) = match &done.kept {
+        None => return Ok(()),
+        Some(Kept::Rows(rows)) => (rows_name(done.bucket), encode_frames(rows)),
+        Some(Kept::Ids(ids)) => (ids_name(done.bucket), encode_frames(&[ids.own.concat(), ids.union.concat()])),
+    };
+    let count = match &done.kept {
+        Some(Kept::Rows(rows)) => rows.len() as u64,
+        _ => 2,
+    };
+    let mut bytes = count.to_le_bytes().to_vec();
+    bytes.extend(frames);
+    workdir.write_bytes(&name, &bytes)
+}
+
+/// The frames of a kept file (None if there is none).
+fn read_kept(workdir: &Workdir, name: &str) -> Result<Option<Vec<Vec<u8>>>> {
+    let damaged = |why: String| Error::damaged(&workdir.root().join(name), why);
+    let Some(bytes) = workdir.read_bytes(name, MAX_KEPT_BYTES)? else { return Ok(None) };
+    let (count, body) = bytes.split_at_checked(8).ok_or_else(|| damaged("truncated".into()))?;
     let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
-    decode_frames(body, count).map_err(|e| Error::damaged(&workdir.root().join(&name), e.to_string()))
+    decode_frames(body, count).map(Some).map_err(|e| damaged(e.to_string()))
+}
+
+/// The rows bucket `bucket` kept ([`Kept::Rows`]; empty if there are none).
+pub fn read_rows(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
+    Ok(read_kept(workdir, &rows_name(bucket))?.unwrap_or_default())
+}
+
+/// The private IDs bucket `bucket` kept ([`Kept::Ids`]): one per own item of the
+/// bucket (`own` of them) and its union's.
+pub fn read_ids(workdir: &Workdir, bucket: u32, own: usize) -> Result<BucketIds> {
+    let name = ids_name(bucket);
+    let damaged = |why: &str| Error::damaged(&workdir.root().join(&name), why);
+    let frames = read_kept(workdir, &name)?.ok_or_else(|| damaged("missing"))?;
+    let ids = |blob: &[u8]| -> Result<Vec<[u8; 32]>> {
+        let (chunks, rest) = blob.as_chunks::<32>();
+        if !rest.is_empty() {
+            return Err(damaged("IDs of other than 32 bytes"));
+        }
+        Ok(chunks.to_vec())
+    };
+    let [mine, union] = frames.as_slice() else { return Err(damaged("not two lists of IDs")) };
+    let (mine, union) = (ids(mine)?, ids(union)?);
+    if mine.len() != own {
+        return Err(damaged("not one ID per item of the bucket"));
+    }
+    Ok(BucketIds { own: mine, union })
 }
 
 fn error_name(stage: u8, bucket: u32) -> String {
@@ -359,9 +489,9 @@ pub enum Served {
 /// posts for the buckets it holds (`items`: each bucket's items in a fixed order), its
 /// roles kept alive between stages, until none of its buckets has a task (each stage's
 /// tasks name every bucket whose role has not ended), no task comes for `linger`, or
-/// another driver than `attempt` posts. The receiver's matched items are kept per bucket
-/// when it ends ([`read_matches`]; before the done file, so no outcome is lost). A
-/// failure is also left in an error file, where the runner finds it.
+/// another driver than `attempt` posts. What a role learned beyond counts is kept per
+/// bucket when it ends ([`keep`]; the intersection as the matched items, [`read_rows`]).
+/// A failure is also left in an error file, where the runner finds it.
 pub fn serve<I: AsRef<[u8]> + Sync>(
     workdir: &Workdir,
     worker: &mut Worker,
@@ -385,13 +515,12 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
                 continue; // done by an earlier attempt at this task
             }
             let own = &items[&t.bucket];
-            let done = worker.run(t, own).and_then(|d| {
-                if d.ended && worker.plan.role == Role::Receiver && !d.matches.is_empty() {
-                    let hits: Vec<&[u8]> = d.matches.iter().map(|&p| own[p as usize].as_ref()).collect();
-                    let mut bytes = (hits.len() as u64).to_le_bytes().to_vec();
-                    bytes.extend(encode_frames(&hits));
-                    workdir.write_bytes(&matches_name(d.bucket), &bytes)?;
+            let input = BucketInput { items: own.as_slice(), values: None };
+            let done = worker.run(t, input).and_then(|mut d| {
+                if d.learned == Learned::Intersection && !d.matches.is_empty() {
+                    d.kept = Some(Kept::Rows(d.matches.iter().map(|&p| own[p as usize].as_ref().to_vec()).collect()));
                 }
+                keep(workdir, &d)?;
                 Ok(d)
             });
             let mut done = match done {
@@ -466,7 +595,8 @@ mod tests {
         let job = Job::new(Protocol::Vole, Operation::Intersection);
         let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, false);
         let task = Task { stage: 2, bucket: 0, peer_size: 2, own_size: 2, theirs: vec![], ours: vec![], wait: false };
-        let e = worker.run(&task, &[b"only one".to_vec()]).unwrap_err().to_string();
+        let one = [b"only one".to_vec()];
+        let e = worker.run(&task, BucketInput { items: &one, values: None }).unwrap_err().to_string();
         assert!(e.contains("bucket 0") && e.contains("1 items here, 2 in this party's stage 1"), "{e}");
     }
 }

@@ -143,7 +143,7 @@ pub static SPEC: Spec = Spec {
     operations: Operation::OF_TWO_PARTIES,
     security: Security::SemiHonest,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
-    staged: &[Operation::Intersection, Operation::Cardinality],
+    staged: &[Operation::Intersection, Operation::Cardinality, Operation::Sum, Operation::Union, Operation::PrivateId],
     takes: values_for_sum,
     leakage: Leakage {
         model: "semi-honest",

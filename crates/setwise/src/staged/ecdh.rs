@@ -1,6 +1,8 @@
 //! Staged DH-PSI, one bucket at a time: pure functions from a party's seed, the agreed
 //! [`Plan`] and bytes or items to values, for a runner that moves the messages itself
 //! (the CLI's [`runner`](super::runner), or Spark tasks through the Python binding).
+//! Each is DH-PSI's own step ([`steps`](crate::protocols::ecdh::steps)) with a key
+//! derived from the seed; only the mixing of `cardinality` across buckets is staged's.
 //!
 //! Keys: the receiver has one exponent b for the run, the sender one exponent a_i per
 //! bucket i, all derived from the party's [`RunSeed`] and the session, so a retried task
@@ -30,7 +32,7 @@ use crate::crypto::dst;
 use crate::crypto::ristretto::{Encoded, SecretScalar};
 use crate::error::{Deviation, Error, Result};
 use crate::protocols::Role;
-use crate::protocols::ecdh::item_hasher;
+use crate::protocols::ecdh::steps::{ReceiverState, SenderState};
 use rayon::prelude::*;
 use std::collections::HashSet;
 
@@ -51,10 +53,20 @@ fn check_bucket(plan: &Plan, bucket: u32) -> Result<()> {
     Ok(())
 }
 
+/// The receiver's state: its one key for the run.
+fn receiver(seed: &RunSeed, plan: &Plan) -> Result<ReceiverState> {
+    ReceiverState::with_key(plan.session, plan.operation, 0, exponent(seed, plan, Role::Receiver, 0)?)
+}
+
+/// The sender's state in bucket `bucket`: its key a_i.
+fn sender(seed: &RunSeed, plan: &Plan, bucket: u32) -> Result<SenderState> {
+    check_bucket(plan, bucket)?;
+    SenderState::with_key(plan.session, plan.operation, exponent(seed, plan, Role::Sender, bucket)?)
+}
+
 /// Receiver, stage 1, one bucket: b·H(y) for the bucket's items, in their order.
 pub fn receiver_blind<I: AsRef<[u8]> + Sync>(seed: &RunSeed, plan: &Plan, items: &[I]) -> Result<Vec<Encoded>> {
-    let b = exponent(seed, plan, Role::Receiver, 0)?;
-    Ok(b.hash_and_mul(&item_hasher(plan.session), items))
+    Ok(receiver(seed, plan)?.blind(items))
 }
 
 /// Sender, stage 1, bucket `bucket`: a_i·H(x) for the bucket's items, sorted.
@@ -64,27 +76,21 @@ pub fn sender_blind<I: AsRef<[u8]> + Sync>(
     bucket: u32,
     items: &[I],
 ) -> Result<Vec<Encoded>> {
-    check_bucket(plan, bucket)?;
-    let a = exponent(seed, plan, Role::Sender, bucket)?;
-    let mut out = a.hash_and_mul(&item_hasher(plan.session), items);
-    out.par_sort_unstable();
-    Ok(out)
+    Ok(sender(seed, plan, bucket)?.blind_own(items))
 }
 
 /// Sender, stage 2, bucket `bucket`: a_i·P for each of the receiver's points P of that
-/// bucket, in its order. Fails with the index of the first point that is not a canonical
-/// encoding of a group element other than the identity.
+/// bucket, in its order (sorted for cardinality, then [`mix`]ed). Fails with the index of
+/// the first point that is not a canonical encoding of a group element other than the
+/// identity.
 pub fn sender_reblind(seed: &RunSeed, plan: &Plan, bucket: u32, points: &[Encoded]) -> Result<Vec<Encoded>> {
-    check_bucket(plan, bucket)?;
-    let a = exponent(seed, plan, Role::Sender, bucket)?;
-    a.mul_encoded(points).map_err(|index| Error::InvalidPoint { what: "ReceiverBlinded", index })
+    sender(seed, plan, bucket)?.reblind(points)
 }
 
 /// Receiver, stage 3: b·P for each of the sender's stage-1 points P (one part), so
 /// b·a_i·H(x) can meet a_i·b·H(y). Fails with the index of the first invalid point.
 pub fn receiver_reblind(seed: &RunSeed, plan: &Plan, points: &[Encoded]) -> Result<Vec<Encoded>> {
-    let b = exponent(seed, plan, Role::Receiver, 0)?;
-    b.mul_encoded(points).map_err(|index| Error::InvalidPoint { what: "SenderBlinded", index })
+    receiver(seed, plan)?.reblind_sender(0, points)
 }
 
 /// Cardinality: `values` spread over B parts by [`Plan::mix_part_of`], each part sorted.

@@ -12,9 +12,9 @@ use crate::wire::{Reader, WireError, Writer};
 
 /// Receiver → sender: b·H(y) for each y, in the receiver's order.
 pub const RECEIVER_BLINDED: Stream<32> = Stream::new(0x10, "ReceiverBlinded");
-/// Sender → receiver: a·H(x) for each x, shuffled.
+/// Sender → receiver: a·H(x) for each x, sorted.
 pub const SENDER_BLINDED: Stream<32> = Stream::new(0x11, "SenderBlinded");
-/// Sender → receiver: a·b·H(y), in the receiver's order (intersection) or shuffled.
+/// Sender → receiver: a·b·H(y), in the receiver's order (intersection) or sorted.
 pub const DOUBLE_BLINDED: Stream<32> = Stream::new(0x12, "DoubleBlinded");
 
 /// Version of the whole-message encodings.
@@ -74,11 +74,11 @@ impl Message for Request {
     }
 }
 
-/// Step 2 as one message: a·H(x) shuffled, then a·b·H(y) (receiver's order, or
-/// shuffled for cardinality).
+/// Step 2 as one message: a·H(x) sorted, then a·b·H(y) (receiver's order, or sorted
+/// for cardinality).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
-    /// a·H(x) for each of the sender's items, shuffled.
+    /// a·H(x) for each of the sender's items, sorted.
     pub sender: Vec<Encoded>,
     /// a·b·H(y) for each point of the request.
     pub reblinded: Vec<Encoded>,

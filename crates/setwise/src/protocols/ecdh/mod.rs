@@ -10,12 +10,13 @@
 //!
 //! Flow (receiver holds Y with key b, sender holds X with key a):
 //! 1. receiver → sender: b·H(y) for each y, in the receiver's order, chunked;
-//! 2. sender → receiver: a·H(x) for each x, shuffled, chunked; meanwhile the sender
-//!    computes a·b·H(y);
-//! 3. sender → receiver: a·b·H(y) in the receiver's order (`intersection`) or shuffled
+//! 2. sender → receiver: a·H(x) for each x, sorted (the shuffle), chunked; meanwhile
+//!    the sender computes a·b·H(y);
+//! 3. sender → receiver: a·b·H(y) in the receiver's order (`intersection`) or sorted
 //!    (`cardinality`); the receiver computes b·a·H(x) and matches.
 //!
-//! The same steps run without a channel in [`steps`].
+//! The same steps run without a channel in [`steps`], and staged (with keys from a
+//! run seed) in `staged::ecdh`.
 //!
 //! ```
 //! use setwise::net::MemoryChannel;

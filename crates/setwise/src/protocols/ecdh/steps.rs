@@ -22,10 +22,11 @@ use super::item_hasher;
 use super::messages::{Request, Response};
 use crate::crypto::dst::SessionId;
 use crate::crypto::ristretto::{Encoded, SecretScalar};
-use crate::crypto::rng::{fill_os, shuffle};
+use crate::crypto::rng::fill_os;
 use crate::error::{Deviation, Error, Result};
 use crate::protocols::{Meter, Operation, Outcome};
 use crate::wire::{Reader, WireError, Writer};
+use rayon::prelude::*;
 use std::collections::HashSet;
 use zeroize::Zeroizing;
 
@@ -47,11 +48,19 @@ pub struct SenderState {
 impl SenderState {
     /// A fresh key for `op` in `session`.
     pub fn new(session: SessionId, op: Operation) -> Result<Self> {
-        check_operation(op)?;
-        Ok(Self { session, op, key: SecretScalar::random() })
+        Self::with_key(session, op, SecretScalar::random())
     }
 
-    /// Step 2a: a·H(x) for each own item, shuffled.
+    /// The state with a given key (a staged run derives its keys from its seed, so that
+    /// a stage run again sends the same bytes).
+    pub fn with_key(session: SessionId, op: Operation, key: SecretScalar) -> Result<Self> {
+        check_operation(op)?;
+        Ok(Self { session, op, key })
+    }
+
+    /// Step 2a: a·H(x) for each own item, sorted (the sorted order of pseudorandom
+    /// points is a function of the set, whatever the input order: a shuffle that needs
+    /// no randomness, so a staged stage run again writes the same bytes).
     pub fn blind_own<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<Encoded> {
         self.blind_own_metered(items, &Meter::default())
     }
@@ -60,17 +69,18 @@ impl SenderState {
     pub fn blind_own_metered<I: AsRef<[u8]> + Sync>(&self, items: &[I], meter: &Meter) -> Vec<Encoded> {
         let hasher = item_hasher(self.session);
         let mut own = meter.map_pieces(items, |piece| self.key.hash_and_mul(&hasher, piece));
-        shuffle(&mut own);
+        own.par_sort_unstable();
         own
     }
 
-    /// Step 2b: a·(b·H(y)) for each of the receiver's points, in its order, or shuffled
-    /// when only the cardinality may be learned. An invalid point is named by index.
+    /// Step 2b: a·(b·H(y)) for each of the receiver's points, in its order, or sorted
+    /// (as [`blind_own`](Self::blind_own)) when only the cardinality may be learned. An
+    /// invalid point is named by index.
     pub fn reblind(&self, blinded: &[Encoded]) -> Result<Vec<Encoded>> {
         let mut out =
             self.key.mul_encoded(blinded).map_err(|index| Error::InvalidPoint { what: "ReceiverBlinded", index })?;
         if self.op == Operation::Cardinality {
-            shuffle(&mut out);
+            out.par_sort_unstable();
         }
         Ok(out)
     }
@@ -93,8 +103,13 @@ const STATE_BYTES: usize = 2 + 32 + 8 + 32;
 impl ReceiverState {
     /// A fresh key for `op` in `session`, for `items` items.
     pub fn new(session: SessionId, op: Operation, items: usize) -> Result<Self> {
+        Self::with_key(session, op, items, SecretScalar::random())
+    }
+
+    /// The state with a given key ([`SenderState::with_key`] says why).
+    pub fn with_key(session: SessionId, op: Operation, items: usize, key: SecretScalar) -> Result<Self> {
         check_operation(op)?;
-        Ok(Self { session, op, items, key: SecretScalar::random() })
+        Ok(Self { session, op, items, key })
     }
 
     /// The number of own items the state was made for (the response's re-blinded count).
@@ -105,6 +120,12 @@ impl ReceiverState {
     /// Step 1: b·H(y) for each item (call it on consecutive chunks, in order).
     pub fn blind<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<Encoded> {
         self.key.hash_and_mul(&item_hasher(self.session), items)
+    }
+
+    /// Step 3: b·(a·H(x)) for each of the sender's points in `chunk`, which starts at its
+    /// item `offset` (an invalid point is named by its index among all).
+    pub fn reblind_sender(&self, offset: usize, chunk: &[Encoded]) -> Result<Vec<Encoded>> {
+        self.key.mul_encoded(chunk).map_err(|i| Error::InvalidPoint { what: "SenderBlinded", index: offset + i })
     }
 
     /// Step 3 begins: a matcher that takes the sender's `sender_size` blinded items, then
@@ -163,11 +184,7 @@ pub struct Matcher<'a> {
 impl Matcher<'_> {
     /// Takes a chunk of the sender's a·H(x) that starts at item `offset`.
     pub fn add_sender(&mut self, offset: usize, chunk: &[Encoded]) -> Result<()> {
-        let doubled = self
-            .state
-            .key
-            .mul_encoded(chunk)
-            .map_err(|i| Error::InvalidPoint { what: "SenderBlinded", index: offset + i })?;
+        let doubled = self.state.reblind_sender(offset, chunk)?;
         self.received += chunk.len();
         self.sender.extend(doubled);
         Ok(())

@@ -7,7 +7,8 @@
 //! Keys: the receiver has one exponent b for the run, the sender one exponent a_i per
 //! bucket i, all derived from the party's [`RunSeed`] and the session, so a retried task
 //! computes the same values. H is ecdh's own hash to ristretto255 in the run's session
-//! ([`item_hasher`]), so the points are those of a single-machine run.
+//! ([`item_hasher`](crate::protocols::ecdh::item_hasher)), so the points are those of a
+//! single-machine run.
 //!
 //! | stage | who | computes | message |
 //! |---|---|---|---|

@@ -304,6 +304,9 @@ fn mqrpmt_sum_union_and_private_id_run_staged_and_equal_the_plain_computation() 
     assert_eq!(text(&ro.stdout), format!("{}\n", common.len()));
     let want = format!("{{\"cardinality\":{},\"sum\":\"{want_sum}\"}}\n", common.len());
     assert_eq!(text(&so.stdout), want, "{}", text(&so.stderr));
+    // Asked again, each party prints what it learned again and runs nothing.
+    assert_eq!(text(&r.next_ok("nothing to do").stdout), format!("{}\n", common.len()));
+    assert_eq!(text(&s.next_ok("nothing to do").stdout), want);
     // The single-machine CLI prints the same.
     let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let common_args = ["--protocol", "mqrpmt", "--op", "sum", "--key", "email"];

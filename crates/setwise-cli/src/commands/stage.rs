@@ -305,11 +305,12 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
 fn report_finished<I: AsRef<[u8]> + Sync>(r: &Runner<'_, I>, role: Role, run_id: &str) -> Result<(), Failure> {
     match r.result()? {
         Some(res) => {
-            if res.operation == Operation::Cardinality.name() {
-                println!("{}", res.size);
-            }
-            if let Some(sum) = &res.sum {
-                println!("{}", serde_json::json!({ "cardinality": res.size, "sum": sum }));
+            // What the finish printed: the count, or the sum's holder its count and sum.
+            let counted = [Operation::Cardinality.name(), Operation::Sum.name()].contains(&res.operation.as_str());
+            match &res.sum {
+                Some(sum) => println!("{}", serde_json::json!({ "cardinality": res.size, "sum": sum })),
+                None if counted => println!("{}", res.size),
+                None => {}
             }
             eprintln!("setwise {run_id}: the run is finished ({} {}); nothing to do", res.operation, res.size);
         }

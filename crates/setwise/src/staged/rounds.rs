@@ -13,11 +13,11 @@ use super::replay::BucketInput;
 use super::replay::MAX_STAGES;
 use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
-use super::store::{Marker, PartId, PartInfo};
+use super::store::{Marker, PartId, PartInfo, Workdir};
 use super::work::{Done, Learned, PartRef, Task, Worker, keep, read_ids, read_rows};
 use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
-use crate::protocols::Outcome;
+use crate::protocols::{Operation, Outcome, Role};
 use crate::session::Job;
 use serde::{Deserialize, Serialize};
 
@@ -28,12 +28,14 @@ struct ReplayState {
     /// Per bucket, the stage in which its role ended.
     ended: Vec<Option<u8>>,
     /// Per bucket, the kind of outcome it ended with.
+    #[serde(default)]
     learned: Vec<Learned>,
     /// Intersection: per bucket, the indices (into the whole input) it matched.
     matches: Vec<Vec<u64>>,
     /// Per bucket, the count it learned ([`Done::count`]).
     counts: Vec<u64>,
     /// Sum: per bucket, the sum of the own values over its intersection.
+    #[serde(default)]
     sums: Vec<u128>,
 }
 
@@ -46,6 +48,22 @@ impl ReplayState {
             counts: vec![0; buckets],
             sums: vec![0; buckets],
         }
+    }
+
+    /// A state written before buckets kept the kind of what they learned (when staged
+    /// runs were intersection and cardinality, and only the receiver learned), filled in
+    /// as those runs learned, so a run in flight resumes after an upgrade.
+    fn upgrade(&mut self, op: Operation, role: Role) {
+        if !self.learned.is_empty() || !self.sums.is_empty() {
+            return;
+        }
+        let kind = match (role, op) {
+            (Role::Receiver, Operation::Intersection) => Learned::Intersection,
+            (Role::Receiver, Operation::Cardinality) => Learned::Cardinality,
+            _ => Learned::Nothing,
+        };
+        self.learned = self.ended.iter().map(|e| if e.is_some() { kind } else { Learned::Nothing }).collect();
+        self.sums = vec![0; self.ended.len()];
     }
 
     /// Whether it is a state of `buckets` buckets.
@@ -206,6 +224,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
             _ => 0,
         };
         let mut state: ReplayState = self.workdir.read_json("replay.json")?.unwrap_or_else(|| ReplayState::new(b));
+        state.upgrade(plan.operation, self.role);
         if !state.fits(b) {
             return Err(Error::Usage("replay.json does not match the run's buckets: the workdir was changed".into()));
         }
@@ -349,11 +368,7 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
                 Some(Outcome::Intersection(all))
             }
             Learned::Union if here => {
-                let mut rows = Vec::new();
-                for i in 0..plan.buckets {
-                    rows.extend(read_rows(&self.workdir, i)?);
-                }
-                Some(Outcome::Union(rows))
+                Some(Outcome::Union(union_rows(&self.workdir, plan).map_err(self.at_stage(k, ""))?))
             }
             Learned::Ids if here => Some(self.private_ids(plan)?),
             Learned::Intersection | Learned::Union | Learned::Ids => None,
@@ -384,6 +399,22 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
         union.sort_unstable();
         Ok(Outcome::PrivateIds { own, union })
     }
+}
+
+/// The peer's rows of every bucket's union, as kept in `workdir`. Each bucket's protocol
+/// keeps its rows apart from the own items of that bucket only, so a row of another
+/// bucket is refused: through it a peer that deviates could repeat an own item.
+fn union_rows(workdir: &Workdir, plan: &Plan) -> Result<Vec<Vec<u8>>> {
+    let mut rows = Vec::new();
+    for i in 0..plan.buckets {
+        let got = read_rows(workdir, i)?;
+        if let Some(index) = got.iter().position(|r| plan.bucket_of(r) != i) {
+            let why = format!("bucket {i}: union row {index} is of bucket {}", plan.bucket_of(&got[index]));
+            return Err(Deviation::StagedMessage { why }.into());
+        }
+        rows.extend(got);
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -524,6 +555,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_replay_state_of_the_version_before_is_read_as_it_learned() {
+        let old = r#"{"ended":[3,null],"matches":[[4,9],[]],"counts":[2,0]}"#;
+        let mut r: super::ReplayState = serde_json::from_str(old).unwrap();
+        r.upgrade(Operation::Intersection, Role::Receiver);
+        assert!(r.fits(2));
+        assert_eq!(r.learned, [super::Learned::Intersection, super::Learned::Nothing]);
+        let mut s: super::ReplayState = serde_json::from_str(old).unwrap();
+        s.upgrade(Operation::Intersection, Role::Sender);
+        assert_eq!(s.learned, [super::Learned::Nothing; 2]);
+        let big = super::ReplayState { sums: vec![u128::MAX, 1], ..super::ReplayState::new(2) };
+        let back: super::ReplayState = serde_json::from_str(&serde_json::to_string(&big).unwrap()).unwrap();
+        assert_eq!(back.sums, big.sums, "sums beyond 2^64 survive JSON");
+    }
+
+    #[test]
+    fn a_union_row_of_another_bucket_is_refused() {
+        use crate::staged::RunSeed;
+        use crate::staged::store::Workdir;
+        use crate::staged::work::{Done, keep};
+        let settings =
+            Settings { buckets: Buckets::Fixed(4), ..Settings::new("t", Protocol::Mqrpmt, Operation::Union) };
+        let (a, b) = (RunSeed::from_bytes([1; 32]), RunSeed::from_bytes([2; 32]));
+        let (ha, hb) = (settings.hello(Role::Receiver, 9, &a), settings.hello(Role::Sender, 9, &b));
+        let plan = crate::staged::plan::Plan::agree(&settings, &ha, &hb).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let w = Workdir::create(dir.path()).unwrap();
+        let rows: Vec<Vec<u8>> = (0..40).map(|i| format!("row-{i}").into_bytes()).collect();
+        let keep_rows = |bucket: u32, rows: Vec<Vec<u8>>| {
+            let part = crate::staged::store::PartInfo { items: 0, bytes: 0, digest: String::new() };
+            keep(&w, &Done::new(bucket, part, Some(Outcome::Union(rows))).unwrap()).unwrap();
+        };
+        for i in 0..4 {
+            keep_rows(i, rows.iter().filter(|r| plan.bucket_of(r) == i).cloned().collect());
+        }
+        let mut got = super::union_rows(&w, &plan).unwrap();
+        got.sort();
+        let mut want = rows.clone();
+        want.sort();
+        assert_eq!(got, want);
+        let stray = rows.iter().find(|r| plan.bucket_of(r) != 0).unwrap().clone();
+        keep_rows(0, vec![stray]);
+        let e = super::union_rows(&w, &plan).unwrap_err().to_string();
+        assert!(e.contains("bucket 0: union row 0 is of bucket"), "{e}");
     }
 
     #[test]

@@ -128,7 +128,7 @@ pub struct Done {
 impl Done {
     /// The stage's record of bucket `bucket` from its part and, if the role ended, its
     /// outcome.
-    fn new(bucket: u32, part: PartInfo, outcome: Option<Outcome>) -> Result<Self> {
+    pub(super) fn new(bucket: u32, part: PartInfo, outcome: Option<Outcome>) -> Result<Self> {
         let mut d = Done {
             bucket,
             part,
@@ -360,34 +360,35 @@ fn ids_name(bucket: u32) -> String {
 const MAX_KEPT_BYTES: u64 = 1 << 36;
 
 /// Keeps what `done`'s role learned beyond counts ([`Kept`]) in the workdir; called
-/// before its done file is written, so no outcome is lost.
+/// before its done file is written, so no outcome is lost. Rows are kept as frames
+/// after their count; IDs as both counts, then the IDs (a bucket's IDs may exceed a
+/// frame).
 pub fn keep(workdir: &Workdir, done: &Done) -> Result<()> {
-    let (name, frames) = match &done.kept {
-        None => return Ok(()),
-        Some(Kept::Rows(rows)) => (rows_name(done.bucket), encode_frames(rows)),
-        Some(Kept::Ids(ids)) => (ids_name(done.bucket), encode_frames(&[ids.own.concat(), ids.union.concat()])),
-    };
-    let count = match &done.kept {
-        Some(Kept::Rows(rows)) => rows.len() as u64,
-        _ => 2,
-    };
-    let mut bytes = count.to_le_bytes().to_vec();
-    bytes.extend(frames);
-    workdir.write_bytes(&name, &bytes)
-}
-
-/// The frames of a kept file (None if there is none).
-fn read_kept(workdir: &Workdir, name: &str) -> Result<Option<Vec<Vec<u8>>>> {
-    let damaged = |why: String| Error::damaged(&workdir.root().join(name), why);
-    let Some(bytes) = workdir.read_bytes(name, MAX_KEPT_BYTES)? else { return Ok(None) };
-    let (count, body) = bytes.split_at_checked(8).ok_or_else(|| damaged("truncated".into()))?;
-    let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
-    decode_frames(body, count).map(Some).map_err(|e| damaged(e.to_string()))
+    match &done.kept {
+        None => Ok(()),
+        Some(Kept::Rows(rows)) => {
+            let mut bytes = (rows.len() as u64).to_le_bytes().to_vec();
+            bytes.extend(encode_frames(rows));
+            workdir.write_bytes(&rows_name(done.bucket), &bytes)
+        }
+        Some(Kept::Ids(ids)) => {
+            let mut bytes = Vec::with_capacity(16 + 32 * (ids.own.len() + ids.union.len()));
+            bytes.extend((ids.own.len() as u64).to_le_bytes());
+            bytes.extend((ids.union.len() as u64).to_le_bytes());
+            ids.own.iter().chain(&ids.union).for_each(|id| bytes.extend_from_slice(id));
+            workdir.write_bytes(&ids_name(done.bucket), &bytes)
+        }
+    }
 }
 
 /// The rows bucket `bucket` kept ([`Kept::Rows`]; empty if there are none).
 pub fn read_rows(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
-    Ok(read_kept(workdir, &rows_name(bucket))?.unwrap_or_default())
+    let name = rows_name(bucket);
+    let damaged = |why: String| Error::damaged(&workdir.root().join(&name), why);
+    let Some(bytes) = workdir.read_bytes(&name, MAX_KEPT_BYTES)? else { return Ok(Vec::new()) };
+    let (count, body) = bytes.split_at_checked(8).ok_or_else(|| damaged("truncated".into()))?;
+    let count = u64::from_le_bytes(count.try_into().expect("8 bytes"));
+    decode_frames(body, count).map_err(|e| damaged(e.to_string()))
 }
 
 /// The private IDs bucket `bucket` kept ([`Kept::Ids`]): one per own item of the
@@ -395,20 +396,19 @@ pub fn read_rows(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
 pub fn read_ids(workdir: &Workdir, bucket: u32, own: usize) -> Result<BucketIds> {
     let name = ids_name(bucket);
     let damaged = |why: &str| Error::damaged(&workdir.root().join(&name), why);
-    let frames = read_kept(workdir, &name)?.ok_or_else(|| damaged("missing"))?;
-    let ids = |blob: &[u8]| -> Result<Vec<[u8; 32]>> {
-        let (chunks, rest) = blob.as_chunks::<32>();
-        if !rest.is_empty() {
-            return Err(damaged("IDs of other than 32 bytes"));
-        }
-        Ok(chunks.to_vec())
-    };
-    let [mine, union] = frames.as_slice() else { return Err(damaged("not two lists of IDs")) };
-    let (mine, union) = (ids(mine)?, ids(union)?);
-    if mine.len() != own {
+    let bytes = workdir.read_bytes(&name, MAX_KEPT_BYTES)?.ok_or_else(|| damaged("missing"))?;
+    let (head, body) = bytes.split_at_checked(16).ok_or_else(|| damaged("truncated"))?;
+    let count = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let (mine, union) = (count(&head[..8]), count(&head[8..]));
+    let (ids, rest) = body.as_chunks::<32>();
+    if !rest.is_empty() || mine.checked_add(union) != Some(ids.len() as u64) {
+        return Err(damaged("not the IDs its counts say"));
+    }
+    if mine != own as u64 {
         return Err(damaged("not one ID per item of the bucket"));
     }
-    Ok(BucketIds { own: mine, union })
+    let (mine, union) = ids.split_at(own);
+    Ok(BucketIds { own: mine.to_vec(), union: union.to_vec() })
 }
 
 fn error_name(stage: u8, bucket: u32) -> String {
@@ -583,6 +583,34 @@ mod tests {
         let got = serve(&w, &mut worker, &items, Duration::from_secs(5), "old", 2).unwrap();
         assert_eq!(got, Served::Superseded);
         assert!(w.read_json::<Done>(&done_name(2, 0)).unwrap().is_none(), "the old one did nothing");
+    }
+
+    #[test]
+    fn private_ids_beyond_a_frame_are_kept_and_read_back_and_damage_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = Workdir::create(dir.path()).unwrap();
+        // More IDs than one 64 MiB frame holds: a bucket of 2^21 items and more.
+        let id = |i: u32| {
+            let mut b = [0u8; 32];
+            b[..4].copy_from_slice(&i.to_le_bytes());
+            b
+        };
+        let own: Vec<[u8; 32]> = (0..(1u32 << 21) + 3).map(id).collect();
+        let union: Vec<[u8; 32]> = (7..20).map(id).collect();
+        let part = PartInfo { items: 0, bytes: 0, digest: String::new() };
+        let outcome = Outcome::PrivateIds { own: own.clone(), union: union.clone() };
+        keep(&w, &Done::new(3, part, Some(outcome)).unwrap()).unwrap();
+        let got = read_ids(&w, 3, own.len()).unwrap();
+        assert!(got.own == own && got.union == union);
+        let e = read_ids(&w, 3, own.len() - 1).unwrap_err().to_string();
+        assert!(e.contains("not one ID per item"), "{e}");
+        let path = dir.path().join(ids_name(3));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.pop();
+        std::fs::write(&path, &bytes).unwrap();
+        let e = read_ids(&w, 3, own.len()).unwrap_err().to_string();
+        assert!(e.contains("not the IDs its counts say") && e.contains("bucket-00003"), "{e}");
+        assert!(read_ids(&w, 4, 0).unwrap_err().to_string().contains("missing"));
     }
 
     #[test]

@@ -291,15 +291,30 @@ class _Rounds:
         )
 
     def result(self, driver: StagedDriver) -> DataFrame | int:
-        import pyarrow as pa
-
-        from .spark import ITEM
-
         size = driver.result_size()
         if size is None:
             raise Error(f"{self.wd}/result.json: missing after the run finished")
         if self.base.op == "cardinality":
             return int(size)
+        matched = self.kept_rows()
+        if self.base.op == "union":
+            from pyspark.sql import functions as F
+
+            # The own distinct keys and the sender's others (each checked by its
+            # worker to be of its bucket, so none repeats an own key).
+            assert self.items is not None
+            both = self.items.select("item").unionByName(matched)
+            return both.select(F.col("item").cast("string").alias(self.base.key))
+        from .spark import ITEM
+
+        rows = self.base.with_item()
+        return rows.join(matched.withColumnRenamed("item", ITEM), ITEM, "left_semi").drop(ITEM)
+
+    def kept_rows(self) -> DataFrame:
+        """The rows the buckets kept (intersection: the own items matched; union: the
+        sender's items outside the own set), read by the executors."""
+        import pyarrow as pa
+
         wd = self.wd
 
         def read(batches: Any) -> Any:
@@ -310,7 +325,7 @@ class _Rounds:
                         names=["item"],
                     )
 
-        # The buckets that matched anything, as the executors kept them.
+        # The buckets that kept any rows.
         folder = os.path.join(self.wd, "rounds", "rows")
         names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
         found = [int(n[len("bucket-") : -len(".bin")]) for n in names if n.startswith("bucket-")]
@@ -322,5 +337,4 @@ class _Rounds:
             n = max(1, min(len(found), spark.sparkContext.defaultParallelism))
             ids = spark.createDataFrame([(b,) for b in found], "bucket long").repartition(n)
             matched = ids.mapInArrow(read, schema)
-        rows = self.base.with_item()
-        return rows.join(matched.withColumnRenamed("item", ITEM), ITEM, "left_semi").drop(ITEM)
+        return matched

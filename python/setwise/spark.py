@@ -901,23 +901,25 @@ def run(
     linger: float = 60.0,
 ) -> DataFrame | int | None:
     """Runs this organisation's side of a staged run. Returns, for the receiver, its
-    matching rows of `df` as a DataFrame (`intersection`) or their number as an int
-    (`cardinality`); None for the sender.
+    matching rows of `df` as a DataFrame (`intersection`), their number as an int
+    (`cardinality`), or X ∪ Y as a DataFrame of one column named `key` (`union`: the own
+    distinct keys and the sender's others); None for the sender.
 
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
     - `role`: ``"receiver"`` (learns the matching rows) or ``"sender"``.
     - `protocol`: ``"ecdh"`` (its own stages: the exchange may be on any storage Spark
       writes), or one the runner replays (``"vole"``: intersection; ``"mqrpmt"``:
-      intersection, cardinality; ``"compact"``: intersection), as ``setwise stage`` runs
-      them. These run in one Spark job whose tasks keep each bucket's role alive between
-      stages; the exchange and the workdir must then be paths every executor mounts at
-      the same place.
+      intersection, cardinality, union; ``"compact"``: intersection), as ``setwise
+      stage`` runs them. These run in one Spark job whose tasks keep each bucket's role
+      alive between stages; the exchange and the workdir must then be paths every
+      executor mounts at the same place.
     - `exchange`: the location both organisations read and write (one per run), any
       path Spark can write (``file:``, ``hdfs:``, ``s3a:``, ``gs:``).
     - `workdir`: this organisation's private location for the run (seed, journal, result).
-    - `operation`: ``"intersection"`` or ``"cardinality"`` (the sender mixes its messages
-      across parts, so the receiver learns only the total).
+    - `operation`: ``"intersection"``, ``"cardinality"`` (with ecdh the sender mixes its
+      messages across parts, so the receiver learns only the total; replayed, the
+      receiver learns each bucket's count) or ``"union"`` (mqrpmt).
     - `run_id`: the id both operators agreed (default: the exchange's last path element).
     - `buckets`: ``"auto"`` or a number, the same on both sides.
     - `exchange_key` (required): the key both operators hold, 64 hexadecimal digits (a

@@ -439,6 +439,25 @@ def test_mqrpmt_cardinality_on_spark_counts_the_plain_intersection(tmp_path: Pat
     assert want > 1_000
 
 
+def test_mqrpmt_union_on_spark_is_the_plain_union(tmp_path: Path) -> None:
+    sx, rx = rows("s", 0, 3_000), rows("r", 2_000, 3_000)
+    s_pq, _ = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    ex, out = tmp_path / "mq-u", tmp_path / "r-out"
+    paths = {
+        "receiver": (uri(ex), uri(tmp_path / "rw"), uri(out)),
+        "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
+    }
+    r, s = (
+        party(who, data, paths[who], tmp_path / f"{who}.log", "union", protocol="mqrpmt")
+        for who, data in (("receiver", r_pq), ("sender", s_pq))
+    )
+    wait_all({"s": s, "r": r}, tmp_path)
+    got = pq.read_table(out).column("email").to_pylist()
+    want = {k for _, k in sx if k} | {k for _, k in rx if k}
+    assert len(got) == len(want) and set(got) == want
+
+
 def test_a_replayed_protocol_needs_paths_the_executors_share(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([("a",)], "email string")
     with pytest.raises(setwise.InputError, match="a filesystem every executor mounts"):

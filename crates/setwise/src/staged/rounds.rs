@@ -401,18 +401,12 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
     }
 }
 
-/// The peer's rows of every bucket's union, as kept in `workdir`. Each bucket's protocol
-/// keeps its rows apart from the own items of that bucket only, so a row of another
-/// bucket is refused: through it a peer that deviates could repeat an own item.
+/// The peer's rows of every bucket's union, as kept in `workdir` (each bucket's
+/// checked by its worker: [`super::work::check_union_rows`]).
 fn union_rows(workdir: &Workdir, plan: &Plan) -> Result<Vec<Vec<u8>>> {
     let mut rows = Vec::new();
     for i in 0..plan.buckets {
-        let got = read_rows(workdir, i)?;
-        if let Some(index) = got.iter().position(|r| plan.bucket_of(r) != i) {
-            let why = format!("bucket {i}: union row {index} is of bucket {}", plan.bucket_of(&got[index]));
-            return Err(Deviation::StagedMessage { why }.into());
-        }
-        rows.extend(got);
+        rows.extend(read_rows(workdir, i)?);
     }
     Ok(rows)
 }
@@ -575,32 +569,19 @@ mod tests {
     #[test]
     fn a_union_row_of_another_bucket_is_refused() {
         use crate::staged::RunSeed;
-        use crate::staged::store::Workdir;
-        use crate::staged::work::{Done, keep};
+        use crate::staged::work::check_union_rows;
         let settings =
             Settings { buckets: Buckets::Fixed(4), ..Settings::new("t", Protocol::Mqrpmt, Operation::Union) };
         let (a, b) = (RunSeed::from_bytes([1; 32]), RunSeed::from_bytes([2; 32]));
         let (ha, hb) = (settings.hello(Role::Receiver, 9, &a), settings.hello(Role::Sender, 9, &b));
         let plan = crate::staged::plan::Plan::agree(&settings, &ha, &hb).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let w = Workdir::create(dir.path()).unwrap();
         let rows: Vec<Vec<u8>> = (0..40).map(|i| format!("row-{i}").into_bytes()).collect();
-        let keep_rows = |bucket: u32, rows: Vec<Vec<u8>>| {
-            let part = crate::staged::store::PartInfo { items: 0, bytes: 0, digest: String::new() };
-            keep(&w, &Done::new(bucket, part, Some(Outcome::Union(rows))).unwrap()).unwrap();
-        };
-        for i in 0..4 {
-            keep_rows(i, rows.iter().filter(|r| plan.bucket_of(r) == i).cloned().collect());
-        }
-        let mut got = super::union_rows(&w, &plan).unwrap();
-        got.sort();
-        let mut want = rows.clone();
-        want.sort();
-        assert_eq!(got, want);
-        let stray = rows.iter().find(|r| plan.bucket_of(r) != 0).unwrap().clone();
-        keep_rows(0, vec![stray]);
-        let e = super::union_rows(&w, &plan).unwrap_err().to_string();
-        assert!(e.contains("bucket 0: union row 0 is of bucket"), "{e}");
+        let of = |i: u32| rows.iter().filter(|r| plan.bucket_of(r) == i).cloned().collect::<Vec<_>>();
+        assert!((0..4).all(|i| check_union_rows(&plan, i, &of(i)).is_ok()));
+        let mut stray = of(0);
+        stray.push(of(1)[0].clone());
+        let e = check_union_rows(&plan, 0, &stray).unwrap_err().to_string();
+        assert!(e.contains(&format!("bucket 0: union row {} is of bucket 1", stray.len() - 1)), "{e}");
     }
 
     #[test]

@@ -166,6 +166,19 @@ impl Done {
     }
 }
 
+/// Refuses a union row of bucket `bucket` that is of another bucket: a bucket's run keeps
+/// its rows apart from that bucket's own items only, so through another bucket a peer
+/// that deviates could repeat an own item in the union.
+pub fn check_union_rows(plan: &Plan, bucket: u32, rows: &[Vec<u8>]) -> Result<()> {
+    match rows.iter().position(|r| plan.bucket_of(r) != bucket) {
+        None => Ok(()),
+        Some(index) => {
+            let why = format!("bucket {bucket}: union row {index} is of bucket {}", plan.bucket_of(&rows[index]));
+            Err(Deviation::StagedMessage { why }.into())
+        }
+    }
+}
+
 /// Runs buckets' rounds on their items: the runner's own (in one process), or an
 /// executor's (on a cluster).
 #[derive(Debug)]
@@ -255,7 +268,11 @@ impl Worker {
         if let Some(live) = self.live.get_mut(&bucket) {
             live.written = Some((k, part.digest.clone()));
         }
-        Done::new(bucket, part, run.outcome).map_err(self.at(k, format!("bucket {bucket}")))
+        let done = Done::new(bucket, part, run.outcome)?;
+        if let (Learned::Union, Some(Kept::Rows(rows))) = (done.learned, &done.kept) {
+            check_union_rows(&self.plan, bucket, rows).map_err(self.at(k, ""))?;
+        }
+        Ok(done)
     }
 
     /// The frames of the part `r` of `from` in `bucket`, read and checked against its

@@ -19,10 +19,11 @@ import os
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ._setwise import (
     Error,
+    InputError,
     NetworkError,
     StagedDriver,
     StagedWorker,
@@ -52,10 +53,18 @@ def task_keys(spark: SparkSession, groups: int) -> list[int]:
     return [first[j] for j in range(groups)]
 
 
-def _served_input() -> Any:
+class SumResult(NamedTuple):
+    """`sum`, for the value holder: |X ∩ Y| and the sum of its values over X ∩ Y."""
+
+    cardinality: int
+    sum: int
+
+
+def _served_input(valued: bool) -> Any:
     import pyarrow as pa
 
-    return pa.schema([("item", pa.binary()), ("part", pa.int32())])
+    cols = [("item", pa.binary()), ("part", pa.int32())]
+    return pa.schema(cols + ([("value", pa.int64())] if valued else []))
 
 
 def _path(p: str) -> str:
@@ -85,8 +94,12 @@ class _Job(threading.Thread):
 class _Rounds:
     """One party's replayed staged run on Spark, driven by the native runner."""
 
-    def __init__(self, base: _Run, protocol: str, linger: float) -> None:
+    def __init__(
+        self, base: _Run, protocol: str, linger: float, value: tuple[str, int] | None = None
+    ) -> None:
         self.base, self.protocol, self.linger = base, protocol, linger
+        # `sum`, the value holder: the value column and the bound of every value.
+        self.value = value
         self.ex, self.wd = _path(base.ex), _path(base.wd)
         self.job: _Job | None = None
         self.items: DataFrame | None = None
@@ -118,7 +131,9 @@ class _Rounds:
 
         spec = self.worker(session)
         keys = pa.array(tasks or [0], pa.int64())
-        schema = "item binary, part int" + (", task long" if tasks else "")
+        valued = self.value is not None
+        schema = "item binary, part int" + (", value long" if valued else "")
+        schema += ", task long" if tasks else ""
 
         def add(batches: Any) -> Any:
             for rb in batches:
@@ -126,6 +141,9 @@ class _Rounds:
                 buf = pa.py_buffer(spec.bucket_of(col))
                 b = pa.Array.from_buffers(pa.int32(), len(col), [None, buf])
                 cols, names = [col, b], ["item", "part"]
+                if valued:
+                    cols.append(rb.column(1))
+                    names.append("value")
                 if tasks:
                     cols.append(pc.take(keys, pa.array(b.to_numpy() % len(keys))))
                     names.append("task")
@@ -190,6 +208,8 @@ class _Rounds:
         groups = max(1, min(n, int(sc.defaultParallelism)))
         linger = self.linger
         keys = self.task_keys(groups)
+        bound = None if self.value is None else self.value[1]
+        valued = bound is not None
 
         def serve(batches: Any) -> Any:
             from pyspark import TaskContext
@@ -200,19 +220,22 @@ class _Rounds:
             context = TaskContext.get()
             assert context is not None
             task = context.partitionId()
-            t = pa.Table.from_batches(list(batches), schema=_served_input())
+            t = pa.Table.from_batches(list(batches), schema=_served_input(valued))
             t = t.filter(pc.greater_equal(t.column("part"), 0))
             items = t.column("item").combine_chunks()
             parts = t.column("part").combine_chunks()
-            outcome = spec.serve(items, parts, task, groups, linger, stage)
+            values = t.column("value").combine_chunks() if valued else None
+            outcome = spec.serve(items, parts, task, groups, linger, stage, values, bound)
             yield pa.RecordBatch.from_arrays([pa.array([outcome])], names=["served"])
 
         spark = self.base.spark
+        cols = ["item", "part"] + (["value"] if valued else [])
         present = spark.createDataFrame(
-            [(b"", -1, k) for k in keys], "item binary, part int, task long"
+            [(b"", -1, *([0] if valued else []), k) for k in keys],
+            ", ".join(f"{c} {t}" for c, t in zip(cols, ["binary", "int", "long"])) + ", task long",
         )
         shuffled = self.bucketed(session, keys).unionByName(present).repartition(groups, "task")
-        served = shuffled.select("item", "part").mapInArrow(serve, "served string")
+        served = shuffled.select(*cols).mapInArrow(serve, "served string")
         self.job = _Job(served.collect, self.group, sc)
         self.job.start()
         log.info(
@@ -225,12 +248,52 @@ class _Rounds:
 
     # --- the run ----------------------------------------------------------------------
 
-    def go(self) -> DataFrame | int | None:
+    def own_items(self) -> DataFrame:
+        """The distinct items and, for the value holder of `sum`, each one's value (the
+        rows of one key add up, as the CLI adds them), checked against the bound."""
         b = self.base
-        items = b.items().persist()
+        if self.value is None:
+            return b.items()
+        from pyspark.sql import functions as F
+
+        column, bound = self.value
+        if column not in b.df.columns:
+            raise InputError(f"value column '{column}' is not in the DataFrame ({b.df.columns})")
+        item = F.col(b.key).cast("string").cast("binary")
+        rows = b.df.select(item.alias("item"), F.col(column).cast("long").alias("value"))
+        rows = rows.where(F.col("item").isNotNull() & (F.length("item") > 0))
+        bad = rows.where(F.col("value").isNull() | (F.col("value") < 0)).limit(1).collect()
+        if bad:
+            raise InputError(
+                f"value column '{column}': a row whose value is not a non-negative integer"
+            )
+        summed = rows.groupBy("item").agg(F.sum("value").alias("value"))
+        over = summed.where(F.col("value") > bound).limit(1).collect()
+        if over:
+            raise InputError(
+                f"item {bytes(over[0]['item']).decode(errors='replace')!r} has the value "
+                f"{over[0]['value']}, above value_bound {bound}"
+            )
+        return summed
+
+    def fingerprint(self, items: DataFrame) -> tuple[int, str]:
+        """The size and fingerprint of the items (and their values, so a run resumed on
+        other values is refused at once)."""
+        if self.value is None:
+            return self.base.fingerprint(items)
+        from pyspark.sql import functions as F
+
+        with_value = F.concat(
+            F.col("item"), F.lit(bytearray(b"\0")), F.col("value").cast("string").cast("binary")
+        )
+        return self.base.fingerprint(items.select(with_value.alias("item")))
+
+    def go(self) -> DataFrame | int | SumResult | None:
+        b = self.base
+        items = self.own_items().persist()
         self.items = items
         try:
-            self.size, fingerprint = b.fingerprint(items)
+            self.size, fingerprint = self.fingerprint(items)
             driver = StagedDriver(
                 *self.settings(),
                 self.ex,
@@ -241,7 +304,8 @@ class _Rounds:
                 self,
             )
             self.steps(driver)
-            return self.result(driver) if b.role == "receiver" else None
+            learns = b.role == "receiver" or self.value is not None
+            return self.result(driver) if learns else None
         finally:
             if self.job is not None and self.job.is_alive():
                 b.spark.sparkContext.cancelJobGroup(self.group)
@@ -290,11 +354,14 @@ class _Rounds:
             time.monotonic() - started,
         )
 
-    def result(self, driver: StagedDriver) -> DataFrame | int:
+    def result(self, driver: StagedDriver) -> DataFrame | int | SumResult:
         size = driver.result_size()
         if size is None:
             raise Error(f"{self.wd}/result.json: missing after the run finished")
-        if self.base.op == "cardinality":
+        total = driver.result_sum()
+        if total is not None:
+            return SumResult(int(size), int(total))
+        if self.base.op in ("cardinality", "sum"):
             return int(size)
         matched = self.kept_rows()
         if self.base.op == "union":

@@ -50,11 +50,12 @@ from ._setwise import (
     staged_split_values,
     staged_write_local,
 )
+from ._spark_rounds import SumResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["new_exchange_key", "run"]
+__all__ = ["SumResult", "new_exchange_key", "run"]
 
 log = logging.getLogger("setwise.spark")
 
@@ -899,11 +900,15 @@ def run(
     timeout: float = 86_400.0,
     poll: float = 2.0,
     linger: float = 60.0,
-) -> DataFrame | int | None:
+    value: str | None = None,
+    value_bound: int = 2**32 - 1,
+) -> DataFrame | int | SumResult | None:
     """Runs this organisation's side of a staged run. Returns, for the receiver, its
     matching rows of `df` as a DataFrame (`intersection`), their number as an int
-    (`cardinality`), or X ∪ Y as a DataFrame of one column named `key` (`union`: the own
-    distinct keys and the sender's others); None for the sender.
+    (`cardinality`, and `sum`), or X ∪ Y as a DataFrame of one column named `key`
+    (`union`: the own distinct keys and the sender's others); for the sender of `sum`
+    a :class:`SumResult` (the cardinality and the sum of its values over X ∩ Y); None for
+    the sender of the others.
 
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
@@ -919,7 +924,10 @@ def run(
     - `workdir`: this organisation's private location for the run (seed, journal, result).
     - `operation`: ``"intersection"``, ``"cardinality"`` (with ecdh the sender mixes its
       messages across parts, so the receiver learns only the total; replayed, the
-      receiver learns each bucket's count) or ``"union"`` (mqrpmt).
+      receiver learns each bucket's count), ``"sum"`` or ``"union"`` (mqrpmt).
+    - `value` (the sender of ``"sum"``): the column of each row's value, a non-negative
+      integer (rows of one key add up); `value_bound`: the bound of every item's value
+      (it fixes each bucket's sum modulus).
     - `run_id`: the id both operators agreed (default: the exchange's last path element).
     - `buckets`: ``"auto"`` or a number, the same on both sides.
     - `exchange_key` (required): the key both operators hold, 64 hexadecimal digits (a
@@ -943,6 +951,11 @@ def run(
         raise InputError(f"role '{role}': receiver or sender")
     if protocol == "ecdh" and operation not in ("intersection", "cardinality"):
         raise InputError(f"operation {operation}: staged ecdh runs intersection or cardinality")
+    holder = operation == "sum" and role == "sender"
+    if holder and value is None:
+        raise InputError("the sender of sum holds the values: give value=COLUMN")
+    if value is not None and not holder:
+        raise InputError(f"value= is for the sender of sum, not the {role} of {operation}")
     if not exchange or not workdir:
         raise InputError("exchange= and workdir= are both needed (and must differ)")
     if exchange.rstrip("/") == workdir.rstrip("/"):
@@ -977,4 +990,4 @@ def run(
         return base.go()
     from ._spark_rounds import _Rounds
 
-    return _Rounds(base, protocol, linger).go()
+    return _Rounds(base, protocol, linger, None if value is None else (value, value_bound)).go()

@@ -7,8 +7,8 @@
 
 use crate::errors::{NetworkError, PeerError, input_error, to_py};
 use crate::keys::import_arrow;
-use crate::staged::{parse_key, role, settings_for, values};
-use arrow_array::{Array, Int32Array};
+use crate::staged::{parse_key, role, settings_for, values as values_of};
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCFunction, PyTuple};
 use setwise::error::{Error, ErrorKind};
@@ -75,6 +75,25 @@ impl Remote for PyRemote {
         work::collect(&self.workdir, stage, tasks)?
             .ok_or_else(|| Error::Usage(format!("stage {stage}: the executors stopped before every bucket was done")))
     }
+}
+
+/// `sum`'s values as the executors get them: an `int64` array, one value in `0..=bound`
+/// per item.
+fn sum_values(array: &ArrayRef, items: usize, bound: u64) -> PyResult<Vec<u64>> {
+    let a = array
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .filter(|a| a.null_count() == 0 && a.len() == items)
+        .ok_or_else(|| input_error("values: an int64 array without nulls, one per item"))?;
+    a.values()
+        .iter()
+        .map(|&v| {
+            u64::try_from(v)
+                .ok()
+                .filter(|&v| v <= bound)
+                .ok_or_else(|| input_error(format!("value {v}: not in 0..={bound} (the value bound)")))
+        })
+        .collect()
 }
 
 fn local(path: &str, what: &str) -> PyResult<PathBuf> {
@@ -146,10 +165,16 @@ impl StagedDriver {
         self.runner.stage_label(n)
     }
 
-    /// The receiver's result size once it finished (the cardinality, or the number of
-    /// matched items), else None.
+    /// The result size once the party finished (the cardinality, or the number of
+    /// matched items or union rows), else None.
     fn result_size(&self) -> PyResult<Option<u64>> {
         Ok(self.runner.result().map_err(to_py)?.map(|r| r.size))
+    }
+
+    /// `sum`, the value holder once it finished: the sum of its values over X ∩ Y, in
+    /// decimal; else None.
+    fn result_sum(&self) -> PyResult<Option<String>> {
+        Ok(self.runner.result().map_err(to_py)?.and_then(|r| r.sum))
     }
 }
 
@@ -245,7 +270,7 @@ impl StagedWorker {
     /// Each item's bucket, as little-endian `int32` values (bytes), for an Arrow array.
     fn bucket_of<'py>(&self, py: Python<'py>, items: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         let array = import_arrow(items)?;
-        let vals = values(array.as_ref())?;
+        let vals = values_of(array.as_ref())?;
         let plan = self.plan()?;
         let out: Vec<u8> = py.detach(|| vals.iter().flat_map(|v| (plan.bucket_of(v) as i32).to_le_bytes()).collect());
         Ok(PyBytes::new(py, &out))
@@ -256,7 +281,10 @@ impl StagedWorker {
     /// holds with each item's bucket in `parts` (an Arrow `int32` array), from stage
     /// `first` on, until they end (`"ended"`), no task comes for `linger` seconds
     /// (`"lingered"`), or a later driver of the party posts its own (`"superseded"`).
-    #[allow(clippy::too_many_arguments)] // the items, the task's place, the timing
+    /// With `values` (an Arrow `int64` array, one non-negative value per item) and
+    /// `value_bound`, it is the value holder of `sum`.
+    #[pyo3(signature = (items, parts, task, tasks, linger, first, values=None, value_bound=None))]
+    #[allow(clippy::too_many_arguments)] // the items, the task's place, the timing, the values
     fn serve(
         &self,
         py: Python<'_>,
@@ -266,23 +294,32 @@ impl StagedWorker {
         tasks: u32,
         linger: f64,
         first: u8,
+        values: Option<&Bound<'_, PyAny>>,
+        value_bound: Option<u64>,
     ) -> PyResult<&'static str> {
         let (items, parts) = (import_arrow(items)?, import_arrow(parts)?);
-        let vals = values(items.as_ref())?;
+        let vals = values_of(items.as_ref())?;
         let parts = parts
             .as_any()
             .downcast_ref::<Int32Array>()
             .filter(|p| p.null_count() == 0 && p.len() == vals.len())
             .ok_or_else(|| input_error("parts: an int32 array without nulls, one per item"))?;
+        let amounts = match (values, value_bound) {
+            (Some(v), Some(bound)) => Some((sum_values(&import_arrow(v)?, vals.len(), bound)?, bound)),
+            (None, None) => None,
+            _ => return Err(input_error("values and value_bound come together")),
+        };
         let n = self.plan()?.buckets;
         if tasks == 0 || task >= tasks {
             return Err(input_error(format!("task {task} of {tasks}")));
         }
-        let mut buckets: BTreeMap<u32, Vec<&[u8]>> =
+        // Each bucket's items with their positions, to sort the values with them.
+        let mut buckets: BTreeMap<u32, Vec<(&[u8], usize)>> =
             (task..n).step_by(tasks as usize).map(|b| (b, Vec::new())).collect();
-        for (v, &p) in vals.iter().zip(parts.values().iter()) {
+        for (i, (v, &p)) in vals.iter().zip(parts.values().iter()).enumerate() {
             let mine = u32::try_from(p).ok().and_then(|b| buckets.get_mut(&b));
-            mine.ok_or_else(|| input_error(format!("an item of bucket {p} reached task {task} of {tasks}")))?.push(v);
+            mine.ok_or_else(|| input_error(format!("an item of bucket {p} reached task {task} of {tasks}")))?
+                .push((v, i));
         }
         let workdir = self.workdir()?;
         let linger = Duration::try_from_secs_f64(linger).map_err(|e| input_error(format!("linger: {e}")))?;
@@ -293,7 +330,13 @@ impl StagedWorker {
             // A role replays only on the same items in the same order, which Spark's
             // shuffles do not keep.
             buckets.values_mut().for_each(|b| b.sort_unstable());
-            work::serve(&workdir, worker, &buckets, linger, &attempt, first)
+            let items: BTreeMap<u32, Vec<&[u8]>> =
+                buckets.iter().map(|(&b, v)| (b, v.iter().map(|&(x, _)| x).collect())).collect();
+            let sums: Option<BTreeMap<u32, Vec<u64>>> = amounts
+                .as_ref()
+                .map(|(a, _)| buckets.iter().map(|(&b, v)| (b, v.iter().map(|&(_, i)| a[i]).collect())).collect());
+            let values = sums.as_ref().zip(amounts.as_ref().map(|&(_, bound)| bound));
+            work::serve(&workdir, worker, &items, values, linger, &attempt, first)
         });
         match served.map_err(to_py)? {
             Served::Ended => Ok("ended"),

@@ -3,9 +3,10 @@ rows from a Parquet file, runs `setwise.spark.run` in local[2] and writes the
 receiver's matching rows to a Parquet file.
 
     python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] \
-        [OP] [PROTOCOL]
+        [OP] [PROTOCOL] [VALUE_COLUMN]
 
-For cardinality the receiver prints `setwise-spark result: N`. The exchange key is read
+For cardinality (and sum) the receiver prints `setwise-spark result: N`, the sender of sum
+`setwise-spark result: N SUM`. The exchange key is read
 from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or
 written from setwise.spark.new_exchange_key()).
 """
@@ -28,6 +29,8 @@ def main(argv: list[str]) -> int:
     buckets = argv[6] if len(argv) > 6 else "16"
     operation = argv[7] if len(argv) > 7 else "intersection"
     protocol = argv[8] if len(argv) > 8 else "ecdh"
+    # The sender of sum: the column of its values.
+    value = argv[9] if len(argv) > 9 else None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -58,8 +61,11 @@ def main(argv: list[str]) -> int:
         exchange_key=exchange_key,
         timeout=float(os.environ.get("SETWISE_SPARK_TIMEOUT", "600")),
         poll=0.5,
+        value=value,
     )
-    if isinstance(got, int):
+    if isinstance(got, setwise.spark.SumResult):
+        print(f"setwise-spark result: {got.cardinality} {got.sum}", flush=True)
+    elif isinstance(got, int):
         print(f"setwise-spark result: {got}", flush=True)
     elif got is not None and output:
         got.write.mode("overwrite").parquet(output)

@@ -102,6 +102,8 @@ def party(
 ) -> Any:
     ex, work, out = paths
     cmd = [sys.executable, str(PARTY), role, str(data), ex, work, out, str(BUCKETS), op, protocol]
+    if "value" in extra:
+        cmd.append(extra.pop("value"))
     key_file = log.parent / "exchange.key"
     if not key_file.exists():
         key_file.write_text(EXCHANGE_KEY)
@@ -456,6 +458,43 @@ def test_mqrpmt_union_on_spark_is_the_plain_union(tmp_path: Path) -> None:
     got = pq.read_table(out).column("email").to_pylist()
     want = {k for _, k in sx if k} | {k for _, k in rx if k}
     assert len(got) == len(want) and set(got) == want
+
+
+def test_mqrpmt_sum_on_spark_is_the_plain_sum(tmp_path: Path) -> None:
+    sx, rx = rows("s", 0, 3_000), rows("r", 2_000, 3_000)
+    amounts = [(n * 37) % 1000 for n in range(len(sx))]
+    table = pa.table({"id": [r[0] for r in sx], "email": [r[1] for r in sx], "amount": amounts})
+    s_pq = tmp_path / "sender.parquet"
+    pq.write_table(table, s_pq)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    ys = {k for _, k in rx if k}
+    per_key: dict[str, int] = {}
+    for (_, k), v in zip(sx, amounts):
+        if k:
+            per_key[k] = per_key.get(k, 0) + v  # rows of one key add up
+    common = [k for k in per_key if k in ys]
+    ex = tmp_path / "mq-sum"
+    paths = {
+        "receiver": (uri(ex), uri(tmp_path / "rw"), "-"),
+        "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
+    }
+    r = party("receiver", r_pq, paths["receiver"], tmp_path / "r.log", "sum", protocol="mqrpmt")
+    s = party(
+        "sender",
+        s_pq,
+        paths["sender"],
+        tmp_path / "s.log",
+        "sum",
+        protocol="mqrpmt",
+        value="amount",
+    )
+    wait_all({"s": s, "r": r}, tmp_path)
+    r_log = (tmp_path / "r.log").read_text(errors="replace")
+    s_log = (tmp_path / "s.log").read_text(errors="replace")
+    assert f"setwise-spark result: {len(common)}\n" in r_log, r_log[-2000:]
+    want = f"setwise-spark result: {len(common)} {sum(per_key[k] for k in common)}\n"
+    assert want in s_log, s_log[-2000:]
+    assert len(common) > 500
 
 
 def test_a_replayed_protocol_needs_paths_the_executors_share(spark: Any, tmp_path: Path) -> None:

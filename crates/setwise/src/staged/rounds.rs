@@ -776,7 +776,7 @@ mod cluster_tests {
             let (tx, rx) = channel();
             std::thread::spawn(move || {
                 let mut worker = Worker::open(&settings, Role::Receiver, size, &exchange, &workdir, &session).unwrap();
-                let _ = tx.send(serve(&workdir, &mut worker, &items, linger, "test", from));
+                let _ = tx.send(serve(&workdir, &mut worker, &items, None, linger, "test", from));
             });
             rx
         }

@@ -504,15 +504,18 @@ pub enum Served {
 
 /// An executor's part of a cluster run: runs, from stage `from` on, the tasks the runner
 /// posts for the buckets it holds (`items`: each bucket's items in a fixed order), its
-/// roles kept alive between stages, until none of its buckets has a task (each stage's
+/// roles kept alive between stages (with `values`, each bucket's values in the order of
+/// its items, and their bound: the value holder of `sum`), until none of its buckets has a task (each stage's
 /// tasks name every bucket whose role has not ended), no task comes for `linger`, or
 /// another driver than `attempt` posts. What a role learned beyond counts is kept per
 /// bucket when it ends ([`keep`]; the intersection as the matched items, [`read_rows`]).
 /// A failure is also left in an error file, where the runner finds it.
+#[allow(clippy::too_many_arguments)] // the buckets, their values, the timing, the attempt
 pub fn serve<I: AsRef<[u8]> + Sync>(
     workdir: &Workdir,
     worker: &mut Worker,
     items: &BTreeMap<u32, Vec<I>>,
+    values: Option<(&BTreeMap<u32, Vec<u64>>, u64)>,
     linger: Duration,
     attempt: &str,
     from: u8,
@@ -532,7 +535,11 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
                 continue; // done by an earlier attempt at this task
             }
             let own = &items[&t.bucket];
-            let input = BucketInput { items: own.as_slice(), values: None };
+            let values = match values {
+                Some((v, bound)) => Some((v.get(&t.bucket).map_or(&[][..], Vec::as_slice), bound)),
+                None => None,
+            };
+            let input = BucketInput { items: own.as_slice(), values };
             let done = worker.run(t, input).and_then(|mut d| {
                 if d.learned == Learned::Intersection && !d.matches.is_empty() {
                     d.kept = Some(Kept::Rows(d.matches.iter().map(|&p| own[p as usize].as_ref().to_vec()).collect()));
@@ -593,11 +600,11 @@ mod tests {
         let plan = Plan::agree(&settings, &ha, &hb).unwrap();
         let job = Job::new(Protocol::Vole, Operation::Intersection);
         let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, true);
-        let none = serve(&w, &mut worker, &items, Duration::from_millis(20), "old", 2).unwrap();
+        let none = serve(&w, &mut worker, &items, None, Duration::from_millis(20), "old", 2).unwrap();
         assert_eq!(none, Served::Lingered);
         let task = Task { stage: 2, bucket: 0, peer_size: 1, own_size: 1, theirs: vec![], ours: vec![], wait: true };
         post(&w, 2, &[task], "new").unwrap();
-        let got = serve(&w, &mut worker, &items, Duration::from_secs(5), "old", 2).unwrap();
+        let got = serve(&w, &mut worker, &items, None, Duration::from_secs(5), "old", 2).unwrap();
         assert_eq!(got, Served::Superseded);
         assert!(w.read_json::<Done>(&done_name(2, 0)).unwrap().is_none(), "the old one did nothing");
     }

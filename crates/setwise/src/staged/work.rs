@@ -535,10 +535,7 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
                 continue; // done by an earlier attempt at this task
             }
             let own = &items[&t.bucket];
-            let values = match values {
-                Some((v, bound)) => Some((v.get(&t.bucket).map_or(&[][..], Vec::as_slice), bound)),
-                None => None,
-            };
+            let values = values.map(|(v, bound)| (v.get(&t.bucket).map_or(&[][..], Vec::as_slice), bound));
             let input = BucketInput { items: own.as_slice(), values };
             let done = worker.run(t, input).and_then(|mut d| {
                 if d.learned == Learned::Intersection && !d.matches.is_empty() {

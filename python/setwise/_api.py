@@ -12,7 +12,7 @@ from typing import Any, Union, cast
 
 from . import _setwise
 from ._inputs import KeySpec, to_keys
-from ._setwise import Credentials, InputError, Keys
+from ._setwise import DEFAULT_PROTOCOL, Credentials, InputError, Keys
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -201,7 +201,7 @@ def _options(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    rpmt: str = "cwprf",
+    rpmt: str | None = None,
     security: str = "semi-honest",
     last_move: str | None = None,
     connect_timeout: float = 30.0,
@@ -310,7 +310,7 @@ def _run(role: str, protocol: str, op: str, held: dict[str, Any], **options: Any
 
 def receiver(
     items: Any,
-    protocol: str = "ecdh",
+    protocol: str = DEFAULT_PROTOCOL,
     op: str = "intersection",
     *,
     key: KeySpec = None,
@@ -319,7 +319,7 @@ def receiver(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    rpmt: str = "cwprf",
+    rpmt: str | None = None,
     security: str = "semi-honest",
     last_move: str | None = None,
     fingerprint: str | None = None,
@@ -335,7 +335,7 @@ def receiver(
     ``connect="host:port"`` or ``listen="host:port"``. Plain TCP only on loopback unless
     ``insecure_no_tls=True``; otherwise give ``tls``. The options mean what the CLI's
     flags of the same names mean. ``protocol="mqrpmt"``: ``rpmt`` is the membership
-    test's construction, ``"cwprf"`` or ``"poprf"`` (the cheaper one when the sender
+    test's construction, ``"cwprf"`` (``None``) or ``"poprf"`` (the cheaper one when the sender
     holds the larger set), ``last_move`` its last move (``None``: ``"bloom"`` for cwprf,
     ``"shuffle"`` for poprf); both sides must agree. ``security="malicious"`` (both
     sides) refuses a protocol proven only against semi-honest peers and runs ``vole``'s
@@ -369,7 +369,7 @@ def receiver(
 
 def sender(
     items: Any,
-    protocol: str = "ecdh",
+    protocol: str = DEFAULT_PROTOCOL,
     op: str = "intersection",
     *,
     key: KeySpec = None,
@@ -378,7 +378,7 @@ def sender(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    rpmt: str = "cwprf",
+    rpmt: str | None = None,
     security: str = "semi-honest",
     last_move: str | None = None,
     values: Any | None = None,
@@ -439,7 +439,7 @@ def _serve(
 
 def serve(
     items: Any,
-    protocol: str = "ecdh",
+    protocol: str = DEFAULT_PROTOCOL,
     op: str = "intersection",
     *,
     listen: str,
@@ -448,7 +448,7 @@ def serve(
     tls: Tls | None = None,
     insecure_no_tls: bool = False,
     reveal: str = "receiver",
-    rpmt: str = "cwprf",
+    rpmt: str | None = None,
     security: str = "semi-honest",
     last_move: str | None = None,
     values: Any | None = None,

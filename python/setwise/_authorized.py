@@ -87,7 +87,7 @@ class Judge:
             )
         return _serve(
             "judge",
-            "authorized",
+            _setwise.protocol_bringing("judge", "authorize", "judge"),
             "authorize",
             {"judge": self.native},
             log,

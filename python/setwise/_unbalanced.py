@@ -161,7 +161,7 @@ class SenderDb:
         and queries arriving meanwhile wait for the update."""
         return _serve(
             "sender",
-            "unbalanced",
+            _setwise.protocol_bringing("database", "intersection", "sender"),
             "intersection",
             {"db": self.native},
             log,

@@ -52,6 +52,9 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(staged::staged_part_digest, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_split_values, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_count_matches, m)?)?;
+    m.add_function(wrap_pyfunction!(run::protocol_bringing, m)?)?;
+    m.add("DEFAULT_PROTOCOL", setwise::protocols::registry::DEFAULT.name)?;
+    m.add("PROTOCOLS", setwise::protocols::registry::ALL.iter().map(|s| s.name).collect::<Vec<_>>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

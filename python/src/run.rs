@@ -10,10 +10,11 @@ use crate::worker::{Cancel, on_worker};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use setwise::net::{Admission, NetError, ServeConfig, TcpChannel, TcpConfig, TlsOptions, accept_one};
-use setwise::protocols::authorized::{self, Credentials, Mode};
-use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
+use setwise::protocols::Named;
+use setwise::protocols::authorized::Credentials;
+use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::{SenderDb, decode_label};
-use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, served_line};
+use setwise::session::{Input, Job, served_line};
 use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -37,7 +38,7 @@ pub struct Options {
     reveal: String,
     /// `mqrpmt`: the membership test's construction, and its last move (`None`: the
     /// construction's default).
-    rpmt: String,
+    rpmt: Option<String>,
     last_move: Option<String>,
     /// The adversary to withstand (`semi-honest` or `malicious`; both sides agree).
     security: String,
@@ -190,7 +191,9 @@ fn need<'a, T>(what: Option<&'a T>, msg: &str) -> PyResult<&'a T> {
 }
 
 /// The job and what the party brings to it, from the options; checked before any
-/// connection is made.
+/// connection is made. What the party must bring is the protocol's to say
+/// ([`Spec::takes`](setwise::protocols::Spec::takes)); its own options (`rpmt`,
+/// `fingerprint`, `client_id`, …) reach it by name and it refuses those it does not take.
 fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     let protocol: Protocol = parse(&o.protocol)?;
     let operation: Operation = parse(&o.op)?;
@@ -198,86 +201,75 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     let security: Security = parse(&o.security)?;
     let keys = o.keys.as_ref().map(|k| (k.get().store.clone(), k.get().key_columns));
     let with_keys = |msg: &str| need(keys.as_ref(), msg).cloned();
-    if o.values.is_some() && !(operation == Operation::Sum && role == Role::Sender) {
-        return Err(input_error("values= is for the sender of op=\"sum\""));
+    let takes = protocol.spec().takes(operation, role);
+    if o.values.is_some() && takes != Takes::Values {
+        return Err(input_error(format!(
+            "values= is for the sender of op=\"sum\", not the {role} of {protocol} {operation}"
+        )));
     }
-    let (job, held) = match (protocol, operation, role) {
-        (_, Operation::Authorize, Role::Judge) => {
+    let named = Named::none()
+        .with("rpmt", o.rpmt.as_deref())
+        .with("last_move", o.last_move.as_deref())
+        .with("fingerprint", o.fingerprint.as_deref())
+        .with("client_id", o.client_id.as_deref())
+        .with("judge_key", o.judge_key.as_deref());
+    let job = |kc: usize| Job::new(protocol, operation).with_key_columns(kc).with_options(&named).map_err(to_py);
+    let (job, held) = match takes {
+        Takes::Judge => {
             let judge = need(o.judge.as_ref(), "a judge serves with its Judge")?.get();
-            let job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(judge.key_columns);
-            (job, Held::Judge(judge.state.clone()))
+            (Job::judge().with_key_columns(judge.key_columns), Held::Judge(judge.state.clone()))
         }
-        (_, _, Role::Judge) => return Err(input_error("a judge only authorises (op=\"authorize\")")),
-        (Protocol::Authorized | Protocol::Partial, Operation::Authorize, _) => {
-            let (store, kc) = with_keys("authorising needs the items to sign")?;
-            let id = need(o.client_id.as_ref(), "authorising needs client_id=")?;
-            let mode = authorized::Mode::of(protocol).unwrap_or(Mode::Full);
-            (Job::authorize(mode, id.as_bytes()).with_key_columns(kc), Held::Items(store))
-        }
-        (Protocol::Unbalanced, _, Role::Sender) => {
-            let db = need(o.db.as_ref(), "the unbalanced sender serves a SenderDb (see SenderDb.build)")?;
+        Takes::Database => {
+            let db = need(o.db.as_ref(), "this sender serves a SenderDb (see SenderDb.build)")?;
             let db = db.get().db.clone();
             let kc = db.read().unwrap_or_else(|e| e.into_inner()).key_columns();
-            let job = Job::new(Protocol::Unbalanced, operation).with_key_columns(kc).with_reveal(reveal);
-            (job, Held::Database(db))
+            (job(kc)?, Held::Database(db))
         }
-        (Protocol::Unbalanced, _, _) => {
+        Takes::Credentials => {
             let (store, kc) = with_keys("the receiver needs its items")?;
-            let params = ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: o.fingerprint.clone() });
-            let job = Job::new(protocol, operation).with_key_columns(kc).with_reveal(reveal).with_params(params);
-            (job, Held::Items(store))
-        }
-        (Protocol::Authorized | Protocol::Partial, _, Role::Sender) => {
-            let (store, kc) = with_keys("the sender needs its items")?;
-            let hex =
-                need(o.judge_key.as_ref(), "the authorized/partial sender needs judge_key= (the judge's public key)")?;
-            let id = need(o.client_id.as_ref(), "the authorized/partial sender needs client_id= (whom it serves)")?;
-            let pk = authorized::public_key_from_hex(hex).map_err(to_py)?;
-            let job = Job::authorized(protocol, id.as_bytes(), pk).with_key_columns(kc).with_reveal(reveal);
-            (job, Held::Items(store))
-        }
-        (Protocol::Authorized | Protocol::Partial, _, _) => {
-            let (store, kc) = with_keys("the receiver needs its items")?;
-            let c = need(o.credentials.as_ref(), "the authorized/partial receiver needs credentials= (see authorize)")?;
+            let c = need(o.credentials.as_ref(), "this receiver needs credentials= (see authorize)")?;
             let credentials = c.get().credentials.clone();
-            let job = Job::authorized(protocol, &credentials.client_id, credentials.judge_pk)
-                .with_key_columns(kc)
-                .with_reveal(reveal);
+            let job = Job::authorized(protocol, &credentials.client_id, credentials.judge_pk).with_key_columns(kc);
             (job, Held::Credentials { keys: store, credentials })
         }
-        _ => {
+        Takes::Values => {
             let (store, kc) = with_keys("the party needs its items")?;
-            let mut job = Job::new(protocol, operation).with_key_columns(kc).with_reveal(reveal);
-            if protocol == Protocol::Mqrpmt {
-                let construction: Construction = parse(&o.rpmt)?;
-                let last_move = match &o.last_move {
-                    Some(m) => parse::<LastMove>(m)?,
-                    None => construction.default_last_move(),
-                };
-                job = job.with_params(ProtocolParams::Mqrpmt(MqrpmtParams { construction, last_move }));
-            }
-            let held = match (operation, role, &o.values) {
-                (Operation::Sum, Role::Sender, Some(v)) => {
-                    let values = py.detach(|| item_values(&store, v, o.value_bound))?;
-                    Held::Values { keys: store, values, bound: o.value_bound }
-                }
-                (Operation::Sum, Role::Sender, None) => {
-                    return Err(input_error(
-                        "op=\"sum\": the sender holds the values; give values=[...] (one per row)",
-                    ));
-                }
-                _ => Held::Items(store),
-            };
-            (job, held)
+            let v =
+                need(o.values.as_ref(), "op=\"sum\": the sender holds the values; give values=[...] (one per row)")?;
+            let values = py.detach(|| item_values(&store, v, o.value_bound))?;
+            (job(kc)?, Held::Values { keys: store, values, bound: o.value_bound })
+        }
+        Takes::Items => {
+            let (store, kc) = with_keys("the party needs its items")?;
+            (job(kc)?, Held::Items(store))
         }
     };
     let job = match o.max_peer_items {
         Some(n) => job.with_max_peer_size(n),
         None => job,
     }
+    .with_reveal(reveal)
     .with_security(security);
     job.validate(role).map_err(to_py)?;
     Ok((job, held))
+}
+
+/// The name of the protocol whose `role` brings `what` (`database`, `judge`: what the
+/// registry's `Takes` calls `a database`, `a judge's key and policy`) to `operation`:
+/// the protocol a database or a judge serves.
+#[pyfunction]
+pub fn protocol_bringing(what: &str, operation: &str, role: &str) -> PyResult<&'static str> {
+    let (operation, role): (Operation, Role) = (parse(operation)?, role_of(role)?);
+    let takes = match what {
+        "database" => Takes::Database,
+        "judge" => Takes::Judge,
+        other => return Err(input_error(format!("what a role brings: database or judge, not {other:?}"))),
+    };
+    setwise::protocols::registry::ALL
+        .iter()
+        .find(|s| s.operations.contains(&operation) && s.takes(operation, role) == takes)
+        .map(|s| s.name)
+        .ok_or_else(|| input_error(format!("no protocol's {role} brings {} to {operation}", takes.name())))
 }
 
 fn role_of(role: &str) -> PyResult<Role> {

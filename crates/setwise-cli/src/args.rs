@@ -4,9 +4,9 @@
 use crate::Failure;
 use clap::{ArgGroup, Args};
 use setwise::net::{Admission, DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOptions};
-use setwise::protocols::Reveal;
-use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
-use setwise::session::{Job, ProtocolParams};
+use setwise::protocols::registry;
+use setwise::protocols::{Named, Reveal};
+use setwise::session::Job;
 use setwise::{Operation, Protocol, Security};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,7 +36,7 @@ pub struct JobArgs {
     /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact, mqrpmt, vole, or
     /// auto (chosen after the hello from the operation, the security and both set sizes;
     /// against a peer that names its protocol, that one).
-    #[arg(long, default_value = "ecdh")]
+    #[arg(long, default_value = registry::DEFAULT.name)]
     pub protocol: Protocol,
     /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
     /// mqrpmt: only how many); and with mqrpmt: sum (the sender holds --value; both learn
@@ -46,7 +46,7 @@ pub struct JobArgs {
     #[arg(long = "op", default_value = "intersection")]
     pub operation: Operation,
     #[command(flatten)]
-    pub mqrpmt: MqrpmtArgs,
+    pub options: OptionArgs,
     /// Who learns the result: receiver, or both (ecdh and mqrpmt intersection and
     /// cardinality, fhe, compact, vole): the receiver then tells the sender, which writes its
     /// own rows in the intersection with --output or prints the count. The sender trusts
@@ -64,48 +64,44 @@ pub struct JobArgs {
 }
 
 impl JobArgs {
-    /// The job for items of `key_columns` key columns.
-    pub fn job(&self, key_columns: usize) -> Job {
+    /// The job for items of `key_columns` key columns, with the protocol's own options
+    /// from `named` (this command's flags and `--rpmt`, `--last-move`).
+    pub fn job(&self, key_columns: usize, named: Named) -> setwise::Result<Job> {
         let mut job = Job::new(self.protocol, self.operation)
             .with_key_columns(key_columns)
             .with_reveal(self.reveal)
-            .with_security(self.security);
+            .with_security(self.security)
+            .with_options(&self.options.named(named))?;
         if let Some(n) = self.max_peer_items {
             job = job.with_max_peer_size(n);
         }
-        match self.protocol {
-            Protocol::Mqrpmt => job.with_params(ProtocolParams::Mqrpmt(self.mqrpmt.params())),
-            _ => job,
-        }
+        Ok(job)
     }
 }
 
-/// mqrpmt's membership test (`run`, `demo`; `bench` takes a list of constructions).
+/// Options of one protocol's own, passed to it by name (its spec says which it takes and
+/// refuses the others): today mqrpmt's membership test.
 #[derive(Args)]
-pub struct MqrpmtArgs {
+pub struct OptionArgs {
     /// mqrpmt: the membership test's construction: cwprf (from a commutative weak PRF,
-    /// 2 scalar multiplications per item on each side) or poprf (from a permuted OPRF:
-    /// 1 multiplication and a ~10-byte tag per sender item, 3 multiplications per receiver
-    /// item; the cheaper one when the sender holds the larger set). Both sides must agree.
-    #[arg(long, default_value = "cwprf")]
-    pub rpmt: Construction,
+    /// 2 scalar multiplications per item on each side; the default) or poprf (from a
+    /// permuted OPRF: 1 multiplication and a ~10-byte tag per sender item, 3
+    /// multiplications per receiver item; the cheaper one when the sender holds the
+    /// larger set). Both sides must agree.
+    #[arg(long)]
+    pub rpmt: Option<String>,
     /// mqrpmt: how the sender returns the receiver's keyed items: bloom (a Bloom filter,
     /// 58 bits per item, false positives 2^-40; the default with cwprf) or shuffle (32
     /// bytes per item; poprf's only one). Both sides must agree.
     #[arg(long)]
-    pub last_move: Option<LastMove>,
+    pub last_move: Option<String>,
 }
 
-impl MqrpmtArgs {
-    /// The parameters named, the last move defaulting to the construction's.
-    pub fn params(&self) -> MqrpmtParams {
-        params_of(self.rpmt, self.last_move)
+impl OptionArgs {
+    /// `named` with the options given here.
+    pub fn named(&self, named: Named) -> Named {
+        named.with("rpmt", self.rpmt.as_deref()).with("last_move", self.last_move.as_deref())
     }
-}
-
-/// `construction` with `last_move`, or with its default last move.
-pub fn params_of(construction: Construction, last_move: Option<LastMove>) -> MqrpmtParams {
-    MqrpmtParams { construction, last_move: last_move.unwrap_or(construction.default_last_move()) }
 }
 
 /// How to reach the peer.

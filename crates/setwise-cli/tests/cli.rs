@@ -186,6 +186,34 @@ fn input_errors_exit_2_and_name_the_problem() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// A protocol's own options reach it by name, and one it does not take is refused
+/// before any connection (before the registry, ecdh ignored `--rpmt`).
+#[test]
+fn an_option_the_protocol_does_not_take_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "f.txt", "a\n");
+    let f = f.to_str().unwrap();
+    let run =
+        |args: &[&str]| bin().args(["sender", "--connect", "127.0.0.1:1", "--input", f]).args(args).output().unwrap();
+    let o = run(&["--rpmt", "poprf"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("unknown option 'rpmt'") && text(&o.stderr).contains("ecdh, which takes none"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(&["--protocol", "mqrpmt", "--rpmt", "cwprf2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("cwprf2") && text(&o.stderr).contains("poprf"), "{}", text(&o.stderr));
+    let o = run(&["--protocol", "vole", "--client-id", "lab"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("option 'client_id'") && text(&o.stderr).contains("vole, which takes none"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 #[test]
 fn connect_gives_up_after_its_timeout() {
     let dir = tempfile::tempdir().unwrap();

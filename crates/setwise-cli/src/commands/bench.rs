@@ -2,18 +2,16 @@
 //! LAN or WAN link) on generated sets; prints one row per size and operation.
 
 use crate::Failure;
-use crate::args::params_of;
 use crate::net::loopback;
 use crate::params::resolve;
 use crate::sets::{input_for, sets, values};
 use clap::Args;
 use setwise::net::{Channel, NetProfile, Shaped};
-use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey, Mode};
-use setwise::protocols::mqrpmt::{Construction, LastMove};
+use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey};
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
-use setwise::protocols::{Reveal, human_bytes};
-use setwise::session::{Input, Job, ProtocolParams, run};
+use setwise::protocols::{Named, Reveal, human_bytes};
+use setwise::session::{Input, Job, run};
 use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
 
 /// `setwise bench`.
@@ -32,13 +30,13 @@ pub struct BenchArgs {
     #[arg(long = "ops", value_delimiter = ',')]
     operations: Vec<Operation>,
     /// mqrpmt: the membership test's constructions to time, each in its own row
-    /// (e.g. cwprf,poprf).
-    #[arg(long, value_delimiter = ',', default_value = "cwprf")]
-    rpmt: Vec<Construction>,
+    /// (e.g. cwprf,poprf; default: the protocol's default).
+    #[arg(long, value_delimiter = ',')]
+    rpmt: Vec<String>,
     /// mqrpmt: the last move of the membership test, bloom or shuffle (default: each
     /// construction's own, bloom for cwprf, shuffle for poprf).
     #[arg(long)]
-    last_move: Option<LastMove>,
+    last_move: Option<String>,
     /// Network model: lan (10 Gbit/s, 0.1 ms RTT), wan (50 Mbit/s, 80 ms RTT) or none.
     #[arg(long, default_value = "none")]
     net: String,
@@ -76,7 +74,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
     let profile = NetProfile::by_name(&a.net)
         .ok_or_else(|| Failure::usage(anyhow::anyhow!("--net must be lan, wan or none, not '{}'", a.net)))?;
     println!("setwise bench {} — {} threads, network {}", a.protocol, rayon::current_num_threads(), a.net);
-    if let Some(mode) = Mode::of(a.protocol) {
+    if a.protocol.operations().contains(&Operation::Authorize) {
         let (hash, pairing) = unit_costs();
         println!("one thread: hash to G1 {hash:.3} ms, pairing (prepared G2) {pairing:.3} ms");
         println!(
@@ -84,7 +82,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
             "mode", "n", "m", "judge s", "client s", "auth KB", "server s", "client s", "inter. KB", "found"
         );
         for (_, m, n) in workloads(&a)? {
-            println!("{}", authorized_row(mode, m, n, a.fraction)?);
+            println!("{}", authorized_row(a.protocol, m, n, a.fraction)?);
             println!(
                 "{:>34} server floor m·(hash + pairing)/2 cores = {:.3} s",
                 "",
@@ -118,7 +116,8 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
             _ => None,
         };
         let ops = if a.operations.is_empty() { a.protocol.operations() } else { &a.operations[..] };
-        for (name, job) in ops.iter().filter(|&&op| op != Operation::Authorize).flat_map(|&op| jobs(&a, op)) {
+        let jobs = ops.iter().filter(|&&op| op != Operation::Authorize).map(|&op| jobs(&a, op));
+        for (name, job) in jobs.collect::<setwise::Result<Vec<_>>>()?.into_iter().flatten() {
             job.validate(Role::Sender)?;
             let (s, r) = run_once(&job, &x.items(), &y.items(), db.as_ref(), profile)?;
             println!(
@@ -156,26 +155,24 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The jobs timed for `op`, each with its row's name: one per mqRPMT construction (named
-/// with its last move), else one.
-fn jobs(a: &BenchArgs, op: Operation) -> Vec<(String, Job)> {
+/// The jobs timed for `op`, each with its row's name: one per `--rpmt` construction
+/// (named with its last move), else one.
+fn jobs(a: &BenchArgs, op: Operation) -> setwise::Result<Vec<(String, Job)>> {
     let job = Job::new(a.protocol, op).with_reveal(a.reveal).with_security(a.security);
-    if a.protocol != Protocol::Mqrpmt {
-        let name = match a.security {
-            Security::SemiHonest => op.name().to_string(),
-            Security::Malicious => format!("{op} (malicious)"),
-        };
-        return vec![(name, job)];
-    }
-    a.rpmt
-        .iter()
-        .map(|&c| {
-            let p = params_of(c, a.last_move);
-            let name = match c {
-                Construction::Poprf if p.last_move == LastMove::Shuffle => format!("{op} {c}"),
-                _ => format!("{op} {c}/{}", p.last_move),
+    let rpmt: Vec<Option<&str>> = match a.rpmt.is_empty() {
+        true => vec![None],
+        false => a.rpmt.iter().map(|c| Some(c.as_str())).collect(),
+    };
+    rpmt.into_iter()
+        .map(|c| {
+            let job =
+                job.clone().with_options(&Named::none().with("rpmt", c).with("last_move", a.last_move.as_deref()))?;
+            let name = match (job.params.label(), a.security) {
+                (Some(label), _) => format!("{op} {label}"),
+                (None, Security::SemiHonest) => op.name().to_string(),
+                (None, Security::Malicious) => format!("{op} (malicious)"),
             };
-            (name, job.clone().with_params(ProtocolParams::Mqrpmt(p)))
+            Ok((name, job))
         })
         .collect()
 }
@@ -232,14 +229,14 @@ fn run_once(
 
 /// One row of `setwise bench authorized|partial`: authorise `n` client items (all
 /// allowed), then intersect with `m` server items (half common), over loopback TCP.
-fn authorized_row(mode: Mode, m: usize, n: usize, fraction: f64) -> Result<String, Failure> {
+fn authorized_row(protocol: Protocol, m: usize, n: usize, fraction: f64) -> Result<String, Failure> {
     let (y, x) = sets(m, n, 0.5);
     let key = JudgeKey::generate();
     let policy = AllowList::new(x.items());
     let config = JudgeConfig { fraction, strict: false };
-    let client = b"bench-client";
-    let judge_job = Job::new(mode.protocol(), Operation::Authorize);
-    let client_job = Job::authorize(mode, client);
+    let client = "bench-client";
+    let judge_job = Job::new(protocol, Operation::Authorize);
+    let client_job = judge_job.clone().with_options(&Named::none().with("client_id", Some(client)))?;
     let (mut a, mut b) = loopback()?;
     let (judged, authorized) = std::thread::scope(|s| {
         let judge = s.spawn(|| {
@@ -253,7 +250,7 @@ fn authorized_row(mode: Mode, m: usize, n: usize, fraction: f64) -> Result<Strin
     let Outcome::Credentials { credentials, .. } = outcome else {
         unreachable!("an authorisation ends with credentials")
     };
-    let job = Job::authorized(mode.protocol(), client, *key.public());
+    let job = Job::authorized(protocol, client.as_bytes(), *key.public());
     let (mut a, mut b) = loopback()?;
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| run(&mut a, &job, Role::Sender, Input::Items(&y.items())));
@@ -269,7 +266,7 @@ fn authorized_row(mode: Mode, m: usize, n: usize, fraction: f64) -> Result<Strin
     let kb = |b: u64| b as f64 / 1e3;
     Ok(format!(
         "{:<9} 2^{:<2} 2^{:<4} {:>9.3} {:>10.3} {:>9.1} {:>9.3} {:>10.3} {:>10.1} {:>7}",
-        format!("{mode:?}"),
+        protocol.name(),
         n.ilog2(),
         m.ilog2(),
         judge_rep.total_ms / 1e3,

@@ -1,7 +1,7 @@
 //! `setwise demo`: both roles over loopback TCP on generated data, checked item by item
 //! against the plain set computation.
 
-use crate::args::MqrpmtArgs;
+use crate::args::OptionArgs;
 use crate::net::loopback;
 use crate::params::resolve;
 use crate::sets::{input_for, sets, values};
@@ -10,7 +10,8 @@ use clap::Args;
 use setwise::protocols::human_bytes;
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
-use setwise::session::{Job, ProtocolParams, run};
+use setwise::protocols::{Named, registry};
+use setwise::session::{Job, run};
 use setwise::{Operation, Outcome, Protocol, Role};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -18,13 +19,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 #[derive(Args)]
 pub struct DemoArgs {
     /// Protocol to run.
-    #[arg(long, default_value = "ecdh")]
+    #[arg(long, default_value = registry::DEFAULT.name)]
     protocol: Protocol,
     /// Operation to run.
     #[arg(long = "op", default_value = "intersection")]
     operation: Operation,
     #[command(flatten)]
-    mqrpmt: MqrpmtArgs,
+    options: OptionArgs,
     /// Items per party.
     #[arg(long, default_value_t = 10_000)]
     size: usize,
@@ -45,10 +46,7 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
             a.protocol
         )));
     }
-    let mut job = Job::new(a.protocol, a.operation);
-    if a.protocol == Protocol::Mqrpmt {
-        job = job.with_params(ProtocolParams::Mqrpmt(a.mqrpmt.params()));
-    }
+    let job = Job::new(a.protocol, a.operation).with_options(&a.options.named(Named::none()))?;
     job.validate(Role::Sender)?;
     let (x_set, y_set) = sets(a.sender_size.unwrap_or(a.size), a.size, a.overlap);
     let (x, y) = (x_set.items(), y_set.items());

@@ -5,11 +5,11 @@ use crate::args::{AdmissionArgs, ServeArgs, TlsArgs};
 use crate::log::observer;
 use crate::net::serve_many;
 use clap::Args;
+use setwise::Role;
 use setwise::io::{Format, ItemSet, write_atomic};
 use setwise::net::TcpConfig;
 use setwise::protocols::authorized::{self, AllowList, JudgeConfig, JudgeKey};
 use setwise::session::{Input, Job, run_observed, served_line};
-use setwise::{Operation, Protocol, Role};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -91,7 +91,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         allow.len(),
         a.public_key.display()
     );
-    let mut job = Job::new(Protocol::Authorized, Operation::Authorize).with_key_columns(allow.key_columns());
+    let mut job = Job::judge().with_key_columns(allow.key_columns());
     if let Some(n) = a.max_peer_items {
         job = job.with_max_peer_size(n);
     }

@@ -8,12 +8,13 @@ use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
-use setwise::protocols::authorized::{self, Credentials, read_public_key};
+use setwise::protocols::Named;
+use setwise::protocols::authorized::{self, Credentials, public_key_hex, read_public_key};
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
-use setwise::session::{Input, Job, ProtocolParams, UnbalancedJob, run_observed, served_line};
-use setwise::{Operation, Protocol, Role};
+use setwise::session::{Input, Job, run_observed, served_line};
+use setwise::{Operation, Role};
 use std::path::PathBuf;
 
 /// `setwise sender`.
@@ -89,16 +90,11 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         return Err(usage("--db is for --protocol unbalanced; give --input"));
     }
     let set = read_items(&a.party.input)?;
-    let mut job = a.party.job.job(set.key_columns());
-    if authorized::Mode::of(a.party.job.protocol).is_some() {
-        let path =
-            a.judge_key.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --judge-key FILE"))?;
-        let id = a.client_id.as_deref().ok_or_else(|| usage("the authorized/partial sender needs --client-id ID"))?;
-        job = Job::authorized(a.party.job.protocol, id.as_bytes(), read_public_key(path)?)
-            .with_key_columns(set.key_columns())
-            .with_reveal(a.party.job.reveal)
-            .with_security(a.party.job.security);
-    }
+    let judge_key = a.judge_key.as_deref().map(read_public_key).transpose()?;
+    let named = Named::none()
+        .with("client_id", a.client_id.as_deref())
+        .with("judge_key", judge_key.as_ref().map(public_key_hex));
+    let job = a.party.job.job(set.key_columns(), named)?;
     job.validate(Role::Sender)?; // before waiting for a peer
     let values = match (job.operation, &a.value) {
         (Operation::Sum, Some(col)) => sum_values(&set, col, a.value_bound)?,
@@ -138,7 +134,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
 fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let i = db.info();
     eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
-    let job = Job::new(Protocol::Unbalanced, Operation::Intersection)
+    let job = Job::new(a.party.job.protocol, Operation::Intersection)
         .with_key_columns(db.key_columns())
         .with_reveal(a.party.job.reveal)
         .with_security(a.party.job.security);
@@ -165,27 +161,25 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
 pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let set = read_items(&a.party.input)?;
     let kc = set.key_columns();
-    let credentials = match authorized::Mode::of(a.party.job.protocol) {
-        Some(_) => {
-            let path = a
-                .credentials
-                .as_deref()
-                .ok_or_else(|| usage("the authorized/partial receiver needs --credentials FILE"))?;
+    let takes = a.party.job.protocol.spec().takes(a.party.job.operation, Role::Receiver);
+    let credentials = match takes {
+        Takes::Credentials => {
+            let path = a.credentials.as_deref().ok_or_else(|| {
+                usage("this receiver brings credentials: give --credentials FILE (see `setwise authorize`)")
+            })?;
             Some(Credentials::load(path)?)
         }
-        None => None,
+        _ if a.credentials.is_some() => {
+            return Err(usage(&format!("--credentials: {} takes none", a.party.job.protocol)));
+        }
+        _ => None,
     };
-    let job = match (&credentials, a.party.job.protocol) {
-        (Some(c), p) => Job::authorized(p, &c.client_id, c.judge_pk)
+    let job = match &credentials {
+        Some(c) => Job::authorized(a.party.job.protocol, &c.client_id, c.judge_pk)
             .with_key_columns(kc)
             .with_reveal(a.party.job.reveal)
             .with_security(a.party.job.security),
-        (None, Protocol::Unbalanced) => a
-            .party
-            .job
-            .job(kc)
-            .with_params(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: a.params_fingerprint.clone() })),
-        (None, _) => a.party.job.job(kc),
+        None => a.party.job.job(kc, Named::none().with("fingerprint", a.params_fingerprint.as_deref()))?,
     };
     job.validate(Role::Receiver)?;
     let items = set.items();

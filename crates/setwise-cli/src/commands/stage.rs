@@ -48,7 +48,7 @@ pub struct StageArgs {
     /// Protocol: ecdh (intersection, cardinality), vole (intersection), mqrpmt
     /// (intersection, cardinality, sum, union, private-id) or compact (intersection);
     /// docs/scale-out.md.
-    #[arg(long, default_value = "ecdh")]
+    #[arg(long, default_value = setwise::protocols::registry::DEFAULT.name)]
     protocol: Protocol,
     /// Operation, as the protocol allows it staged.
     #[arg(long = "op", default_value = "intersection")]

@@ -28,7 +28,8 @@ use serde_json::{Value, json};
 use setwise::crypto::rng::fill_os;
 use setwise::io::hex;
 use setwise::net::{Channel, Decorated, Decoration, NetError, is_loopback};
-use setwise::protocols::{PhaseObserver, Progress, Spec};
+use setwise::protocols::spec::Takes;
+use setwise::protocols::{PhaseObserver, Progress, Spec, registry};
 use setwise::session::{Input, Job, run_observed};
 use setwise::wire::text::printable;
 use setwise::{Operation, Outcome, Protocol, Report, Role};
@@ -61,7 +62,8 @@ pub struct UiArgs {
 const PAGE: &str = include_str!("../ui/index.html");
 /// Largest request body: two sets of text.
 const MAX_BODY: u64 = 64 << 20;
-/// Most items a party may bring to the page.
+/// Most items a party may bring to the page (a protocol may take fewer: its
+/// `Spec::demo_items`).
 const MAX_ITEMS: usize = 1 << 20;
 /// Events kept per run; frames beyond are counted, not listed.
 const MAX_EVENTS: usize = 5000;
@@ -71,25 +73,15 @@ const KEPT_RUNS: usize = 16;
 const TOKEN_SLOT: &str = "{{SETWISE_TOKEN}}";
 /// Header carrying the token.
 const TOKEN_HEADER: &str = "X-Setwise-Token";
-/// Protocols the page offers, with the set size each accepts at most.
-const PROTOCOLS: [(&str, usize); 6] = [
-    ("auto", MAX_ITEMS),
-    ("ecdh", MAX_ITEMS),
-    ("vole", MAX_ITEMS),
-    ("mqrpmt", MAX_ITEMS),
-    ("compact", setwise::protocols::compact::MAX_SET),
-    // fhe is for small and medium sets; the page keeps its runs short.
-    ("fhe", 1 << 14),
-];
-/// The protocols' pages, served under /docs/NAME.md.
-const DOCS: [(&str, &str); 6] = [
-    ("ecdh", include_str!("../../../../docs/protocols/ecdh.md")),
-    ("vole", include_str!("../../../../docs/protocols/vole.md")),
-    ("mqrpmt", include_str!("../../../../docs/protocols/mqrpmt.md")),
-    ("compact", include_str!("../../../../docs/protocols/compact.md")),
-    ("fhe", include_str!("../../../../docs/protocols/fhe.md")),
-    ("reveal", include_str!("../../../../docs/protocols/reveal.md")),
-];
+/// The page on `--reveal both`, which is no protocol's own; the protocols' pages come
+/// from the registry, served under /docs/NAME.md.
+const REVEAL_PAGE: (&str, &str) = ("reveal", include_str!("../../../../docs/protocols/reveal.md"));
+
+/// The protocols the page offers: those where both parties bring only their items.
+fn offered() -> impl Iterator<Item = &'static Spec> {
+    let items = |s: &Spec, op| [Role::Sender, Role::Receiver].iter().all(|&r| s.takes(op, r) == Takes::Items);
+    registry::ALL.iter().copied().filter(move |s| items(s, Operation::Intersection))
+}
 
 /// One party's set as the page sends it.
 #[derive(Deserialize)]
@@ -261,25 +253,25 @@ fn route(request: &mut Request, page: &str, runs: &mut Runs, max_runs: usize) ->
     match (request.method(), path) {
         (Method::Get, "/") => (200, page.as_bytes().to_vec(), "text/html; charset=utf-8"),
         (Method::Get, "/api/protocols") => {
-            let list: Vec<Value> = PROTOCOLS
-                .iter()
-                .filter_map(|(name, max)| {
-                    let p: Protocol = name.parse().ok()?;
-                    let ops: Vec<&str> = p
-                        .operations()
+            let list: Vec<Value> = offered()
+                .map(|s| {
+                    let ops: Vec<&str> = s
+                        .operations
                         .iter()
                         .filter(|o| matches!(o, Operation::Intersection | Operation::Cardinality | Operation::Union))
                         .map(|o| o.name())
                         .collect();
-                    Some(json!({ "name": name, "max_set": max, "operations": ops }))
+                    let default = std::ptr::eq(s, registry::DEFAULT);
+                    json!({ "name": s.name, "max_set": s.demo_items, "operations": ops, "default": default })
                 })
                 .collect();
             (200, Value::Array(list).to_string().into_bytes(), JSON)
         }
         (Method::Get, p) if p.starts_with("/docs/") => {
             let name = p.trim_start_matches("/docs/").trim_end_matches(".md");
-            match DOCS.iter().find(|(n, _)| *n == name) {
-                Some((_, text)) => (200, text.as_bytes().to_vec(), "text/plain; charset=utf-8"),
+            let page = offered().find(|s| s.name == name).map(|s| s.page);
+            match page.or((name == REVEAL_PAGE.0).then_some(REVEAL_PAGE.1)) {
+                Some(text) => (200, text.as_bytes().to_vec(), "text/plain; charset=utf-8"),
                 None => bad(404, format!("no page {name}")),
             }
         }
@@ -400,7 +392,7 @@ fn start(r: RunRequest) -> Result<Shared, String> {
     let operation: Operation = r.operation.parse().map_err(|_| format!("unknown operation {:?}", r.operation))?;
     let (receiver, _) = parse_set(&r.receiver).map_err(|e| format!("receiver: {e}"))?;
     let (sender, _) = parse_set(&r.sender).map_err(|e| format!("sender: {e}"))?;
-    let max = PROTOCOLS.iter().find(|(n, _)| *n == protocol.name()).map(|p| p.1).ok_or("protocol not offered")?;
+    let max = offered().find(|s| s.protocol == protocol).map(|s| s.demo_items).ok_or("protocol not offered")?;
     if receiver.len().max(sender.len()) > max {
         return Err(format!("{protocol} takes sets of at most {max} items here"));
     }

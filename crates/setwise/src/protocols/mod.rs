@@ -10,6 +10,7 @@ pub mod ecdh;
 pub mod fhe;
 pub mod he_query;
 pub mod mqrpmt;
+pub mod params;
 pub mod registry;
 mod report;
 pub mod reveal;
@@ -19,6 +20,7 @@ pub mod vole;
 
 pub use crate::crypto::security::Security;
 pub use context::{Context, MAX_SET_SIZE, Role};
+pub use params::{Named, ProtocolParams};
 pub use report::{
     Meter, Observed, Phase, PhaseObserver, Progress, RESULT_DETAILS, Report, WORK_PIECE, Work, human_bytes,
 };

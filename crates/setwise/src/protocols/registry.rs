@@ -3,8 +3,9 @@
 //! protocol (its name, operations, security, who brings what, what it leaks) asks its
 //! spec instead of matching on [`Protocol`].
 
-use super::spec::{Leakage, Spec, values_for_sum};
-use super::{Operation, Protocol, Security, authorized, compact, ecdh, fhe, mqrpmt, unbalanced, vole};
+use super::params::no_params;
+use super::spec::{Leakage, Spec, Takes, values_for_sum};
+use super::{Operation, Protocol, Role, Security, authorized, compact, ecdh, fhe, mqrpmt, unbalanced, vole};
 
 /// Every protocol, in the order the CLI lists them; `auto` last. A new protocol adds its
 /// spec here.
@@ -20,10 +21,25 @@ pub static ALL: &[&Spec] = &[
     &AUTO,
 ];
 
+/// The protocol a run takes when none is named: the CLI's and Python's default.
+pub static DEFAULT: &Spec = &ecdh::SPEC;
+
 impl Spec {
     /// The spec of `protocol`.
     pub fn of(protocol: Protocol) -> &'static Spec {
         ALL.iter().copied().find(|s| s.protocol == protocol).expect("every protocol has a spec in ALL")
+    }
+
+    /// The spec of the protocol a judge serves: its clients ask for authorisations in
+    /// any mode, and the request says which.
+    pub fn judged() -> &'static Spec {
+        ALL.iter()
+            .copied()
+            .find(|s| {
+                s.operations.contains(&Operation::Authorize)
+                    && s.takes(Operation::Authorize, Role::Judge) == Takes::Judge
+            })
+            .expect("a protocol in ALL is judged")
     }
 
     /// The spec named `name`, if any.
@@ -49,11 +65,16 @@ pub static AUTO: Spec = Spec {
                both set sizes; the run then leaks what that protocol leaks (the report names it).",
         doc: "docs/benchmarks.md",
     },
+    page: include_str!("../../../../docs/benchmarks.md"),
+    demo_items: 1 << 20,
+    options: &[],
+    params: no_params,
 };
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocols::Named;
 
     #[test]
     fn every_protocol_has_one_spec_with_a_distinct_name() {
@@ -66,9 +87,23 @@ mod tests {
                 "{}: reveal of an operation it lacks",
                 s.name
             );
-            assert!(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(s.leakage.doc).is_file(),
-                "{}",
+            let defaults = (s.params)(&Named::none());
+            assert!(defaults.is_ok(), "{}: its defaults need no option", s.name);
+            for o in s.options {
+                assert!(s.option(o.name).is_some() && !o.help.is_empty(), "{}: {}", s.name, o.name);
+                for v in o.values {
+                    s.params(&Named::none().with(o.name, Some(*v)))
+                        .unwrap_or_else(|e| panic!("{} {}={v}: {e}", s.name, o.name));
+                }
+            }
+            let unknown = s.params(&Named::none().with("no_such_option", Some("1"))).unwrap_err().to_string();
+            assert!(unknown.contains("no_such_option") && unknown.contains(s.name), "{unknown}");
+            let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(s.leakage.doc);
+            assert_eq!(
+                std::fs::read_to_string(&doc).ok().as_deref(),
+                Some(s.page),
+                "{}: page is {}",
+                s.name,
                 s.leakage.doc
             );
         }

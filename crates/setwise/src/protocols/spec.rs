@@ -1,7 +1,9 @@
 //! What a protocol declares about itself: its [`Spec`], the type every family's module
 //! fills in once (`SPEC`) and [`registry`](super::registry) lists.
 
+use super::params::{Named, OptionDoc, ProtocolParams};
 use super::{Operation, Protocol, Role, Security};
+use crate::error::{Result, UnknownName};
 
 /// What one protocol is, as the library, the CLI, the report page and the Python
 /// bindings see it.
@@ -25,12 +27,46 @@ pub struct Spec {
     pub staged: &'static [Operation],
     /// What a run leaks beyond its output.
     pub leakage: Leakage,
+    /// Its page (the file [`Leakage::doc`] names), as the browser demo serves it.
+    pub page: &'static str,
+    /// The most items a party may bring to the browser demo (`setwise ui`), which keeps
+    /// its runs to seconds.
+    pub demo_items: usize,
+    /// The options a frontend may name for it (CLI flags, Python keywords).
+    pub options: &'static [OptionDoc],
+    /// Its parameters from the options named (none named: its defaults); called by
+    /// [`Spec::params`] once the names are known to be its options.
+    pub params: fn(&Named) -> Result<ProtocolParams>,
 }
 
 impl Spec {
     /// What `role` brings to `operation`.
     pub fn takes(&self, operation: Operation, role: Role) -> Takes {
         (self.takes)(operation, role)
+    }
+
+    /// Its option named `name`, if it takes one.
+    pub fn option(&self, name: &str) -> Option<&'static OptionDoc> {
+        self.options.iter().find(|o| o.name == name)
+    }
+
+    /// Its parameters from the options `named`; an option it does not take is refused
+    /// by name, with the ones it does.
+    pub fn params(&self, named: &Named) -> Result<ProtocolParams> {
+        if let Some(name) = named.names().find(|n| self.option(n).is_none()) {
+            let takes: Vec<&str> = self.options.iter().map(|o| o.name).collect();
+            let expected = match takes.as_slice() {
+                [] => format!("an option of {}, which takes none", self.name),
+                _ => format!("an option of {}: {}", self.name, takes.join(", ")),
+            };
+            return Err(UnknownName::new("option", name, expected).into());
+        }
+        (self.params)(named)
+    }
+
+    /// Its parameters when no option is named.
+    pub fn default_params(&self) -> ProtocolParams {
+        (self.params)(&Named::none()).unwrap_or_default()
     }
 }
 

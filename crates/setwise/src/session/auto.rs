@@ -14,9 +14,10 @@
 
 use crate::error::{Error, Result};
 use crate::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
+use crate::protocols::params::ProtocolParams;
 use crate::protocols::{Operation, Protocol, Role, Security};
 use crate::session::hello::{Hello, check, check_protocol};
-use crate::session::job::{Job, ProtocolParams};
+use crate::session::job::Job;
 use crate::wire::text::printable;
 
 /// Below this many items on the larger side, intersection runs `ecdh`; from it on, `vole`.

@@ -5,7 +5,7 @@ use crate::crypto::bls12_381::G2Affine;
 use crate::error::{Error, Result};
 use crate::io::hex;
 use crate::protocols::authorized::{self, Mode};
-use crate::protocols::mqrpmt::MqrpmtParams;
+use crate::protocols::params::{AuthorizedJob, Named, ProtocolParams};
 use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role, Security, registry};
 
 /// What to run.
@@ -36,50 +36,10 @@ pub struct Job {
     pub security: Security,
 }
 
-/// Per-protocol parameters of a [`Job`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ProtocolParams {
-    /// `ecdh`, `fhe`, `compact`: nothing beyond the protocol and the operation (the FHE
-    /// parameters follow from the two set sizes).
-    #[default]
-    None,
-    /// `mqrpmt`: the construction and the last move of the membership test.
-    Mqrpmt(MqrpmtParams),
-    /// `unbalanced`: what the receiver expects of the sender's database.
-    Unbalanced(UnbalancedJob),
-    /// `authorized`, `partial`: whose credentials, signed by which judge.
-    Authorized(AuthorizedJob),
-}
-
-/// `unbalanced` job parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct UnbalancedJob {
-    /// Receiver: refuse a database whose parameters have another fingerprint
-    /// (`UnbalancedParams::fingerprint`). The sender ignores it.
-    pub fingerprint: Option<String>,
-}
-
-/// `authorized` / `partial` job parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AuthorizedJob {
-    /// The client identity the judge's signatures are bound to. An intersection's server
-    /// and client must both name it; an authorisation's client asks for it (the judge
-    /// learns it from the request).
-    pub client_id: Vec<u8>,
-    /// The judge's public key (intersection: both sides; authorisation: unused).
-    pub judge_key: Option<G2Affine>,
-}
-
 impl Job {
     /// A job with one key column and the protocol's default parameters.
     pub fn new(protocol: Protocol, operation: Operation) -> Self {
-        let params = match protocol {
-            Protocol::Mqrpmt => ProtocolParams::Mqrpmt(MqrpmtParams::default()),
-            Protocol::Unbalanced => ProtocolParams::Unbalanced(UnbalancedJob::default()),
-            Protocol::Authorized | Protocol::Partial => ProtocolParams::Authorized(AuthorizedJob::default()),
-            _ => ProtocolParams::None,
-        };
+        let params = protocol.spec().default_params();
         Self {
             protocol,
             operation,
@@ -89,6 +49,11 @@ impl Job {
             max_peer_size: MAX_SET_SIZE,
             security: Security::SemiHonest,
         }
+    }
+
+    /// A judge's job: it answers a client's request for an authorisation in any mode.
+    pub fn judge() -> Self {
+        Self::new(crate::protocols::Spec::judged().protocol, Operation::Authorize)
     }
 
     /// The job `auto` resolved to: `protocol` with its default parameters, the same
@@ -119,6 +84,13 @@ impl Job {
     pub fn with_key_columns(mut self, n: usize) -> Self {
         self.key_columns = n;
         self
+    }
+
+    /// The same job with its protocol's parameters set from the options `named` (a
+    /// frontend's flags or keywords); an option the protocol does not take is refused.
+    pub fn with_options(self, named: &Named) -> Result<Self> {
+        let params = self.protocol.spec().params(named)?;
+        Ok(self.with_params(params))
     }
 
     /// The same job with these parameters.
@@ -164,16 +136,9 @@ impl Job {
         if self.key_columns == 0 {
             return Err(Error::params("key_columns", "key_columns: at least one key column".into()));
         }
-        let fits = matches!(
-            (self.protocol, &self.params),
-            (
-                Protocol::Ecdh | Protocol::Fhe | Protocol::Compact | Protocol::Vole | Protocol::Auto,
-                ProtocolParams::None
-            ) | (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(_))
-                | (Protocol::Unbalanced, ProtocolParams::Unbalanced(_))
-                | (Protocol::Authorized | Protocol::Partial, ProtocolParams::Authorized(_))
-        );
-        if !fits {
+        // Parameters fit a protocol when they are of the kind its defaults are.
+        let own = self.protocol.spec().default_params();
+        if std::mem::discriminant(&own) != std::mem::discriminant(&self.params) {
             return Err(Error::Usage(format!("protocol {} does not take {:?}", self.protocol, self.params)));
         }
         if self.reveal == Reveal::Both && !Reveal::supported(self.protocol, self.operation) {
@@ -258,7 +223,8 @@ impl Job {
 mod tests {
     use super::*;
     use crate::protocols::authorized::JudgeKey;
-    use crate::protocols::mqrpmt::{Construction, LastMove};
+    use crate::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams};
+    use crate::protocols::params::UnbalancedJob;
 
     #[test]
     fn hello_params_are_canonical() {
@@ -280,6 +246,36 @@ mod tests {
         assert_eq!(both.hello_params(), "key_columns=1;reveal=both");
         let malicious = Job::new(Protocol::Auto, Operation::Intersection).with_security(Security::Malicious);
         assert_eq!(malicious.hello_params(), "key_columns=1;security=malicious");
+    }
+
+    #[test]
+    fn named_options_set_the_protocols_parameters_and_others_are_refused() {
+        let named = Named::none().with("rpmt", Some("poprf"));
+        let job = Job::new(Protocol::Mqrpmt, Operation::Cardinality).with_options(&named).unwrap();
+        assert_eq!(job.params, ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf)));
+        let e = Job::new(Protocol::Ecdh, Operation::Intersection).with_options(&named).unwrap_err();
+        assert!(
+            matches!(&e, Error::Unknown(u) if u.what == "option" && u.expected == "an option of ecdh, which takes none"),
+            "{e}"
+        );
+        let bad = Named::none().with("last_move", Some("sorted"));
+        let e = Job::new(Protocol::Mqrpmt, Operation::Union).with_options(&bad).unwrap_err();
+        assert!(e.to_string().contains("sorted"), "{e}");
+        let fp = Named::none().with("fingerprint", Some("ab12"));
+        let job = Job::new(Protocol::Unbalanced, Operation::Intersection).with_options(&fp).unwrap();
+        assert_eq!(job.params, ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: Some("ab12".into()) }));
+        let key = JudgeKey::generate();
+        let auth = Named::none()
+            .with("client_id", Some("lab"))
+            .with("judge_key", Some(authorized::public_key_hex(key.public())));
+        let job = Job::new(Protocol::Partial, Operation::Intersection).with_options(&auth).unwrap();
+        assert_eq!(job, Job::authorized(Protocol::Partial, b"lab", *key.public()));
+        let e = Job::new(Protocol::Authorized, Operation::Intersection)
+            .with_options(&Named::none().with("judge_key", Some("zz")))
+            .unwrap_err();
+        assert!(e.to_string().contains("judge"), "{e}");
+        assert_eq!(Job::judge().hello_names(), ("judge", "authorize"));
+        Job::judge().validate(Role::Judge).unwrap();
     }
 
     #[test]

@@ -10,9 +10,10 @@ pub mod auto;
 mod hello;
 mod job;
 
+pub use crate::protocols::params::{AuthorizedJob, Named, ProtocolParams, UnbalancedJob};
 pub(crate) use hello::TAG_HELLO;
 pub use hello::{Hello, MAGIC, MAX_HELLO_FRAME, WIRE_VERSION, admission, handshake};
-pub use job::{AuthorizedJob, Job, ProtocolParams, UnbalancedJob};
+pub use job::Job;
 
 use crate::error::{Error, Result};
 use crate::io::check_distinct;

@@ -71,6 +71,7 @@ use crate::crypto::dst::{self, Domain};
 use crate::error::{Deviation, Result};
 use crate::net::Channel;
 use crate::protocols::Protocol;
+use crate::protocols::params::{AuthorizedJob, Named, OptionDoc, ProtocolParams};
 use crate::protocols::spec::{Leakage, Spec, Takes};
 use crate::protocols::{Operation, Role, Security};
 use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
@@ -214,6 +215,19 @@ fn authorized_takes(op: Operation, role: Role) -> Takes {
     }
 }
 
+/// authorized's and partial's options: the client served and the judge's key.
+pub const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "client_id", values: &[], help: "the identity of the client the judge authorised" },
+    OptionDoc { name: "judge_key", values: &[], help: "sender: the judge's public key, in hex" },
+];
+
+/// authorized's and partial's parameters from their options.
+pub fn params_of_options(named: &Named) -> Result<ProtocolParams> {
+    let judge_key = named.get("judge_key").map(public_key_from_hex).transpose()?;
+    let client_id = named.get("client_id").unwrap_or_default().as_bytes().to_vec();
+    Ok(ProtocolParams::Authorized(AuthorizedJob { client_id, judge_key }))
+}
+
 /// The registry's facts about authorised PSI (full mode, paper §4).
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Authorized,
@@ -232,6 +246,10 @@ pub static SPEC: Spec = Spec {
                client queried, nothing else.",
         doc: "docs/protocols/authorized.md",
     },
+    page: include_str!("../../../../../docs/protocols/authorized.md"),
+    demo_items: 1 << 16,
+    options: OPTIONS,
+    params: params_of_options,
 };
 
 /// The registry's facts about Partial-APSI (paper §5).
@@ -251,4 +269,8 @@ pub static PARTIAL_SPEC: Spec = Spec {
                signed items the client queried, nothing else.",
         doc: "docs/protocols/authorized.md",
     },
+    page: include_str!("../../../../../docs/protocols/authorized.md"),
+    demo_items: 1 << 16,
+    options: OPTIONS,
+    params: params_of_options,
 };

@@ -43,6 +43,7 @@ use crate::crypto::wideperm::WidePermutation;
 use crate::error::Result;
 use crate::math::fp128::F128;
 use crate::protocols::Context;
+use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Operation, Protocol, Security};
 
@@ -131,4 +132,8 @@ pub static SPEC: Spec = Spec {
                the sender does not hold, nor learn anything about the receiver's items.",
         doc: "docs/protocols/compact.md",
     },
+    page: include_str!("../../../../../docs/protocols/compact.md"),
+    demo_items: MAX_SET,
+    options: &[],
+    params: no_params,
 };

@@ -44,6 +44,7 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::ItemHasher;
+use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Operation, Protocol, Security};
 
@@ -70,4 +71,8 @@ pub static SPEC: Spec = Spec {
                that cheats can make the result wrong; the protocol assumes both follow it.",
         doc: "docs/protocols/ecdh.md",
     },
+    page: include_str!("../../../../../docs/protocols/ecdh.md"),
+    demo_items: 1 << 20,
+    options: &[],
+    params: no_params,
 };

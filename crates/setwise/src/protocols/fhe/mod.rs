@@ -44,6 +44,7 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::protocols::Context;
+use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Operation, Protocol, Security};
 use rayon::prelude::*;
@@ -92,4 +93,8 @@ pub static SPEC: Spec = Spec {
                could in principle exploit.",
         doc: "docs/protocols/fhe.md",
     },
+    page: include_str!("../../../../../docs/protocols/fhe.md"),
+    demo_items: 1 << 14,
+    options: &[],
+    params: no_params,
 };

@@ -56,41 +56,30 @@ pub use operations::{Shares, Values, sum_width};
 pub use rpmt::{Construction, LastMove, client, server};
 
 use crate::crypto::rng::shuffle;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::net::Channel;
+use crate::protocols::params::{Named, OptionDoc, ProtocolParams};
 use crate::protocols::spec::{Leakage, Spec, values_for_sum};
 use crate::protocols::{Context, Operation, Outcome, Report};
 use crate::protocols::{Protocol, Security};
 
-/// What both sides of an mqRPMT run agree on besides the operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MqrpmtParams {
-    /// The membership test's construction.
-    pub construction: Construction,
-    /// How the client returns the server's keyed items (`poprf`: only
-    /// [`LastMove::Shuffle`]).
-    pub last_move: LastMove,
-}
+pub use crate::protocols::params::mqrpmt::MqrpmtParams;
 
-impl MqrpmtParams {
-    /// The construction with its default last move ([`Construction::default_last_move`]).
-    pub fn of(construction: Construction) -> Self {
-        Self { construction, last_move: construction.default_last_move() }
-    }
+/// mqrpmt's options: the membership test's construction and its last move.
+pub const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "rpmt", values: &["cwprf", "poprf"], help: "the membership test's construction (default cwprf)" },
+    OptionDoc {
+        name: "last_move",
+        values: &["bloom", "shuffle"],
+        help: "how the sender returns the receiver's keyed items (default: the construction's)",
+    },
+];
 
-    /// Checks that the last move exists for the construction.
-    pub fn check(&self) -> Result<()> {
-        if self.construction == Construction::Poprf && self.last_move == LastMove::Bloom {
-            return Err(Error::params(
-                "last_move",
-                "mqrpmt: the poprf construction has no Bloom-filter last move (the receiver unmasks the permuted \
-                 points, so they travel as points): use the shuffle last move (poprf's default), or the cwprf \
-                 construction for the filter"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
+/// mqrpmt's parameters from its options: the last move defaults to the construction's.
+pub fn params_of_options(named: &Named) -> Result<ProtocolParams> {
+    let construction: Construction = named.parse("rpmt")?.unwrap_or_default();
+    let last_move = named.parse("last_move")?.unwrap_or(construction.default_last_move());
+    Ok(ProtocolParams::Mqrpmt(MqrpmtParams { construction, last_move }))
 }
 
 /// The client P2 (the hello's sender) with its items X and, for `sum`, its values.
@@ -154,4 +143,8 @@ pub static SPEC: Spec = Spec {
                false match has probability at most 2^-40 per item.",
         doc: "docs/protocols/mqrpmt.md",
     },
+    page: include_str!("../../../../../docs/protocols/mqrpmt.md"),
+    demo_items: 1 << 20,
+    options: OPTIONS,
+    params: params_of_options,
 };

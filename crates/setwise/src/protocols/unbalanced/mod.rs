@@ -56,6 +56,7 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::oprf::Output;
+use crate::protocols::params::{Named, OptionDoc, ProtocolParams, UnbalancedJob};
 use crate::protocols::spec::{Leakage, Spec, Takes};
 use crate::protocols::{Operation, Protocol, Role, Security};
 
@@ -93,6 +94,18 @@ pub(crate) fn locate(p: &UnbalancedParams, digest: &Digest, bins: &mut Vec<u32>,
     }
 }
 
+/// unbalanced's options: the receiver's expected database fingerprint.
+pub const OPTIONS: &[OptionDoc] = &[OptionDoc {
+    name: "fingerprint",
+    values: &[],
+    help: "receiver: refuse a sender whose database parameters have another fingerprint",
+}];
+
+/// unbalanced's parameters from its options.
+pub fn params_of_options(named: &Named) -> crate::error::Result<ProtocolParams> {
+    Ok(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: named.get("fingerprint").map(str::to_string) }))
+}
+
 /// The registry's facts about unbalanced PSI: the sender serves a database.
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Unbalanced,
@@ -110,4 +123,8 @@ pub static SPEC: Spec = Spec {
                few bits of a keyed hash with one of its own. As with fhe, there is no circuit privacy.",
         doc: "docs/protocols/unbalanced.md",
     },
+    page: include_str!("../../../../../docs/protocols/unbalanced.md"),
+    demo_items: 1 << 16,
+    options: OPTIONS,
+    params: params_of_options,
 };

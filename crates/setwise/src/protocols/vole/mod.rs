@@ -46,6 +46,7 @@ use crate::crypto::dst::{self, Domain};
 use crate::error::Result;
 use crate::math::gf128::Gf128;
 use crate::okvs::OkvsParams;
+use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Context, Security};
 use crate::protocols::{Operation, Protocol};
@@ -164,4 +165,8 @@ pub static SPEC: Spec = Spec {
                test up to the store's size (about 1.15 times its announced items) of its choice.",
         doc: "docs/protocols/vole.md",
     },
+    page: include_str!("../../../../../docs/protocols/vole.md"),
+    demo_items: 1 << 20,
+    options: &[],
+    params: no_params,
 };

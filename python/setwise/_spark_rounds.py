@@ -27,6 +27,7 @@ from ._setwise import (
     NetworkError,
     StagedDriver,
     StagedWorker,
+    staged_read_ids,
     staged_read_rows,
 )
 
@@ -58,6 +59,15 @@ class SumResult(NamedTuple):
 
     cardinality: int
     sum: int
+
+
+class PrivateIdResult(NamedTuple):
+    """`private-id`, for each party: its rows, each with the ID of its key (a 32-byte
+    binary column ``private_id``), and the IDs of X ∪ Y (one ``private_id`` column), the
+    same on both sides; a key both parties hold has one ID."""
+
+    ids: DataFrame
+    union_ids: DataFrame
 
 
 def _served_input(valued: bool) -> Any:
@@ -288,7 +298,7 @@ class _Rounds:
         )
         return self.base.fingerprint(items.select(with_value.alias("item")))
 
-    def go(self) -> DataFrame | int | SumResult | None:
+    def go(self) -> DataFrame | int | SumResult | PrivateIdResult | None:
         b = self.base
         items = self.own_items().persist()
         self.items = items
@@ -304,8 +314,7 @@ class _Rounds:
                 self,
             )
             self.steps(driver)
-            learns = b.role == "receiver" or self.value is not None
-            return self.result(driver) if learns else None
+            return self.result(driver) if driver.learns else None
         finally:
             if self.job is not None and self.job.is_alive():
                 b.spark.sparkContext.cancelJobGroup(self.group)
@@ -354,7 +363,7 @@ class _Rounds:
             time.monotonic() - started,
         )
 
-    def result(self, driver: StagedDriver) -> DataFrame | int | SumResult:
+    def result(self, driver: StagedDriver) -> DataFrame | int | SumResult | PrivateIdResult:
         size = driver.result_size()
         if size is None:
             raise Error(f"{self.wd}/result.json: missing after the run finished")
@@ -363,6 +372,8 @@ class _Rounds:
             return SumResult(int(size), int(total))
         if self.base.op in ("cardinality", "sum"):
             return int(size)
+        if self.base.op == "private-id":
+            return self.private_ids()
         matched = self.kept_rows()
         if self.base.op == "union":
             from pyspark.sql import functions as F
@@ -376,6 +387,33 @@ class _Rounds:
 
         rows = self.base.with_item()
         return rows.join(matched.withColumnRenamed("item", ITEM), ITEM, "left_semi").drop(ITEM)
+
+    def private_ids(self) -> PrivateIdResult:
+        """Each bucket's IDs, paired with the own items its executor kept beside them."""
+        import pyarrow as pa
+
+        from .spark import ITEM
+
+        wd = self.wd
+
+        def own(batches: Any) -> Any:
+            for rb in batches:
+                for bucket in rb.column(0).to_pylist():
+                    items, ids, _ = staged_read_ids(wd, int(bucket))
+                    arrays = [pa.array(items, pa.binary()), pa.array(ids, pa.binary())]
+                    yield pa.RecordBatch.from_arrays(arrays, names=[ITEM, "private_id"])
+
+        def union(batches: Any) -> Any:
+            for rb in batches:
+                for bucket in rb.column(0).to_pylist():
+                    _, _, ids = staged_read_ids(wd, int(bucket))
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(ids, pa.binary())], names=["private_id"]
+                    )
+
+        pairs = self.per_bucket("ids", own, f"{ITEM} binary, private_id binary")
+        rows = self.base.with_item().join(pairs, ITEM, "inner").drop(ITEM)
+        return PrivateIdResult(rows, self.per_bucket("ids", union, "private_id binary"))
 
     def kept_rows(self) -> DataFrame:
         """The rows the buckets kept (intersection: the own items matched; union: the
@@ -392,16 +430,17 @@ class _Rounds:
                         names=["item"],
                     )
 
-        # The buckets that kept any rows.
-        folder = os.path.join(self.wd, "rounds", "rows")
+        return self.per_bucket("rows", read, "item binary")
+
+    def per_bucket(self, kept: str, read: Callable[[Any], Any], schema: str) -> DataFrame:
+        """What `read` makes of each bucket that kept something in rounds/`kept`, read by
+        the executors."""
+        folder = os.path.join(self.wd, "rounds", kept)
         names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
         found = [int(n[len("bucket-") : -len(".bin")]) for n in names if n.startswith("bucket-")]
         spark = self.base.spark
-        schema = "item binary"
         if not found:
-            matched = spark.createDataFrame([], schema)
-        else:
-            n = max(1, min(len(found), spark.sparkContext.defaultParallelism))
-            ids = spark.createDataFrame([(b,) for b in found], "bucket long").repartition(n)
-            matched = ids.mapInArrow(read, schema)
-        return matched
+            return spark.createDataFrame([], schema)
+        n = max(1, min(len(found), spark.sparkContext.defaultParallelism))
+        buckets = spark.createDataFrame([(b,) for b in found], "bucket long").repartition(n)
+        return buckets.mapInArrow(read, schema)

@@ -50,12 +50,12 @@ from ._setwise import (
     staged_split_values,
     staged_write_local,
 )
-from ._spark_rounds import SumResult
+from ._spark_rounds import PrivateIdResult, SumResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SumResult", "new_exchange_key", "run"]
+__all__ = ["PrivateIdResult", "SumResult", "new_exchange_key", "run"]
 
 log = logging.getLogger("setwise.spark")
 
@@ -902,20 +902,21 @@ def run(
     linger: float = 60.0,
     value: str | None = None,
     value_bound: int = 2**32 - 1,
-) -> DataFrame | int | SumResult | None:
+) -> DataFrame | int | SumResult | PrivateIdResult | None:
     """Runs this organisation's side of a staged run. Returns, for the receiver, its
     matching rows of `df` as a DataFrame (`intersection`), their number as an int
     (`cardinality`, and `sum`), or X ∪ Y as a DataFrame of one column named `key`
     (`union`: the own distinct keys and the sender's others); for the sender of `sum`
-    a :class:`SumResult` (the cardinality and the sum of its values over X ∩ Y); None for
-    the sender of the others.
+    a :class:`SumResult` (the cardinality and the sum of its values over X ∩ Y); for
+    both parties of `private-id` a :class:`PrivateIdResult` (its rows with their IDs,
+    and the IDs of X ∪ Y); None for the sender of the others.
 
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
     - `role`: ``"receiver"`` (learns the matching rows) or ``"sender"``.
     - `protocol`: ``"ecdh"`` (its own stages: the exchange may be on any storage Spark
       writes), or one the runner replays (``"vole"``: intersection; ``"mqrpmt"``:
-      intersection, cardinality, union; ``"compact"``: intersection), as ``setwise
+      intersection, cardinality, sum, union, private-id; ``"compact"``: intersection), as ``setwise
       stage`` runs them. These run in one Spark job whose tasks keep each bucket's role
       alive between stages; the exchange and the workdir must then be paths every
       executor mounts at the same place.
@@ -924,7 +925,8 @@ def run(
     - `workdir`: this organisation's private location for the run (seed, journal, result).
     - `operation`: ``"intersection"``, ``"cardinality"`` (with ecdh the sender mixes its
       messages across parts, so the receiver learns only the total; replayed, the
-      receiver learns each bucket's count), ``"sum"`` or ``"union"`` (mqrpmt).
+      receiver learns each bucket's count), ``"sum"``, ``"union"`` or ``"private-id"``
+      (mqrpmt).
     - `value` (the sender of ``"sum"``): the column of each row's value, a non-negative
       integer (rows of one key add up); `value_bound`: the bound of every item's value
       (it fixes each bucket's sum modulus).

@@ -11,6 +11,7 @@ use crate::staged::{parse_key, role, settings_for, values as values_of};
 use arrow_array::{Array, ArrayRef, Int32Array, Int64Array};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCFunction, PyTuple};
+use setwise::Role;
 use setwise::error::{Error, ErrorKind};
 use setwise::io::hex;
 use setwise::staged::store::Workdir;
@@ -113,6 +114,8 @@ fn local(path: &str, what: &str) -> PyResult<PathBuf> {
 #[pyclass(module = "setwise._setwise", unsendable)]
 pub struct StagedDriver {
     runner: Runner<'static, Vec<u8>>,
+    /// Whether this party learns a result.
+    learns: bool,
 }
 
 #[pymethods]
@@ -146,8 +149,9 @@ impl StagedDriver {
         let mut attempt = [0u8; 8];
         setwise::crypto::rng::fill_os(&mut attempt);
         let remote = Box::new(PyRemote { obj: remote, workdir: w, attempt: hex(&attempt) });
+        let learns = who == Role::Receiver || settings.operation.sender_learns();
         let runner = Runner::open_remote(settings, who, &ex, &wd, (size, fingerprint), key, remote).map_err(to_py)?;
-        Ok(Self { runner })
+        Ok(Self { runner, learns })
     }
 
     /// Runs the next stage if it can: `("ran", n, "")`, `("waiting", n, marker path)`
@@ -158,6 +162,13 @@ impl StagedDriver {
             Step::Waiting { stage, marker } => Ok(("waiting", stage, marker)),
             Step::Finished => Ok(("finished", 0, String::new())),
         }
+    }
+
+    /// Whether this party learns a result (the receiver; the sender of `sum`,
+    /// `private-id`).
+    #[getter]
+    fn learns(&self) -> bool {
+        self.learns
     }
 
     /// What stage `n` does (`round 3`, …).
@@ -346,7 +357,23 @@ impl StagedWorker {
     }
 }
 
-/// The rows bucket `bucket` kept on a cluster (the items it matched), as bytes.
+/// A bucket's private IDs on a cluster: its own items, each one's ID (in the same
+/// order) and the IDs of the bucket's part of the union, as bytes.
+#[pyfunction]
+#[allow(clippy::type_complexity)] // three lists of bytes, as the Python side takes them
+pub fn staged_read_ids<'py>(
+    py: Python<'py>,
+    workdir: &str,
+    bucket: u32,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<Bound<'py, PyBytes>>, Vec<Bound<'py, PyBytes>>)> {
+    let w = Workdir::create(Path::new(&local(workdir, "workdir")?)).map_err(to_py)?;
+    let (items, ids) = work::read_bucket_ids(&w, bucket).map_err(to_py)?;
+    let bytes = |v: &[[u8; 32]]| v.iter().map(|i| PyBytes::new(py, i)).collect();
+    Ok((items.iter().map(|i| PyBytes::new(py, i)).collect(), bytes(&ids.own), bytes(&ids.union)))
+}
+
+/// The rows bucket `bucket` kept on a cluster (intersection: the own items it matched;
+/// union: the peer's items outside the own set), as bytes.
 #[pyfunction]
 pub fn staged_read_rows<'py>(py: Python<'py>, workdir: &str, bucket: u32) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let w = Workdir::create(Path::new(&local(workdir, "workdir")?)).map_err(to_py)?;

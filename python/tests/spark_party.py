@@ -6,7 +6,8 @@ receiver's matching rows to a Parquet file.
         [OP] [PROTOCOL] [VALUE_COLUMN]
 
 For cardinality (and sum) the receiver prints `setwise-spark result: N`, the sender of sum
-`setwise-spark result: N SUM`. The exchange key is read
+`setwise-spark result: N SUM`. For private-id each party writes its rows with their IDs
+to OUTPUT and the union's IDs to OUTPUT-union. The exchange key is read
 from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or
 written from setwise.spark.new_exchange_key()).
 """
@@ -65,6 +66,10 @@ def main(argv: list[str]) -> int:
     )
     if isinstance(got, setwise.spark.SumResult):
         print(f"setwise-spark result: {got.cardinality} {got.sum}", flush=True)
+    elif isinstance(got, setwise.spark.PrivateIdResult):
+        if output:
+            got.ids.write.mode("overwrite").parquet(output)
+            got.union_ids.write.mode("overwrite").parquet(output + "-union")
     elif isinstance(got, int):
         print(f"setwise-spark result: {got}", flush=True)
     elif got is not None and output:

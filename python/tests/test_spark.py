@@ -460,6 +460,46 @@ def test_mqrpmt_union_on_spark_is_the_plain_union(tmp_path: Path) -> None:
     assert len(got) == len(want) and set(got) == want
 
 
+def test_mqrpmt_private_id_on_spark_gives_each_key_one_id_of_the_union(tmp_path: Path) -> None:
+    sx, rx = rows("s", 0, 2_000), rows("r", 1_500, 2_000)
+    s_pq, _ = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    ex = tmp_path / "mq-pid"
+    out = {who: tmp_path / f"{who}-ids" for who in ("receiver", "sender")}
+    r, s = (
+        party(
+            who,
+            data,
+            (uri(ex), uri(tmp_path / f"{who}-w"), uri(out[who])),
+            tmp_path / f"{who}.log",
+            "private-id",
+            protocol="mqrpmt",
+        )
+        for who, data in (("receiver", r_pq), ("sender", s_pq))
+    )
+    wait_all({"s": s, "r": r}, tmp_path)
+    ids: dict[str, dict[str, bytes]] = {}
+    for who, given in (("receiver", rx), ("sender", sx)):
+        t = pq.read_table(out[who])
+        keyed = list(zip(t.column("email").to_pylist(), t.column("private_id").to_pylist()))
+        assert len(keyed) == sum(1 for _, k in given if k), f"{who}: one ID per row with a key"
+        per_key = dict(keyed)
+        assert all(per_key[k] == i for k, i in keyed), f"{who}: rows of one key share its ID"
+        assert len(set(per_key.values())) == len(per_key), f"{who}: distinct keys, distinct IDs"
+        ids[who] = per_key
+    unions = [
+        sorted(pq.read_table(str(out[who]) + "-union").column("private_id").to_pylist())
+        for who in ("receiver", "sender")
+    ]
+    assert unions[0] == unions[1], "both hold the union's IDs"
+    keys = set(ids["receiver"]) | set(ids["sender"])
+    assert len(unions[0]) == len(keys), "one ID per key of X ∪ Y"
+    common = set(ids["receiver"]) & set(ids["sender"])
+    assert common and all(ids["receiver"][k] == ids["sender"][k] for k in common)
+    mine = {i for who in ids for i in ids[who].values()}
+    assert mine == set(unions[0])
+
+
 def test_mqrpmt_sum_on_spark_is_the_plain_sum(tmp_path: Path) -> None:
     sx, rx = rows("s", 0, 3_000), rows("r", 2_000, 3_000)
     amounts = [(n * 37) % 1000 for n in range(len(sx))]

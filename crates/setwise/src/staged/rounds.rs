@@ -705,7 +705,7 @@ mod cluster_tests {
     use crate::staged::plan::{Buckets, Settings};
     use crate::staged::runner::{Remote, Runner, Step};
     use crate::staged::store::Workdir;
-    use crate::staged::work::{Done, Served, Task, Worker, collect, post, read_rows, serve};
+    use crate::staged::work::{Done, Served, Task, Worker, collect, post, read_bucket_ids, read_rows, serve};
     use std::cell::RefCell;
     use std::collections::BTreeMap;
     use std::collections::BTreeSet;
@@ -815,9 +815,20 @@ mod cluster_tests {
 
     /// The receiver on two executors (threads), the sender in one process.
     fn parties<'a>(dir: &Path, linger: Duration, x: &'a [String], y: &[String]) -> Parties<'a> {
+        parties_of(dir, linger, x, y, Protocol::Vole, Operation::Intersection)
+    }
+
+    /// [`parties`] running `protocol`'s `op`.
+    fn parties_of<'a>(
+        dir: &Path,
+        linger: Duration,
+        x: &'a [String],
+        y: &[String],
+        protocol: Protocol,
+        op: Operation,
+    ) -> Parties<'a> {
         let key = ExchangeKey::from_bytes([9; 32]);
-        let settings =
-            Settings { buckets: Buckets::Fixed(3), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let settings = Settings { buckets: Buckets::Fixed(3), ..Settings::new("t", protocol, op) };
         let ex = dir.join("exchange");
         let threads = Threads {
             exchange: ex.clone(),
@@ -855,6 +866,53 @@ mod cluster_tests {
         let dir = tempfile::tempdir().unwrap();
         let (_, starts) = remote_run(dir.path(), Duration::from_millis(1));
         assert!(starts > 1, "executors that linger out are started again, and replay");
+    }
+
+    /// Private IDs on a "cluster": the driver holds no items, so each bucket's executor
+    /// keeps its items beside their IDs, and they pair up to the plain computation's
+    /// shape: one ID per own item, the union's IDs the sender's, common items' IDs equal.
+    #[test]
+    fn a_cluster_runners_private_ids_pair_with_the_items_the_executors_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..300), items(200..450));
+        let (r, s, _) = parties_of(dir.path(), Duration::from_secs(30), &x, &y, Protocol::Mqrpmt, Operation::PrivateId);
+        let mut sender = None;
+        let mut finished = (false, false);
+        for _ in 0..40 {
+            finished.0 |= r.step(&mut |_| panic!("the IDs are the executors'")).unwrap() == Step::Finished;
+            let mut deliver = |o: &Outcome| {
+                sender = Some(o.clone());
+                Ok(())
+            };
+            finished.1 |= s.step(&mut deliver).unwrap() == Step::Finished;
+            if finished == (true, true) {
+                break;
+            }
+        }
+        assert_eq!(finished, (true, true), "no end after 40 steps");
+        let Some(Outcome::PrivateIds { own: sender_ids, union: sender_union }) = sender else {
+            panic!("the sender learns its IDs")
+        };
+        let w = Workdir::create(&dir.path().join("r")).unwrap();
+        let (mut mine, mut union) = (BTreeMap::new(), Vec::new());
+        for b in 0..3 {
+            let (items, ids) = read_bucket_ids(&w, b).unwrap();
+            assert_eq!(items.len(), ids.own.len());
+            mine.extend(items.into_iter().map(|i| String::from_utf8(i).unwrap()).zip(ids.own));
+            union.extend(ids.union);
+        }
+        union.sort_unstable();
+        assert_eq!(mine.keys().cloned().collect::<BTreeSet<_>>(), y.iter().cloned().collect());
+        assert_eq!(union, sender_union, "both hold the union's IDs");
+        assert_eq!(union.len(), 450);
+        for (i, item) in x.iter().enumerate() {
+            assert!(union.binary_search(&sender_ids[i]).is_ok(), "{item}'s ID is in the union");
+            if let Some(id) = mine.get(item) {
+                assert_eq!(id, &sender_ids[i], "{item} is common: one ID");
+            }
+        }
+        let distinct: BTreeSet<_> = mine.values().chain(&sender_ids).collect();
+        assert_eq!(distinct.len(), 450, "one ID per item of the union");
     }
 
     #[test]

@@ -166,10 +166,10 @@ impl<'a> Runner<'a, Vec<u8>> {
         if settings.protocol == crate::protocols::Protocol::Ecdh {
             return Err(Error::Usage("a staged ecdh run holds its items in the runner (Runner::open)".into()));
         }
-        if matches!(settings.operation, Operation::PrivateId | Operation::Shares) {
+        if settings.operation == Operation::Shares {
             return Err(Error::Usage(format!(
-                "a staged {} runs in one process (setwise stage); on a cluster: intersection, cardinality, sum and \
-                 union",
+                "a staged {} runs in one process (setwise stage); on a cluster: intersection, cardinality, sum, \
+                 union and private-id",
                 settings.operation
             )));
         }

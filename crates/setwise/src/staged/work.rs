@@ -383,11 +383,7 @@ const MAX_KEPT_BYTES: u64 = 1 << 36;
 pub fn keep(workdir: &Workdir, done: &Done) -> Result<()> {
     match &done.kept {
         None => Ok(()),
-        Some(Kept::Rows(rows)) => {
-            let mut bytes = (rows.len() as u64).to_le_bytes().to_vec();
-            bytes.extend(encode_frames(rows));
-            workdir.write_bytes(&rows_name(done.bucket), &bytes)
-        }
+        Some(Kept::Rows(rows)) => write_rows(workdir, done.bucket, rows),
         Some(Kept::Ids(ids)) => {
             let mut bytes = Vec::with_capacity(16 + 32 * (ids.own.len() + ids.union.len()));
             bytes.extend((ids.own.len() as u64).to_le_bytes());
@@ -396,6 +392,22 @@ pub fn keep(workdir: &Workdir, done: &Done) -> Result<()> {
             workdir.write_bytes(&ids_name(done.bucket), &bytes)
         }
     }
+}
+
+/// Keeps `rows` as bucket `bucket`'s ([`read_rows`]).
+fn write_rows<R: AsRef<[u8]>>(workdir: &Workdir, bucket: u32, rows: &[R]) -> Result<()> {
+    let mut bytes = (rows.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(encode_frames(rows));
+    workdir.write_bytes(&rows_name(bucket), &bytes)
+}
+
+/// A cluster bucket's private IDs with the own items they belong to: the items (kept
+/// beside the IDs by [`serve`], since a cluster's driver holds none), paired in order
+/// with their IDs, and the IDs of the bucket's part of the union.
+pub fn read_bucket_ids(workdir: &Workdir, bucket: u32) -> Result<(Vec<Vec<u8>>, BucketIds)> {
+    let items = read_rows(workdir, bucket)?;
+    let ids = read_ids(workdir, bucket, items.len())?;
+    Ok((items, ids))
 }
 
 /// The rows bucket `bucket` kept ([`Kept::Rows`]; empty if there are none).
@@ -540,6 +552,10 @@ pub fn serve<I: AsRef<[u8]> + Sync>(
             let done = worker.run(t, input).and_then(|mut d| {
                 if d.learned == Learned::Intersection && !d.matches.is_empty() {
                     d.kept = Some(Kept::Rows(d.matches.iter().map(|&p| own[p as usize].as_ref().to_vec()).collect()));
+                }
+                if d.learned == Learned::Ids {
+                    // The driver holds no items: it pairs these with the IDs, in order.
+                    write_rows(workdir, t.bucket, own)?;
                 }
                 keep(workdir, &d)?;
                 Ok(d)

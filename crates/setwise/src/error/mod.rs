@@ -280,6 +280,28 @@ pub enum Deviation {
         /// Elements required.
         expected: u64,
     },
+    /// The peer's set is larger than the protocol, or this side's parameters, take: no
+    /// run is possible, and not through this side's doing.
+    #[error("{what} takes sets of at most {limit} items, the peer's has {announced}; {advice}")]
+    BeyondLimit {
+        /// What has the limit (`compact PSI`, `this database's parameters`).
+        what: &'static str,
+        /// The peer's announced size.
+        announced: u64,
+        /// The limit.
+        limit: u64,
+        /// What the peer can do instead.
+        advice: &'static str,
+    },
+    /// The peer's parameters do not fit this side's items (an honest peer's fail with
+    /// negligible probability).
+    #[error("the peer's {what} do not fit this side's items: {why}")]
+    UnfitParams {
+        /// Which parameters.
+        what: &'static str,
+        /// Why not.
+        why: String,
+    },
     /// A value is outside what honest inputs can produce.
     #[error("{what}: {value} is outside the possible range {min}..={max}")]
     OutOfRange {

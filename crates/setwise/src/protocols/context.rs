@@ -3,7 +3,7 @@
 //! reads it.
 
 use crate::crypto::dst::SessionId;
-use crate::error::{Error, Result};
+use crate::error::{Deviation, Error, Result};
 use std::fmt;
 
 /// Largest set size a peer may announce: 2^32 items.
@@ -68,16 +68,49 @@ impl Context {
     }
 
     /// Checks both sizes against a protocol's limit `max` before anything is allocated;
-    /// the error names the protocol (`what`), the side and `advice`.
-    pub fn check_sizes(&self, what: &str, max: usize, advice: &str) -> Result<()> {
-        for (who, n) in [("sender", self.sender_size()), ("receiver", self.receiver_size())] {
-            if n > max {
-                return Err(Error::params(
-                    "set_size",
-                    format!("{what} takes sets of at most {max} items, the {who} has {n}; {advice}"),
-                ));
-            }
+    /// the error names the protocol (`what`), the side and `advice`. This side's own set
+    /// is a local error; the peer's is the peer's doing ([`Deviation::BeyondLimit`]).
+    pub fn check_sizes(&self, what: &'static str, max: usize, advice: &'static str) -> Result<()> {
+        if self.own_size > max {
+            let n = self.own_size;
+            return Err(Error::params(
+                "set_size",
+                format!("{what} takes sets of at most {max} items, this side ({}) has {n}; {advice}", self.role),
+            ));
+        }
+        self.check_peer_size(what, max, advice)
+    }
+
+    /// Checks the peer's announced size against a limit `max` of `what` (the protocol,
+    /// this side's parameters): beyond it is the peer's doing.
+    pub fn check_peer_size(&self, what: &'static str, max: usize, advice: &'static str) -> Result<()> {
+        if self.peer_size > max {
+            return Err(
+                Deviation::BeyondLimit { what, announced: self.peer_size as u64, limit: max as u64, advice }.into()
+            );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn a_set_beyond_a_limit_is_local_when_own_and_the_peers_doing_when_announced() {
+        let ctx = |role, own_size, peer_size| Context { id: SessionId([0; 32]), role, own_size, peer_size };
+        let own = ctx(Role::Sender, 11, 3).check_sizes("compact PSI", 10, "use ecdh").unwrap_err();
+        assert_eq!(own.kind(), ErrorKind::Local, "{own}");
+        assert!(own.to_string().contains("this side (sender) has 11"), "{own}");
+        let peer = ctx(Role::Receiver, 3, 11).check_sizes("compact PSI", 10, "use ecdh").unwrap_err();
+        assert_eq!(peer.kind(), ErrorKind::Peer, "{peer}");
+        assert!(
+            matches!(peer, Error::PeerMisbehaved(Deviation::BeyondLimit { announced: 11, limit: 10, .. })),
+            "{peer}"
+        );
+        assert!(peer.to_string().contains("the peer's has 11; use ecdh"), "{peer}");
+        ctx(Role::Sender, 10, 10).check_sizes("compact PSI", 10, "").unwrap();
     }
 }

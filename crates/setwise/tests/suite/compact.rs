@@ -149,7 +149,9 @@ fn a_truncated_polynomial_is_rejected() {
 #[test]
 fn announced_sizes_above_the_limit_are_refused_before_any_work() {
     let e = against_receiver(setwise::protocols::compact::MAX_SET + 1, |_| {});
-    assert!(matches!(&e, Error::Params { why: m, .. } if m.contains("at most 65536")), "{e}");
+    // The peer's size, so the peer's doing (it was reported as a local Params error).
+    let beyond = matches!(&e, Error::PeerMisbehaved(Deviation::BeyondLimit { limit: 65536, .. }));
+    assert!(beyond && !e.is_local(), "{e}");
 }
 
 /// Runs an honest receiver of 10 items against a sender that sends `key` as its A.

@@ -5,7 +5,7 @@ use super::messages::{self, OPRF_REQUEST, OPRF_RESPONSE, Params, ResultHeader, R
 use super::{digest, locate};
 use crate::crypto::dst;
 use crate::crypto::oprf;
-use crate::error::{Error, Result};
+use crate::error::{Deviation, Error, Result};
 use crate::hashing::cuckoo::CuckooTable;
 use crate::he::{HeContext, SecretKey};
 use crate::math::zp::Zp;
@@ -62,8 +62,10 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
         candidates.push(b);
         felts.push(f);
     }
+    // With no more items than the parameters allow, a table that cannot be built is the
+    // sender's parameters' doing (honest ones fail with negligible probability).
     let table = CuckooTable::build(&candidates, p.table_params.table_size)
-        .map_err(|e| Error::params("table_size", e.to_string()))?;
+        .map_err(|e| Deviation::UnfitParams { what: "parameters (cuckoo table size)", why: e.to_string() })?;
     let bfv = HeContext::new(&p.he())?;
     let mut sk = SecretKey::generate(&bfv);
     let plan = p.plan()?;

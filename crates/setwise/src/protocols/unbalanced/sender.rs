@@ -20,16 +20,8 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     let p = db.params();
     report.detail("parameters", format!("{} ({})", p.fingerprint(), db.info().preset));
     Params { params: p.clone(), labels: db.label_layout().cloned() }.send(ch, "sending parameters")?;
-    let max = p.receiver_max();
-    if ctx.receiver_size() > max {
-        return Err(Error::params(
-            "receiver_size",
-            format!(
-                "the receiver has {} items; this database's parameters allow at most {max} per query",
-                ctx.receiver_size()
-            ),
-        ));
-    }
+    // A query larger than the database's parameters allow is the receiver's doing.
+    ctx.check_peer_size("this database's parameters", p.receiver_max(), "query at most that many items at once")?;
     report.phase("OPRF", ch, |ch| {
         let blinded = OPRF_REQUEST.recv_all(ch, ctx.receiver_size(), "receiving the OPRF request")?;
         let evaluated =

@@ -27,12 +27,14 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._setwise import (
+    DEFAULT_PROTOCOL,
     Error,
     InputError,
     NetworkError,
     PeerError,
     StagedPlan,
     __version__,
+    protocol_spec,
     staged_abort_note,
     staged_count_matches,
     staged_exchange_key_fingerprint,
@@ -212,6 +214,7 @@ class _Run:
         df: DataFrame,
         key: str,
         role: str,
+        protocol: str,
         exchange: str,
         workdir: str,
         operation: str,
@@ -223,6 +226,7 @@ class _Run:
         poll: float,
     ) -> None:
         self.spark, self.df, self.key, self.role = spark, df, key, role
+        self.protocol = protocol
         self.peer = _peer(role)
         self.ex, self.wd = exchange.rstrip("/"), workdir.rstrip("/")
         self.op, self.run_id, self.buckets, self.bucket_key = operation, run_id, buckets, bucket_key
@@ -329,7 +333,7 @@ class _Run:
         marker = {
             "format": FORMAT,
             "run": self.run_id,
-            "protocol": "ecdh",
+            "protocol": self.protocol,
             "operation": self.op,
             "stage": stage,
             "role": self.role,
@@ -592,7 +596,7 @@ class _Run:
             "format": FORMAT,
             "run": self.run_id,
             "role": self.role,
-            "protocol": "ecdh",
+            "protocol": self.protocol,
             "operation": self.op,
             "key_columns": 1,
             "buckets": self.buckets,
@@ -889,7 +893,7 @@ def run(
     *,
     key: str,
     role: str,
-    protocol: str = "ecdh",
+    protocol: str = DEFAULT_PROTOCOL,
     exchange: str,
     workdir: str,
     operation: str = "intersection",
@@ -951,8 +955,10 @@ def run(
     """
     if role not in STAGES:
         raise InputError(f"role '{role}': receiver or sender")
-    if protocol == "ecdh" and operation not in ("intersection", "cardinality"):
-        raise InputError(f"operation {operation}: staged ecdh runs intersection or cardinality")
+    spec = protocol_spec(protocol)
+    if operation not in spec["staged"]:
+        can = ", ".join(spec["staged"]) or "none"
+        raise InputError(f"operation {operation}: staged {protocol} runs these: {can}")
     holder = operation == "sum" and role == "sender"
     if holder and value is None:
         raise InputError("the sender of sum holds the values: give value=COLUMN")
@@ -978,6 +984,7 @@ def run(
         df=df,
         key=key,
         role=role,
+        protocol=protocol,
         exchange=exchange,
         workdir=workdir,
         operation=operation,
@@ -988,7 +995,7 @@ def run(
         timeout=timeout,
         poll=poll,
     )
-    if protocol == "ecdh":
+    if spec["own_stages"]:
         return base.go()
     from ._spark_rounds import _Rounds
 

@@ -8,6 +8,7 @@ mod cluster;
 mod db;
 mod errors;
 mod keys;
+mod registry;
 mod run;
 mod staged;
 mod steps;
@@ -53,7 +54,8 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(staged::staged_part_digest, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_split_values, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_count_matches, m)?)?;
-    m.add_function(wrap_pyfunction!(run::protocol_bringing, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::protocol_bringing, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::protocol_spec, m)?)?;
     m.add("DEFAULT_PROTOCOL", setwise::protocols::registry::DEFAULT.name)?;
     m.add("PROTOCOLS", setwise::protocols::registry::ALL.iter().map(|s| s.name).collect::<Vec<_>>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

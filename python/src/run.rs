@@ -80,7 +80,7 @@ fn secs(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| input_error(format!("{what}: {s} is not a number of seconds")))
 }
 
-fn parse<T: std::str::FromStr<Err = setwise::error::UnknownName>>(s: &str) -> PyResult<T> {
+pub(crate) fn parse<T: std::str::FromStr<Err = setwise::error::UnknownName>>(s: &str) -> PyResult<T> {
     s.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))
 }
 
@@ -254,25 +254,7 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     Ok((job, held))
 }
 
-/// The name of the protocol whose `role` brings `what` (`database`, `judge`: what the
-/// registry's `Takes` calls `a database`, `a judge's key and policy`) to `operation`:
-/// the protocol a database or a judge serves.
-#[pyfunction]
-pub fn protocol_bringing(what: &str, operation: &str, role: &str) -> PyResult<&'static str> {
-    let (operation, role): (Operation, Role) = (parse(operation)?, role_of(role)?);
-    let takes = match what {
-        "database" => Takes::Database,
-        "judge" => Takes::Judge,
-        other => return Err(input_error(format!("what a role brings: database or judge, not {other:?}"))),
-    };
-    setwise::protocols::registry::ALL
-        .iter()
-        .find(|s| s.operations.contains(&operation) && s.takes(operation, role) == takes)
-        .map(|s| s.name)
-        .ok_or_else(|| input_error(format!("no protocol's {role} brings {} to {operation}", takes.name())))
-}
-
-fn role_of(role: &str) -> PyResult<Role> {
+pub(crate) fn role_of(role: &str) -> PyResult<Role> {
     match role {
         "sender" => Ok(Role::Sender),
         "receiver" => Ok(Role::Receiver),

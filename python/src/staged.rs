@@ -51,7 +51,9 @@ fn settings(
     buckets: &str,
     bucket_key: Option<&str>,
 ) -> PyResult<Settings> {
-    settings_for(run_id, "ecdh", operation, key_columns, buckets, bucket_key)
+    // The Spark path of the protocol that stages by steps of its own (ecdh).
+    let own = setwise::protocols::registry::ALL.iter().find(|s| s.own_stages).map_or("", |s| s.name);
+    settings_for(run_id, own, operation, key_columns, buckets, bucket_key)
 }
 
 /// A staged run's settings from their names; refused as `Settings::validate` refuses

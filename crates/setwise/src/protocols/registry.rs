@@ -58,6 +58,7 @@ pub static AUTO: Spec = Spec {
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     staged: &[],
+    own_stages: false,
     takes: values_for_sum,
     leakage: Leakage {
         model: "that of the protocol it picks",

@@ -25,6 +25,9 @@ pub struct Spec {
     /// The operations a staged run (`setwise stage`, Spark) can run bucket by bucket
     /// (crate::staged: ecdh by its own steps, the others by replay).
     pub staged: &'static [Operation],
+    /// Whether its staged runs use stages of its own (`staged::ecdh`, which work on any
+    /// storage a cluster writes) rather than replaying its roles.
+    pub own_stages: bool,
     /// What a run leaks beyond its output.
     pub leakage: Leakage,
     /// Its page (the file [`Leakage::doc`] names), as the browser demo serves it.

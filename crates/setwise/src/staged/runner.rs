@@ -163,8 +163,11 @@ impl<'a> Runner<'a, Vec<u8>> {
         key: ExchangeKey,
         remote: Box<dyn Remote + 'a>,
     ) -> Result<Self> {
-        if settings.protocol == crate::protocols::Protocol::Ecdh {
-            return Err(Error::Usage("a staged ecdh run holds its items in the runner (Runner::open)".into()));
+        if settings.protocol.spec().own_stages {
+            return Err(Error::Usage(format!(
+                "a staged {} run holds its items in the runner (Runner::open)",
+                settings.protocol
+            )));
         }
         if settings.operation == Operation::Shares {
             return Err(Error::Usage(format!(
@@ -293,9 +296,9 @@ impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
     }
 
     /// Whether the run replays the protocol's roles ([`super::replay`]) rather than
-    /// running ecdh's own steps.
+    /// running stages of its own (`Spec::own_stages`: ecdh's).
     pub(super) fn replayed(&self) -> bool {
-        self.settings.protocol != crate::protocols::Protocol::Ecdh
+        !self.settings.protocol.spec().own_stages
     }
 
     /// What stage `n` of this run does.

@@ -237,6 +237,7 @@ pub static SPEC: Spec = Spec {
     security: Security::SemiHonest,
     reveal_both: &[],
     staged: &[],
+    own_stages: false,
     takes: authorized_takes,
     leakage: Leakage {
         model: "malicious client",
@@ -260,6 +261,7 @@ pub static PARTIAL_SPEC: Spec = Spec {
     security: Security::SemiHonest,
     reveal_both: &[],
     staged: &[],
+    own_stages: false,
     takes: authorized_takes,
     leakage: Leakage {
         model: "input-malicious client (it chooses its input, follows the protocol)",

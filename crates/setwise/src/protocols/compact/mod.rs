@@ -123,6 +123,7 @@ pub static SPEC: Spec = Spec {
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection],
     staged: &[Operation::Intersection],
+    own_stages: false,
     takes: items_only,
     leakage: Leakage {
         model: "malicious",

@@ -62,6 +62,7 @@ pub static SPEC: Spec = Spec {
     security: Security::SemiHonest,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     staged: &[Operation::Intersection, Operation::Cardinality],
+    own_stages: true,
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest",

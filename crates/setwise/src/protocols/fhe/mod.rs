@@ -83,6 +83,7 @@ pub static SPEC: Spec = Spec {
     // Not staged: the fhe crate draws each ciphertext's seed from its own thread RNG
     // (fhe 0.1.1, SecretKey::try_encrypt), so a replay cannot repeat its messages.
     staged: &[],
+    own_stages: false,
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest",

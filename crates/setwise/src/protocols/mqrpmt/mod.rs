@@ -133,6 +133,7 @@ pub static SPEC: Spec = Spec {
     security: Security::SemiHonest,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     staged: &[Operation::Intersection, Operation::Cardinality, Operation::Sum, Operation::Union, Operation::PrivateId],
+    own_stages: false,
     takes: values_for_sum,
     leakage: Leakage {
         model: "semi-honest",

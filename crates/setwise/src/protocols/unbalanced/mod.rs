@@ -114,6 +114,7 @@ pub static SPEC: Spec = Spec {
     security: Security::SemiHonest,
     reveal_both: &[],
     staged: &[],
+    own_stages: false,
     takes: |_, role| if role == Role::Sender { Takes::Database } else { Takes::Items },
     leakage: Leakage {
         model: "semi-honest sender, malicious receiver (no circuit privacy)",

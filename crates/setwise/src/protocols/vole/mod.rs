@@ -155,6 +155,7 @@ pub static SPEC: Spec = Spec {
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection],
     staged: &[Operation::Intersection],
+    own_stages: false,
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest, or malicious with --security malicious",

@@ -63,8 +63,9 @@ class SumResult(NamedTuple):
 
 class PrivateIdResult(NamedTuple):
     """`private-id`, for each party: its rows, each with the ID of its key (a 32-byte
-    binary column ``private_id``), and the IDs of X ∪ Y (one ``private_id`` column), the
-    same on both sides; a key both parties hold has one ID."""
+    binary column ``private_id``; rows with a null or empty key take no part and are left
+    out), and the IDs of X ∪ Y (one ``private_id`` column), the same on both sides; a key
+    both parties hold has one ID."""
 
     ids: DataFrame
     union_ids: DataFrame

@@ -959,6 +959,8 @@ def run(
     if operation not in spec["staged"]:
         can = ", ".join(spec["staged"]) or "none"
         raise InputError(f"operation {operation}: staged {protocol} runs these: {can}")
+    if operation == "private-id" and "private_id" in df.columns:
+        raise InputError("private-id adds a column private_id to the rows: df already has one")
     holder = operation == "sum" and role == "sender"
     if holder and value is None:
         raise InputError("the sender of sum holds the values: give value=COLUMN")

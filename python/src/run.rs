@@ -217,7 +217,8 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     let (job, held) = match takes {
         Takes::Judge => {
             let judge = need(o.judge.as_ref(), "a judge serves with its Judge")?.get();
-            (Job::judge().with_key_columns(judge.key_columns), Held::Judge(judge.state.clone()))
+            let job = Job::judge().with_key_columns(judge.key_columns).with_options(&named).map_err(to_py)?;
+            (job, Held::Judge(judge.state.clone()))
         }
         Takes::Database => {
             let db = need(o.db.as_ref(), "this sender serves a SenderDb (see SenderDb.build)")?;
@@ -229,8 +230,9 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
             let (store, kc) = with_keys("the receiver needs its items")?;
             let c = need(o.credentials.as_ref(), "this receiver needs credentials= (see authorize)")?;
             let credentials = c.get().credentials.clone();
-            let job = Job::authorized(protocol, &credentials.client_id, credentials.judge_pk).with_key_columns(kc);
-            (job, Held::Credentials { keys: store, credentials })
+            // The credentials say whose they are and which judge signed them.
+            let params = Job::authorized(protocol, &credentials.client_id, credentials.judge_pk).params;
+            (job(kc)?.with_params(params), Held::Credentials { keys: store, credentials })
         }
         Takes::Values => {
             let (store, kc) = with_keys("the party needs its items")?;

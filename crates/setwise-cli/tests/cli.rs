@@ -205,6 +205,10 @@ fn an_option_the_protocol_does_not_take_is_refused_by_name() {
     let o = run(&["--protocol", "mqrpmt", "--rpmt", "cwprf2"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("cwprf2") && text(&o.stderr).contains("poprf"), "{}", text(&o.stderr));
+    let o = bin().args(["receiver", "--connect", "127.0.0.1:1", "--input", f, "--credentials", f]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("--credentials: the ecdh receiver of intersection brings items"), "{e}");
     let o = run(&["--protocol", "vole", "--client-id", "lab"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

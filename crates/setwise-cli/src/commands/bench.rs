@@ -78,13 +78,13 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
         let (hash, pairing) = unit_costs();
         println!("one thread: hash to G1 {hash:.3} ms, pairing (prepared G2) {pairing:.3} ms");
         println!(
-            "{:<9} {:<4} {:<6} {:>9} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7}",
-            "mode", "n", "m", "judge s", "client s", "auth KB", "server s", "client s", "inter. KB", "found"
+            "{:<10} {:<4} {:<6} {:>9} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7}",
+            "protocol", "n", "m", "judge s", "client s", "auth KB", "server s", "client s", "inter. KB", "found"
         );
         for (_, m, n) in workloads(&a)? {
             println!("{}", authorized_row(a.protocol, m, n, a.fraction)?);
             println!(
-                "{:>34} server floor m·(hash + pairing)/2 cores = {:.3} s",
+                "{:>35} server floor m·(hash + pairing)/2 cores = {:.3} s",
                 "",
                 m as f64 * (hash + pairing) / 2.0 / 1e3
             );
@@ -265,7 +265,7 @@ fn authorized_row(protocol: Protocol, m: usize, n: usize, fraction: f64) -> Resu
     };
     let kb = |b: u64| b as f64 / 1e3;
     Ok(format!(
-        "{:<9} 2^{:<2} 2^{:<4} {:>9.3} {:>10.3} {:>9.1} {:>9.3} {:>10.3} {:>10.1} {:>7}",
+        "{:<10} 2^{:<2} 2^{:<4} {:>9.3} {:>10.3} {:>9.1} {:>9.3} {:>10.3} {:>10.1} {:>7}",
         protocol.name(),
         n.ilog2(),
         m.ilog2(),

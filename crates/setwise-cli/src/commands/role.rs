@@ -80,14 +80,20 @@ fn usage(msg: &str) -> Failure {
 /// Runs `setwise sender`.
 pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     if a.party.job.protocol.spec().takes(a.party.job.operation, Role::Sender) == Takes::Database {
-        let path =
-            a.db.as_ref().ok_or_else(|| usage("the unbalanced sender serves --db DIR (see `setwise db build`)"))?;
+        let path = a.db.as_ref().ok_or_else(|| {
+            usage(&format!("the {} sender serves --db DIR (see `setwise db build`)", a.party.job.protocol))
+        })?;
         let how = if a.compact { Open::Compact } else { Open::Serve };
         let db = SenderDb::open(path, how, a.key_file.as_deref())?;
         return serve_database(&a, &db);
     }
     if a.db.is_some() {
-        return Err(usage("--db is for --protocol unbalanced; give --input"));
+        return Err(usage(&format!(
+            "--db: the {} sender of {} brings {}; give --input",
+            a.party.job.protocol,
+            a.party.job.operation,
+            a.party.job.protocol.spec().takes(a.party.job.operation, Role::Sender).name()
+        )));
     }
     let set = read_items(&a.party.input)?;
     let judge_key = a.judge_key.as_deref().map(read_public_key).transpose()?;
@@ -99,7 +105,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     let values = match (job.operation, &a.value) {
         (Operation::Sum, Some(col)) => sum_values(&set, col, a.value_bound)?,
         (Operation::Sum, None) => return Err(usage("--op sum: the sender holds the values; give --value COLUMN")),
-        (_, Some(_)) => return Err(usage("--value is for --protocol mqrpmt --op sum")),
+        (_, Some(_)) => return Err(usage("--value is for the sender of --op sum (the value holder)")),
         (_, None) => Vec::new(),
     };
     let items = set.items();
@@ -134,10 +140,10 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
 fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let i = db.info();
     eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
-    let job = Job::new(a.party.job.protocol, Operation::Intersection)
-        .with_key_columns(db.key_columns())
-        .with_reveal(a.party.job.reveal)
-        .with_security(a.party.job.security);
+    // Named so that the database's protocol refuses what it does not take.
+    let named = Named::none().with("client_id", a.client_id.as_deref());
+    let named = named.with("judge_key", a.judge_key.as_deref().map(|p| p.display().to_string()));
+    let job = a.party.job.job(db.key_columns(), named)?;
     job.validate(Role::Sender)?;
     let input = || -> Input { Input::Database(db) };
     match (&a.party.net.listen, a.sessions) {
@@ -169,17 +175,24 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
             })?;
             Some(Credentials::load(path)?)
         }
-        _ if a.credentials.is_some() => {
-            return Err(usage(&format!("--credentials: {} takes none", a.party.job.protocol)));
+        other if a.credentials.is_some() => {
+            return Err(usage(&format!(
+                "--credentials: the {} receiver of {} brings {}",
+                a.party.job.protocol,
+                a.party.job.operation,
+                other.name()
+            )));
         }
         _ => None,
     };
+    let job = a.party.job.job(kc, Named::none().with("fingerprint", a.params_fingerprint.as_deref()))?;
+    // The credentials say whose they are and which judge signed them.
     let job = match &credentials {
-        Some(c) => Job::authorized(a.party.job.protocol, &c.client_id, c.judge_pk)
-            .with_key_columns(kc)
-            .with_reveal(a.party.job.reveal)
-            .with_security(a.party.job.security),
-        None => a.party.job.job(kc, Named::none().with("fingerprint", a.params_fingerprint.as_deref()))?,
+        Some(c) => {
+            let params = Job::authorized(job.protocol, &c.client_id, c.judge_pk).params;
+            job.with_params(params)
+        }
+        None => job,
     };
     job.validate(Role::Receiver)?;
     let items = set.items();

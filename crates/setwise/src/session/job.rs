@@ -174,10 +174,16 @@ impl Job {
             }
             let intersect = self.operation == Operation::Intersection;
             if intersect && a.judge_key.is_none() {
-                return Err(Error::params("judge_key", format!("{}: the judge's public key is needed", self.protocol)));
+                return Err(Error::params(
+                    "judge_key",
+                    format!("{}: the judge's public key is needed (judge_key; the CLI's --judge-key)", self.protocol),
+                ));
             }
             if (intersect || role == Role::Receiver) && a.client_id.is_empty() {
-                return Err(Error::params("client_id", format!("{}: the client identity is needed", self.protocol)));
+                return Err(Error::params(
+                    "client_id",
+                    format!("{}: the client identity is needed (client_id; the CLI's --client-id)", self.protocol),
+                ));
             }
         }
         Ok(())

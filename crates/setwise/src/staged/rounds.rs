@@ -14,7 +14,7 @@ use super::replay::MAX_STAGES;
 use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
 use super::store::{Marker, PartId, PartInfo, Workdir};
-use super::work::{Done, Learned, PartRef, Task, Worker, keep, read_ids, read_rows};
+use super::work::{Done, Learned, PartRef, Task, Worker, check_ids_kept, keep, read_ids, read_rows};
 use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
 use crate::protocols::{Operation, Outcome, Role};
@@ -371,7 +371,11 @@ impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
                 Some(Outcome::Union(union_rows(&self.workdir, plan).map_err(self.at_stage(k, ""))?))
             }
             Learned::Ids if here => Some(self.private_ids(plan)?),
-            Learned::Intersection | Learned::Union | Learned::Ids => None,
+            Learned::Ids => {
+                check_ids_kept(&self.workdir, plan.buckets).map_err(self.at_stage(k, ""))?;
+                None
+            }
+            Learned::Intersection | Learned::Union => None,
         };
         if let Some(outcome) = &outcome {
             deliver(outcome).map_err(self.at_stage(k, "delivering the result"))?;

@@ -410,6 +410,19 @@ pub fn read_bucket_ids(workdir: &Workdir, bucket: u32) -> Result<(Vec<Vec<u8>>, 
     Ok((items, ids))
 }
 
+/// Checks that each of `buckets` buckets kept its private IDs (a cluster's driver reads
+/// them only when the party asks for its result, so a missing file is named here, when
+/// the run finishes, rather than a bucket left out of the result then).
+pub fn check_ids_kept(workdir: &Workdir, buckets: u32) -> Result<()> {
+    for b in 0..buckets {
+        let path = workdir.root().join(ids_name(b));
+        if !path.is_file() {
+            return Err(Error::damaged(&path, "missing: the bucket's executor kept no IDs"));
+        }
+    }
+    Ok(())
+}
+
 /// The rows bucket `bucket` kept ([`Kept::Rows`]; empty if there are none).
 pub fn read_rows(workdir: &Workdir, bucket: u32) -> Result<Vec<Vec<u8>>> {
     let name = rows_name(bucket);
@@ -648,6 +661,20 @@ mod tests {
         let e = read_ids(&w, 3, own.len()).unwrap_err().to_string();
         assert!(e.contains("not the IDs its counts say") && e.contains("bucket-00003"), "{e}");
         assert!(read_ids(&w, 4, 0).unwrap_err().to_string().contains("missing"));
+        // A cluster's finish names a bucket whose IDs are missing (else the result would
+        // lack its rows without a word).
+        let small = Outcome::PrivateIds { own: vec![id(1)], union: vec![id(1)] };
+        for b in 0..3 {
+            keep(
+                &w,
+                &Done::new(b, PartInfo { items: 0, bytes: 0, digest: String::new() }, Some(small.clone())).unwrap(),
+            )
+            .unwrap();
+        }
+        check_ids_kept(&w, 4).unwrap();
+        std::fs::remove_file(dir.path().join(ids_name(1))).unwrap();
+        let e = check_ids_kept(&w, 4).unwrap_err().to_string();
+        assert!(e.contains("bucket-00001") && e.contains("kept no IDs"), "{e}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::common::{binary_and_long, items, overlapping_sets};
 use proptest::prelude::*;
+use setwise::error::Deviation;
 use setwise::net::{Channel, MemoryChannel};
 use setwise::protocols::vole::{MAX_SET, store_params, tag_bytes};
 use setwise::protocols::{Context, Reveal, Role, Security, Security::SemiHonest};
@@ -238,7 +239,9 @@ fn too_many_tags_are_refused() {
 #[test]
 fn announced_sizes_above_the_limit_are_refused_before_any_work() {
     let e = against(Role::Receiver, MAX_SET + 1, |_, _| {});
-    assert!(matches!(&e, Error::Params { why: m, .. } if m.contains("at most 67108864")), "{e}");
+    // The peer's size, so the peer's doing (it was reported as a local Params error).
+    let beyond = matches!(&e, Error::PeerMisbehaved(Deviation::BeyondLimit { limit: 67108864, .. }));
+    assert!(beyond && !e.is_local(), "{e}");
 }
 
 #[test]

@@ -57,7 +57,9 @@ pub struct AuthorizedJob {
 /// An option a protocol takes from a frontend, as its spec declares it.
 #[derive(Debug, Clone, Copy)]
 pub struct OptionDoc {
-    /// Its name: the Python keyword, and the CLI flag with `_` as `-`.
+    /// Its name: the Python keyword; the CLI's flag is named alike (`--rpmt`,
+    /// `--last-move`, `--client-id`, `--judge-key`; `fingerprint` is
+    /// `--params-fingerprint`).
     pub name: &'static str,
     /// The values it may take, when they are a fixed list (a benchmark runs each).
     pub values: &'static [&'static str],

@@ -11,7 +11,7 @@ use setwise::session::{Input, Job, run_observed};
 use setwise::{Outcome, Report, Role};
 
 /// Runs `role` of `job` over `ch` showing progress, then prints and saves the report.
-pub fn run_role<I: AsRef<[u8]> + Sync>(
+pub fn run_role<I: setwise::Item>(
     ch: &mut impl Channel,
     job: &Job,
     role: Role,

@@ -70,4 +70,4 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use protocols::{Operation, Outcome, Protocol, Report, Role, Security};
-pub use session::{Input, Job, run};
+pub use session::{Input, Item, Job, run};

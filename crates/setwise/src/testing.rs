@@ -20,7 +20,7 @@ pub struct PairRun {
 
 /// Runs `job` with the sender's and the receiver's inputs over an in-memory channel
 /// pair, optionally shaped.
-pub fn run_pair<I: AsRef<[u8]> + Sync>(
+pub fn run_pair<I: session::Item>(
     job: &Job,
     sender: Input<'_, I>,
     receiver: Input<'_, I>,
@@ -50,12 +50,12 @@ pub fn two_sides<A: Send, B: Send>(
 }
 
 /// [`run_pair`] on plain item lists.
-pub fn run_items<I: AsRef<[u8]> + Sync>(job: &Job, sender: &[I], receiver: &[I]) -> PairRun {
+pub fn run_items<I: session::Item>(job: &Job, sender: &[I], receiver: &[I]) -> PairRun {
     run_pair(job, Input::Items(sender), Input::Items(receiver), None)
 }
 
 /// Runs both roles over two given channel ends (sender's first).
-pub fn run_over<C: Channel, I: AsRef<[u8]> + Sync>(
+pub fn run_over<C: Channel, I: session::Item>(
     job: &Job,
     mut sender_ch: C,
     mut receiver_ch: C,

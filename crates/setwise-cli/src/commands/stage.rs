@@ -302,7 +302,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
 }
 
 /// Tells about a run whose stages were all done before this invocation.
-fn report_finished<I: AsRef<[u8]> + Sync>(r: &Runner<'_, I>, role: Role, run_id: &str) -> Result<(), Failure> {
+fn report_finished<I: setwise::Item>(r: &Runner<'_, I>, role: Role, run_id: &str) -> Result<(), Failure> {
     match r.result()? {
         Some(res) => {
             // What the finish printed: the count, or the sum's holder its count and sum.

@@ -1,7 +1,7 @@
 //! The protocol families. Each role is a function over a [`Channel`](crate::net::Channel)
 //! that gets the agreed [`Context`] and records its phases in a [`Report`]; no protocol
-//! reads files or sockets itself. [`session::run`](crate::session::run) picks the role
-//! function for a job.
+//! reads files or sockets itself. Each family's spec ([`Spec::roles`]) maps a [`Call`] to
+//! its role functions; [`session::run`](crate::session::run) calls it for a job.
 
 pub mod authorized;
 pub mod compact;
@@ -27,7 +27,9 @@ pub use report::{
 pub use reveal::Reveal;
 pub use spec::Spec;
 
-use crate::error::UnknownName;
+use crate::error::{Error, Result, UnknownName};
+use crate::net::Channel;
+use spec::Takes;
 use std::fmt;
 use std::str::FromStr;
 
@@ -183,6 +185,114 @@ named_enum!(
         Operation::Authorize
     ]
 );
+
+/// What a role brings to a run besides the job.
+#[non_exhaustive]
+pub enum Input<'a, I = Vec<u8>> {
+    /// Distinct items: every role of `ecdh`, `fhe`, `compact`, `mqrpmt` (but the `sum`
+    /// sender), the `unbalanced` receiver, the `authorized` server and an authorising
+    /// client.
+    Items(&'a [I]),
+    /// `mqrpmt` `sum`, sender: distinct items, one value per item, and the declared bound
+    /// of every value (it fixes the sum's modulus).
+    Values {
+        /// The items.
+        items: &'a [I],
+        /// One value per item.
+        values: &'a [u64],
+        /// The largest value any item may have.
+        bound: u64,
+    },
+    /// `unbalanced`, sender: the preprocessed database.
+    Database(&'a unbalanced::SenderDb),
+    /// `authorized` / `partial` intersection, client (receiver): its items and the judge's
+    /// credentials; only the items with a signature take part.
+    Credentials {
+        /// The items.
+        items: &'a [I],
+        /// The credentials from an authorisation.
+        credentials: &'a authorized::Credentials,
+    },
+    /// The judge of an authorisation: its key, what it allows and how it decides.
+    Judge {
+        /// The judge's key pair.
+        key: &'a authorized::JudgeKey,
+        /// Which items it signs.
+        policy: &'a dyn authorized::Policy,
+        /// Partial fraction and strictness.
+        config: authorized::JudgeConfig,
+    },
+}
+
+impl<I> std::fmt::Debug for Input<'_, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Input::Items(_) => "Input::Items",
+            Input::Values { .. } => "Input::Values",
+            Input::Database(_) => "Input::Database",
+            Input::Credentials { .. } => "Input::Credentials",
+            Input::Judge { .. } => "Input::Judge",
+        })
+    }
+}
+
+impl<'a, I: AsRef<[u8]> + Sync> Input<'a, I> {
+    /// The items this input brings, if any.
+    pub fn items(&self) -> Option<&'a [I]> {
+        match self {
+            Input::Items(x) | Input::Values { items: x, .. } | Input::Credentials { items: x, .. } => Some(x),
+            Input::Database(_) | Input::Judge { .. } => None,
+        }
+    }
+
+    /// What kind of input it is.
+    pub fn kind(&self) -> Takes {
+        match self {
+            Input::Items(_) => Takes::Items,
+            Input::Values { .. } => Takes::Values,
+            Input::Database(_) => Takes::Database,
+            Input::Credentials { .. } => Takes::Credentials,
+            Input::Judge { .. } => Takes::Judge,
+        }
+    }
+}
+
+/// One role's run as the session hands it to its protocol ([`Spec::roles`]): the job's
+/// facts, the agreed context and what the role brings, its items as byte slices.
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// The protocol (a concrete one: `auto` is resolved before the roles run).
+    pub protocol: Protocol,
+    /// The operation.
+    pub operation: Operation,
+    /// The security asked for.
+    pub security: Security,
+    /// The protocol's parameters.
+    pub params: &'a ProtocolParams,
+    /// The context both sides agreed on (its role is this side's).
+    pub ctx: &'a Context,
+    /// What the role brings.
+    pub input: Input<'a, &'a [u8]>,
+    /// An authorised client's items that the judge signed, with their signatures.
+    pub usable: Option<&'a [(usize, crate::crypto::bls12_381::G1Affine)]>,
+}
+
+impl Call<'_> {
+    /// The error for a role and input the protocol has no function for (the session's
+    /// checks against the spec keep it from happening).
+    pub fn unsupported(&self) -> Error {
+        Error::Usage(format!(
+            "{} {} has no {} role that takes {}",
+            self.protocol,
+            self.operation,
+            self.ctx.role,
+            self.input.kind().name()
+        ))
+    }
+}
+
+/// A protocol's roles: runs the one the call names over the channel ([`Spec::roles`]).
+pub type Roles = fn(&mut dyn Channel, Call<'_>, &mut Report) -> Result<Outcome>;
 
 /// What a role learned.
 #[derive(Debug, Clone, PartialEq, Eq)]

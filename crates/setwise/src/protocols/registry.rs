@@ -5,7 +5,12 @@
 
 use super::params::no_params;
 use super::spec::{Leakage, Spec, Takes, values_for_sum};
-use super::{Operation, Protocol, Role, Security, authorized, compact, ecdh, fhe, mqrpmt, unbalanced, vole};
+use super::{
+    Call, Operation, Outcome, Protocol, Report, Role, Security, authorized, compact, ecdh, fhe, mqrpmt, unbalanced,
+    vole,
+};
+use crate::error::{Error, Result};
+use crate::net::Channel;
 
 /// Every protocol, in the order the CLI lists them; `auto` last. A new protocol adds its
 /// spec here.
@@ -70,7 +75,13 @@ pub static AUTO: Spec = Spec {
     demo_items: 1 << 20,
     options: &[],
     params: no_params,
+    roles: auto_roles,
 };
+
+/// `auto` has no roles of its own: the session runs those of the protocol it picked.
+fn auto_roles(_: &mut dyn Channel, _: Call<'_>, _: &mut Report) -> Result<Outcome> {
+    Err(Error::Usage("auto runs the roles of the protocol it picks after the hello, none of its own".into()))
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 //! fills in once (`SPEC`) and [`registry`](super::registry) lists.
 
 use super::params::{Named, OptionDoc, ProtocolParams};
-use super::{Operation, Protocol, Role, Security};
+use super::{Operation, Protocol, Role, Roles, Security};
 use crate::error::{Result, UnknownName};
 
 /// What one protocol is, as the library, the CLI, the report page and the Python
@@ -40,6 +40,9 @@ pub struct Spec {
     /// Its parameters from the options named (none named: its defaults); called by
     /// [`Spec::params`] once the names are known to be its options.
     pub params: fn(&Named) -> Result<ProtocolParams>,
+    /// Its roles: the session's one dispatch calls it with the job, the agreed context and
+    /// the role's input, after its checks against this spec.
+    pub roles: Roles,
 }
 
 impl Spec {

@@ -10,6 +10,7 @@ pub mod auto;
 mod hello;
 mod job;
 
+pub use crate::protocols::Input;
 pub use crate::protocols::params::{AuthorizedJob, Named, ProtocolParams, UnbalancedJob};
 pub(crate) use hello::TAG_HELLO;
 pub use hello::{Hello, MAGIC, MAX_HELLO_FRAME, WIRE_VERSION, admission, handshake};
@@ -18,86 +19,13 @@ pub use job::Job;
 use crate::error::{Error, Result};
 use crate::io::check_distinct;
 use crate::net::Channel;
-use crate::protocols::authorized::{self, Credentials, JudgeConfig, JudgeKey, Mode, Policy};
-use crate::protocols::mqrpmt::{self, Values};
+use crate::protocols::authorized::{self, Credentials, Mode};
 use crate::protocols::spec::Takes;
-use crate::protocols::unbalanced::{self, SenderDb};
 use crate::protocols::{
-    Context, MAX_SET_SIZE, Observed, Operation, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, compact, ecdh,
-    fhe, reveal, vole,
+    Call, Context, MAX_SET_SIZE, Observed, Outcome, PhaseObserver, Protocol, Report, Reveal, Role, reveal,
 };
 use crate::wire::msg::send_abort;
-
-/// What a role brings to a run besides the job.
-#[non_exhaustive]
-pub enum Input<'a, I = Vec<u8>> {
-    /// Distinct items: every role of `ecdh`, `fhe`, `compact`, `mqrpmt` (but the `sum`
-    /// sender), the `unbalanced` receiver, the `authorized` server and an authorising
-    /// client.
-    Items(&'a [I]),
-    /// `mqrpmt` `sum`, sender: distinct items, one value per item, and the declared bound
-    /// of every value (it fixes the sum's modulus).
-    Values {
-        /// The items.
-        items: &'a [I],
-        /// One value per item.
-        values: &'a [u64],
-        /// The largest value any item may have.
-        bound: u64,
-    },
-    /// `unbalanced`, sender: the preprocessed database.
-    Database(&'a SenderDb),
-    /// `authorized` / `partial` intersection, client (receiver): its items and the judge's
-    /// credentials; only the items with a signature take part.
-    Credentials {
-        /// The items.
-        items: &'a [I],
-        /// The credentials from an authorisation.
-        credentials: &'a Credentials,
-    },
-    /// The judge of an authorisation: its key, what it allows and how it decides.
-    Judge {
-        /// The judge's key pair.
-        key: &'a JudgeKey,
-        /// Which items it signs.
-        policy: &'a dyn Policy,
-        /// Partial fraction and strictness.
-        config: JudgeConfig,
-    },
-}
-
-impl<I> std::fmt::Debug for Input<'_, I> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Input::Items(_) => "Input::Items",
-            Input::Values { .. } => "Input::Values",
-            Input::Database(_) => "Input::Database",
-            Input::Credentials { .. } => "Input::Credentials",
-            Input::Judge { .. } => "Input::Judge",
-        })
-    }
-}
-
-impl<'a, I: AsRef<[u8]> + Sync> Input<'a, I> {
-    /// The items this input brings, if any.
-    fn items(&self) -> Option<&'a [I]> {
-        match self {
-            Input::Items(x) | Input::Values { items: x, .. } | Input::Credentials { items: x, .. } => Some(x),
-            Input::Database(_) | Input::Judge { .. } => None,
-        }
-    }
-
-    /// What kind of input it is.
-    pub fn kind(&self) -> Takes {
-        match self {
-            Input::Items(_) => Takes::Items,
-            Input::Values { .. } => Takes::Values,
-            Input::Database(_) => Takes::Database,
-            Input::Credentials { .. } => Takes::Credentials,
-            Input::Judge { .. } => Takes::Judge,
-        }
-    }
-}
+use std::borrow::Cow;
 
 /// Runs one role of `job` with `input` over `ch`: checks, hello, protocol, report.
 ///
@@ -123,18 +51,13 @@ impl<'a, I: AsRef<[u8]> + Sync> Input<'a, I> {
 /// assert_eq!(outcome, Outcome::Intersection(vec![0])); // receiver_items[0] is common
 /// assert_eq!(report.peer_set_size, 3);
 /// ```
-pub fn run<I: AsRef<[u8]> + Sync>(
-    ch: &mut impl Channel,
-    job: &Job,
-    role: Role,
-    input: Input<'_, I>,
-) -> Result<(Outcome, Report)> {
+pub fn run<I: Item>(ch: &mut impl Channel, job: &Job, role: Role, input: Input<'_, I>) -> Result<(Outcome, Report)> {
     run_observed(ch, job, role, input, None)
 }
 
 /// [`run`], telling `observer` of each phase as it starts and of each chunk of a long
 /// transfer (a frontend shows progress with it).
-pub fn run_observed<I: AsRef<[u8]> + Sync>(
+pub fn run_observed<I: Item>(
     ch: &mut impl Channel,
     job: &Job,
     role: Role,
@@ -245,7 +168,7 @@ pub fn run_observed<I: AsRef<[u8]> + Sync>(
 /// the exchange): the checks of [`run`] and the protocol, without a hello, an abort or a
 /// report of its own. `job` names a concrete protocol whose role takes items (or, for
 /// the value holder of `sum`, items and values).
-pub fn run_in_context<I: AsRef<[u8]> + Sync>(
+pub fn run_in_context<I: Item>(
     ch: &mut impl Channel,
     job: &Job,
     ctx: &Context,
@@ -266,8 +189,9 @@ pub fn run_in_context<I: AsRef<[u8]> + Sync>(
     dispatch(ch, job, ctx, input, None, report)
 }
 
-/// The one dispatch: which role function runs for the job, the role and the input.
-fn dispatch<I: AsRef<[u8]> + Sync>(
+/// The one dispatch: the job's protocol runs the role ([`Spec::roles`](crate::protocols::Spec)),
+/// its items handed over as byte slices.
+fn dispatch<I: Item>(
     ch: &mut impl Channel,
     job: &Job,
     ctx: &Context,
@@ -275,58 +199,51 @@ fn dispatch<I: AsRef<[u8]> + Sync>(
     usable: Option<&[(usize, crate::crypto::bls12_381::G1Affine)]>,
     report: &mut Report,
 ) -> Result<Outcome> {
-    let op = job.operation;
-    let nothing = |r: Result<()>| r.map(|()| Outcome::Nothing);
-    match (job.protocol, &job.params, ctx.role, input) {
-        (Protocol::Ecdh, _, Role::Sender, Input::Items(x)) => nothing(ecdh::sender(ch, ctx, op, x, report)),
-        (Protocol::Ecdh, _, Role::Receiver, Input::Items(y)) => ecdh::receiver(ch, ctx, op, y, report),
-        (Protocol::Fhe, _, Role::Sender, Input::Items(x)) => nothing(fhe::sender(ch, ctx, x, report)),
-        (Protocol::Fhe, _, Role::Receiver, Input::Items(y)) => fhe::receiver(ch, ctx, y, report),
-        (Protocol::Compact, _, Role::Sender, Input::Items(x)) => nothing(compact::sender(ch, ctx, x, report)),
-        (Protocol::Compact, _, Role::Receiver, Input::Items(y)) => compact::receiver(ch, ctx, y, report),
-        (Protocol::Vole, _, Role::Sender, Input::Items(x)) => nothing(vole::sender(ch, ctx, job.security, x, report)),
-        (Protocol::Vole, _, Role::Receiver, Input::Items(y)) => vole::receiver(ch, ctx, job.security, y, report),
-        (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Sender, Input::Items(x)) => {
-            mqrpmt::sender(ch, ctx, op, x, None, m, report)
-        }
-        (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Sender, Input::Values { items, values, bound }) => {
-            mqrpmt::sender(ch, ctx, op, items, Some(Values { values, bound }), m, report)
-        }
-        (Protocol::Mqrpmt, ProtocolParams::Mqrpmt(m), Role::Receiver, Input::Items(y)) => {
-            mqrpmt::receiver(ch, ctx, op, y, m, report)
-        }
-        (Protocol::Unbalanced, _, Role::Sender, Input::Database(db)) => {
-            nothing(unbalanced::sender(ch, ctx, db, report))
-        }
-        (Protocol::Unbalanced, ProtocolParams::Unbalanced(u), Role::Receiver, Input::Items(y)) => {
-            unbalanced::receiver(ch, ctx, y, u.fingerprint.as_deref(), report)
-        }
-        (Protocol::Authorized | Protocol::Partial, ProtocolParams::Authorized(a), role, input) => {
-            let mode = Mode::of(job.protocol).expect("an authorised protocol");
-            match (op, role, input, &a.judge_key) {
-                (Operation::Intersection, Role::Sender, Input::Items(y), Some(pk)) => {
-                    nothing(authorized::sender(ch, ctx, mode, pk, &a.client_id, y, report))
-                }
-                (Operation::Intersection, Role::Receiver, Input::Credentials { credentials, .. }, _) => {
-                    authorized::receiver(ch, ctx, credentials, usable.unwrap_or_default(), report)
-                }
-                (Operation::Authorize, Role::Judge, Input::Judge { key, policy, config }, _) => {
-                    authorized::judge(ch, ctx, key, policy, &config, report).map(Outcome::Judged)
-                }
-                (Operation::Authorize, Role::Receiver, Input::Items(x), _) => {
-                    let (credentials, refused) = authorized::authorize(ch, x, &a.client_id, mode, report)?;
-                    Ok(Outcome::Credentials { credentials: Box::new(credentials), refused })
-                }
-                (_, role, input, _) => Err(unsupported(job, role, input.kind())),
-            }
-        }
-        (_, _, role, input) => Err(unsupported(job, role, input.kind())),
+    let slices = input.items().map_or(Cow::Borrowed(&[][..]), I::slices);
+    let input = match input {
+        Input::Items(_) => Input::Items(&slices),
+        Input::Values { values, bound, .. } => Input::Values { items: &slices, values, bound },
+        Input::Credentials { credentials, .. } => Input::Credentials { items: &slices, credentials },
+        Input::Database(db) => Input::Database(db),
+        Input::Judge { key, policy, config } => Input::Judge { key, policy, config },
+    };
+    let call = Call {
+        protocol: job.protocol,
+        operation: job.operation,
+        security: job.security,
+        params: &job.params,
+        ctx,
+        input,
+        usable,
+    };
+    (job.protocol.spec().roles)(ch, call, report)
+}
+
+/// An item type a run takes: bytes, owned or borrowed. The protocols see every item as
+/// a byte slice; [`Item::slices`] lends them so, borrowing a list of slices as it is
+/// (what the CLI and Python pass) and listing any other kind's (16 bytes an item).
+pub trait Item: AsRef<[u8]> + Sync {
+    /// The items as byte slices.
+    fn slices(items: &[Self]) -> Cow<'_, [&[u8]]>
+    where
+        Self: Sized,
+    {
+        Cow::Owned(items.iter().map(AsRef::as_ref).collect())
     }
 }
 
-fn unsupported(job: &Job, role: Role, input: Takes) -> Error {
-    Error::Usage(format!("{} {} has no {role} role that takes {}", job.protocol, job.operation, input.name()))
+impl Item for &[u8] {
+    fn slices<'a>(items: &'a [&[u8]]) -> Cow<'a, [&'a [u8]]> {
+        Cow::Borrowed(items)
+    }
 }
+impl Item for Vec<u8> {}
+impl Item for &Vec<u8> {}
+impl Item for Box<[u8]> {}
+impl Item for String {}
+impl Item for &str {}
+impl<const N: usize> Item for [u8; N] {}
+impl<const N: usize> Item for &[u8; N] {}
 
 /// The client's credentials must be for the job's mode, client and judge.
 fn check_credentials(c: &Credentials, mode: Mode, job: &AuthorizedJob) -> Result<()> {
@@ -397,4 +314,20 @@ pub fn served_line(outcome: &Outcome, r: &Report) -> String {
         _ => String::new(),
     };
     format!("answered {} items{learned} {traffic}", r.peer_set_size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_slices_is_lent_as_it_is_and_other_items_are_listed() {
+        let owned = vec![b"ann".to_vec(), b"bob".to_vec()];
+        let slices: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        assert!(matches!(Item::slices(&slices), Cow::Borrowed(s) if std::ptr::eq(s, slices.as_slice())));
+        let listed = Item::slices(&owned);
+        assert!(matches!(listed, Cow::Owned(_)));
+        assert_eq!(listed.as_ref(), slices.as_slice());
+        assert_eq!(Item::slices(&[[1u8, 2], [3, 4]]).as_ref(), [&[1u8, 2][..], &[3, 4][..]]);
+    }
 }

@@ -32,6 +32,7 @@ use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
 use crate::net::{Channel, DEFAULT_MAX_FRAME, NetError, Stats};
 use crate::protocols::{Context, Outcome, Report, Role};
+use crate::session::Item;
 use crate::session::{Input, Job, run_in_context};
 use crate::staged::message::part_digest;
 use crate::wire::{Reader, WireError};
@@ -311,7 +312,7 @@ pub struct BucketRun {
 /// messages so far (`inbound`) and its own earlier ones (`sent`), `peer_size` the peer's
 /// item count in the bucket.
 #[allow(clippy::too_many_arguments)] // the run, the bucket, and both sides' messages
-pub fn run_bucket<I: AsRef<[u8]> + Sync>(
+pub fn run_bucket<I: Item>(
     job: &Job,
     seed: &RunSeed,
     plan: &Plan,
@@ -332,7 +333,7 @@ pub fn run_bucket<I: AsRef<[u8]> + Sync>(
 }
 
 /// Runs the role over `ch`, seeded for the bucket, and checks the replay.
-fn play<I: AsRef<[u8]> + Sync>(
+fn play<I: Item>(
     ch: &mut ReplayChannel,
     job: &Job,
     seed: &RunSeed,

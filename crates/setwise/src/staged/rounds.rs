@@ -18,6 +18,7 @@ use super::work::{Done, Learned, PartRef, Task, Worker, check_ids_kept, keep, re
 use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
 use crate::protocols::{Operation, Outcome, Role};
+use crate::session::Item;
 use crate::session::Job;
 use serde::{Deserialize, Serialize};
 
@@ -84,7 +85,7 @@ impl ReplayState {
     }
 }
 
-impl<I: AsRef<[u8]> + Sync> Runner<'_, I> {
+impl<I: Item> Runner<'_, I> {
     /// This party's first stage without a marker, unless a marker says it was the last.
     pub(super) fn replay_next_stage(&self) -> Result<Option<u8>> {
         for k in 0..MAX_STAGES {

@@ -34,6 +34,7 @@ use crate::error::{Deviation, Error, ErrorKind, Result};
 use crate::io::hex;
 use crate::protocols::ecdh::messages::{DOUBLE_BLINDED, RECEIVER_BLINDED, SENDER_BLINDED};
 use crate::protocols::{Operation, Outcome, Role};
+use crate::session::Item;
 use crate::session::{Hello, Input, MAX_HELLO_FRAME};
 use crate::wire::stream::Stream;
 use serde::{Deserialize, Serialize};
@@ -182,7 +183,7 @@ impl<'a> Runner<'a, Vec<u8>> {
     }
 }
 
-impl<'a, I: AsRef<[u8]> + Sync> Runner<'a, I> {
+impl<'a, I: Item> Runner<'a, I> {
     /// Opens `role`'s side of the run (creating the workdir), whose markers and abort
     /// notes are sealed and checked under `key` (both operators hold it). Refuses
     /// settings, an input or a key other than those the run started with.

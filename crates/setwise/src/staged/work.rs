@@ -22,6 +22,7 @@ use super::store::{Exchange, PartId, PartInfo, Workdir};
 use crate::error::{Deviation, Error, ErrorKind, Result};
 use crate::io::hex;
 use crate::protocols::{Outcome, Role};
+use crate::session::Item;
 use crate::session::{Hello, Job, MAX_HELLO_FRAME};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -238,7 +239,7 @@ impl Worker {
 
     /// Runs `task` on the bucket's `input` (always the same items, in the same order) and
     /// writes its part.
-    pub fn run<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<Done> {
+    pub fn run<I: Item>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<Done> {
         let (k, bucket, items) = (task.stage, task.bucket, input.items);
         if bucket >= self.plan.buckets || k < 2 {
             return Err(Error::Usage(format!("stage {k}, bucket {bucket}: not a round of this run")));
@@ -297,7 +298,7 @@ impl Worker {
 
     /// The bucket's role one round further: its live role given the peer's last part,
     /// or a replay over all of them.
-    fn advance<I: AsRef<[u8]> + Sync>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<BucketRun> {
+    fn advance<I: Item>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<BucketRun> {
         let (k, bucket) = (task.stage, task.bucket);
         let peer = peer_of(self.plan.role);
         // A live role goes on only from the stage before this one, whose part on disk is
@@ -536,7 +537,7 @@ pub enum Served {
 /// bucket when it ends ([`keep`]; the intersection as the matched items, [`read_rows`]).
 /// A failure is also left in an error file, where the runner finds it.
 #[allow(clippy::too_many_arguments)] // the buckets, their values, the timing, the attempt
-pub fn serve<I: AsRef<[u8]> + Sync>(
+pub fn serve<I: Item>(
     workdir: &Workdir,
     worker: &mut Worker,
     items: &BTreeMap<u32, Vec<I>>,

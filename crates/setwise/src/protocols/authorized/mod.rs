@@ -73,6 +73,7 @@ use crate::net::Channel;
 use crate::protocols::Protocol;
 use crate::protocols::params::{AuthorizedJob, Named, OptionDoc, ProtocolParams};
 use crate::protocols::spec::{Leakage, Spec, Takes};
+use crate::protocols::{Call, Input, Outcome, Report};
 use crate::protocols::{Operation, Role, Security};
 use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
 use std::collections::{HashMap, HashSet};
@@ -228,6 +229,32 @@ pub fn params_of_options(named: &Named) -> Result<ProtocolParams> {
     Ok(ProtocolParams::Authorized(AuthorizedJob { client_id, judge_key }))
 }
 
+/// Its roles ([`Spec::roles`]), in both modes: the server with its items and the client
+/// with its credentials (intersection); the client with its items and the judge
+/// (authorisation).
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
+    let (ProtocolParams::Authorized(a), Some(mode)) = (call.params, Mode::of(call.protocol)) else {
+        return Err(call.unsupported());
+    };
+    let ch = &mut ch;
+    match (call.operation, call.ctx.role, &call.input, &a.judge_key) {
+        (Operation::Intersection, Role::Sender, &Input::Items(y), Some(pk)) => {
+            sender(ch, call.ctx, mode, pk, &a.client_id, y, report).map(|()| Outcome::Nothing)
+        }
+        (Operation::Intersection, Role::Receiver, &Input::Credentials { credentials, .. }, _) => {
+            receiver(ch, call.ctx, credentials, call.usable.unwrap_or_default(), report)
+        }
+        (Operation::Authorize, Role::Judge, &Input::Judge { key, policy, ref config }, _) => {
+            judge(ch, call.ctx, key, policy, config, report).map(Outcome::Judged)
+        }
+        (Operation::Authorize, Role::Receiver, &Input::Items(x), _) => {
+            let (credentials, refused) = authorize(ch, x, &a.client_id, mode, report)?;
+            Ok(Outcome::Credentials { credentials: Box::new(credentials), refused })
+        }
+        _ => Err(call.unsupported()),
+    }
+}
+
 /// The registry's facts about authorised PSI (full mode, paper §4).
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Authorized,
@@ -251,6 +278,7 @@ pub static SPEC: Spec = Spec {
     demo_items: 1 << 16,
     options: OPTIONS,
     params: params_of_options,
+    roles,
 };
 
 /// The registry's facts about Partial-APSI (paper §5).
@@ -275,4 +303,5 @@ pub static PARTIAL_SPEC: Spec = Spec {
     demo_items: 1 << 16,
     options: OPTIONS,
     params: params_of_options,
+    roles,
 };

@@ -42,9 +42,11 @@ use crate::crypto::dst::{self, Domain};
 use crate::crypto::wideperm::WidePermutation;
 use crate::error::Result;
 use crate::math::fp128::F128;
+use crate::net::Channel;
 use crate::protocols::Context;
 use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Call, Input, Outcome, Report, Role};
 use crate::protocols::{Operation, Protocol, Security};
 
 /// Largest set either side may hold: 2^16. Interpolation is quadratic, so beyond a few
@@ -115,6 +117,15 @@ pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
     ctx.check_sizes("compact PSI", MAX_SET, "use --protocol ecdh for larger sets")
 }
 
+/// Its roles ([`Spec::roles`]): the sender and the receiver, each with its items.
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
+    match (call.ctx.role, &call.input) {
+        (Role::Sender, &Input::Items(x)) => sender(&mut ch, call.ctx, x, report).map(|()| Outcome::Nothing),
+        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, call.ctx, y, report),
+        _ => Err(call.unsupported()),
+    }
+}
+
 /// The registry's facts about compact malicious PSI.
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Compact,
@@ -137,4 +148,5 @@ pub static SPEC: Spec = Spec {
     demo_items: MAX_SET,
     options: &[],
     params: no_params,
+    roles,
 };

@@ -44,14 +44,28 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain, SessionId};
 use crate::crypto::ristretto::ItemHasher;
+use crate::error::Result;
+use crate::net::Channel;
 use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Call, Input, Outcome, Report, Role};
 use crate::protocols::{Operation, Protocol, Security};
 
 /// H: items to ristretto255 in `session`, as every DH-PSI step hashes them (staged runs
 /// use it too, so their points equal a single-machine run's).
 pub fn item_hasher(session: SessionId) -> ItemHasher {
     ItemHasher::new(&Domain::new(dst::ECDH_ITEM_TO_GROUP, session))
+}
+
+/// Its roles ([`Spec::roles`]): the sender and the receiver, each with its items.
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
+    match (call.ctx.role, &call.input) {
+        (Role::Sender, &Input::Items(x)) => {
+            sender(&mut ch, call.ctx, call.operation, x, report).map(|()| Outcome::Nothing)
+        }
+        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, call.ctx, call.operation, y, report),
+        _ => Err(call.unsupported()),
+    }
 }
 
 /// The registry's facts about DH-PSI.
@@ -76,4 +90,5 @@ pub static SPEC: Spec = Spec {
     demo_items: 1 << 20,
     options: &[],
     params: no_params,
+    roles,
 };

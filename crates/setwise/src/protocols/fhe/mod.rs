@@ -43,9 +43,12 @@ pub use receiver::receiver;
 pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
+use crate::error::Result;
+use crate::net::Channel;
 use crate::protocols::Context;
 use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Call, Input, Outcome, Report, Role};
 use crate::protocols::{Operation, Protocol, Security};
 use rayon::prelude::*;
 
@@ -73,6 +76,15 @@ pub(crate) fn slot(p: &FheParams, replica: usize, item: usize, felt: usize) -> u
     (replica * p.items_per_ct + item) * p.felts + felt
 }
 
+/// Its roles ([`Spec::roles`]): the sender and the receiver, each with its items.
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
+    match (call.ctx.role, &call.input) {
+        (Role::Sender, &Input::Items(x)) => sender(&mut ch, call.ctx, x, report).map(|()| Outcome::Nothing),
+        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, call.ctx, y, report),
+        _ => Err(call.unsupported()),
+    }
+}
+
 /// The registry's facts about FHE-PSI.
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Fhe,
@@ -98,4 +110,5 @@ pub static SPEC: Spec = Spec {
     demo_items: 1 << 14,
     options: &[],
     params: no_params,
+    roles,
 };

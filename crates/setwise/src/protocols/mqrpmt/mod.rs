@@ -60,6 +60,7 @@ use crate::error::Result;
 use crate::net::Channel;
 use crate::protocols::params::{Named, OptionDoc, ProtocolParams};
 use crate::protocols::spec::{Leakage, Spec, values_for_sum};
+use crate::protocols::{Call, Input, Role};
 use crate::protocols::{Context, Operation, Outcome, Report};
 use crate::protocols::{Protocol, Security};
 
@@ -125,6 +126,22 @@ fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
     (order, xs)
 }
 
+/// Its roles ([`Spec::roles`]): the sender with its items (and, for `sum`, its values),
+/// the receiver with its items.
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
+    let (ProtocolParams::Mqrpmt(m), ctx, op) = (call.params, call.ctx, call.operation) else {
+        return Err(call.unsupported());
+    };
+    match (ctx.role, &call.input) {
+        (Role::Sender, &Input::Items(x)) => sender(&mut ch, ctx, op, x, None, m, report),
+        (Role::Sender, &Input::Values { items, values, bound }) => {
+            sender(&mut ch, ctx, op, items, Some(Values { values, bound }), m, report)
+        }
+        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, ctx, op, y, m, report),
+        _ => Err(call.unsupported()),
+    }
+}
+
 /// The registry's facts about the mqRPMT framework.
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Mqrpmt,
@@ -148,4 +165,5 @@ pub static SPEC: Spec = Spec {
     demo_items: 1 << 20,
     options: OPTIONS,
     params: params_of_options,
+    roles,
 };

@@ -56,8 +56,10 @@ pub use sender::sender;
 
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::oprf::Output;
+use crate::net::Channel;
 use crate::protocols::params::{Named, OptionDoc, ProtocolParams, UnbalancedJob};
 use crate::protocols::spec::{Leakage, Spec, Takes};
+use crate::protocols::{Call, Input, Outcome, Report};
 use crate::protocols::{Operation, Protocol, Role, Security};
 
 /// Largest number of bundles at one bundle index a receiver accepts.
@@ -106,6 +108,17 @@ pub fn params_of_options(named: &Named) -> crate::error::Result<ProtocolParams> 
     Ok(ProtocolParams::Unbalanced(UnbalancedJob { fingerprint: named.get("fingerprint").map(str::to_string) }))
 }
 
+/// Its roles ([`Spec::roles`]): the sender with its database, the receiver with its items.
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> crate::error::Result<Outcome> {
+    match (call.ctx.role, &call.input, call.params) {
+        (Role::Sender, &Input::Database(db), _) => sender(&mut ch, call.ctx, db, report).map(|()| Outcome::Nothing),
+        (Role::Receiver, &Input::Items(y), ProtocolParams::Unbalanced(u)) => {
+            receiver(&mut ch, call.ctx, y, u.fingerprint.as_deref(), report)
+        }
+        _ => Err(call.unsupported()),
+    }
+}
+
 /// The registry's facts about unbalanced PSI: the sender serves a database.
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Unbalanced,
@@ -128,4 +141,5 @@ pub static SPEC: Spec = Spec {
     demo_items: 1 << 16,
     options: OPTIONS,
     params: params_of_options,
+    roles,
 };

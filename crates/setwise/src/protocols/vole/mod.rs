@@ -45,9 +45,11 @@ pub use sender::sender;
 use crate::crypto::dst::{self, Domain};
 use crate::error::Result;
 use crate::math::gf128::Gf128;
+use crate::net::Channel;
 use crate::okvs::OkvsParams;
 use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
+use crate::protocols::{Call, Input, Outcome, Report, Role};
 use crate::protocols::{Context, Security};
 use crate::protocols::{Operation, Protocol};
 use rayon::prelude::*;
@@ -147,6 +149,17 @@ impl Hashes {
     }
 }
 
+/// Its roles ([`Spec::roles`]): the sender and the receiver, each with its items.
+fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
+    match (call.ctx.role, &call.input) {
+        (Role::Sender, &Input::Items(x)) => {
+            sender(&mut ch, call.ctx, call.security, x, report).map(|()| Outcome::Nothing)
+        }
+        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, call.ctx, call.security, y, report),
+        _ => Err(call.unsupported()),
+    }
+}
+
 /// The registry's facts about PSI from silent VOLE.
 pub static SPEC: Spec = Spec {
     protocol: Protocol::Vole,
@@ -170,4 +183,5 @@ pub static SPEC: Spec = Spec {
     demo_items: 1 << 20,
     options: &[],
     params: no_params,
+    roles,
 };

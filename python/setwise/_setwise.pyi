@@ -10,8 +10,8 @@ class Error(Exception): ...
 
 class InputError(Error):
     field: str | None
-    """When parameters are invalid, the parameter at fault (``key_columns``,
-    ``table_size``, ...); None otherwise."""
+    """The parameter, option or piece of a run at fault, when the error names one
+    (``key_columns``, ``table_size``, ``reveal``, ``workdir``, ...); None otherwise."""
 
 class PeerError(Error): ...
 class NetworkError(Error): ...

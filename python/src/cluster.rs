@@ -74,7 +74,7 @@ impl Remote for PyRemote {
             self.obj.call_method1(py, "run", args).map(drop).map_err(|e| from_py(py, e))
         })?;
         work::collect(&self.workdir, stage, tasks)?
-            .ok_or_else(|| Error::Usage(format!("stage {stage}: the executors stopped before every bucket was done")))
+            .ok_or_else(|| Error::usage("stage", format!("stage {stage}: the executors stopped before every bucket was done")))
     }
 }
 

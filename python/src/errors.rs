@@ -30,23 +30,14 @@ fn explain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The parameter an error of invalid parameters names, also inside a staged run's stage.
-fn params_field(e: &setwise::Error) -> Option<&'static str> {
-    match e {
-        setwise::Error::Params { field, .. } => Some(field),
-        setwise::Error::Stage { source, .. } => params_field(source),
-        _ => None,
-    }
-}
-
 /// The exception for a library error.
 pub fn to_py(e: setwise::Error) -> PyErr {
     let msg = explain(&e);
     match e {
         setwise::Error::Net { .. } => NetworkError::new_err(msg),
         e if e.kind() == setwise::error::ErrorKind::Network => NetworkError::new_err(msg),
-        e if e.is_local() => match params_field(&e) {
-            // The parameter at fault, for a caller to point at (`err.field`).
+        e if e.is_local() => match e.field() {
+            // The parameter or piece of the run at fault, for a caller to point at (`err.field`).
             Some(field) => {
                 let err = InputError::new_err(msg);
                 Python::attach(|py| err.value(py).setattr("field", field)).map(|()| err).unwrap_or_else(|e| e)

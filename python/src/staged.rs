@@ -335,7 +335,7 @@ impl StagedPlan {
             (1, _) => SENDER_BLINDED,
             _ => DOUBLE_BLINDED,
         };
-        let n = usize::try_from(*items).map_err(|_| Error::Usage("part too large for this machine".into()))?;
+        let n = usize::try_from(*items).map_err(|_| Error::usage("part", "part too large for this machine"))?;
         Ok(decode_part(stream, &bytes, n)?)
     }
 }

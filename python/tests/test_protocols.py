@@ -167,6 +167,10 @@ def test_mqrpmt_poprf_has_no_bloom_filter() -> None:
         setwise.receiver(Y, "mqrpmt", connect="127.0.0.1:1", rpmt="poprf", last_move="bloom")
     assert refused.value.field == "last_move"
     assert setwise.InputError("other input").field is None
+    # A request the library does not run names what is at fault too.
+    with pytest.raises(setwise.InputError, match="no protocol reveals union") as refused:
+        setwise.receiver(Y, "mqrpmt", "union", connect="127.0.0.1:1", reveal="both")
+    assert refused.value.field == "reveal"
     with pytest.raises(setwise.InputError, match="unknown mqRPMT construction 'oprf'"):
         setwise.receiver(Y, "mqrpmt", connect="127.0.0.1:1", rpmt="oprf")
 

@@ -101,7 +101,11 @@ fn reveal_both_gives_the_sender_its_rows_and_the_count() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("--reveal both is for"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--reveal both is not for mqrpmt union; no protocol reveals union"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]

@@ -226,7 +226,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let mut summary = None;
     let mut deliver = |o: &setwise::Outcome| {
         let line = write_outcome(&set, o.clone(), &a.out, role)
-            .map_err(|f| setwise::Error::Usage(format!("{:#}", f.error)))?;
+            .map_err(|f| setwise::Error::usage("output", format!("{:#}", f.error)))?;
         summary = Some(line);
         Ok(())
     };

@@ -79,9 +79,16 @@ pub enum Error {
     /// A named option (a protocol, operation, security, …) names nothing this library has.
     #[error(transparent)]
     Unknown(#[from] UnknownName),
-    /// The caller combined a job, role and input this library does not run.
-    #[error("{0}")]
-    Usage(String),
+    /// The caller asked for what this library does not do: a job, role and input it does
+    /// not run, or a step a staged run's state does not allow.
+    #[error("{why}")]
+    Usage {
+        /// What is at fault (`role`, `input`, `credentials`, `workdir`, `exchange_key`,
+        /// `run_seed`, …), for a frontend to point at.
+        what: &'static str,
+        /// What is wrong, in words.
+        why: String,
+    },
     /// A file (database, credentials, key) could not be read or written.
     #[error("{}: {source}", path.display())]
     File {
@@ -189,7 +196,7 @@ impl Error {
             Error::Input(_)
             | Error::Params { .. }
             | Error::Unknown(_)
-            | Error::Usage(_)
+            | Error::Usage { .. }
             | Error::File { .. }
             | Error::Damaged { .. }
             | Error::He(HeError::Params(_) | HeError::Op(_)) => ErrorKind::Local,
@@ -201,6 +208,23 @@ impl Error {
     /// the peer's or the network's.
     pub fn is_local(&self) -> bool {
         self.kind() == ErrorKind::Local
+    }
+
+    /// A request this library does not run, or a step a staged run's state does not
+    /// allow: `what` is at fault, because `why`.
+    pub fn usage(what: &'static str, why: impl Into<String>) -> Self {
+        Error::Usage { what, why: why.into() }
+    }
+
+    /// The parameter, option, file or piece of a run at fault, when the error names one:
+    /// a frontend points at it (Python's `err.field`).
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Error::Params { field, .. } => Some(field),
+            Error::Usage { what, .. } => Some(what),
+            Error::Stage { source, .. } => source.field(),
+            _ => None,
+        }
     }
 
     /// Invalid or unsupported parameters: `field` is at fault, because `why`.

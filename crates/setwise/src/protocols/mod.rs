@@ -281,13 +281,16 @@ impl Call<'_> {
     /// The error for a role and input the protocol has no function for (the session's
     /// checks against the spec keep it from happening).
     pub fn unsupported(&self) -> Error {
-        Error::Usage(format!(
-            "{} {} has no {} role that takes {}",
-            self.protocol,
-            self.operation,
-            self.ctx.role,
-            self.input.kind().name()
-        ))
+        Error::usage(
+            "role",
+            format!(
+                "{} {} has no {} role that takes {}",
+                self.protocol,
+                self.operation,
+                self.ctx.role,
+                self.input.kind().name()
+            ),
+        )
     }
 }
 

@@ -80,7 +80,7 @@ pub static AUTO: Spec = Spec {
 
 /// `auto` has no roles of its own: the session runs those of the protocol it picked.
 fn auto_roles(_: &mut dyn Channel, _: Call<'_>, _: &mut Report) -> Result<Outcome> {
-    Err(Error::Usage("auto runs the roles of the protocol it picks after the hello, none of its own".into()))
+    Err(Error::usage("protocol", "auto runs the roles of the protocol it picks after the hello, none of its own"))
 }
 
 #[cfg(test)]

@@ -131,7 +131,10 @@ impl Job {
             ));
         }
         if (role == Role::Judge) != (self.operation == Operation::Authorize && role != Role::Receiver) {
-            return Err(Error::Usage(format!("a {role} takes no part in {} {}", self.protocol, self.operation)));
+            return Err(Error::usage(
+                "role",
+                format!("a {role} takes no part in {} {}", self.protocol, self.operation),
+            ));
         }
         if self.key_columns == 0 {
             return Err(Error::params("key_columns", "key_columns: at least one key column".into()));
@@ -139,13 +142,17 @@ impl Job {
         // Parameters fit a protocol when they are of the kind its defaults are.
         let own = self.protocol.spec().default_params();
         if std::mem::discriminant(&own) != std::mem::discriminant(&self.params) {
-            return Err(Error::Usage(format!("protocol {} does not take {:?}", self.protocol, self.params)));
+            return Err(Error::usage("params", format!("protocol {} does not take {:?}", self.protocol, self.params)));
         }
         if self.reveal == Reveal::Both && !Reveal::supported(self.protocol, self.operation) {
-            return Err(Error::Usage(format!(
-                "--reveal both is for ecdh and mqrpmt intersection and cardinality, fhe, compact and vole, not {} {}",
-                self.protocol, self.operation
-            )));
+            let able: Vec<&str> =
+                registry::ALL.iter().filter(|s| s.reveal_both.contains(&self.operation)).map(|s| s.name).collect();
+            let (protocol, op) = (self.protocol, self.operation);
+            let others = match able.as_slice() {
+                [] => format!("no protocol reveals {op}"),
+                _ => format!("for {op} use one of: {}", able.join(", ")),
+            };
+            return Err(Error::usage("reveal", format!("--reveal both is not for {protocol} {op}; {others}")));
         }
         if self.security > self.protocol.security() {
             let able: Vec<&str> = registry::ALL
@@ -153,14 +160,17 @@ impl Job {
                 .filter(|s| s.security >= self.security && s.operations.contains(&self.operation))
                 .map(|s| s.name)
                 .collect();
-            return Err(Error::Usage(format!(
-                "{} is secure against {} peers only; for {} {} use one of: {}",
-                self.protocol,
-                self.protocol.security(),
-                self.security,
-                self.operation,
-                able.join(", ")
-            )));
+            return Err(Error::usage(
+                "security",
+                format!(
+                    "{} is secure against {} peers only; for {} {} use one of: {}",
+                    self.protocol,
+                    self.protocol.security(),
+                    self.security,
+                    self.operation,
+                    able.join(", ")
+                ),
+            ));
         }
         if let ProtocolParams::Mqrpmt(m) = &self.params {
             m.check()?;
@@ -310,7 +320,15 @@ mod tests {
         assert!(wrong.to_string().contains("does not take"), "{wrong}");
         let reveal = Job::new(Protocol::Mqrpmt, Operation::Union).with_reveal(Reveal::Both);
         let reveal = reveal.validate(Role::Sender).unwrap_err();
-        assert!(reveal.to_string().contains("not mqrpmt union"), "{reveal}");
+        assert!(reveal.to_string().contains("is not for mqrpmt union; no protocol reveals union"), "{reveal}");
+        let unbalanced = Job::new(Protocol::Unbalanced, Operation::Intersection).with_reveal(Reveal::Both);
+        let unbalanced = unbalanced.validate(Role::Receiver).unwrap_err().to_string();
+        assert!(
+            unbalanced.ends_with("for intersection use one of: ecdh, fhe, compact, mqrpmt, vole, auto"),
+            "{unbalanced}"
+        );
+        // Each names what is at fault, for a frontend to point at.
+        assert_eq!([reveal.field(), judge.field(), wrong.field()], [Some("reveal"), Some("role"), Some("params")]);
         Job::new(Protocol::Compact, Operation::Intersection).with_reveal(Reveal::Both).validate(Role::Sender).unwrap();
         let poprf = |last_move| {
             Job::new(Protocol::Mqrpmt, Operation::Union)

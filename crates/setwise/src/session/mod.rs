@@ -67,13 +67,16 @@ pub fn run_observed<I: Item>(
     job.validate(role)?;
     let expected = job.protocol.spec().takes(job.operation, role);
     if input.kind() != expected {
-        return Err(Error::Usage(format!(
-            "{} {} {role}: takes {}, not {}",
-            job.protocol,
-            job.operation,
-            expected.name(),
-            input.kind().name()
-        )));
+        return Err(Error::usage(
+            "input",
+            format!(
+                "{} {} {role}: takes {}, not {}",
+                job.protocol,
+                job.operation,
+                expected.name(),
+                input.kind().name()
+            ),
+        ));
     }
     if let Some(items) = input.items() {
         check_distinct(items)?;
@@ -178,10 +181,13 @@ pub fn run_in_context<I: Item>(
     job.validate(ctx.role)?;
     let expected = job.protocol.spec().takes(job.operation, ctx.role);
     if job.protocol == Protocol::Auto || input.kind() != expected || !matches!(expected, Takes::Items | Takes::Values) {
-        return Err(Error::Usage(format!(
-            "{} {} {}: a run in a settled context takes items (or items and values)",
-            job.protocol, job.operation, ctx.role
-        )));
+        return Err(Error::usage(
+            "input",
+            format!(
+                "{} {} {}: a run in a settled context takes items (or items and values)",
+                job.protocol, job.operation, ctx.role
+            ),
+        ));
     }
     if let Some(items) = input.items() {
         check_distinct(items)?;
@@ -248,10 +254,16 @@ impl<const N: usize> Item for &[u8; N] {}
 /// The client's credentials must be for the job's mode, client and judge.
 fn check_credentials(c: &Credentials, mode: Mode, job: &AuthorizedJob) -> Result<()> {
     if c.mode != mode {
-        return Err(Error::Usage(format!("the credentials are for {}, not {}", c.mode.protocol(), mode.protocol())));
+        return Err(Error::usage(
+            "credentials",
+            format!("the credentials are for {}, not {}", c.mode.protocol(), mode.protocol()),
+        ));
     }
     if c.client_id != job.client_id || Some(c.judge_pk) != job.judge_key {
-        return Err(Error::Usage("the credentials are for another client identity or judge than the job".into()));
+        return Err(Error::usage(
+            "credentials",
+            "the credentials are for another client identity or judge than the job",
+        ));
     }
     Ok(())
 }

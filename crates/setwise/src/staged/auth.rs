@@ -120,7 +120,7 @@ impl ExchangeKey {
         if create_private(path, text.as_bytes())? {
             Ok(())
         } else {
-            Err(Error::Usage(format!("{}: already exists; a key file is never replaced", path.display())))
+            Err(Error::usage("key_file", format!("{}: already exists; a key file is never replaced", path.display())))
         }
     }
 

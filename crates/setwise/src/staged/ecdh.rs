@@ -43,13 +43,14 @@ fn exponent(seed: &RunSeed, plan: &Plan, role: Role, bucket: u32) -> Result<Secr
     input.extend_from_slice(&plan.session.0);
     input.extend_from_slice(role.name().as_bytes());
     input.extend_from_slice(&bucket.to_le_bytes());
-    SecretScalar::from_wide(&seed.derive(dst::STAGED_ECDH_SCALAR, &input))
-        .ok_or_else(|| Error::Usage("the run seed gives a zero exponent (probability 2^-252): start a new run".into()))
+    SecretScalar::from_wide(&seed.derive(dst::STAGED_ECDH_SCALAR, &input)).ok_or_else(|| {
+        Error::usage("run_seed", "the run seed gives a zero exponent (probability 2^-252): start a new run")
+    })
 }
 
 fn check_bucket(plan: &Plan, bucket: u32) -> Result<()> {
     if bucket >= plan.buckets {
-        return Err(Error::Usage(format!("bucket {bucket} of {}", plan.buckets)));
+        return Err(Error::usage("bucket", format!("bucket {bucket} of {}", plan.buckets)));
     }
     Ok(())
 }

@@ -235,7 +235,7 @@ impl Plan {
             theirs: printable(b, MAX_SHOWN),
         };
         if ours.params != settings.hello_params() {
-            return Err(Error::Usage("this side's hello was made with other settings".into()));
+            return Err(Error::usage("hello", "this side's hello was made with other settings"));
         }
         if ours.protocol != theirs.protocol {
             return Err(mismatch("protocol", &ours.protocol, &theirs.protocol));

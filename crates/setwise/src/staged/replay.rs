@@ -175,11 +175,14 @@ impl ReplayChannel {
         }
         match &self.diverged {
             None => Ok(()),
-            Some(why) => Err(Error::Usage(format!(
-                "bucket {}: the replay of this party's role does not repeat its earlier stages ({why}); \
+            Some(why) => Err(Error::usage(
+                "workdir",
+                format!(
+                    "bucket {}: the replay of this party's role does not repeat its earlier stages ({why}); \
                  the run cannot go on (was the workdir's seed replaced, or setwise changed within the run?)",
-                self.bucket
-            ))),
+                    self.bucket
+                ),
+            )),
         }
     }
 }
@@ -399,7 +402,7 @@ impl Live {
                 let ran = play(&mut ch, &job, &seed, &plan, bucket, input.borrow(), peer_size);
                 let _ = events_tx.send(Event::Ended(ran));
             })
-            .map_err(|e| Error::Usage(format!("bucket {bucket}: cannot start a thread: {e}")))?;
+            .map_err(|e| Error::usage("thread", format!("bucket {bucket}: cannot start a thread: {e}")))?;
         let live = Self { peer, events, written: None };
         let run = live.collect()?;
         Ok((live, run))
@@ -419,7 +422,9 @@ impl Live {
                 Ok(Event::Sent(f)) => fresh.push(f),
                 Ok(Event::Waiting) => return Ok(BucketRun { fresh, outcome: None }),
                 Ok(Event::Ended(r)) => return r.map(|o| BucketRun { fresh, outcome: Some(o) }),
-                Err(_) => return Err(Error::Usage("a bucket's role stopped without a word (it panicked)".into())),
+                Err(_) => {
+                    return Err(Error::usage("bucket", "a bucket's role stopped without a word (it panicked)"));
+                }
             }
         }
     }

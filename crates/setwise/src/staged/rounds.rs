@@ -79,7 +79,7 @@ impl ReplayState {
     fn learned(&self) -> Result<Learned> {
         let first = self.learned.first().copied().unwrap_or_default();
         if self.learned.iter().any(|&l| l != first) {
-            return Err(Error::Usage("the buckets' roles ended with different kinds of outcome".into()));
+            return Err(Error::usage("outcome", "the buckets' roles ended with different kinds of outcome"));
         }
         Ok(first)
     }
@@ -95,7 +95,7 @@ impl<I: Item> Runner<'_, I> {
                 Some(_) => {}
             }
         }
-        Err(Error::Usage(format!("the run took {MAX_STAGES} stages without ending: start a new run")))
+        Err(Error::usage("stage", format!("the run took {MAX_STAGES} stages without ending: start a new run")))
     }
 
     /// The peer's marker stage `stage` waits for, if it is not there: stage k needs the
@@ -145,13 +145,16 @@ impl<I: Item> Runner<'_, I> {
             Some(remote) => {
                 let sizes = remote.bucket_sizes(plan).map_err(self.at_stage(1, ""))?;
                 if sizes.len() != plan.buckets as usize || sizes.iter().sum::<u64>() != plan.own_size() {
-                    return Err(fail(Error::Usage(format!(
-                        "the executors counted {} items in {} buckets, not {} in {}",
-                        sizes.iter().sum::<u64>(),
-                        sizes.len(),
-                        plan.own_size(),
-                        plan.buckets
-                    ))));
+                    return Err(fail(Error::usage(
+                        "buckets",
+                        format!(
+                            "the executors counted {} items in {} buckets, not {} in {}",
+                            sizes.iter().sum::<u64>(),
+                            sizes.len(),
+                            plan.own_size(),
+                            plan.buckets
+                        ),
+                    )));
                 }
                 sizes
             }
@@ -170,7 +173,8 @@ impl<I: Item> Runner<'_, I> {
     fn empty_part(&self, plan: &Plan, stage: u8, i: u32, items: u64) -> Result<PartInfo> {
         let path = self.exchange.part_path(stage, self.role, i);
         let id = PartId { stage, role: self.role, part: i };
-        let items = usize::try_from(items).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
+        let items =
+            usize::try_from(items).map_err(|_| Error::usage("bucket", "a bucket too large for this machine"))?;
         self.exchange.write_part(&path, plan.session, id, &[], items)
     }
 
@@ -227,7 +231,10 @@ impl<I: Item> Runner<'_, I> {
         let mut state: ReplayState = self.workdir.read_json("replay.json")?.unwrap_or_else(|| ReplayState::new(b));
         state.upgrade(plan.operation, self.role);
         if !state.fits(b) {
-            return Err(Error::Usage("replay.json does not match the run's buckets: the workdir was changed".into()));
+            return Err(Error::usage(
+                "workdir",
+                "replay.json does not match the run's buckets: the workdir was changed",
+            ));
         }
         let refs = |ms: &[Marker], i: usize| -> Vec<PartRef> {
             ms.iter().map(|m| PartRef { stage: m.stage, info: m.parts[i].clone() }).collect()
@@ -273,7 +280,7 @@ impl<I: Item> Runner<'_, I> {
         }
         let infos: Vec<PartInfo> = parts.into_iter().flatten().collect();
         if infos.len() != b {
-            return Err(Error::Usage(format!("stage {k}: {} parts written of the {b} buckets", infos.len())));
+            return Err(Error::usage("stage", format!("stage {k}: {} parts written of the {b} buckets", infos.len())));
         }
         self.workdir.write_json("replay.json", &state)?;
         let last = state.ended.iter().all(Option::is_some);
@@ -313,7 +320,10 @@ impl<I: Item> Runner<'_, I> {
             })?;
             let same = dones.len() == tasks.len() && dones.iter().zip(tasks).all(|(d, t)| d.bucket == t.bucket);
             if !same {
-                return Err(Error::Usage(format!("stage {k}: the executors' done files do not answer its tasks")));
+                return Err(Error::usage(
+                    "stage",
+                    format!("stage {k}: the executors' done files do not answer its tasks"),
+                ));
             }
             return Ok(dones);
         }
@@ -357,7 +367,7 @@ impl<I: Item> Runner<'_, I> {
             .sums
             .iter()
             .try_fold(0u128, |a, &s| a.checked_add(s))
-            .ok_or_else(|| self.at_stage(k, "")(Error::Usage("the buckets' sums add up beyond 2^128".into())))?;
+            .ok_or_else(|| self.at_stage(k, "")(Error::usage("sum", "the buckets' sums add up beyond 2^128")))?;
         let here = self.remote.is_none();
         let outcome = match learned {
             Learned::Nothing => return Ok(()),

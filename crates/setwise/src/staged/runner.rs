@@ -165,17 +165,20 @@ impl<'a> Runner<'a, Vec<u8>> {
         remote: Box<dyn Remote + 'a>,
     ) -> Result<Self> {
         if settings.protocol.spec().own_stages {
-            return Err(Error::Usage(format!(
-                "a staged {} run holds its items in the runner (Runner::open)",
-                settings.protocol
-            )));
+            return Err(Error::usage(
+                "protocol",
+                format!("a staged {} run holds its items in the runner (Runner::open)", settings.protocol),
+            ));
         }
         if settings.operation == Operation::Shares {
-            return Err(Error::Usage(format!(
-                "a staged {} runs in one process (setwise stage); on a cluster: intersection, cardinality, sum, \
+            return Err(Error::usage(
+                "operation",
+                format!(
+                    "a staged {} runs in one process (setwise stage); on a cluster: intersection, cardinality, sum, \
                  union and private-id",
-                settings.operation
-            )));
+                    settings.operation
+                ),
+            ));
         }
         let mut r = Self::start(settings, role, exchange, workdir, &[], (size, fingerprint), key)?;
         r.remote = Some(remote);
@@ -210,15 +213,17 @@ impl<'a, I: Item> Runner<'a, I> {
     ) -> Result<Self> {
         let takes = settings.protocol.spec().takes(settings.operation, role);
         if input.kind() != takes {
-            return Err(Error::Usage(format!(
-                "{} {} takes {takes:?} from the {role}, not {input:?}",
-                settings.protocol, settings.operation
-            )));
+            return Err(Error::usage(
+                "input",
+                format!("{} {} takes {takes:?} from the {role}, not {input:?}", settings.protocol, settings.operation),
+            ));
         }
         let (items, values) = match input {
             Input::Items(items) => (items, None),
             Input::Values { items, values, bound } if values.len() == items.len() => (items, Some((values, bound))),
-            other => return Err(Error::Usage(format!("a staged run takes items (and values), not {other:?}"))),
+            other => {
+                return Err(Error::usage("input", format!("a staged run takes items (and values), not {other:?}")));
+            }
         };
         let fingerprint = fingerprint_of(items, values, settings.key_columns);
         let mut r = Self::start(settings, role, exchange, workdir, items, (items.len() as u64, fingerprint), key)?;
@@ -237,7 +242,7 @@ impl<'a, I: Item> Runner<'a, I> {
     ) -> Result<Self> {
         settings.validate()?;
         if !matches!(role, Role::Sender | Role::Receiver) {
-            return Err(Error::Usage("a staged run has a sender and a receiver".into()));
+            return Err(Error::usage("role", "a staged run has a sender and a receiver"));
         }
         let workdir = Workdir::create(workdir)?;
         let record = RunRecord {
@@ -390,9 +395,12 @@ impl<'a, I: Item> Runner<'a, I> {
 
     pub(super) fn seed(&self) -> Result<RunSeed> {
         self.workdir.read_seed().map_err(|e| {
-            Error::Usage(format!(
-                "{e}: the run seed is lost, and with it the run: start a new run with a new run id and exchange"
-            ))
+            Error::usage(
+                "run_seed",
+                format!(
+                    "{e}: the run seed is lost, and with it the run: start a new run with a new run id and exchange"
+                ),
+            )
         })
     }
 
@@ -545,7 +553,7 @@ impl<'a, I: Item> Runner<'a, I> {
             let path = self.exchange.part_path(m.stage, peer, i);
             let bytes =
                 self.exchange.read_part(&path, info, plan.session, PartId { stage: m.stage, role: peer, part: i })?;
-            let n = usize::try_from(info.items).map_err(|_| Error::Usage("part too large for this machine".into()))?;
+            let n = usize::try_from(info.items).map_err(|_| Error::usage("part", "part too large for this machine"))?;
             Ok(decode_part(stream, &bytes, n)?)
         })()
         .map_err(fail)
@@ -674,22 +682,25 @@ fn check_record(old: &RunRecord, new: &RunRecord, workdir: &Path) -> Result<()> 
     ];
     for (name, a, b) in fields {
         if a != b {
-            return Err(Error::Usage(format!(
-                "{name}: the run in {} was started with {a}, this invocation has {b}",
-                workdir.display()
-            )));
+            return Err(Error::usage(
+                "settings",
+                format!("{name}: the run in {} was started with {a}, this invocation has {b}", workdir.display()),
+            ));
         }
     }
     if old.key_columns != new.key_columns || old.items != new.items || old.input != new.input {
-        return Err(Error::Usage(format!(
-            "the input changed since stage 0 of run {} ({} distinct items then, {} now; fingerprint {} then, {} now): \
+        return Err(Error::usage(
+            "input",
+            format!(
+                "the input changed since stage 0 of run {} ({} distinct items then, {} now; fingerprint {} then, {} now): \
              a run must use the input it started with (start a new run for a new input)",
-            old.run,
-            old.items,
-            new.items,
-            old.input.get(..16).unwrap_or(&old.input),
-            new.input.get(..16).unwrap_or(&new.input)
-        )));
+                old.run,
+                old.items,
+                new.items,
+                old.input.get(..16).unwrap_or(&old.input),
+                new.input.get(..16).unwrap_or(&new.input)
+            ),
+        ));
     }
     Ok(())
 }

@@ -138,7 +138,7 @@ impl Marker {
         let role = match self.role.as_str() {
             "sender" => Role::Sender,
             "receiver" => Role::Receiver,
-            _ => return Err(Error::Usage("a staged run has a sender and a receiver".into())),
+            _ => return Err(Error::usage("role", "a staged run has a sender and a receiver")),
         };
         self.mac = key.seal(Sealed::Marker { stage: self.stage, role }, run, &self.mac_fields());
         Ok(())
@@ -292,9 +292,9 @@ fn why_unreadable(e: &Unreadable) -> String {
 /// directories are created one at a time and each checked, so nothing is written
 /// through a link planted in the exchange.
 fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
-    let rel = path
-        .strip_prefix(root)
-        .map_err(|_| Error::Usage(format!("{} is not in the exchange {}", path.display(), root.display())))?;
+    let rel = path.strip_prefix(root).map_err(|_| {
+        Error::usage("exchange", format!("{} is not in the exchange {}", path.display(), root.display()))
+    })?;
     if create {
         fs::create_dir_all(root).map_err(|e| Error::file(root, e))?;
     }
@@ -407,7 +407,9 @@ impl Exchange {
     }
 
     fn sealer(&self) -> Result<&(ExchangeKey, String)> {
-        self.auth.as_ref().ok_or_else(|| Error::Usage("writing to a staged exchange needs the exchange key".into()))
+        self.auth
+            .as_ref()
+            .ok_or_else(|| Error::usage("exchange_key", "writing to a staged exchange needs the exchange key"))
     }
 
     /// The exchange's directory.
@@ -468,7 +470,7 @@ impl Exchange {
         let path = self.marker_path(m.stage, role);
         let mut m = m.clone();
         m.seal(key, run)?;
-        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::Usage(format!("marker: {e}")))?;
+        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::usage("marker", format!("marker: {e}")))?;
         self.write_file(&path, &bytes)
     }
 
@@ -523,7 +525,7 @@ impl Exchange {
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
         let (key, run) = self.sealer()?;
         let note = AbortNote::sealed(key, run, role, error);
-        let bytes = serde_json::to_vec(&note).map_err(|e| Error::Usage(format!("abort note: {e}")))?;
+        let bytes = serde_json::to_vec(&note).map_err(|e| Error::usage("abort_note", format!("abort note: {e}")))?;
         self.write_file(&self.abort_path(role), &bytes)
     }
 }
@@ -560,10 +562,13 @@ impl Workdir {
         let file = file.map_err(|e| Error::file(&path, e))?;
         match file.try_lock() {
             Ok(()) => Ok(file),
-            Err(fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
-                "{}: another setwise process is running this party's side of the run; one at a time",
-                path.display()
-            ))),
+            Err(fs::TryLockError::WouldBlock) => Err(Error::usage(
+                "workdir",
+                format!(
+                    "{}: another setwise process is running this party's side of the run; one at a time",
+                    path.display()
+                ),
+            )),
             Err(fs::TryLockError::Error(e)) => Err(Error::file(&path, e)),
         }
     }
@@ -631,7 +636,7 @@ impl Workdir {
     /// Writes the workdir's JSON file `name` (atomically, mode 0600).
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
         let path = self.root.join(name);
-        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Usage(format!("{name}: {e}")))?;
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::usage("workdir", format!("{name}: {e}")))?;
         write_atomic(&path, &bytes, true).map_err(|e| Error::file(&path, e))
     }
 }

@@ -160,7 +160,10 @@ impl Done {
                 d.kept = Some(Kept::Ids(BucketIds { own, union }));
             }
             Some(other) => {
-                return Err(Error::Usage(format!("a staged run cannot combine a bucket's outcome {other:?}")));
+                return Err(Error::usage(
+                    "outcome",
+                    format!("a staged run cannot combine a bucket's outcome {other:?}"),
+                ));
             }
         }
         Ok(d)
@@ -242,17 +245,20 @@ impl Worker {
     pub fn run<I: Item>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<Done> {
         let (k, bucket, items) = (task.stage, task.bucket, input.items);
         if bucket >= self.plan.buckets || k < 2 {
-            return Err(Error::Usage(format!("stage {k}, bucket {bucket}: not a round of this run")));
+            return Err(Error::usage("task", format!("stage {k}, bucket {bucket}: not a round of this run")));
         }
         if input.values.is_some_and(|(v, _)| v.len() != items.len()) {
-            return Err(Error::Usage(format!("bucket {bucket}: not one value per item")));
+            return Err(Error::usage("values", format!("bucket {bucket}: not one value per item")));
         }
         if items.len() as u64 != task.own_size {
-            return Err(self.at(k, format!("bucket {bucket}"))(Error::Usage(format!(
-                "{} items here, {} in this party's stage 1: the input changed since the run started",
-                items.len(),
-                task.own_size
-            ))));
+            return Err(self.at(k, format!("bucket {bucket}"))(Error::usage(
+                "input",
+                format!(
+                    "{} items here, {} in this party's stage 1: the input changed since the run started",
+                    items.len(),
+                    task.own_size
+                ),
+            )));
         }
         let run = if task.wait {
             BucketRun { fresh: Vec::new(), outcome: None }
@@ -331,8 +337,8 @@ impl Worker {
             .iter()
             .map(|r| Sent { stage: r.stage, frames: r.info.items, digest: r.info.digest.clone() })
             .collect();
-        let peer_size =
-            usize::try_from(task.peer_size).map_err(|_| Error::Usage("a bucket too large for this machine".into()))?;
+        let peer_size = usize::try_from(task.peer_size)
+            .map_err(|_| Error::usage("bucket", "a bucket too large for this machine"))?;
         if self.keep_alive {
             let (role, run) = Live::start(
                 self.job.clone(),
@@ -589,7 +595,7 @@ pub fn serve<I: Item>(
             done.matches.clear(); // kept in its file; the runner needs the count
             workdir.write_json(&done_name(stage, t.bucket), &done)?;
         }
-        stage = stage.checked_add(1).ok_or_else(|| Error::Usage("too many stages".into()))?;
+        stage = stage.checked_add(1).ok_or_else(|| Error::usage("stage", "too many stages"))?;
     }
 }
 

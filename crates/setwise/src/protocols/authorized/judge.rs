@@ -34,7 +34,7 @@ impl JudgeConfig {
     /// commitment would sign anything in partial mode).
     pub fn new(fraction: f64, strict: bool) -> Result<Self> {
         if !(fraction > 0.0 && fraction <= 1.0) {
-            return Err(Error::Usage(format!("the judge's fraction must be in (0, 1], not {fraction}")));
+            return Err(Error::usage("fraction", format!("the judge's fraction must be in (0, 1], not {fraction}")));
         }
         Ok(Self { fraction, strict })
     }

@@ -213,7 +213,7 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
             }
             Ok(Outcome::CardinalitySum { cardinality, sum })
         }
-        other => Err(Error::Usage(format!("mqrpmt {other} is not an operation on the membership bits"))),
+        other => Err(Error::usage("operation", format!("mqrpmt {other} is not an operation on the membership bits"))),
     })
 }
 
@@ -303,6 +303,6 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
             MaskedSum { width, masked, cardinality }.send(ch, "sending the masked sum")?;
             Ok(Outcome::Cardinality(cardinality))
         }
-        other => Err(Error::Usage(format!("mqrpmt {other} is not an operation on the membership bits"))),
+        other => Err(Error::usage("operation", format!("mqrpmt {other} is not an operation on the membership bits"))),
     })
 }

@@ -14,6 +14,7 @@ use crate::protocols::he_query::send_query;
 use crate::protocols::{Context, Outcome, Report};
 use crate::wire::WireError;
 use crate::wire::msg::Message;
+use crate::wire::text::{MAX_SHOWN, printable};
 
 /// Queries the sender with distinct `items`; returns the indices of the matching ones.
 /// With `expect_fingerprint`, refuses parameters with another fingerprint.
@@ -66,9 +67,12 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
     // sender's parameters' doing (honest ones fail with negligible probability).
     let table = CuckooTable::build(&candidates, p.table_params.table_size)
         .map_err(|e| Deviation::UnfitParams { what: "parameters (cuckoo table size)", why: e.to_string() })?;
-    let bfv = HeContext::new(&p.he())?;
+    // The parameters are the sender's: if its message decoded and validated but they
+    // still cannot be used, that is its doing, not this side's.
+    let unusable = |e: &dyn std::fmt::Display| Deviation::UnusableParams { why: printable(&e.to_string(), MAX_SHOWN) };
+    let bfv = HeContext::new(&p.he()).map_err(|e| unusable(&e))?;
     let mut sk = SecretKey::generate(&bfv);
-    let plan = p.plan()?;
+    let plan = p.plan().map_err(|e| unusable(&e))?;
     report.phase("encrypt and send query", ch, |ch| {
         let vectors = (0..p.bundle_indices()).flat_map(|bi| {
             let mut slots = vec![0u64; bfv.slots()];

@@ -501,8 +501,9 @@ impl SenderDb {
                     let rebuilt = bundle.rebuild;
                     if rebuilt {
                         let coeffs = interpolate_bundle(p, parts, &bundle.bins, items, labels).ok_or_else(|| {
-                            Error::Usage(
-                                "two items of a bundle's bin share a field element: placement was bypassed".into(),
+                            Error::usage(
+                                "database",
+                                "two items of a bundle's bin share a field element: placement was bypassed",
                             )
                         })?;
                         bundle.coeffs = Some(coeffs);
@@ -590,8 +591,9 @@ impl SenderDb {
     /// without it.
     pub(crate) fn key(&self) -> Result<&OprfKey> {
         self.oprf.as_ref().ok_or_else(|| {
-            Error::Usage(
-                "this database was opened without its OPRF key: open it with its key file to serve or update it".into(),
+            Error::usage(
+                "key_file",
+                "this database was opened without its OPRF key: open it with its key file to serve or update it",
             )
         })
     }

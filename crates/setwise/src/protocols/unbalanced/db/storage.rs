@@ -111,10 +111,13 @@ impl DirLock {
         let mut updating = UPDATING.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((_, holder)) = updating.iter().find(|(d, _)| *d == canonical) {
             if *holder == me {
-                return Err(Error::Usage(format!(
-                    "{} is open for an update by this thread: drop that handle before opening it again",
-                    dir.display()
-                )));
+                return Err(Error::usage(
+                    "database",
+                    format!(
+                        "{} is open for an update by this thread: drop that handle before opening it again",
+                        dir.display()
+                    ),
+                ));
             }
             updating = RELEASED.wait(updating).unwrap_or_else(|e| e.into_inner());
         }
@@ -295,7 +298,7 @@ impl SenderDb {
                     let coeffs = b
                         .coeffs
                         .as_ref()
-                        .ok_or_else(|| Error::Usage("coefficients were dropped before saving".into()))?;
+                        .ok_or_else(|| Error::usage("database", "coefficients were dropped before saving"))?;
                     write_segment(path, coeffs).map_err(io)
                 }
             })
@@ -454,10 +457,10 @@ impl SenderDb {
             (_, Some(file), _) => Some(file.to_path_buf()),
             (KeyPlace::Directory, None, _) => Some(path.join(KEY)),
             (KeyPlace::Apart, None, _) => {
-                return Err(Error::Usage(format!(
-                    "{} keeps its OPRF key apart: give its key file (--key-file)",
-                    path.display()
-                )));
+                return Err(Error::usage(
+                    "key_file",
+                    format!("{} keeps its OPRF key apart: give its key file (--key-file)", path.display()),
+                ));
             }
         };
         if let (Some(file), Some(check)) = (key, db.key_check) {

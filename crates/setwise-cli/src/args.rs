@@ -5,7 +5,7 @@ use crate::Failure;
 use clap::{ArgGroup, Args};
 use setwise::net::{Admission, DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConfig, TlsOptions};
 use setwise::protocols::registry;
-use setwise::protocols::{Named, Reveal};
+use setwise::protocols::{Named, Reveal, Spec};
 use setwise::session::Job;
 use setwise::{Operation, Protocol, Security};
 use std::path::PathBuf;
@@ -30,13 +30,62 @@ pub struct InputArgs {
     pub format: Option<String>,
 }
 
+/// `--protocol`'s help: each protocol of the registry with the operations `ops` gives it
+/// (those it runs, or those it stages), then `auto` where it has any.
+pub fn protocol_help(ops: fn(&Spec) -> &'static [Operation]) -> String {
+    let list: Vec<String> = registry::ALL
+        .iter()
+        .filter(|s| !std::ptr::eq(**s, &registry::AUTO) && !ops(s).is_empty())
+        .map(|s| format!("{} ({})", s.name, names(ops(s))))
+        .collect();
+    let auto = match ops(&registry::AUTO) {
+        [] => "",
+        _ => {
+            "; or auto (chosen after the hello from the operation, the security and both set sizes; against a \
+              peer that names its protocol, that one)"
+        }
+    };
+    format!("Protocol: {}{auto}", list.join(", "))
+}
+
+/// `--reveal`'s help, with the protocols whose result the sender may also learn.
+fn reveal_help() -> String {
+    let list: Vec<String> = registry::ALL
+        .iter()
+        .filter(|s| !std::ptr::eq(**s, &registry::AUTO) && !s.reveal_both.is_empty())
+        .map(|s| format!("{} {}", s.name, names(s.reveal_both)))
+        .collect();
+    format!(
+        "Who learns the result: receiver, or both ({}): the receiver then tells the sender, which writes its own \
+         rows in the intersection with --output or prints the count. The sender trusts the receiver's report \
+         (docs/protocols/reveal.md). Both sides must agree.",
+        list.join("; ")
+    )
+}
+
+/// `--security`'s help, with the protocols that withstand a malicious peer.
+fn security_help() -> String {
+    let list: Vec<String> = registry::ALL
+        .iter()
+        .filter(|s| !std::ptr::eq(**s, &registry::AUTO) && s.security == Security::Malicious)
+        .map(|s| format!("{} {}", s.name, names(s.operations)))
+        .collect();
+    format!(
+        "The adversary to withstand: semi-honest, or malicious ({}; auto picks one). Both sides must agree.",
+        list.join("; ")
+    )
+}
+
+/// Operation names, comma-separated.
+fn names(ops: &[Operation]) -> String {
+    ops.iter().map(|o| o.name()).collect::<Vec<_>>().join(", ")
+}
+
 /// What to run.
 #[derive(Args)]
 pub struct JobArgs {
-    /// Protocol: ecdh, fhe, unbalanced, authorized, partial, compact, mqrpmt, vole, or
-    /// auto (chosen after the hello from the operation, the security and both set sizes;
-    /// against a peer that names its protocol, that one).
-    #[arg(long, default_value = registry::DEFAULT.name)]
+    // The help lists the registry's protocols with their operations.
+    #[arg(long, default_value = registry::DEFAULT.name, help = protocol_help(|s| s.operations))]
     pub protocol: Protocol,
     /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
     /// mqrpmt: only how many); and with mqrpmt: sum (the sender holds --value; both learn
@@ -47,15 +96,11 @@ pub struct JobArgs {
     pub operation: Operation,
     #[command(flatten)]
     pub options: OptionArgs,
-    /// Who learns the result: receiver, or both (ecdh and mqrpmt intersection and
-    /// cardinality, fhe, compact, vole): the receiver then tells the sender, which writes its
-    /// own rows in the intersection with --output or prints the count. The sender trusts
-    /// the receiver's report (docs/protocols/reveal.md). Both sides must agree.
-    #[arg(long, default_value = "receiver")]
+    // Which protocols reveal what comes from the registry.
+    #[arg(long, default_value = "receiver", help = reveal_help())]
     pub reveal: Reveal,
-    /// The adversary to withstand: semi-honest, or malicious (intersection with vole, or
-    /// compact for up to 2^16 items; auto picks one). Both sides must agree.
-    #[arg(long, default_value = "semi-honest")]
+    // Which protocols withstand malicious peers comes from the registry.
+    #[arg(long, default_value = "semi-honest", help = security_help())]
     pub security: Security,
     /// Refuse a peer that announces more items than this (a server's cap on what one
     /// peer can ask of it; default: 2^32).

@@ -6,7 +6,7 @@
 //! docs/scale-out.md explains the set-up and the trust model.
 
 use crate::Failure;
-use crate::args::InputArgs;
+use crate::args::{InputArgs, protocol_help};
 use crate::input::{read_items, sum_values};
 use crate::output::{OutputArgs, write_outcome};
 use clap::{Args, Subcommand};
@@ -45,10 +45,9 @@ pub struct StageArgs {
     /// This party's role: receiver (learns the result) or sender.
     #[arg(long, value_parser = ["receiver", "sender"])]
     role: String,
-    /// Protocol: ecdh (intersection, cardinality), vole (intersection), mqrpmt
-    /// (intersection, cardinality, sum, union, private-id) or compact (intersection);
-    /// docs/scale-out.md.
-    #[arg(long, default_value = setwise::protocols::registry::DEFAULT.name)]
+    // The help lists the protocols the registry stages, with their staged operations
+    // (docs/scale-out.md).
+    #[arg(long, default_value = setwise::protocols::registry::DEFAULT.name, help = protocol_help(|s| s.staged))]
     protocol: Protocol,
     /// Operation, as the protocol allows it staged.
     #[arg(long = "op", default_value = "intersection")]

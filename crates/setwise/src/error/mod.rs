@@ -84,7 +84,8 @@ pub enum Error {
     #[error("{why}")]
     Usage {
         /// What is at fault (`role`, `input`, `credentials`, `workdir`, `exchange_key`,
-        /// `run_seed`, …), for a frontend to point at.
+        /// `run_seed`, …), for a frontend to point at; `internal` when nothing the caller
+        /// gave is (a thread that could not start, a role that panicked).
         what: &'static str,
         /// What is wrong, in words.
         why: String,
@@ -216,7 +217,7 @@ impl Error {
         Error::Usage { what, why: why.into() }
     }
 
-    /// The parameter, option, file or piece of a run at fault, when the error names one:
+    /// The parameter, option or piece of a run at fault, when the error names one:
     /// a frontend points at it (Python's `err.field`).
     pub fn field(&self) -> Option<&'static str> {
         match self {

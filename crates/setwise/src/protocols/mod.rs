@@ -1,4 +1,4 @@
-//! The protocol families. Each role is a function over a [`Channel`](crate::net::Channel)
+//! The protocol families. Each role is a function over a [`Channel`]
 //! that gets the agreed [`Context`] and records its phases in a [`Report`]; no protocol
 //! reads files or sockets itself. Each family's spec ([`Spec::roles`]) maps a [`Call`] to
 //! its role functions; [`session::run`](crate::session::run) calls it for a job.

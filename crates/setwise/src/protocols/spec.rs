@@ -77,7 +77,7 @@ impl Spec {
     }
 }
 
-/// What a role brings to a run (the kinds of [`Input`](crate::session::Input)).
+/// What a role brings to a run (the kinds of [`Input`](super::Input)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Takes {
     /// Its distinct items.

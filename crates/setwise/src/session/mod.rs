@@ -180,7 +180,10 @@ pub fn run_in_context<I: Item>(
 ) -> Result<Outcome> {
     job.validate(ctx.role)?;
     let expected = job.protocol.spec().takes(job.operation, ctx.role);
-    if job.protocol == Protocol::Auto || input.kind() != expected || !matches!(expected, Takes::Items | Takes::Values) {
+    if job.protocol == Protocol::Auto {
+        return Err(Error::usage("protocol", "a run in a settled context names its protocol, not auto"));
+    }
+    if input.kind() != expected || !matches!(expected, Takes::Items | Takes::Values) {
         return Err(Error::usage(
             "input",
             format!(
@@ -225,9 +228,11 @@ fn dispatch<I: Item>(
     (job.protocol.spec().roles)(ch, call, report)
 }
 
-/// An item type a run takes: bytes, owned or borrowed. The protocols see every item as
-/// a byte slice; [`Item::slices`] lends them so, borrowing a list of slices as it is
-/// (what the CLI and Python pass) and listing any other kind's (16 bytes an item).
+/// An item type a run takes: bytes, owned or borrowed (byte slices, vectors, boxes,
+/// `Arc`s, `Cow`s, strings, arrays). The protocols see every item as a byte slice;
+/// [`Item::slices`] lends them so, borrowing a list of slices as it is (what the CLI and
+/// Python pass) and listing any other kind's (16 bytes an item). Another type of bytes
+/// passes its items as slices: `items.iter().map(AsRef::as_ref).collect::<Vec<&[u8]>>()`.
 pub trait Item: AsRef<[u8]> + Sync {
     /// The items as byte slices.
     fn slices(items: &[Self]) -> Cow<'_, [&[u8]]>
@@ -246,7 +251,11 @@ impl Item for &[u8] {
 impl Item for Vec<u8> {}
 impl Item for &Vec<u8> {}
 impl Item for Box<[u8]> {}
+impl Item for &Box<[u8]> {}
+impl Item for std::sync::Arc<[u8]> {}
+impl Item for Cow<'_, [u8]> {}
 impl Item for String {}
+impl Item for &String {}
 impl Item for &str {}
 impl<const N: usize> Item for [u8; N] {}
 impl<const N: usize> Item for &[u8; N] {}

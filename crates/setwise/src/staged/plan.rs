@@ -235,7 +235,7 @@ impl Plan {
             theirs: printable(b, MAX_SHOWN),
         };
         if ours.params != settings.hello_params() {
-            return Err(Error::usage("hello", "this side's hello was made with other settings"));
+            return Err(Error::usage("settings", "this side's hello was made with other settings"));
         }
         if ours.protocol != theirs.protocol {
             return Err(mismatch("protocol", &ours.protocol, &theirs.protocol));

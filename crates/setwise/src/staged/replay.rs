@@ -402,7 +402,7 @@ impl Live {
                 let ran = play(&mut ch, &job, &seed, &plan, bucket, input.borrow(), peer_size);
                 let _ = events_tx.send(Event::Ended(ran));
             })
-            .map_err(|e| Error::usage("thread", format!("bucket {bucket}: cannot start a thread: {e}")))?;
+            .map_err(|e| Error::usage("internal", format!("bucket {bucket}: cannot start a thread: {e}")))?;
         let live = Self { peer, events, written: None };
         let run = live.collect()?;
         Ok((live, run))
@@ -423,7 +423,7 @@ impl Live {
                 Ok(Event::Waiting) => return Ok(BucketRun { fresh, outcome: None }),
                 Ok(Event::Ended(r)) => return r.map(|o| BucketRun { fresh, outcome: Some(o) }),
                 Err(_) => {
-                    return Err(Error::usage("bucket", "a bucket's role stopped without a word (it panicked)"));
+                    return Err(Error::usage("internal", "a bucket's role stopped without a word (it panicked)"));
                 }
             }
         }

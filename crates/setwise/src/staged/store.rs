@@ -470,7 +470,7 @@ impl Exchange {
         let path = self.marker_path(m.stage, role);
         let mut m = m.clone();
         m.seal(key, run)?;
-        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::usage("marker", format!("marker: {e}")))?;
+        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::usage("internal", format!("marker: {e}")))?;
         self.write_file(&path, &bytes)
     }
 
@@ -525,7 +525,7 @@ impl Exchange {
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
         let (key, run) = self.sealer()?;
         let note = AbortNote::sealed(key, run, role, error);
-        let bytes = serde_json::to_vec(&note).map_err(|e| Error::usage("abort_note", format!("abort note: {e}")))?;
+        let bytes = serde_json::to_vec(&note).map_err(|e| Error::usage("internal", format!("abort note: {e}")))?;
         self.write_file(&self.abort_path(role), &bytes)
     }
 }
@@ -636,7 +636,7 @@ impl Workdir {
     /// Writes the workdir's JSON file `name` (atomically, mode 0600).
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
         let path = self.root.join(name);
-        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::usage("workdir", format!("{name}: {e}")))?;
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::usage("internal", format!("{name}: {e}")))?;
         write_atomic(&path, &bytes, true).map_err(|e| Error::file(&path, e))
     }
 }

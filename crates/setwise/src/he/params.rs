@@ -53,14 +53,30 @@ impl HeParams {
         Ok(())
     }
 
-    /// The largest prime t ≡ 1 (mod 2N) below 2^bits.
+    /// The largest prime t ≡ 1 (mod 2N) below 2^bits, for built-in parameters whose
+    /// degree and bits are known to have one.
     pub fn batching_prime(degree: usize, bits: u32) -> u64 {
+        Self::find_batching_prime(degree, bits).expect("a batching prime for built-in parameters")
+    }
+
+    /// The largest prime t ≡ 1 (mod 2N) below 2^bits (what SEAL's
+    /// `PlainModulus::Batching(N, bits)` picks, and so what APSI's `plain_modulus_bits`
+    /// means), or `None` when the degree is not a power of two up to 2^15 or no such
+    /// prime of `bits` bits exists (at most 60 bits).
+    pub fn find_batching_prime(degree: usize, bits: u32) -> Option<u64> {
+        if !degree.is_power_of_two() || degree > 1 << 15 || !(2..=60).contains(&bits) {
+            return None;
+        }
         let m = 2 * degree as u64;
+        let floor = 1u64 << (bits - 1);
         let mut t = ((1u64 << bits) - 1) / m * m + 1;
-        while !is_prime(t) {
+        while t > floor {
+            if is_prime(t) {
+                return Some(t);
+            }
             t -= m;
         }
-        t
+        None
     }
 
     /// A short description for reports: `N=…,t=…,q=…+…`.

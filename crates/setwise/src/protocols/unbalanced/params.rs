@@ -49,9 +49,12 @@ pub struct QueryParams {
     pub query_powers: Vec<u32>,
 }
 
-/// BFV parameters (the `seal_params` of APSI's files).
+/// BFV parameters (the `seal_params` of APSI's files). A file gives the plaintext
+/// modulus itself (`plain_modulus`) or, as APSI's files may, its size
+/// (`plain_modulus_bits`: the largest batching prime of that many bits, as SEAL picks
+/// it); the parameters keep the modulus, so both forms of one set have one fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "SealParamsFile")]
 pub struct SealParams {
     /// Ring degree N.
     pub poly_modulus_degree: usize,
@@ -59,6 +62,37 @@ pub struct SealParams {
     pub coeff_modulus_bits: Vec<usize>,
     /// Plaintext modulus t (prime, ≡ 1 mod 2N).
     pub plain_modulus: u64,
+}
+
+/// `seal_params` as a file writes them: APSI's schema, with the plaintext modulus or
+/// its size.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SealParamsFile {
+    poly_modulus_degree: usize,
+    coeff_modulus_bits: Vec<usize>,
+    plain_modulus: Option<u64>,
+    plain_modulus_bits: Option<u32>,
+}
+
+impl TryFrom<SealParamsFile> for SealParams {
+    type Error = String;
+
+    fn try_from(f: SealParamsFile) -> std::result::Result<Self, String> {
+        let n = f.poly_modulus_degree;
+        let plain_modulus = match (f.plain_modulus, f.plain_modulus_bits) {
+            (Some(t), None) => t,
+            (None, Some(bits)) => HeParams::find_batching_prime(n, bits).ok_or_else(|| {
+                format!(
+                    "seal_params.plain_modulus_bits = {bits}: there is no prime of {bits} bits ≡ 1 mod 2·{n} \
+                     (give 2..=60 bits and a power-of-two poly_modulus_degree)"
+                )
+            })?,
+            (Some(_), Some(_)) => return Err("seal_params: give plain_modulus or plain_modulus_bits, not both".into()),
+            (None, None) => return Err("seal_params: missing plain_modulus (or APSI's plain_modulus_bits)".into()),
+        };
+        Ok(Self { poly_modulus_degree: n, coeff_modulus_bits: f.coeff_modulus_bits, plain_modulus })
+    }
 }
 
 /// All parameters of an unbalanced-PSI database.
@@ -183,6 +217,34 @@ impl UnbalancedParams {
         (receiver.max(1) as f64).log2()
             + (bundles_per_index.max(1) as f64).log2()
             + self.item_params.felts_per_item as f64 * (b.log2() - self.felt_bits() as f64)
+    }
+
+    /// The fewest bundles that some bundle index holds for a database of `sender` items:
+    /// each item takes at least one bin position, and a bundle index's bundle holds at
+    /// most `max_items_per_bin` items in each of its bins.
+    pub fn min_bundles_per_index(&self, sender: usize) -> usize {
+        let t = &self.table_params;
+        sender.div_ceil(t.table_size.saturating_mul(t.max_items_per_bin).max(1))
+    }
+
+    /// Refuses the parameters when a query at the receiver maximum against a database
+    /// with `bundles_per_index` bundles at a bundle index (`shown` says how that count is
+    /// known) could falsely match with probability above 2^-40.
+    pub fn check_false_matches(&self, bundles_per_index: usize, shown: &str) -> Result<()> {
+        let receiver_max = self.receiver_max();
+        let fm = self.false_match_log2(receiver_max, bundles_per_index);
+        if fm > MAX_FALSE_MATCH_LOG2 {
+            return Err(Error::params(
+                "max_items_per_bin",
+                format!(
+                    "with {shown}{bundles_per_index} bundle{} at a bundle index, a query of {receiver_max} items would \
+                     falsely match with probability 2^{fm:.1} (> 2^-40): use a smaller max_items_per_bin or more \
+                     felts_per_item",
+                    if bundles_per_index == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The powers the sender needs: 1..=B without Paterson–Stockmeyer; with low degree
@@ -383,4 +445,67 @@ pub(crate) fn small_test_params() -> UnbalancedParams {
             "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
     )
     .expect("valid parameters")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// APSI's `parameters/16M-1024.json` as APSI ships it (its size given in bits).
+    const APSI_16M_1024: &str = r#"{
+        "table_params": { "hash_func_count": 3, "table_size": 2048, "max_items_per_bin": 1304 },
+        "item_params": { "felts_per_item": 4 },
+        "query_params": { "ps_low_degree": 44, "query_powers": [ 1, 3, 11, 18, 45, 225 ] },
+        "seal_params": { "plain_modulus_bits": 21, "poly_modulus_degree": 8192, "coeff_modulus_bits": [ 56, 56, 56, 50 ] }
+    }"#;
+
+    /// The largest prime ≡ 1 mod 2N below 2^bits, by trial division: a second computation.
+    fn slow_batching_prime(n: u64, bits: u32) -> u64 {
+        let prime = |t: u64| t > 1 && (2..).take_while(|d| d * d <= t).all(|d| !t.is_multiple_of(d));
+        (1..1u64 << bits).rev().find(|&t| t % (2 * n) == 1 && prime(t)).unwrap()
+    }
+
+    #[test]
+    fn apsi_files_that_give_the_plain_modulus_in_bits_are_read_as_seal_picks_it() {
+        let p = UnbalancedParams::from_json(APSI_16M_1024).unwrap();
+        let t = slow_batching_prime(8192, 21);
+        assert_eq!(p.seal_params.plain_modulus, t);
+        assert_eq!(t >> 20, 1, "a 21-bit prime");
+        // The same set with the modulus written out is the same parameters.
+        let written = APSI_16M_1024.replace("\"plain_modulus_bits\": 21", &format!("\"plain_modulus\": {t}"));
+        assert_eq!(UnbalancedParams::from_json(&written).unwrap().fingerprint(), p.fingerprint());
+        let refused = |json: String| UnbalancedParams::from_json(&json).unwrap_err().to_string();
+        let both = APSI_16M_1024
+            .replace("\"plain_modulus_bits\": 21", &format!("\"plain_modulus\": {t}, \"plain_modulus_bits\": 21"));
+        assert!(refused(both).contains("not both"));
+        assert!(refused(APSI_16M_1024.replace("\"plain_modulus_bits\": 21,", "")).contains("missing plain_modulus"));
+        // No prime of 14 bits is ≡ 1 mod 16384, and 70 bits is no SEAL size.
+        for bits in [0, 14, 70] {
+            let e = refused(
+                APSI_16M_1024.replace("\"plain_modulus_bits\": 21", &format!("\"plain_modulus_bits\": {bits}")),
+            );
+            assert!(e.contains("plain_modulus_bits") && e.contains("no prime"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_false_match_bound_refuses_a_database_too_large_for_the_parameters_before_any_work() {
+        // B = 64, 4 felts of 20 bits: one bundle at an index gives 2^-46.6 at the receiver
+        // maximum, 100 bundles 2^-40.
+        let powers: Vec<String> = (1..=64).map(|i| i.to_string()).collect();
+        let p = UnbalancedParams::from_json(&format!(
+            r#"{{"table_params":{{"hash_func_count":3,"table_size":1024,"max_items_per_bin":64}},
+                "item_params":{{"felts_per_item":4}},
+                "query_params":{{"ps_low_degree":0,"query_powers":[{}]}},
+                "seal_params":{{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}}}"#,
+            powers.join(",")
+        ))
+        .unwrap();
+        assert_eq!(p.min_bundles_per_index(1 << 16), 1);
+        assert_eq!(p.min_bundles_per_index(1 << 26), 1024);
+        p.check_false_matches(p.min_bundles_per_index(1 << 16), "at least ").unwrap();
+        let e = p.check_false_matches(p.min_bundles_per_index(1 << 26), "at least ").unwrap_err();
+        assert!(e.to_string().contains("at least 1024 bundles") && e.to_string().contains("> 2^-40"), "{e}");
+        assert_eq!(e.field(), Some("max_items_per_bin"));
+    }
 }

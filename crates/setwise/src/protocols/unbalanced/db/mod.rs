@@ -240,6 +240,8 @@ impl SenderDb {
         };
         let start = Instant::now();
         params.validate()?;
+        // Parameters that too many items would break are refused before any work.
+        params.check_false_matches(params.min_bundles_per_index(items.len()), "at least ")?;
         let ctx = HeContext::new(&params.he()).map_err(|e| Error::params("he_params", e.to_string()))?;
         let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
         step("OPRF of the items");
@@ -519,19 +521,10 @@ impl SenderDb {
     }
 
     /// The false-match bound depends on how many bundles the items fill, so it is checked
-    /// on the built database, not only on the parameters.
+    /// on the built database, not only on the parameters (before the build, only what
+    /// the item count alone implies: [`UnbalancedParams::min_bundles_per_index`]).
     fn check_false_matches(&self) -> Result<()> {
-        let fm = self.info.false_match_log2;
-        if fm > super::params::MAX_FALSE_MATCH_LOG2 {
-            return Err(Error::params(
-                "max_items_per_bin",
-                format!(
-                    "with {} bundles at a bundle index, a query of {} items would falsely match with probability 2^{fm:.1} (> 2^-40): use a smaller max_items_per_bin or more felts_per_item",
-                    self.info.max_bundles_per_index, self.info.receiver_max
-                ),
-            ));
-        }
-        Ok(())
+        self.params.check_false_matches(self.info.max_bundles_per_index, "")
     }
 
     fn refresh_info(&mut self) {

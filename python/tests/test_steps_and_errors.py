@@ -107,7 +107,10 @@ def test_ctrl_c_interrupts_a_waiting_run(tmp_path: Path) -> None:
     import sys
     import time
 
+    # A shell without job control starts background jobs with SIGINT ignored, and a child
+    # inherits that; the child restores Python's own handler, as an interactive one has.
     code = (
+        "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import setwise\nprint('ready', flush=True)\nsetwise.sender(['a'], listen='127.0.0.1:0')\n"
     )
     proc = subprocess.Popen(

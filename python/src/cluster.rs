@@ -73,8 +73,9 @@ impl Remote for PyRemote {
             let args = (stage, session, self.attempt.clone(), ready);
             self.obj.call_method1(py, "run", args).map(drop).map_err(|e| from_py(py, e))
         })?;
-        work::collect(&self.workdir, stage, tasks)?
-            .ok_or_else(|| Error::usage("stage", format!("stage {stage}: the executors stopped before every bucket was done")))
+        work::collect(&self.workdir, stage, tasks)?.ok_or_else(|| {
+            Error::usage("stage", format!("stage {stage}: the executors stopped before every bucket was done"))
+        })
     }
 }
 

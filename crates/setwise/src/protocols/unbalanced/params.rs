@@ -451,12 +451,21 @@ pub(crate) fn small_test_params() -> UnbalancedParams {
 mod tests {
     use super::*;
 
-    /// APSI's `parameters/16M-1024.json` as APSI ships it (its size given in bits).
+    /// APSI's `parameters/16M-1024.json` before 0.12 (commit a104124), its plaintext
+    /// modulus given in bits.
     const APSI_16M_1024: &str = r#"{
         "table_params": { "hash_func_count": 3, "table_size": 2048, "max_items_per_bin": 1304 },
         "item_params": { "felts_per_item": 4 },
         "query_params": { "ps_low_degree": 44, "query_powers": [ 1, 3, 11, 18, 45, 225 ] },
         "seal_params": { "plain_modulus_bits": 21, "poly_modulus_degree": 8192, "coeff_modulus_bits": [ 56, 56, 56, 50 ] }
+    }"#;
+
+    /// The same file in APSI 0.12.0 (5 felts of 21 bits, a table of 1638 bins).
+    const APSI_0_12_16M_1024: &str = r#"{
+        "table_params": { "hash_func_count": 3, "table_size": 1638, "max_items_per_bin": 1304 },
+        "item_params": { "felts_per_item": 5 },
+        "query_params": { "ps_low_degree": 44, "query_powers": [ 1, 3, 11, 18, 45, 225 ] },
+        "seal_params": { "plain_modulus_bits": 22, "poly_modulus_degree": 8192, "coeff_modulus_bits": [ 56, 56, 56, 50 ] }
     }"#;
 
     /// The largest prime ≡ 1 mod 2N below 2^bits, by trial division: a second computation.
@@ -479,6 +488,13 @@ mod tests {
             .replace("\"plain_modulus_bits\": 21", &format!("\"plain_modulus\": {t}, \"plain_modulus_bits\": 21"));
         assert!(refused(both).contains("not both"));
         assert!(refused(APSI_16M_1024.replace("\"plain_modulus_bits\": 21,", "")).contains("missing plain_modulus"));
+        // APSI 0.12's file reads too; the item count alone does not condemn it at 2^22
+        // (the built database's real bundle count decides).
+        let v12 = UnbalancedParams::from_json(APSI_0_12_16M_1024).unwrap();
+        assert_eq!(v12.seal_params.plain_modulus, slow_batching_prime(8192, 22));
+        v12.check_false_matches(v12.min_bundles_per_index(1 << 22), "at least ").unwrap();
+        // The older file breaks the bound at one bundle: refused before any work.
+        assert!(p.check_false_matches(p.min_bundles_per_index(1), "at least ").is_err());
         // No prime of 14 bits is ≡ 1 mod 16384, and 70 bits is no SEAL size.
         for bits in [0, 14, 70] {
             let e = refused(

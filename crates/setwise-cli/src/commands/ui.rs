@@ -392,7 +392,7 @@ fn start(r: RunRequest) -> Result<Shared, String> {
     let operation: Operation = r.operation.parse().map_err(|_| format!("unknown operation {:?}", r.operation))?;
     let (receiver, _) = parse_set(&r.receiver).map_err(|e| format!("receiver: {e}"))?;
     let (sender, _) = parse_set(&r.sender).map_err(|e| format!("sender: {e}"))?;
-    let max = offered().find(|s| s.protocol == protocol).map(|s| s.demo_items).ok_or("protocol not offered")?;
+    let max = offered().find(|s| s.protocol() == protocol).map(|s| s.demo_items).ok_or("protocol not offered")?;
     if receiver.len().max(sender.len()) > max {
         return Err(format!("{protocol} takes sets of at most {max} items here"));
     }

@@ -33,52 +33,57 @@ use spec::Takes;
 use std::fmt;
 use std::str::FromStr;
 
-/// A protocol family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Protocol {
-    /// Diffie–Hellman PSI over ristretto255.
-    Ecdh,
-    /// FHE-PSI with depth-bounded BFV.
-    Fhe,
-    /// Unbalanced PSI from HE with a preprocessed sender database (APSI design).
-    Unbalanced,
-    /// Authorised PSI: the client's items carry a judge's BLS signatures.
-    Authorized,
-    /// Partial-APSI: the judge saw only a fraction of the client's items.
-    Partial,
-    /// Compact malicious PSI for small sets (Rosulek–Trieu).
-    Compact,
-    /// The mqRPMT framework: intersection, cardinality, sum, secret shares, union and
-    /// private-ID from one membership test plus OT.
-    Mqrpmt,
-    /// PSI from silent VOLE and an OKVS (Raghuraman–Rindal): fast for large sets.
-    Vole,
-    /// Chosen after the hello from the operation and both set sizes
-    /// ([`session::auto`](crate::session::auto)).
-    Auto,
-}
+/// A protocol: a handle on its [`Spec`]. Each family names its own in its folder
+/// (`Protocol::Vole` in `protocols/vole`), so no list here grows with the protocols;
+/// [`registry::ALL`] lists their specs, and names resolve through it ([`FromStr`]).
+#[derive(Clone, Copy)]
+pub struct Protocol(&'static Spec);
 
 impl Protocol {
+    /// The protocol `spec` declares; for a family's own constant.
+    pub(crate) const fn declared_by(spec: &'static Spec) -> Self {
+        Self(spec)
+    }
+
     /// Its entry in the [registry](registry::ALL).
     pub fn spec(self) -> &'static Spec {
-        Spec::of(self)
+        self.0
     }
 
     /// The CLI and wire name.
     pub fn name(self) -> &'static str {
-        self.spec().name
+        self.0.name
     }
 
     /// The operations this protocol implements.
     pub fn operations(self) -> &'static [Operation] {
-        self.spec().operations
+        self.0.operations
     }
 
     /// The strongest adversary the protocol withstands in both roles (docs/protocols/).
     pub fn security(self) -> Security {
-        self.spec().security
+        self.0.security
+    }
+}
+
+// Names are unique in the registry (its test checks), so they identify a protocol.
+impl PartialEq for Protocol {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Protocol {}
+
+impl fmt::Debug for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for Protocol {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
@@ -92,7 +97,7 @@ impl FromStr for Protocol {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, UnknownName> {
         Spec::named(s)
-            .map(|spec| spec.protocol)
+            .map(Spec::protocol)
             .ok_or_else(|| UnknownName::one_of("protocol", s, registry::ALL.iter().map(|spec| spec.name)))
     }
 }

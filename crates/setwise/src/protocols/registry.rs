@@ -30,11 +30,6 @@ pub static ALL: &[&Spec] = &[
 pub static DEFAULT: &Spec = &ecdh::SPEC;
 
 impl Spec {
-    /// The spec of `protocol`.
-    pub fn of(protocol: Protocol) -> &'static Spec {
-        ALL.iter().copied().find(|s| s.protocol == protocol).expect("every protocol has a spec in ALL")
-    }
-
     /// The spec of the protocol a judge serves: its clients ask for authorisations in
     /// any mode, and the request says which.
     pub fn judged() -> &'static Spec {
@@ -53,10 +48,18 @@ impl Spec {
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Auto` reads as
+// before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// Chosen after the hello from the operation and both set sizes
+    /// ([`session::auto`](crate::session::auto)).
+    pub const Auto: Protocol = Protocol::declared_by(&AUTO);
+}
+
 /// `auto`: not a protocol of its own, but the name under which both sides let the hello
 /// pick one (`session::auto`).
 pub static AUTO: Spec = Spec {
-    protocol: Protocol::Auto,
     name: "auto",
     operations: Operation::OF_TWO_PARTIES,
     // It picks a protocol that meets the job's security, malicious included.
@@ -91,9 +94,9 @@ mod tests {
     #[test]
     fn every_protocol_has_one_spec_with_a_distinct_name() {
         for (i, s) in ALL.iter().enumerate() {
-            assert!(std::ptr::eq(Spec::of(s.protocol), *s), "{} is the spec of its protocol", s.name);
-            assert!(ALL[..i].iter().all(|t| t.name != s.name && t.protocol != s.protocol), "{} twice", s.name);
-            assert_eq!(Spec::named(s.name).map(|t| t.protocol), Some(s.protocol));
+            assert!(std::ptr::eq(s.protocol().spec(), *s), "{} is the spec of its protocol", s.name);
+            assert!(ALL[..i].iter().all(|t| t.name != s.name && !std::ptr::eq(*t, *s)), "{} twice", s.name);
+            assert!(Spec::named(s.name).is_some_and(|t| std::ptr::eq(t, *s)), "{} is found by its name", s.name);
             assert!(
                 s.reveal_both.iter().all(|op| s.operations.contains(op)),
                 "{}: reveal of an operation it lacks",

@@ -9,8 +9,6 @@ use crate::error::{Result, UnknownName};
 /// bindings see it.
 #[derive(Debug)]
 pub struct Spec {
-    /// The protocol.
-    pub protocol: Protocol,
     /// Its CLI and wire name.
     pub name: &'static str,
     /// The operations it implements.
@@ -46,6 +44,11 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The protocol it declares.
+    pub fn protocol(&'static self) -> Protocol {
+        Protocol::declared_by(self)
+    }
+
     /// What `role` brings to `operation`.
     pub fn takes(&self, operation: Operation, role: Role) -> Takes {
         (self.takes)(operation, role)

@@ -134,16 +134,16 @@ fn adopt(job: &Job, role: Role, theirs: &Hello) -> Result<Job> {
     let refuse = |why: String| Error::PeerProtocol { protocol: named.clone(), why };
     let protocol: Protocol = theirs.protocol.parse().map_err(|_| refuse("it is not a protocol of setwise".into()))?;
     let base = job.clone().resolved(protocol);
-    let candidates: Vec<Job> = match protocol {
-        Protocol::Mqrpmt => [Construction::Cwprf, Construction::Poprf]
+    let candidates: Vec<Job> = if protocol == Protocol::Mqrpmt {
+        [Construction::Cwprf, Construction::Poprf]
             .into_iter()
             .flat_map(|c| [LastMove::Bloom, LastMove::Shuffle].map(|m| MqrpmtParams { construction: c, last_move: m }))
             .map(|p| base.clone().with_params(ProtocolParams::Mqrpmt(p)))
-            .collect(),
-        Protocol::Authorized | Protocol::Partial => {
-            return Err(refuse("it needs the judge's key and credentials, which auto does not hold".into()));
-        }
-        _ => vec![base],
+            .collect()
+    } else if protocol == Protocol::Authorized || protocol == Protocol::Partial {
+        return Err(refuse("it needs the judge's key and credentials, which auto does not hold".into()));
+    } else {
+        vec![base]
     };
     // Parameters that no run of the protocol matches differ in what both must agree on
     // (key columns, reveal, security): a mismatch, which the peer finds too.

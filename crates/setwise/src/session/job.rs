@@ -53,7 +53,7 @@ impl Job {
 
     /// A judge's job: it answers a client's request for an authorisation in any mode.
     pub fn judge() -> Self {
-        Self::new(crate::protocols::Spec::judged().protocol, Operation::Authorize)
+        Self::new(crate::protocols::Spec::judged().protocol(), Operation::Authorize)
     }
 
     /// The job `auto` resolved to: `protocol` with its default parameters, the same

@@ -48,8 +48,8 @@ fn every_protocol_and_operation() -> Vec<(&'static Spec, Operation)> {
 }
 
 /// The authorisation mode whose protocol is `spec`'s, if it has one.
-fn mode_of(spec: &Spec) -> Option<Mode> {
-    [Mode::Full, Mode::Partial].into_iter().find(|m| m.protocol() == spec.protocol)
+fn mode_of(spec: &'static Spec) -> Option<Mode> {
+    Mode::of(spec.protocol())
 }
 
 /// Credentials from a judge that allows every item of `y`.
@@ -69,8 +69,8 @@ fn authorize(mode: Mode, key: &JudgeKey, y: &[Vec<u8>]) -> Credentials {
     })
 }
 
-fn prepare(spec: &Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) -> Prepared {
-    let (mut sender_job, mut receiver_job) = (Job::new(spec.protocol, op), Job::new(spec.protocol, op));
+fn prepare(spec: &'static Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) -> Prepared {
+    let (mut sender_job, mut receiver_job) = (Job::new(spec.protocol(), op), Job::new(spec.protocol(), op));
     let mut prepared = Prepared {
         sender_job: sender_job.clone(),
         receiver_job: receiver_job.clone(),
@@ -91,8 +91,8 @@ fn prepare(spec: &Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) -> Prepared
                 let mode = mode_of(spec).expect("a protocol whose client brings credentials has a mode");
                 let key = JudgeKey::generate();
                 let credentials = authorize(mode, &key, y);
-                sender_job = Job::authorized(spec.protocol, b"client", *key.public());
-                receiver_job = Job::authorized(spec.protocol, &credentials.client_id, credentials.judge_pk);
+                sender_job = Job::authorized(spec.protocol(), b"client", *key.public());
+                receiver_job = Job::authorized(spec.protocol(), &credentials.client_id, credentials.judge_pk);
                 prepared.credentials = Some(credentials);
             }
             Takes::Judge => panic!("{}: {op} has a judge, not two parties", spec.name),
@@ -108,7 +108,7 @@ impl Prepared {
         if role == Role::Sender { &self.sender_job } else { &self.receiver_job }
     }
 
-    fn input<'a>(&'a self, spec: &Spec, op: Operation, role: Role, items: &'a [Vec<u8>]) -> Input<'a> {
+    fn input<'a>(&'a self, spec: &'static Spec, op: Operation, role: Role, items: &'a [Vec<u8>]) -> Input<'a> {
         match spec.takes(op, role) {
             Takes::Items => Input::Items(items),
             Takes::Values => Input::Values { items, values: &self.values, bound: BOUND },
@@ -125,7 +125,7 @@ impl Prepared {
 /// holding `y`); each side's outcome with what `look` reads off its channel end before
 /// the end is dropped (which tells the peer the run is over).
 fn pair<C: Channel, T: Send>(
-    spec: &Spec,
+    spec: &'static Spec,
     op: Operation,
     p: &Prepared,
     (mut a, mut b): (C, C),
@@ -156,7 +156,7 @@ fn channel_pair(secs: u64) -> (MemoryChannel, MemoryChannel) {
 }
 
 /// Runs `op` of `spec`: the sender holds `x`, the receiver `y`.
-fn run(spec: &Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) -> (Result<Outcome>, Result<Outcome>) {
+fn run(spec: &'static Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) -> (Result<Outcome>, Result<Outcome>) {
     let p = prepare(spec, op, x, y);
     let ((s, ()), (r, ())) = pair(spec, op, &p, channel_pair(60), x, y, |_| ());
     (s, r)
@@ -240,7 +240,7 @@ fn check_private_ids(s: Outcome, r: Outcome, x: &[Vec<u8>], y: &[Vec<u8>], what:
 }
 
 /// Runs `op` of `spec` and checks it against the plain computation.
-fn check(spec: &Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) {
+fn check(spec: &'static Spec, op: Operation, x: &[Vec<u8>], y: &[Vec<u8>]) {
     let what = format!("{} {op}, |X| = {}, |Y| = {}", spec.name, x.len(), y.len());
     let (s, r) = run(spec, op, x, y);
     let (s, r) = (s.unwrap_or_else(|e| panic!("{what}: sender: {e}")), r.unwrap_or_else(|e| panic!("{what}: {e}")));
@@ -284,7 +284,7 @@ enum Hostile {
 /// The honest `role` of `op` (with ten items) against a peer that exchanges a matching
 /// hello and then behaves as `hostile`.
 /// Returns the outcome and the number of frames the honest side read (the hello included).
-fn against(spec: &Spec, op: Operation, role: Role, hostile: Hostile) -> (Result<Outcome>, u64) {
+fn against(spec: &'static Spec, op: Operation, role: Role, hostile: Hostile) -> (Result<Outcome>, u64) {
     let mine = items("i", 0..10);
     let p = prepare(spec, op, &mine, &mine);
     let peer_role = if role == Role::Sender { Role::Receiver } else { Role::Sender };
@@ -313,7 +313,7 @@ fn against(spec: &Spec, op: Operation, role: Role, hostile: Hostile) -> (Result<
 }
 
 /// The frames `role` reads in an honest run of ten items a side (the hello included).
-fn frames_read_honestly(spec: &Spec, op: Operation, role: Role) -> u64 {
+fn frames_read_honestly(spec: &'static Spec, op: Operation, role: Role) -> u64 {
     let mine = items("i", 0..10);
     let p = prepare(spec, op, &mine, &mine);
     let ((s, s_read), (r, r_read)) =

@@ -95,11 +95,7 @@ pub enum Mode {
 impl Mode {
     /// The mode of an authorised protocol (`authorized` is full, `partial` partial).
     pub fn of(protocol: Protocol) -> Option<Self> {
-        match protocol {
-            Protocol::Authorized => Some(Mode::Full),
-            Protocol::Partial => Some(Mode::Partial),
-            _ => None,
-        }
+        [Mode::Full, Mode::Partial].into_iter().find(|m| m.protocol() == protocol)
     }
 
     /// The protocol of intersections in this mode.
@@ -255,9 +251,18 @@ fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Resul
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Authorized`
+// reads as before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// Authorised PSI: the client's items carry a judge's BLS signatures.
+    pub const Authorized: Protocol = Protocol::declared_by(&SPEC);
+    /// Partial-APSI: the judge saw only a fraction of the client's items.
+    pub const Partial: Protocol = Protocol::declared_by(&PARTIAL_SPEC);
+}
+
 /// The registry's facts about authorised PSI (full mode, paper §4).
 pub static SPEC: Spec = Spec {
-    protocol: Protocol::Authorized,
     name: "authorized",
     operations: &[Operation::Intersection, Operation::Authorize],
     // A malicious client, not a malicious sender: semi-honest in both roles.
@@ -283,7 +288,6 @@ pub static SPEC: Spec = Spec {
 
 /// The registry's facts about Partial-APSI (paper §5).
 pub static PARTIAL_SPEC: Spec = Spec {
-    protocol: Protocol::Partial,
     name: "partial",
     operations: &[Operation::Intersection, Operation::Authorize],
     security: Security::SemiHonest,

@@ -126,9 +126,16 @@ fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Resul
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Compact` reads
+// as before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// Compact malicious PSI for small sets (Rosulek–Trieu).
+    pub const Compact: Protocol = Protocol::declared_by(&SPEC);
+}
+
 /// The registry's facts about compact malicious PSI.
 pub static SPEC: Spec = Spec {
-    protocol: Protocol::Compact,
     name: "compact",
     operations: &[Operation::Intersection],
     security: Security::Malicious,

@@ -68,9 +68,16 @@ fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Resul
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Ecdh` reads
+// as before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// Diffie–Hellman PSI over ristretto255.
+    pub const Ecdh: Protocol = Protocol::declared_by(&SPEC);
+}
+
 /// The registry's facts about DH-PSI.
 pub static SPEC: Spec = Spec {
-    protocol: Protocol::Ecdh,
     name: "ecdh",
     operations: &[Operation::Intersection, Operation::Cardinality],
     security: Security::SemiHonest,

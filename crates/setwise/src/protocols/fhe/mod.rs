@@ -85,9 +85,16 @@ fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Resul
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Fhe` reads
+// as before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// FHE-PSI with depth-bounded BFV.
+    pub const Fhe: Protocol = Protocol::declared_by(&SPEC);
+}
+
 /// The registry's facts about FHE-PSI.
 pub static SPEC: Spec = Spec {
-    protocol: Protocol::Fhe,
     name: "fhe",
     operations: &[Operation::Intersection],
     security: Security::SemiHonest,

@@ -142,9 +142,17 @@ fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Resul
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Mqrpmt` reads
+// as before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// The mqRPMT framework: intersection, cardinality, sum, secret shares, union and
+    /// private-ID from one membership test plus OT.
+    pub const Mqrpmt: Protocol = Protocol::declared_by(&SPEC);
+}
+
 /// The registry's facts about the mqRPMT framework.
 pub static SPEC: Spec = Spec {
-    protocol: Protocol::Mqrpmt,
     name: "mqrpmt",
     operations: Operation::OF_TWO_PARTIES,
     security: Security::SemiHonest,

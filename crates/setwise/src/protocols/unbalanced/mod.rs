@@ -119,9 +119,16 @@ fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> crate
     }
 }
 
+// Named like the variants these constants replaced, so callers' `Protocol::Unbalanced` reads
+// as before.
+#[allow(non_upper_case_globals)]
+impl Protocol {
+    /// Unbalanced PSI from HE with a preprocessed sender database (APSI design).
+    pub const Unbalanced: Protocol = Protocol::declared_by(&SPEC);
+}
+
 /// The registry's facts about unbalanced PSI: the sender serves a database.
 pub static SPEC: Spec = Spec {
-    protocol: Protocol::Unbalanced,
     name: "unbalanced",
     operations: &[Operation::Intersection],
     security: Security::SemiHonest,

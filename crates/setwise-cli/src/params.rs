@@ -5,16 +5,17 @@ use crate::Failure;
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::{UnbalancedParams, auto};
 
-/// `auto` (search under a cost model calibrated here), a shipped preset name, or a JSON
-/// file; `(name, parameters)`.
+/// `auto` (search under a cost model calibrated here, the bytes crossing `link`), a
+/// shipped preset name, or a JSON file; `(name, parameters)`.
 pub fn resolve(
     spec: &str,
     sender: usize,
     receiver_max: usize,
     label_bytes: usize,
+    link: auto::Link,
 ) -> Result<(String, UnbalancedParams), Failure> {
-    let r =
-        auto::resolve(spec, sender, receiver_max, label_bytes).map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
+    let r = auto::resolve(spec, sender, receiver_max, label_bytes, link)
+        .map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
     if let Some(choice) = &r.predicted {
         eprintln!(
             "auto parameters: predicted {:.3} s and {} per query ({} bundles per index)",

@@ -9,7 +9,7 @@ use clap::Args;
 use setwise::net::{Channel, NetProfile, Shaped};
 use setwise::protocols::authorized::{AllowList, JudgeConfig, JudgeKey};
 use setwise::protocols::spec::Takes;
-use setwise::protocols::unbalanced::SenderDb;
+use setwise::protocols::unbalanced::{SenderDb, auto};
 use setwise::protocols::{Named, Reveal, human_bytes};
 use setwise::session::{Input, Job, run};
 use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
@@ -74,6 +74,8 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
     let profile = NetProfile::by_name(&a.net)
         .ok_or_else(|| Failure::usage(anyhow::anyhow!("--net must be lan, wan or none, not '{}'", a.net)))?;
     println!("setwise bench {} — {} threads, network {}", a.protocol, rayon::current_num_threads(), a.net);
+    // `auto` parameters are chosen for the link the run is shaped as.
+    let link = profile.map_or(auto::Link::GIGABIT, |p| auto::Link { bits_per_second: p.bits_per_second });
     if a.protocol.operations().contains(&Operation::Authorize) {
         let (hash, pairing) = unit_costs();
         println!("one thread: hash to G1 {hash:.3} ms, pairing (prepared G2) {pairing:.3} ms");
@@ -102,7 +104,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
         let db = match a.protocol.spec().takes(Operation::Intersection, Role::Sender) {
             Takes::Database => {
                 let spec = a.params.as_ref().map_or("auto".to_string(), |p| p.display().to_string());
-                let (name, params) = resolve(&spec, s_n, a.receiver_max.max(r_n), 0)?;
+                let (name, params) = resolve(&spec, s_n, a.receiver_max.max(r_n), 0, link)?;
                 let mut db = SenderDb::build(&x.items(), params, &name)?;
                 db.prepare()?;
                 println!(

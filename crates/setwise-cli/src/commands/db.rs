@@ -8,7 +8,7 @@ use crate::progress::progress;
 use clap::{Args, Subcommand};
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::db::Open;
-use setwise::protocols::unbalanced::{SenderDb, encode_label};
+use setwise::protocols::unbalanced::{SenderDb, auto, encode_label};
 use std::path::PathBuf;
 
 /// `setwise db`.
@@ -52,6 +52,11 @@ pub struct BuildArgs {
     /// Most receiver items per query the parameters must allow.
     #[arg(long, default_value_t = 256)]
     receiver_max: usize,
+    /// The link queries cross, for `--params auto`: `lan`, `wan` (50 Mbit/s) or a
+    /// bandwidth in Mbit/s. A slow link makes auto send fewer bytes per query for more
+    /// sender work.
+    #[arg(long, default_value = "1000", value_parser = parse_link)]
+    link: auto::Link,
     /// Label columns returned with each match (labelled mode), e.g. name,city.
     #[arg(long, value_delimiter = ',')]
     label: Vec<String>,
@@ -65,6 +70,11 @@ pub struct BuildArgs {
     /// No progress display (it is drawn only when stderr is a terminal anyway).
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// `--link`: a link's name or bandwidth ([`auto::Link::parse`]).
+pub fn parse_link(s: &str) -> Result<auto::Link, String> {
+    auto::Link::parse(s).map_err(|e| e.to_string())
 }
 
 /// `setwise db insert|remove`.
@@ -132,7 +142,7 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
             } else {
                 set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
             };
-            let (name, params) = resolve(&a.params, set.len(), a.receiver_max, label_bytes)?;
+            let (name, params) = resolve(&a.params, set.len(), a.receiver_max, label_bytes, a.link)?;
             let labels: Option<Vec<Vec<u8>>> = if a.label.is_empty() {
                 None
             } else {

@@ -9,7 +9,7 @@ use crate::{EXIT_WRONG, Failure};
 use clap::Args;
 use setwise::protocols::human_bytes;
 use setwise::protocols::spec::Takes;
-use setwise::protocols::unbalanced::SenderDb;
+use setwise::protocols::unbalanced::{SenderDb, auto};
 use setwise::protocols::{Named, registry};
 use setwise::session::{Job, run};
 use setwise::{Operation, Outcome, Protocol, Role};
@@ -52,7 +52,7 @@ pub fn run_demo(a: DemoArgs) -> Result<(), Failure> {
     let (x, y) = (x_set.items(), y_set.items());
     let db = match spec.takes(a.operation, Role::Sender) {
         Takes::Database => {
-            let (name, params) = resolve("auto", x.len(), y.len().max(256), 0)?;
+            let (name, params) = resolve("auto", x.len(), y.len().max(256), 0, auto::Link::GIGABIT)?;
             let mut db = SenderDb::build(&x, params, &name)?;
             db.prepare()?;
             println!(

@@ -17,6 +17,9 @@ pub struct ParamsArgs {
     /// Label bytes (0: unlabelled).
     #[arg(long, default_value_t = 0)]
     label_bytes: usize,
+    /// The link queries cross: `lan`, `wan` (50 Mbit/s) or a bandwidth in Mbit/s.
+    #[arg(long, default_value = "1000", value_parser = crate::commands::db::parse_link)]
+    link: auto::Link,
 }
 
 /// Runs `setwise params`: prints the chosen JSON (stdout) and the prediction (stderr).
@@ -37,7 +40,7 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
             c.bytes[2]
         );
     }
-    let choice = auto::choose(a.sender_size, a.receiver_size, a.label_bytes, &costs).map_err(Failure::usage)?;
+    let choice = auto::choose(a.sender_size, a.receiver_size, a.label_bytes, &costs, a.link).map_err(Failure::usage)?;
     eprintln!(
         "predicted per query: {:.3} s (sender on 2 cores + receiver), {} both ways, {} bundles per index; receiver maximum {}",
         choice.seconds,

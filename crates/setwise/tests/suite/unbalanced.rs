@@ -440,7 +440,7 @@ fn compact_mode_answers_the_same() {
 #[test]
 fn auto_parameters_are_valid_across_a_grid() {
     use setwise::he::HeParams;
-    use setwise::protocols::unbalanced::auto::{OpCosts, choose};
+    use setwise::protocols::unbalanced::auto::{Link, OpCosts, choose};
     // Fixed costs (this machine's order of magnitude); validity does not depend on them.
     let costs = vec![
         (
@@ -475,7 +475,7 @@ fn auto_parameters_are_valid_across_a_grid() {
     for sender in [1usize << 10, 1 << 14, 1 << 20, 1 << 24] {
         for receiver in [1usize, 16, 256, 4096] {
             for label in [0usize, 32, 1024] {
-                let c = choose(sender, receiver, label, &costs)
+                let c = choose(sender, receiver, label, &costs, Link::GIGABIT)
                     .unwrap_or_else(|e| panic!("{sender}×{receiver}×{label}: {e}"));
                 c.params.validate().unwrap();
                 assert!(c.params.receiver_max() >= receiver, "{sender}×{receiver}: max {}", c.params.receiver_max());

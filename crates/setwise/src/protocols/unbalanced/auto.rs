@@ -1,19 +1,52 @@
 //! Automatic parameters: search N, table size, bin degree and source powers for the
 //! cheapest feasible set under a cost model calibrated on this machine.
 //!
-//! Cost of one query (seconds): sender work / 2 cores + receiver work + bytes / 125 MB/s
-//! (a 1 Gbit/s link), where, per candidate,
+//! Cost of one query (seconds): sender work / 2 cores + receiver work + bytes over the
+//! [`Link`] (1 Gbit/s unless named), where, per candidate,
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
-//! - sender = indices · products · t(ct×ct) + results · (B · t(ct×pt) + \[products > 0\] · t(relin) + t(mod-switch));
+//! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (B · t(ct×pt) +
+//!   \[products > 0\] · t(relin) + t(mod-switch)), plus per result with Paterson–Stockmeyer
+//!   of low degree L one ct×ct per block after the first (B/(L+1)) and one relinearisation;
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
 use crate::error::{Error, Result};
-use crate::he::{Evaluator, HeContext, HeParams, SecretKey};
+use crate::he::{Evaluator, HeContext, HeParams, PowerPlan, SecretKey};
+use crate::net::NetProfile;
 use std::time::Instant;
+
+/// The link a query's bytes cross: the cost model charges them at its bandwidth, so a
+/// slow link favours parameters that send less (larger bins, Paterson–Stockmeyer) over
+/// ones that compute less.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Link {
+    /// Bandwidth in bits per second.
+    pub bits_per_second: f64,
+}
+
+impl Link {
+    /// 1 Gbit/s: the default, a data-centre link between two organisations.
+    pub const GIGABIT: Link = Link { bits_per_second: 1e9 };
+
+    /// `lan` and `wan` as the benchmarks shape them ([`NetProfile`]), or a bandwidth in
+    /// Mbit/s (`50`, `50mbit`).
+    pub fn parse(s: &str) -> Result<Link> {
+        if let Some(Some(p)) = NetProfile::by_name(s) {
+            return Ok(Link { bits_per_second: p.bits_per_second });
+        }
+        match s.trim_end_matches("mbit").parse::<f64>() {
+            Ok(m) if m.is_finite() && m > 0.0 => Ok(Link { bits_per_second: m * 1e6 }),
+            _ => Err(Error::usage("link", format!("'{s}' is not lan, wan or a bandwidth in Mbit/s (e.g. 50)"))),
+        }
+    }
+
+    fn seconds(self, bytes: usize) -> f64 {
+        bytes as f64 * 8.0 / self.bits_per_second
+    }
+}
 
 /// Measured costs of one BFV configuration.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -36,9 +69,18 @@ pub struct OpCosts {
 
 /// The BFV configurations the search considers: N, moduli, and the plain modulus bits.
 /// A large t suits depth 0 (all powers sent); the smallest t for N=4096 leaves room
-/// for one product level (a few sources, powers derived by the sender).
-const CONFIGS: &[(usize, &[usize], u32)] =
-    &[(4096, &[42, 32], 21), (4096, &[47, 47], 16), (8192, &[43, 43, 44, 44, 44], 21)];
+/// for one product level (a few sources, powers derived by the sender). N = 8192 with
+/// APSI's chain for its 16M files (56, 56, 56, 50 bits, t of 22 bits) holds the depth 4
+/// of Paterson–Stockmeyer over depth-2 bases; N = 16384 doubles the bins per bundle for
+/// the largest databases. Every chain is within the 128-bit bound for its N
+/// ([`SECURITY_128`](crate::he::SECURITY_128)).
+const CONFIGS: &[(usize, &[usize], u32)] = &[
+    (4096, &[42, 32], 21),
+    (4096, &[47, 47], 16),
+    (8192, &[43, 43, 44, 44, 44], 21),
+    (8192, &[56, 56, 56, 50], 22),
+    (16384, &[56, 56, 56, 56, 50], 22),
+];
 
 /// Measures `OpCosts` for each configuration (about a third of a second in all).
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
@@ -103,79 +145,146 @@ pub struct Choice {
     pub bundles_per_index: usize,
 }
 
-/// The cheapest feasible parameters for `sender` items, up to `receiver_max` receiver
-/// items per query and labels of `label_bytes`, under `costs` (from [`calibrate`]).
-pub fn choose(sender: usize, receiver_max: usize, label_bytes: usize, costs: &[(HeParams, OpCosts)]) -> Result<Choice> {
+/// One shape of evaluation the search tries: the bin degree B, the Paterson–Stockmeyer
+/// low degree (0: none) and the powers the receiver sends, with their plan built once.
+struct Shape {
+    degree: usize,
+    ps_low_degree: usize,
+    sources: Vec<u32>,
+    plan: PowerPlan,
+}
+
+/// Extremal postage-stamp bases for sums of at most 4 (so every exponent up to the range
+/// is derived at depth ≤ 2; a unit test checks it), with their range, the largest for
+/// their size: {1, 3, 11, 15, 32} → 70 is in APSI 0.12's README ("Query Powers"),
+/// {1, 3, 11, 18} → 44 in its 16M-1024.json (with ps_low_degree 44); the two smaller
+/// ones are from an exhaustive search over admissible bases. They serve as
+/// Paterson–Stockmeyer low bases, the range being the low degree L.
+const LOW_BASES: &[(&[u32], usize)] =
+    &[(&[1, 3], 10), (&[1, 5, 8], 26), (&[1, 3, 11, 18], 44), (&[1, 3, 11, 15, 32], 70)];
+
+/// High sources as multiples of L + 1: {1} (the high powers by repeated products) or
+/// {1, 5}, whose sums of at most 8 reach 28 (APSI's recipe: high powers (L+1)·{1, 5},
+/// so B ≤ 29(L+1) − 1).
+const HIGH_BASES: &[&[u32]] = &[&[1], &[1, 5]];
+
+/// Blocks of a Paterson–Stockmeyer evaluation the search tries: B = blocks·(L+1) − 1.
+const PS_BLOCKS: &[usize] = &[2, 4, 6, 8, 12, 16, 20, 24, 29];
+
+/// The shapes the search tries: every degree of a direct evaluation with every power
+/// sent (depth 0) or a depth-one basis, and the Paterson–Stockmeyer shapes from the
+/// extremal bases above.
+fn shapes() -> Vec<Shape> {
     const DEGREES: [usize; 14] = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256];
-    // Sources per degree: every power (depth 0), or a depth-one basis (powers derived by
-    // the sender); the basis search runs once per degree, not per configuration.
-    let bases: Vec<[Vec<u32>; 2]> =
-        DEGREES.iter().map(|&d| [(1..=d as u32).collect(), crate::he::depth_one_sources(d as u32, 300)]).collect();
+    let mut out = Vec::new();
+    let mut push = |degree: usize, ps_low_degree: usize, mut sources: Vec<u32>| {
+        sources.sort_unstable();
+        sources.dedup();
+        let mut targets: Vec<u32> = (1..=ps_low_degree.min(degree) as u32).collect();
+        if ps_low_degree == 0 {
+            targets = (1..=degree as u32).collect();
+        } else {
+            let step = ps_low_degree as u32 + 1;
+            targets.extend((1..).map(|j| j * step).take_while(|&e| e <= degree as u32));
+        }
+        if let Ok(plan) = PowerPlan::for_targets(&sources, &targets) {
+            out.push(Shape { degree, ps_low_degree, sources, plan });
+        }
+    };
+    for d in DEGREES {
+        push(d, 0, (1..=d as u32).collect());
+        push(d, 0, crate::he::depth_one_sources(d as u32, 300));
+    }
+    for &(low, l) in LOW_BASES {
+        for high in HIGH_BASES {
+            for &blocks in PS_BLOCKS {
+                let degree = blocks * (l + 1) - 1;
+                let step = (l + 1) as u32;
+                let highs = high.iter().map(|&h| h * step).filter(|&e| e as usize <= degree);
+                push(degree, l, low.iter().copied().chain(highs).collect());
+            }
+        }
+    }
+    out
+}
+
+/// The cheapest feasible parameters for `sender` items, up to `receiver_max` receiver
+/// items per query and labels of `label_bytes`, under `costs` (from [`calibrate`]) with
+/// the bytes crossing `link`.
+pub fn choose(
+    sender: usize,
+    receiver_max: usize,
+    label_bytes: usize,
+    costs: &[(HeParams, OpCosts)],
+    link: Link,
+) -> Result<Choice> {
+    let shapes = shapes();
     let mut best: Option<(f64, Choice)> = None;
     for (he, c) in costs {
         let n = he.degree;
         let felt_bits = 63 - he.plain_modulus.leading_zeros() as usize;
         let min_felts = 80usize.div_ceil(felt_bits);
-        for (felts, (degree, bases)) in
-            (min_felts..=min_felts + 1).flat_map(|f| DEGREES.iter().copied().zip(&bases).map(move |d| (f, d)))
-        {
+        // Large bins need more felts for the false-match bound: up to two more.
+        for (felts, shape) in (min_felts..=min_felts + 2).flat_map(|f| shapes.iter().map(move |s| (f, s))) {
             let bpb = n / felts;
-            for sources in bases {
-                let s = sources.len();
-                // One hash function serves single-item queries: each sender item is stored once.
-                for h in if receiver_max <= 1 { vec![1, 3] } else { vec![3] } {
-                    let mut table = bpb;
-                    while crate::hashing::cuckoo::failure_log2(receiver_max.max(1), table, h)
-                        > super::params::MAX_CUCKOO_FAILURE_LOG2
-                    {
-                        table += bpb;
+            let degree = shape.degree;
+            let s = shape.sources.len();
+            // One hash function serves single-item queries: each sender item is stored once.
+            for h in if receiver_max <= 1 { vec![1, 3] } else { vec![3] } {
+                let mut table = bpb;
+                while crate::hashing::cuckoo::failure_log2(receiver_max.max(1), table, h)
+                    > super::params::MAX_CUCKOO_FAILURE_LOG2
+                {
+                    table += bpb;
+                }
+                for table in [table, 2 * table] {
+                    let p = UnbalancedParams {
+                        table_params: super::params::TableParams {
+                            hash_func_count: h,
+                            table_size: table,
+                            max_items_per_bin: degree,
+                        },
+                        item_params: super::params::ItemParams { felts_per_item: felts },
+                        query_params: super::params::QueryParams {
+                            ps_low_degree: shape.ps_low_degree,
+                            query_powers: shape.sources.clone(),
+                        },
+                        seal_params: super::params::SealParams {
+                            poly_modulus_degree: n,
+                            coeff_modulus_bits: he.moduli_bits.clone(),
+                            plain_modulus: he.plain_modulus,
+                        },
+                    };
+                    let indices = p.bundle_indices();
+                    let lambda = h as f64 * sender as f64 / table as f64;
+                    let bundles = ((lambda + 3.0 * lambda.sqrt()) / degree as f64).ceil().max(1.0) as usize;
+                    // The built database is checked at the table's receiver maximum and
+                    // its real bundle count, which can exceed the estimate by a few.
+                    let margin = bundles + bundles.div_ceil(16) + 1;
+                    if p.false_match_log2(p.receiver_max(), margin) > super::params::MAX_FALSE_MATCH_LOG2 {
+                        continue;
                     }
-                    for table in [table, 2 * table] {
-                        let p = UnbalancedParams {
-                            table_params: super::params::TableParams {
-                                hash_func_count: h,
-                                table_size: table,
-                                max_items_per_bin: degree,
-                            },
-                            item_params: super::params::ItemParams { felts_per_item: felts },
-                            query_params: super::params::QueryParams {
-                                ps_low_degree: 0,
-                                query_powers: sources.clone(),
-                            },
-                            seal_params: super::params::SealParams {
-                                poly_modulus_degree: n,
-                                coeff_modulus_bits: he.moduli_bits.clone(),
-                                plain_modulus: he.plain_modulus,
-                            },
-                        };
-                        if p.validate().is_err() {
-                            continue;
-                        }
-                        let indices = p.bundle_indices();
-                        let lambda = h as f64 * sender as f64 / table as f64;
-                        let bundles = ((lambda + 3.0 * lambda.sqrt()) / degree as f64).ceil().max(1.0) as usize;
-                        // The built database is checked at the table's receiver maximum and
-                        // its real bundle count, which can exceed the estimate by a few.
-                        let margin = bundles + bundles.div_ceil(16) + 1;
-                        if p.false_match_log2(p.receiver_max(), margin) > super::params::MAX_FALSE_MATCH_LOG2 {
-                            continue;
-                        }
-                        let parts =
-                            if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
-                        let products = p.plan().map(|pl| pl.products()).unwrap_or(usize::MAX / 4);
-                        let results = (indices * bundles * (1 + parts)) as f64;
-                        let relin = if products > 0 { c.relin_ms } else { 0.0 };
-                        let sender_ms = (indices * products) as f64 * c.mul_ms
-                            + results * (degree as f64 * c.mul_plain_ms + relin + c.mod_switch_ms);
-                        let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
-                        let key = if products > 0 { c.bytes[2] } else { 0 };
-                        let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
-                        let seconds = sender_ms / 2e3 + receiver_ms / 1e3;
-                        let cost = seconds + bytes as f64 / 125e6;
-                        if best.as_ref().is_none_or(|(b, _)| cost < *b) {
-                            best = Some((cost, Choice { params: p, seconds, bytes, bundles_per_index: bundles }));
-                        }
+                    let parts = if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
+                    let products = shape.plan.products();
+                    let results = (indices * bundles * (1 + parts)) as f64;
+                    let relin = if products > 0 { c.relin_ms } else { 0.0 };
+                    // Paterson–Stockmeyer: a product per block after the first, summed and
+                    // relinearised once.
+                    let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
+                    let ps_ms = ps_blocks as f64 * c.mul_ms + if ps_blocks > 0 { c.relin_ms } else { 0.0 };
+                    let sender_ms = (indices * products) as f64 * (c.mul_ms + c.relin_ms)
+                        + results * (degree as f64 * c.mul_plain_ms + ps_ms + relin + c.mod_switch_ms);
+                    let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
+                    let key = if products > 0 { c.bytes[2] } else { 0 };
+                    let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
+                    let seconds = sender_ms / 2e3 + receiver_ms / 1e3;
+                    let cost = seconds + link.seconds(bytes);
+                    // Validated last, and only when it would win: the noise check is the
+                    // costliest part of a candidate.
+                    if best.as_ref().is_some_and(|(b, _)| cost >= *b) || p.validate_with(Some(&shape.plan)).is_err() {
+                        continue;
                     }
+                    best = Some((cost, Choice { params: p, seconds, bytes, bundles_per_index: bundles }));
                 }
             }
         }
@@ -203,12 +312,12 @@ pub struct Resolved {
 
 /// Resolves `spec` for a database of `sender` items serving up to `receiver_max` items
 /// per query with labels of `label_bytes`: `auto` (a search under a cost model
-/// calibrated on this machine), a shipped preset name (see
+/// calibrated on this machine, the bytes crossing `link`), a shipped preset name (see
 /// [`PRESETS`](super::params::PRESETS)), or the path of an APSI-style JSON file. The
 /// one rule for the CLI and the Python package.
-pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usize) -> Result<Resolved> {
+pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usize, link: Link) -> Result<Resolved> {
     if spec == "auto" {
-        let choice = choose(sender, receiver_max, label_bytes, &calibrate())?;
+        let choice = choose(sender, receiver_max, label_bytes, &calibrate(), link)?;
         let params = choice.params.clone();
         return Ok(Resolved { name: "auto".into(), params, predicted: Some(choice), receiver_max_below: None });
     }
@@ -221,4 +330,30 @@ pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usiz
     let params = UnbalancedParams::from_json(&json).map_err(|e| e.in_params_of(path.display()))?;
     let below = (receiver_max > params.receiver_max()).then(|| params.receiver_max());
     Ok(Resolved { name: path.display().to_string(), params, predicted: None, receiver_max_below: below })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_low_bases_reach_their_range_at_depth_two() {
+        for &(basis, range) in LOW_BASES {
+            let plan = PowerPlan::new(basis, range as u32).unwrap();
+            assert!(plan.depth() <= 2, "{basis:?} reaches {range} at depth {}", plan.depth());
+            let beyond = PowerPlan::new(basis, range as u32 + 1).unwrap();
+            assert!(beyond.depth() > 2, "{basis:?}: the range is more than {range}");
+        }
+    }
+
+    #[test]
+    fn ps_shapes_are_tried_with_sources_within_their_degree() {
+        let shapes = shapes();
+        assert!(
+            shapes.iter().any(|s| s.ps_low_degree == 44 && s.degree == 1304 && s.sources == [1, 3, 11, 18, 45, 225])
+        );
+        for s in &shapes {
+            assert!(s.sources.iter().all(|&e| e as usize <= s.degree), "{:?} beyond {}", s.sources, s.degree);
+        }
+    }
 }

@@ -5,7 +5,9 @@ use crate::he::{Ciphertext, Evaluator, HeError, Plaintext, Powers};
 /// `Σ_i a_i·x^i` over the bundle's coefficient plaintexts `a_0..a_B`: directly (`low` =
 /// 0) as one dot product, or by Paterson–Stockmeyer with low degree `low`: for each
 /// `j`, the inner sum `Σ_{i<low+1} a_{j(low+1)+i} x^i` times the high power
-/// `x^{j(low+1)}`, so only `low + B/(low+1)` powers are needed.
+/// `x^{j(low+1)}`, so only `low + B/(low+1)` powers are needed. The blocks' products
+/// are summed unrelinearised and relinearised once, as APSI's `eval_patstock` does: one
+/// key switch per result instead of one per block, in time and in noise.
 pub fn evaluate(ev: &Evaluator<'_>, powers: &Powers, coeffs: &[Plaintext], low: usize) -> Result<Ciphertext, HeError> {
     let degree = coeffs.len() - 1;
     let power = |e: usize| powers.get(e as u32).ok_or_else(|| HeError::Op(format!("power {e} was not derived")));
@@ -15,19 +17,31 @@ pub fn evaluate(ev: &Evaluator<'_>, powers: &Powers, coeffs: &[Plaintext], low: 
     }
     let step = low + 1;
     let low_cts: Vec<&Ciphertext> = (1..=low).map(power).collect::<Result<_, _>>()?;
-    let mut acc: Option<Ciphertext> = None;
-    for (j, block) in coeffs.chunks(step).enumerate() {
-        let term = if block.len() == 1 {
-            // Only a constant is left: a_{j·step} · x^{j·step}.
-            ev.dot_plain(&[power(j * step)?], block, None)?
-        } else {
-            let inner = ev.dot_plain(&low_cts[..block.len() - 1], &block[1..], Some(&block[0]))?;
-            if j == 0 { inner } else { ev.mul(&inner, power(j * step)?)? }
-        };
-        acc = Some(match acc {
+    // Two accumulators: 2-part terms (block 0, constant-only blocks) and 3-part products.
+    let (mut two, mut three): (Option<Ciphertext>, Option<Ciphertext>) = (None, None);
+    let add = |acc: &mut Option<Ciphertext>, term: Ciphertext| -> Result<(), HeError> {
+        *acc = Some(match acc.take() {
             None => term,
             Some(a) => ev.add(&a, &term)?,
         });
+        Ok(())
+    };
+    for (j, block) in coeffs.chunks(step).enumerate() {
+        if block.len() == 1 {
+            // Only a constant is left: a_{j·step} · x^{j·step}.
+            add(&mut two, ev.dot_plain(&[power(j * step)?], block, None)?)?;
+            continue;
+        }
+        let inner = ev.dot_plain(&low_cts[..block.len() - 1], &block[1..], Some(&block[0]))?;
+        if j == 0 {
+            add(&mut two, inner)?;
+        } else {
+            add(&mut three, ev.mul_lazy(&inner, power(j * step)?)?)?;
+        }
     }
-    acc.ok_or_else(|| HeError::Op("empty polynomial".into()))
+    if let Some(mut products) = three {
+        ev.relinearize(&mut products)?;
+        add(&mut two, products)?;
+    }
+    two.ok_or_else(|| HeError::Op("empty polynomial".into()))
 }

@@ -41,7 +41,7 @@
 
 pub mod auto;
 pub mod db;
-mod eval;
+pub mod eval;
 pub mod labels;
 pub mod messages;
 pub mod params;

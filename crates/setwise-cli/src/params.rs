@@ -5,6 +5,11 @@ use crate::Failure;
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::{UnbalancedParams, auto};
 
+/// `--link`: a link's name or bandwidth ([`auto::Link::parse`]).
+pub fn parse_link(s: &str) -> Result<auto::Link, String> {
+    auto::Link::parse(s).map_err(|e| e.to_string())
+}
+
 /// `auto` (search under a cost model calibrated here, the bytes crossing `link`), a
 /// shipped preset name, or a JSON file; `(name, parameters)`.
 pub fn resolve(

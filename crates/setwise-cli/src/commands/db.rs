@@ -3,7 +3,7 @@
 use crate::Failure;
 use crate::args::InputArgs;
 use crate::input::read_items;
-use crate::params::resolve;
+use crate::params::{parse_link, resolve};
 use crate::progress::progress;
 use clap::{Args, Subcommand};
 use setwise::protocols::human_bytes;
@@ -70,11 +70,6 @@ pub struct BuildArgs {
     /// No progress display (it is drawn only when stderr is a terminal anyway).
     #[arg(long, short)]
     quiet: bool,
-}
-
-/// `--link`: a link's name or bandwidth ([`auto::Link::parse`]).
-pub fn parse_link(s: &str) -> Result<auto::Link, String> {
-    auto::Link::parse(s).map_err(|e| e.to_string())
 }
 
 /// `setwise db insert|remove`.

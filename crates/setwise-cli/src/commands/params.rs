@@ -18,7 +18,7 @@ pub struct ParamsArgs {
     #[arg(long, default_value_t = 0)]
     label_bytes: usize,
     /// The link queries cross: `lan`, `wan` (50 Mbit/s) or a bandwidth in Mbit/s.
-    #[arg(long, default_value = "1000", value_parser = crate::commands::db::parse_link)]
+    #[arg(long, default_value = "1000", value_parser = crate::params::parse_link)]
     link: auto::Link,
 }
 

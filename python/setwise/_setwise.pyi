@@ -51,6 +51,7 @@ class SenderDb:
         params: str = "auto",
         receiver_max: int = 256,
         key_file: str | None = None,
+        link: str = "1000",
     ) -> SenderDb: ...
     @staticmethod
     def load(path: str, key_file: str | None = None, compact: bool = False) -> SenderDb: ...

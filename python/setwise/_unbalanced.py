@@ -72,17 +72,20 @@ class SenderDb:
         params: str = "auto",
         receiver_max: int = 256,
         key_file: PathLike | None = None,
+        link: str = "1000",
     ) -> SenderDb:
         """Builds a database from ``data`` (any ``items`` of :func:`setwise.receiver`)
         with ``key``; ``labels`` names the columns each match returns (a key's first
         row gives its label). ``params``: ``auto`` (chosen for this machine), a preset
         name such as ``1M-256``, or an APSI-style JSON file; ``receiver_max``: the most
-        items a query may hold. With ``key_file`` the OPRF key is kept in that file
-        (0600) and not in the database directory."""
+        items a query may hold; ``link``: the link queries cross, which ``auto``
+        charges their bytes at (``lan``, ``wan`` = 50 Mbit/s, or Mbit/s: a slow link
+        makes it send fewer bytes for more sender work). With ``key_file`` the OPRF key
+        is kept in that file (0600) and not in the database directory."""
         names = _names(labels)
         columns = _label_columns(data, names) if names else []
         native = _setwise.SenderDb.build(
-            to_keys(data, key), columns, params, receiver_max, _path(key_file)
+            to_keys(data, key), columns, params, receiver_max, _path(key_file), link
         )
         return cls(native)
 

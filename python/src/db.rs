@@ -50,9 +50,10 @@ impl PyDb {
 impl PyDb {
     /// Builds a database from `keys`, with `labels` (one column per label field) if
     /// given, under `params` (`auto`, a preset name or a JSON file) for queries of up to
-    /// `receiver_max` items; with `key_file` its OPRF key is kept apart (0600).
+    /// `receiver_max` items, `auto` charging bytes at `link` (`auto::Link::parse`); with
+    /// `key_file` its OPRF key is kept apart (0600).
     #[staticmethod]
-    #[pyo3(signature = (keys, labels, params="auto", receiver_max=256, key_file=None))]
+    #[pyo3(signature = (keys, labels, params="auto", receiver_max=256, key_file=None, link="1000"))]
     fn build(
         py: Python<'_>,
         keys: &Keys,
@@ -60,15 +61,16 @@ impl PyDb {
         params: &str,
         receiver_max: usize,
         key_file: Option<PathBuf>,
+        link: &str,
     ) -> PyResult<Self> {
+        let link = auto::Link::parse(link).map_err(to_py)?;
         let store = keys.store.clone();
         let kc = keys.key_columns;
         let db = py.detach(|| {
             let items = store.items();
             let records = if labels.is_empty() { None } else { Some(item_labels(&store, &labels)?) };
             let label_bytes = records.iter().flatten().map(Vec::len).max().unwrap_or(0);
-            let r =
-                auto::resolve(params, items.len(), receiver_max, label_bytes, auto::Link::GIGABIT).map_err(to_py)?;
+            let r = auto::resolve(params, items.len(), receiver_max, label_bytes, link).map_err(to_py)?;
             let mut db = match records {
                 None => SenderDb::build(&items, r.params, &r.name),
                 Some(records) => {

@@ -135,6 +135,17 @@ def test_unlabelled_database_and_its_errors(tmp_path: Path) -> None:
         setwise.SenderDb.build(SENDER, key="email", labels=["missing"], params="64K-256")
     with pytest.raises(setwise.InputError, match="SenderDb"):
         setwise.sender(list(SENDER.email), "unbalanced", listen=free_port())
+    # auto's parameters for a stated link answer as well; a link it cannot read is
+    # refused by name.
+    slow = setwise.SenderDb.build(list(SENDER.email), link="wan")
+    _, r = pair(
+        lambda a: setwise.sender(slow, "unbalanced", listen=a),
+        lambda a: setwise.receiver(RECEIVER, "unbalanced", key="email", connect=a),
+    )
+    assert r.indices == expected_rows()
+    with pytest.raises(setwise.InputError, match="link") as e:
+        setwise.SenderDb.build(list(SENDER.email), link="fast")
+    assert e.value.field == "link"
 
 
 def test_a_served_database_is_updated_live() -> None:

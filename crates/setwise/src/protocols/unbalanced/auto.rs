@@ -39,7 +39,7 @@ impl Link {
         }
         match s.trim_end_matches("mbit").parse::<f64>() {
             Ok(m) if m.is_finite() && m > 0.0 => Ok(Link { bits_per_second: m * 1e6 }),
-            _ => Err(Error::usage("link", format!("'{s}' is not lan, wan or a bandwidth in Mbit/s (e.g. 50)"))),
+            _ => Err(Error::usage("link", format!("link '{s}' is not lan, wan or a bandwidth in Mbit/s (e.g. 50)"))),
         }
     }
 
@@ -82,7 +82,15 @@ const CONFIGS: &[(usize, &[usize], u32)] = &[
     (16384, &[56, 56, 56, 56, 50], 22),
 ];
 
-/// Measures `OpCosts` for each configuration (about a third of a second in all).
+/// `OpCosts` for each configuration, measured once per process (about a second in all)
+/// and reused: a process that builds several databases (the Python package, a test run)
+/// does not pay it per build.
+pub fn calibrated() -> &'static [(HeParams, OpCosts)] {
+    static COSTS: std::sync::OnceLock<Vec<(HeParams, OpCosts)>> = std::sync::OnceLock::new();
+    COSTS.get_or_init(calibrate)
+}
+
+/// Measures `OpCosts` for each configuration now.
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
     CONFIGS
         .iter()
@@ -317,7 +325,7 @@ pub struct Resolved {
 /// one rule for the CLI and the Python package.
 pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usize, link: Link) -> Result<Resolved> {
     if spec == "auto" {
-        let choice = choose(sender, receiver_max, label_bytes, &calibrate(), link)?;
+        let choice = choose(sender, receiver_max, label_bytes, calibrated(), link)?;
         let params = choice.params.clone();
         return Ok(Resolved { name: "auto".into(), params, predicted: Some(choice), receiver_max_below: None });
     }
@@ -344,6 +352,18 @@ mod tests {
             let beyond = PowerPlan::new(basis, range as u32 + 1).unwrap();
             assert!(beyond.depth() > 2, "{basis:?}: the range is more than {range}");
         }
+    }
+
+    #[test]
+    fn links_are_named_or_given_in_mbit_per_second() {
+        assert_eq!(Link::parse("wan").unwrap().bits_per_second, 50e6);
+        assert_eq!(Link::parse("50").unwrap().bits_per_second, 50e6);
+        assert_eq!(Link::parse("2.5mbit").unwrap().bits_per_second, 2.5e6);
+        for bad in ["fast", "0", "-1", "NaN", "inf", "none", ""] {
+            let e = Link::parse(bad).unwrap_err();
+            assert_eq!(e.field(), Some("link"), "{bad}");
+        }
+        assert_eq!(Link::GIGABIT.seconds(125_000_000), 1.0);
     }
 
     #[test]

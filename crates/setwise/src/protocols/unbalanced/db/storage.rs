@@ -22,6 +22,7 @@ use crate::crypto::ristretto::SecretScalar;
 use crate::error::{Error, Result};
 use crate::he::HeContext;
 use crate::io::{sync_dir, write_atomic};
+use crate::protocols::human_bytes;
 use crate::wire::{Reader, Writer};
 use rayon::prelude::*;
 use std::collections::HashSet;
@@ -466,6 +467,11 @@ impl SenderDb {
         if let (Some(file), Some(check)) = (key, db.key_check) {
             db.oprf = Some(read_key(&file, &check)?);
         }
+        if how == Open::Serve {
+            // The manifest's counts give the plaintexts' size before any segment is read.
+            db.refresh_info();
+            check_fits(path, db.info.plaintext_bytes, available_memory())?;
+        }
         let (p, len) = (&db.params, db.segment_len());
         match how {
             Open::Serve => {
@@ -639,4 +645,48 @@ fn check_placement(
         return Err(format!("item {id} is in {} bins, not its {}", placed[id], layouts[id].0.len()));
     }
     Ok(())
+}
+
+/// Refuses to serve a database encoded when its plaintexts (`bytes`) exceed the memory
+/// the machine has `available`: the load would read and encode for minutes and then be
+/// killed. Compact mode serves it from its coefficients instead.
+fn check_fits(path: &Path, bytes: usize, available: Option<usize>) -> Result<()> {
+    match available {
+        Some(free) if bytes > free => Err(Error::usage(
+            "compact",
+            format!(
+                "{} takes {} encoded as plaintexts, more than the {} of memory available: serve it in \
+                 compact mode (--compact; each query encodes what it uses), or where more memory is free",
+                path.display(),
+                human_bytes(bytes as u64),
+                human_bytes(free as u64)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The memory the kernel says is available (Linux's `MemAvailable`), if it says.
+fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_larger_than_the_memory_available_is_refused_before_encoding() {
+        let path = Path::new("big.db");
+        let e = check_fits(path, 3 << 30, Some(2 << 30)).unwrap_err();
+        assert_eq!(e.field(), Some("compact"));
+        assert!(e.to_string().contains("big.db") && e.to_string().contains("--compact"), "{e}");
+        check_fits(path, 1 << 30, Some(2 << 30)).unwrap();
+        // Where the kernel does not say, the load is tried.
+        check_fits(path, 3 << 30, None).unwrap();
+        assert!(available_memory().is_none_or(|m| m > 0));
+    }
 }

@@ -75,7 +75,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
         .ok_or_else(|| Failure::usage(anyhow::anyhow!("--net must be lan, wan or none, not '{}'", a.net)))?;
     println!("setwise bench {} — {} threads, network {}", a.protocol, rayon::current_num_threads(), a.net);
     // `auto` parameters are chosen for the link the run is shaped as.
-    let link = profile.map_or(auto::Link::GIGABIT, |p| auto::Link { bits_per_second: p.bits_per_second });
+    let link = profile.map_or(auto::Link::GIGABIT, auto::Link::from);
     if a.protocol.operations().contains(&Operation::Authorize) {
         let (hash, pairing) = unit_costs();
         println!("one thread: hash to G1 {hash:.3} ms, pairing (prepared G2) {pairing:.3} ms");

@@ -52,8 +52,8 @@ pub struct BuildArgs {
     /// Most receiver items per query the parameters must allow.
     #[arg(long, default_value_t = 256)]
     receiver_max: usize,
-    /// The link queries cross, for `--params auto`: `lan`, `wan` (50 Mbit/s) or a
-    /// bandwidth in Mbit/s. A slow link makes auto send fewer bytes per query for more
+    /// The link queries cross, for `--params auto` (a preset or file is used as it is):
+    /// `lan` (10 Gbit/s), `wan` (50 Mbit/s) or a bandwidth in Mbit/s. A slow link makes auto send fewer bytes per query for more
     /// sender work.
     #[arg(long, default_value = "1000", value_parser = parse_link)]
     link: auto::Link,

@@ -17,7 +17,8 @@ pub struct ParamsArgs {
     /// Label bytes (0: unlabelled).
     #[arg(long, default_value_t = 0)]
     label_bytes: usize,
-    /// The link queries cross: `lan`, `wan` (50 Mbit/s) or a bandwidth in Mbit/s.
+    /// The link queries cross: `lan` (10 Gbit/s), `wan` (50 Mbit/s) or a bandwidth in
+    /// Mbit/s.
     #[arg(long, default_value = "1000", value_parser = crate::params::parse_link)]
     link: auto::Link,
 }

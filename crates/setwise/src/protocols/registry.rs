@@ -92,6 +92,27 @@ mod tests {
     use crate::protocols::Named;
 
     #[test]
+    fn each_familys_constant_is_its_spec_in_the_registry() {
+        let named = [
+            (Protocol::Ecdh, "ecdh"),
+            (Protocol::Fhe, "fhe"),
+            (Protocol::Unbalanced, "unbalanced"),
+            (Protocol::Authorized, "authorized"),
+            (Protocol::Partial, "partial"),
+            (Protocol::Compact, "compact"),
+            (Protocol::Mqrpmt, "mqrpmt"),
+            (Protocol::Vole, "vole"),
+            (Protocol::Auto, "auto"),
+        ];
+        assert_eq!(named.len(), ALL.len(), "a protocol without a constant here, or one too many");
+        for (p, name) in named {
+            assert_eq!(p.name(), name);
+            assert!(ALL.iter().any(|s| std::ptr::eq(*s, p.spec())), "{name} is in ALL");
+            assert_eq!(name.parse::<Protocol>().unwrap(), p);
+        }
+    }
+
+    #[test]
     fn every_protocol_has_one_spec_with_a_distinct_name() {
         for (i, s) in ALL.iter().enumerate() {
             assert!(std::ptr::eq(s.protocol().spec(), *s), "{} is the spec of its protocol", s.name);

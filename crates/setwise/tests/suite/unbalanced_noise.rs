@@ -1,13 +1,13 @@
 //! The unbalanced noise model against measured noise: for every preset and for
 //! Paterson–Stockmeyer sets of the shapes `auto` tries (N = 8192 and 16384), a bundle of
-//! full degree evaluated as the sender evaluates it (`eval::evaluate` on the planned
-//! powers) stays below the model's noise at level 0 and at the last level, and its
+//! full degree evaluated as the sender evaluates it (`eval::derive_powers`, then
+//! `eval::evaluate`) stays below the model's noise at level 0 and at the last level, and its
 //! trimmed result decrypts exactly.
 
 use setwise::he::{Evaluator, HeContext, HeParams, SecretKey};
 use setwise::math::zp::Zp;
 use setwise::protocols::unbalanced::UnbalancedParams;
-use setwise::protocols::unbalanced::eval::evaluate;
+use setwise::protocols::unbalanced::eval::{derive_powers, evaluate};
 use setwise::protocols::unbalanced::params::{ItemParams, PRESETS, QueryParams, SealParams, TableParams};
 
 /// Evaluates a full bundle under `p` on real source powers, checks the answer, and
@@ -26,13 +26,14 @@ fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
         .iter()
         .map(|&e| sk.encrypt(&x.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<_>>()).unwrap())
         .collect();
-    let powers = plan.evaluate(&ev, sources).unwrap();
+    let low = p.query_params.ps_low_degree;
+    let powers = derive_powers(&ev, &plan, sources, low).unwrap();
     // A degree-B polynomial with coefficients spread over F_t in every slot.
     let b = p.table_params.max_items_per_bin;
     let coeffs: Vec<Vec<u64>> =
         (0..=b as u64).map(|j| (0..n as u64).map(|i| (i * 31 + j * 977 + 11) % t).collect()).collect();
     let pts: Vec<_> = coeffs.iter().map(|c| ctx.encode(c, 0).unwrap()).collect();
-    let mut r = evaluate(&ev, &powers, &pts, p.query_params.ps_low_degree).unwrap();
+    let mut r = evaluate(&ev, &powers, &pts, low).unwrap();
     let measured = sk.noise_bits(&r).unwrap() as f64;
     r.mod_switch_to_last().unwrap();
     let measured_last = sk.noise_bits(&r).unwrap() as f64;
@@ -80,6 +81,10 @@ fn the_noise_model_bounds_measured_noise_with_paterson_stockmeyer() {
     let apsi = [56, 56, 56, 50];
     // APSI 0.12's 16M-1024 shape: low {1, 3, 11, 18} (L = 44), high 45·{1, 5}, B = 1304.
     check("8192 L=44 B=1304", &ps(8192, &apsi, 1304, 44, &[1, 3, 11, 18, 45, 225]));
+    // What `auto` picks at 2^22 × 1024 on a slow link (docs/benchmarks.md).
+    check("8192 L=70 B=1135", &ps(8192, &apsi, 1135, 70, &[1, 3, 11, 15, 32, 71, 355]));
+    // A constant-only last block (B a multiple of L + 1), which only a file can give.
+    check("8192 L=10 B=44", &ps(8192, &apsi, 44, 10, &[1, 3, 11]));
     // Smaller bases and fewer blocks, as `auto` also tries.
     check("8192 L=26 B=215", &ps(8192, &apsi, 215, 26, &[1, 5, 8, 27, 135]));
     check("8192 L=10 B=43", &ps(8192, &apsi, 43, 10, &[1, 3, 11]));

@@ -1,13 +1,31 @@
 //! Evaluating one bundle's matching polynomials on the derived powers.
 
-use crate::he::{Ciphertext, Evaluator, HeError, Plaintext, Powers};
+use crate::he::{Ciphertext, Evaluator, HeError, Plaintext, PowerPlan, Powers};
+
+/// A bundle index's powers from the receiver's `sources` by `plan`, as [`evaluate`]
+/// takes them for low degree `low`: with Paterson–Stockmeyer, which uses each power in
+/// many products, all relinearised here once, as APSI does.
+pub fn derive_powers(
+    ev: &Evaluator<'_>,
+    plan: &PowerPlan,
+    sources: Vec<Ciphertext>,
+    low: usize,
+) -> Result<Powers, HeError> {
+    let mut powers = plan.evaluate(ev, sources)?;
+    if low > 0 {
+        powers.relinearize_all(ev)?;
+    }
+    Ok(powers)
+}
 
 /// `Σ_i a_i·x^i` over the bundle's coefficient plaintexts `a_0..a_B`: directly (`low` =
 /// 0) as one dot product, or by Paterson–Stockmeyer with low degree `low`: for each
 /// `j`, the inner sum `Σ_{i<low+1} a_{j(low+1)+i} x^i` times the high power
 /// `x^{j(low+1)}`, so only `low + B/(low+1)` powers are needed. The blocks' products
-/// are summed unrelinearised and relinearised once, as APSI's `eval_patstock` does: one
-/// key switch per result instead of one per block, in time and in noise.
+/// are summed unrelinearised and relinearised once, as APSI's `eval_patstock` does. With
+/// the powers already relinearised (the sender does that once per bundle index,
+/// [`Powers::relinearize_all`]), that is the result's only key switch: none in the inner
+/// sums, none in the products.
 pub fn evaluate(ev: &Evaluator<'_>, powers: &Powers, coeffs: &[Plaintext], low: usize) -> Result<Ciphertext, HeError> {
     let degree = coeffs.len() - 1;
     let power = |e: usize| powers.get(e as u32).ok_or_else(|| HeError::Op(format!("power {e} was not derived")));

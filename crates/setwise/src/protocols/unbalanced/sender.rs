@@ -1,7 +1,7 @@
 //! The unbalanced-PSI sender: answers one receiver's query from a shared database.
 
 use super::SenderDb;
-use super::eval::evaluate;
+use super::eval::{derive_powers, evaluate};
 use super::messages::{self, OPRF_REQUEST, OPRF_RESPONSE, Params, ResultHeader, ResultPart};
 use crate::error::{Error, Result};
 use crate::he::{Evaluator, HeError, Powers};
@@ -45,7 +45,10 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     })?;
     let ev = Evaluator::new(key.as_ref());
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {
-        query.par_chunks(plan.sources().len()).map(|s| plan.evaluate(&ev, s.to_vec())).collect::<Result<_, HeError>>()
+        query
+            .par_chunks(plan.sources().len())
+            .map(|s| derive_powers(&ev, &plan, s.to_vec(), low))
+            .collect::<Result<_, HeError>>()
     })?;
     report.phase("evaluate and send", ch, |ch| {
         let counts = db.bundle_counts();

@@ -653,7 +653,7 @@ fn check_placement(
 fn check_fits(path: &Path, bytes: usize, available: Option<usize>) -> Result<()> {
     match available {
         Some(free) if bytes > free => Err(Error::usage(
-            "compact",
+            "memory",
             format!(
                 "{} takes {} encoded as plaintexts, more than the {} of memory available: serve it in \
                  compact mode (--compact; each query encodes what it uses), or where more memory is free",
@@ -666,12 +666,20 @@ fn check_fits(path: &Path, bytes: usize, available: Option<usize>) -> Result<()>
     }
 }
 
-/// The memory the kernel says is available (Linux's `MemAvailable`), if it says.
+/// The memory this process may still take, if the kernel says: Linux's `MemAvailable`,
+/// and within a container the cgroup's limit less its use (cgroup v2), whichever is less.
 fn available_memory() -> Option<usize> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
     let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    kib.checked_mul(1024)
+    let machine = kib.checked_mul(1024)?;
+    let read = |f: &str| std::fs::read_to_string(Path::new("/sys/fs/cgroup").join(f)).ok();
+    // "max" (no limit) does not parse, and leaves the machine's figure.
+    let cgroup = read("memory.max")
+        .and_then(|m| m.trim().parse::<usize>().ok())
+        .zip(read("memory.current").and_then(|c| c.trim().parse::<usize>().ok()))
+        .map(|(max, used)| max.saturating_sub(used));
+    Some(cgroup.map_or(machine, |c| c.min(machine)))
 }
 
 #[cfg(test)]
@@ -682,7 +690,7 @@ mod tests {
     fn a_database_larger_than_the_memory_available_is_refused_before_encoding() {
         let path = Path::new("big.db");
         let e = check_fits(path, 3 << 30, Some(2 << 30)).unwrap_err();
-        assert_eq!(e.field(), Some("compact"));
+        assert_eq!(e.field(), Some("memory"));
         assert!(e.to_string().contains("big.db") && e.to_string().contains("--compact"), "{e}");
         check_fits(path, 1 << 30, Some(2 << 30)).unwrap();
         // Where the kernel does not say, the load is tried.

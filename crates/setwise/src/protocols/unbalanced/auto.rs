@@ -207,13 +207,8 @@ fn shapes() -> Vec<Shape> {
     let mut push = |degree: usize, ps_low_degree: usize, mut sources: Vec<u32>| {
         sources.sort_unstable();
         sources.dedup();
-        let mut targets: Vec<u32> = (1..=ps_low_degree.min(degree) as u32).collect();
-        if ps_low_degree == 0 {
-            targets = (1..=degree as u32).collect();
-        } else {
-            let step = ps_low_degree as u32 + 1;
-            targets.extend((1..).map(|j| j * step).take_while(|&e| e <= degree as u32));
-        }
+        // The set's own plan, as `UnbalancedParams::plan` builds it (`validate_with` needs it).
+        let targets = super::params::needed_powers(degree, ps_low_degree);
         if let Ok(plan) = PowerPlan::for_targets(&sources, &targets) {
             out.push(Shape { degree, ps_low_degree, sources, plan });
         }

@@ -250,14 +250,7 @@ impl UnbalancedParams {
     /// The powers the sender needs: 1..=B without Paterson–Stockmeyer; with low degree
     /// L, the low powers 1..=L and the high powers (L+1)·j up to B.
     pub fn needed_powers(&self) -> Vec<u32> {
-        let b = self.table_params.max_items_per_bin as u32;
-        let l = self.query_params.ps_low_degree as u32;
-        if l == 0 {
-            return (1..=b).collect();
-        }
-        let mut v: Vec<u32> = (1..=l.min(b)).collect();
-        v.extend((1..).map(|j| j * (l + 1)).take_while(|&e| e <= b));
-        v
+        needed_powers(self.table_params.max_items_per_bin, self.query_params.ps_low_degree)
     }
 
     /// The power plan from the query powers to the needed powers.
@@ -464,6 +457,18 @@ impl UnbalancedParams {
         }
         Ok(())
     }
+}
+
+/// The powers a bin of degree `b` needs with Paterson–Stockmeyer low degree `l` (0:
+/// none): [`UnbalancedParams::needed_powers`], for a search that has no set yet.
+pub(crate) fn needed_powers(b: usize, l: usize) -> Vec<u32> {
+    let (b, l) = (b as u32, l as u32);
+    if l == 0 {
+        return (1..=b).collect();
+    }
+    let mut v: Vec<u32> = (1..=l.min(b)).collect();
+    v.extend((1..).map(|j| j * (l + 1)).take_while(|&e| e <= b));
+    v
 }
 
 fn d_max(exps: &[u32], d: impl Fn(u32) -> u32) -> u32 {

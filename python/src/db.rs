@@ -50,8 +50,9 @@ impl PyDb {
 impl PyDb {
     /// Builds a database from `keys`, with `labels` (one column per label field) if
     /// given, under `params` (`auto`, a preset name or a JSON file) for queries of up to
-    /// `receiver_max` items, `auto` charging bytes at `link` (`auto::Link::parse`); with
-    /// `key_file` its OPRF key is kept apart (0600).
+    /// `receiver_max` items, `auto` charging bytes at `link` (`auto::Link::parse`) and
+    /// assuming the database serves on a machine like this one; with `key_file` its OPRF
+    /// key is kept apart (0600).
     #[staticmethod]
     #[pyo3(signature = (keys, labels, params="auto", receiver_max=256, key_file=None, link="1000"))]
     fn build(
@@ -70,7 +71,7 @@ impl PyDb {
             let items = store.items();
             let records = if labels.is_empty() { None } else { Some(item_labels(&store, &labels)?) };
             let label_bytes = records.iter().flatten().map(Vec::len).max().unwrap_or(0);
-            let r = auto::resolve(params, items.len(), receiver_max, label_bytes, link).map_err(to_py)?;
+            let r = auto::resolve(params, items.len(), receiver_max, label_bytes, auto::Serving::here(link)).map_err(to_py)?;
             let mut db = match records {
                 None => SenderDb::build(&items, r.params, &r.name),
                 Some(records) => {

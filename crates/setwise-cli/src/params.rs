@@ -10,6 +10,18 @@ pub fn parse_link(s: &str) -> Result<auto::Link, String> {
     auto::Link::parse(s).map_err(|e| e.to_string())
 }
 
+/// How `choice` is predicted to serve, and in how much memory.
+pub fn serving_line(choice: &auto::Choice) -> String {
+    match choice.compact {
+        false => format!("served encoded in about {}", human_bytes(choice.memory_bytes as u64)),
+        true => format!(
+            "served in compact mode (--compact) in about {}: encoded, its plaintexts would not fit in the memory \
+             available here",
+            human_bytes(choice.memory_bytes as u64)
+        ),
+    }
+}
+
 /// `auto` (search under a cost model calibrated here, the bytes crossing `link`), a
 /// shipped preset name, or a JSON file; `(name, parameters)`.
 pub fn resolve(
@@ -19,14 +31,16 @@ pub fn resolve(
     label_bytes: usize,
     link: auto::Link,
 ) -> Result<(String, UnbalancedParams), Failure> {
-    let r = auto::resolve(spec, sender, receiver_max, label_bytes, link)
+    // The database is assumed to serve on a machine like this one.
+    let r = auto::resolve(spec, sender, receiver_max, label_bytes, auto::Serving::here(link))
         .map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
     if let Some(choice) = &r.predicted {
         eprintln!(
-            "auto parameters: predicted {:.3} s and {} per query ({} bundles per index)",
+            "auto parameters: predicted {:.3} s and {} per query ({} bundles per index); {}",
             choice.seconds,
             human_bytes(choice.bytes as u64),
-            choice.bundles_per_index
+            choice.bundles_per_index,
+            serving_line(choice)
         );
     }
     if let Some(max) = r.receiver_max_below {

@@ -28,12 +28,14 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
     let costs = auto::calibrate();
     for (he, c) in &costs {
         eprintln!(
-            "measured {}: ct×ct {:.2} ms, relinearisation {:.2} ms, ct×pt {:.3} ms, mod-switch {:.2} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
+            "measured {}: ct×ct {:.2} ms, relinearisation {:.2} ms, ct×pt {:.3} ms (+ {:.3} ms a sum), mod-switch {:.2} ms, encode {:.3} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
             he.describe(),
             c.mul_ms,
             c.relin_ms,
             c.mul_plain_ms,
+            c.result_ms,
             c.mod_switch_ms,
+            c.encode_ms,
             c.encrypt_ms,
             c.decrypt_ms,
             c.bytes[0],
@@ -41,13 +43,16 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
             c.bytes[2]
         );
     }
-    let choice = auto::choose(a.sender_size, a.receiver_size, a.label_bytes, &costs, a.link).map_err(Failure::usage)?;
+    let serving = auto::Serving::here(a.link);
+    let choice =
+        auto::choose(a.sender_size, a.receiver_size, a.label_bytes, &costs, serving).map_err(Failure::usage)?;
     eprintln!(
-        "predicted per query: {:.3} s (sender on 2 cores + receiver), {} both ways, {} bundles per index; receiver maximum {}",
+        "predicted per query: {:.3} s (sender on 2 cores + receiver), {} both ways, {} bundles per index; receiver maximum {}; {}",
         choice.seconds,
         human_bytes(choice.bytes as u64),
         choice.bundles_per_index,
-        choice.params.receiver_max()
+        choice.params.receiver_max(),
+        crate::params::serving_line(&choice)
     );
     println!("{}", choice.params.to_json());
     Ok(())

@@ -437,19 +437,21 @@ fn compact_mode_answers_the_same() {
     assert_eq!(labelled_query(&SenderDb::load(&path).unwrap(), &receiver), want);
 }
 
-#[test]
-fn auto_parameters_are_valid_across_a_grid() {
+/// Fixed costs of two configurations (this machine's order of magnitude), for tests of
+/// `auto` that must not depend on a calibration.
+fn fixed_costs() -> Vec<(setwise::he::HeParams, setwise::protocols::unbalanced::auto::OpCosts)> {
     use setwise::he::HeParams;
-    use setwise::protocols::unbalanced::auto::{Link, OpCosts, choose};
-    // Fixed costs (this machine's order of magnitude); validity does not depend on them.
-    let costs = vec![
+    use setwise::protocols::unbalanced::auto::OpCosts;
+    vec![
         (
             HeParams { degree: 4096, plain_modulus: HeParams::batching_prime(4096, 21), moduli_bits: vec![42, 32] },
             OpCosts {
                 mul_ms: 5.0,
                 relin_ms: 1.0,
-                mul_plain_ms: 0.1,
+                mul_plain_ms: 0.03,
+                result_ms: 0.2,
                 mod_switch_ms: 1.0,
+                encode_ms: 0.1,
                 encrypt_ms: 1.1,
                 decrypt_ms: 0.4,
                 bytes: [55_857, 36_896, 167_507],
@@ -464,18 +466,27 @@ fn auto_parameters_are_valid_across_a_grid() {
             OpCosts {
                 mul_ms: 20.0,
                 relin_ms: 4.0,
-                mul_plain_ms: 0.4,
+                mul_plain_ms: 0.12,
+                result_ms: 0.6,
                 mod_switch_ms: 8.0,
+                encode_ms: 0.3,
                 encrypt_ms: 3.5,
                 decrypt_ms: 1.5,
                 bytes: [223_281, 88_096, 1_116_273],
             },
         ),
-    ];
+    ]
+}
+
+#[test]
+fn auto_parameters_are_valid_across_a_grid() {
+    use setwise::protocols::unbalanced::auto::{Link, Serving, choose};
+    // Validity does not depend on the costs.
+    let costs = fixed_costs();
     for sender in [1usize << 10, 1 << 14, 1 << 20, 1 << 24] {
         for receiver in [1usize, 16, 256, 4096] {
             for label in [0usize, 32, 1024] {
-                let c = choose(sender, receiver, label, &costs, Link::GIGABIT)
+                let c = choose(sender, receiver, label, &costs, Serving::unbounded(Link::GIGABIT))
                     .unwrap_or_else(|e| panic!("{sender}×{receiver}×{label}: {e}"));
                 c.params.validate().unwrap();
                 assert!(c.params.receiver_max() >= receiver, "{sender}×{receiver}: max {}", c.params.receiver_max());
@@ -504,6 +515,24 @@ fn auto_parameters_are_valid_across_a_grid() {
             }
         }
     }
+}
+
+#[test]
+fn auto_serves_in_compact_mode_what_would_not_fit_encoded_and_refuses_what_fits_neither_way() {
+    use setwise::protocols::unbalanced::auto::{Link, Serving, choose};
+    let costs = fixed_costs();
+    let (s, r, label) = (1usize << 24, 1024, 32);
+    let free = choose(s, r, label, &costs, Serving::unbounded(Link::GIGABIT)).unwrap();
+    assert!(!free.compact);
+    // Half the memory its plaintexts take: served compact (charged its encoding), or a
+    // set whose plaintexts fit; either way within the memory, and no cheaper.
+    let half = free.memory_bytes / 2;
+    let tight = choose(s, r, label, &costs, Serving { link: Link::GIGABIT, memory: Some(half) }).unwrap();
+    assert!(tight.memory_bytes <= half, "{} > {half}", tight.memory_bytes);
+    assert!(tight.seconds + 8.0 * tight.bytes as f64 / 1e9 >= free.seconds + 8.0 * free.bytes as f64 / 1e9);
+    // 16 MiB holds no 2^24-item database: refused, naming the memory.
+    let e = choose(s, r, label, &costs, Serving { link: Link::GIGABIT, memory: Some(16 << 20) }).unwrap_err();
+    assert!(e.to_string().contains("memory"), "{e}");
 }
 
 #[test]

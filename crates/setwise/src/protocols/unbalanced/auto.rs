@@ -5,11 +5,17 @@
 //! [`Link`] (1 Gbit/s unless named), where, per candidate,
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
-//! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (B · t(ct×pt) +
-//!   \[products > 0\] · t(relin) + t(mod-switch)), plus per result with Paterson–Stockmeyer
-//!   of low degree L one ct×ct per block after the first (B/(L+1)) and one relinearisation;
+//! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (t(sum) + B · t(ct×pt)
+//!   \[products > 0\] · t(relin) + t(mod-switch)), where t(sum) is a sum's fixed part (its
+//!   reduction and constant term) and t(ct×pt) one more term of a long sum; plus per result
+//!   with Paterson–Stockmeyer of low degree L, B/(L+1) blocks after the first, each a sum of
+//!   its own and a ct×ct, and one relinearisation;
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
-//! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|.
+//! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|;
+//! - where the plaintexts served encoded would not fit in the [`Serving`] memory, the
+//!   database serves in compact mode, and the sender also encodes each result's B + 1
+//!   plaintexts per query: results · (B + 1) · t(encode); a set whose coefficients do not
+//!   fit either is not chosen.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
@@ -67,6 +73,32 @@ impl Link {
     }
 }
 
+/// Where a database will serve, as the cost model sees it: the link its queries cross
+/// and the memory its sender may hold. Plaintexts served encoded must fit in that
+/// memory; where they would not, the database serves in compact mode and each query
+/// encodes what it uses, which the search charges.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Serving {
+    /// The link queries cross.
+    pub link: Link,
+    /// Bytes the serving sender may hold; `None`: no limit known.
+    pub memory: Option<usize>,
+}
+
+impl Serving {
+    /// Over `link`, on a machine like this one: the memory it has available now
+    /// (Linux's `MemAvailable`, within a container the cgroup's room), the figure the
+    /// database's load checks.
+    pub fn here(link: Link) -> Serving {
+        Serving { link, memory: super::db::available_memory() }
+    }
+
+    /// Over `link` with no memory limit: every database is assumed served encoded.
+    pub fn unbounded(link: Link) -> Serving {
+        Serving { link, memory: None }
+    }
+}
+
 /// Measured costs of one BFV configuration.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct OpCosts {
@@ -74,10 +106,15 @@ pub struct OpCosts {
     pub mul_ms: f64,
     /// One relinearisation (once per result when the sender derives powers), ms.
     pub relin_ms: f64,
-    /// ct×pt, ms.
+    /// One more ct×pt term of a long dot product, ms.
     pub mul_plain_ms: f64,
+    /// A dot product's fixed part (reducing the sum, adding the constant term), ms: a
+    /// result's sum of B products costs `result_ms + B · mul_plain_ms`.
+    pub result_ms: f64,
     /// Mod-switch to the last level, ms.
     pub mod_switch_ms: f64,
+    /// Encoding one plaintext at level 0 (per query in compact mode), ms.
+    pub encode_ms: f64,
     /// Secret-key encryption, ms.
     pub encrypt_ms: f64,
     /// Decryption of a last-level ciphertext, ms.
@@ -132,13 +169,20 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             let fresh = c.to_bytes().len();
             let encrypt_ms = time(5, &mut || drop(sk.encrypt(&v)));
             let pt = ctx.encode(&v, 0).expect("encode");
+            let encode_ms = time(10, &mut || drop(ctx.encode(&v, 0)));
             let mul_ms = time(3, &mut || drop(ev.mul_lazy(&c, &c)));
             let product = ev.mul_lazy(&c, &c).expect("product");
             let relin_ms = time(3, &mut || {
                 let mut p = product.clone();
                 ev.relinearize(&mut p).expect("relinearise");
             });
-            let mul_plain_ms = time(20, &mut || drop(ev.dot_plain(&[&c], std::slice::from_ref(&pt), None)));
+            // A sum of many products costs far less per product than one alone: time both.
+            const TERMS: usize = 32;
+            let (cts, pts) = (vec![&c; TERMS], vec![pt.clone(); TERMS]);
+            let long = time(5, &mut || drop(ev.dot_plain(&cts, &pts, Some(&pt))));
+            let one = time(20, &mut || drop(ev.dot_plain(&cts[..1], &pts[..1], Some(&pt))));
+            let mul_plain_ms = ((long - one) / (TERMS - 1) as f64).max(1e-4);
+            let result_ms = (one - mul_plain_ms).max(0.0);
             let mut last = c.clone();
             let mod_switch_ms = time(3, &mut || {
                 last = c.clone();
@@ -149,7 +193,9 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 mul_ms,
                 relin_ms,
                 mul_plain_ms,
+                result_ms,
                 mod_switch_ms,
+                encode_ms,
                 encrypt_ms,
                 decrypt_ms,
                 bytes: [fresh, ctx.trimmed_bytes(ctx.result_trim()), rk.to_bytes().len()],
@@ -170,6 +216,11 @@ pub struct Choice {
     pub bytes: usize,
     /// Predicted bundles per bundle index.
     pub bundles_per_index: usize,
+    /// Predicted to serve in compact mode: its plaintexts encoded would not fit in the
+    /// [`Serving`] memory.
+    pub compact: bool,
+    /// Predicted bytes the serving sender holds for the database, in that mode.
+    pub memory_bytes: usize,
 }
 
 /// One shape of evaluation the search tries: the bin degree B, the Paterson–Stockmeyer
@@ -231,17 +282,19 @@ fn shapes() -> Vec<Shape> {
 }
 
 /// The cheapest feasible parameters for `sender` items, up to `receiver_max` receiver
-/// items per query and labels of `label_bytes`, under `costs` (from [`calibrate`]) with
-/// the bytes crossing `link`.
+/// items per query and labels of `label_bytes`, under `costs` (from [`calibrate`]), for a
+/// database served as `serving` says.
 pub fn choose(
     sender: usize,
     receiver_max: usize,
     label_bytes: usize,
     costs: &[(HeParams, OpCosts)],
-    link: Link,
+    serving: Serving,
 ) -> Result<Choice> {
     let shapes = shapes();
     let mut best: Option<(f64, Choice)> = None;
+    // The least memory of a set refused for it, for the error if none fits.
+    let mut least_memory = usize::MAX;
     for (he, c) in costs {
         let n = he.degree;
         let felt_bits = 63 - he.plain_modulus.leading_zeros() as usize;
@@ -289,6 +342,15 @@ pub fn choose(
                     let parts = if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
                     let products = shape.plan.products();
                     let results = (indices * bundles * (1 + parts)) as f64;
+                    // Served encoded if its plaintexts fit, else compact (each query encodes
+                    // them), else not at all.
+                    let (encoded, coefficients) = p.serving_bytes(indices * margin * (1 + parts) * (degree + 1));
+                    let compact = !super::db::fits(encoded, serving.memory);
+                    if compact && !super::db::fits(coefficients, serving.memory) {
+                        least_memory = least_memory.min(coefficients);
+                        continue;
+                    }
+                    let encode_ms = if compact { (degree + 1) as f64 * c.encode_ms } else { 0.0 };
                     // Direct: one relinearisation of the sum per result when powers are
                     // derived. Paterson–Stockmeyer: the powers are relinearised once per
                     // index (the products' term), then a product per block after the first,
@@ -297,27 +359,46 @@ pub fn choose(
                     let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
                     let ps_ms = ps_blocks as f64 * c.mul_ms + if ps_blocks > 0 { c.relin_ms } else { 0.0 };
                     let sender_ms = (indices * products) as f64 * (c.mul_ms + c.relin_ms)
-                        + results * (degree as f64 * c.mul_plain_ms + ps_ms + relin + c.mod_switch_ms);
+                        + results
+                            * ((ps_blocks + 1) as f64 * c.result_ms
+                                + degree as f64 * c.mul_plain_ms
+                                + ps_ms
+                                + relin
+                                + c.mod_switch_ms
+                                + encode_ms);
                     let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
                     let key = if products > 0 { c.bytes[2] } else { 0 };
                     let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
                     let seconds = sender_ms / 2e3 + receiver_ms / 1e3;
-                    let cost = seconds + link.seconds(bytes);
+                    let cost = seconds + serving.link.seconds(bytes);
                     // Validated last, and only when it would win: the noise check is the
                     // costliest part of a candidate.
                     if best.as_ref().is_some_and(|(b, _)| cost >= *b) || p.validate_with(Some(&shape.plan)).is_err() {
                         continue;
                     }
-                    best = Some((cost, Choice { params: p, seconds, bytes, bundles_per_index: bundles }));
+                    let memory_bytes = if compact { coefficients } else { encoded };
+                    best = Some((
+                        cost,
+                        Choice { params: p, seconds, bytes, bundles_per_index: bundles, compact, memory_bytes },
+                    ));
                 }
             }
         }
     }
-    best.map(|(_, c)| c).ok_or_else(|| {
-        Error::params(
+    best.map(|(_, c)| c).ok_or_else(|| match serving.memory {
+        Some(free) if least_memory < usize::MAX => Error::params(
+            "memory",
+            format!(
+                "no parameters for {sender} sender items and {receiver_max} receiver items fit in the {} of memory \
+                 available: the smallest database takes {} even in compact mode",
+                crate::protocols::human_bytes(free as u64),
+                crate::protocols::human_bytes(least_memory as u64)
+            ),
+        ),
+        _ => Error::params(
             "sizes",
             format!("no feasible parameters for {sender} sender items and {receiver_max} receiver items"),
-        )
+        ),
     })
 }
 
@@ -336,12 +417,18 @@ pub struct Resolved {
 
 /// Resolves `spec` for a database of `sender` items serving up to `receiver_max` items
 /// per query with labels of `label_bytes`: `auto` (a search under a cost model
-/// calibrated on this machine, the bytes crossing `link`), a shipped preset name (see
-/// [`PRESETS`](super::params::PRESETS)), or the path of an APSI-style JSON file. The
-/// one rule for the CLI and the Python package.
-pub fn resolve(spec: &str, sender: usize, receiver_max: usize, label_bytes: usize, link: Link) -> Result<Resolved> {
+/// calibrated on this machine, for a database served as `serving` says), a shipped
+/// preset name (see [`PRESETS`](super::params::PRESETS)), or the path of an APSI-style
+/// JSON file. The one rule for the CLI and the Python package.
+pub fn resolve(
+    spec: &str,
+    sender: usize,
+    receiver_max: usize,
+    label_bytes: usize,
+    serving: Serving,
+) -> Result<Resolved> {
     if spec == "auto" {
-        let choice = choose(sender, receiver_max, label_bytes, calibrated(), link)?;
+        let choice = choose(sender, receiver_max, label_bytes, calibrated(), serving)?;
         let params = choice.params.clone();
         return Ok(Resolved { name: "auto".into(), params, predicted: Some(choice), receiver_max_below: None });
     }

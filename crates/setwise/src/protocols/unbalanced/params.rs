@@ -247,6 +247,15 @@ impl UnbalancedParams {
         Ok(())
     }
 
+    /// Bytes a database of `polys` polynomials (bundles · (1 + label parts) · (B + 1))
+    /// holds while it serves: `(encoded, compact)`. Encoded, an `fhe` plaintext keeps its
+    /// N slot values and its NTT form over every modulus; compact keeps 4 bytes a slot.
+    pub fn serving_bytes(&self, polys: usize) -> (usize, usize) {
+        let n = self.seal_params.poly_modulus_degree;
+        let per_plaintext = (self.seal_params.coeff_modulus_bits.len() + 1) * n * 8;
+        (polys.saturating_mul(per_plaintext), polys.saturating_mul(n * 4))
+    }
+
     /// The powers the sender needs: 1..=B without Paterson–Stockmeyer; with low degree
     /// L, the low powers 1..=L and the high powers (L+1)·j up to B.
     pub fn needed_powers(&self) -> Vec<u32> {

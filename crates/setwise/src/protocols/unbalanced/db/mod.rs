@@ -32,6 +32,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
+pub(crate) use storage::{available_memory, fits};
 
 /// One change to one bin of a bundle whose coefficients are known, applied in
 /// O(B) per polynomial ([`add_point`], [`remove_point`]) instead of re-interpolating.
@@ -528,9 +529,6 @@ impl SenderDb {
     }
 
     fn refresh_info(&mut self) {
-        // An `fhe` plaintext keeps its N slot values and its NTT form over L moduli.
-        let n = self.params.seal_params.poly_modulus_degree;
-        let per_pt = (self.params.seal_params.coeff_modulus_bits.len() + 1) * n * 8;
         let bundles: usize = self.indices.iter().map(Vec::len).sum();
         let max_bpi = self.indices.iter().map(Vec::len).max().unwrap_or(0);
         self.info.sender_size = self.items.len();
@@ -539,8 +537,7 @@ impl SenderDb {
         self.info.max_bundles_per_index = max_bpi;
         let parts = self.labels.as_ref().map_or(0, |l| l.layout.parts);
         let polys = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1);
-        self.info.plaintext_bytes = polys * per_pt;
-        self.info.compact_bytes = polys * n * 4;
+        (self.info.plaintext_bytes, self.info.compact_bytes) = self.params.serving_bytes(polys);
         self.info.label_parts = parts;
         self.info.label_bytes = self.labels.as_ref().map_or(0, |l| l.layout.record_bytes - LABEL_NONCE - 2);
         self.info.receiver_max = self.params.receiver_max();

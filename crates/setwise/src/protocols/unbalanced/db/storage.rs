@@ -652,7 +652,7 @@ fn check_placement(
 /// killed. Compact mode serves it from its coefficients instead.
 fn check_fits(path: &Path, bytes: usize, available: Option<usize>) -> Result<()> {
     match available {
-        Some(free) if bytes > free => Err(Error::usage(
+        Some(free) if !fits(bytes, Some(free)) => Err(Error::usage(
             "memory",
             format!(
                 "{} takes {} encoded as plaintexts, more than the {} of memory available: serve it in \
@@ -666,9 +666,15 @@ fn check_fits(path: &Path, bytes: usize, available: Option<usize>) -> Result<()>
     }
 }
 
+/// Whether `bytes` of plaintexts fit in the memory `available` (unknown: assumed to).
+/// The one rule for loading a database encoded and for `auto`'s prediction of it.
+pub(crate) fn fits(bytes: usize, available: Option<usize>) -> bool {
+    available.is_none_or(|free| bytes <= free)
+}
+
 /// The memory this process may still take, if the kernel says: Linux's `MemAvailable`,
 /// and within a container the cgroup's limit less its use (cgroup v2), whichever is less.
-fn available_memory() -> Option<usize> {
+pub(crate) fn available_memory() -> Option<usize> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
     let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;

@@ -11,12 +11,14 @@
 //! table of the Homomorphic Encryption Standard (2018), for ternary secrets.
 
 mod params;
+mod plain;
 mod powers;
 mod trim;
 pub(crate) mod wire;
 
 pub use crate::error::HeError;
 pub use params::{HeParams, SECURITY_128};
+pub use plain::{PlainRows, Plains};
 pub use powers::{PowerPlan, Powers, depth_one_sources};
 pub use trim::Trim;
 use trim::unpack_bits;
@@ -37,6 +39,7 @@ fn op_err(e: fhe::Error) -> HeError {
 pub struct HeContext {
     params: HeParams,
     bfv: Arc<BfvParameters>,
+    encoder: Arc<plain::Encoder>,
 }
 
 impl HeContext {
@@ -49,7 +52,8 @@ impl HeContext {
             .set_moduli_sizes(&params.moduli_bits)
             .build_arc()
             .map_err(|e| HeError::Params(e.to_string()))?;
-        Ok(Self { params: params.clone(), bfv })
+        let encoder = Arc::new(plain::Encoder::new(&bfv, params.plain_modulus)?);
+        Ok(Self { params: params.clone(), bfv, encoder })
     }
 
     /// The parameters.
@@ -72,14 +76,13 @@ impl HeContext {
         self.bfv.max_level()
     }
 
-    /// Encodes slot values (each < t) as a plaintext ready for products with
-    /// ciphertexts at `level` (its NTT form is computed once here).
-    pub fn encode(&self, values: &[u64], level: usize) -> Result<Plaintext, HeError> {
+    /// `fhe`'s plaintext of slot values (each < t) at level 0, for an encryption.
+    fn fhe_plaintext(&self, values: &[u64]) -> Result<bfv::Plaintext, HeError> {
         let t = self.plain_modulus();
         if values.len() > self.slots() || values.iter().any(|&v| v >= t) {
             return Err(HeError::Op(format!("encode: need at most {} values below {t}", self.slots())));
         }
-        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(level), &self.bfv).map(Plaintext).map_err(op_err)
+        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(0), &self.bfv).map_err(op_err)
     }
 
     /// Serialised size bound of a ciphertext at `level` (both polynomials, plus slack
@@ -113,10 +116,6 @@ impl Ciphertext {
         self.0.switch_to_level(last).map_err(op_err)
     }
 }
-
-/// A plaintext encoded for products at one level.
-#[derive(Debug, Clone)]
-pub struct Plaintext(bfv::Plaintext);
 
 /// A relinearisation key (lets the holder of ciphertexts multiply them).
 #[derive(Debug)]
@@ -154,8 +153,8 @@ impl SecretKey {
 
     /// Encrypts slot values (each < t) at level 0 (secret-key, seeded: half the bytes).
     pub fn encrypt(&mut self, values: &[u64]) -> Result<Ciphertext, HeError> {
-        let pt = self.ctx.encode(values, 0)?;
-        self.sk.try_encrypt(&pt.0, &mut self.rng).map(Ciphertext).map_err(op_err)
+        let pt = self.ctx.fhe_plaintext(values)?;
+        self.sk.try_encrypt(&pt, &mut self.rng).map(Ciphertext).map_err(op_err)
     }
 
     /// Decrypts to slot values.
@@ -201,7 +200,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// `a·b` left as 3 parts: products summed before one relinearisation carry the
-    /// key-switching noise once, not per product ([`dot_plain`](Self::dot_plain) does
+    /// key-switching noise once, not per product ([`dot_rows`](Self::dot_rows) does
     /// that). 3-part operands are relinearised first.
     pub fn mul_lazy(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext, HeError> {
         let (a, b) = (self.two_parts(a)?, self.two_parts(b)?);
@@ -234,36 +233,38 @@ impl<'a> Evaluator<'a> {
         Ok(Ciphertext(&a.0 + &b.0))
     }
 
-    /// `Σ cts[i]·pts[i]` (lazy reduction inside `fhe`), plus `constant` if given, as a
-    /// 2-part ciphertext: the 3-part terms are summed first and relinearised once.
-    pub fn dot_plain(
+    /// `Σ cts[i]·pts[i]` over plaintexts encoded by [`HeContext::encode_rows`], plus
+    /// `constant` (one such plaintext) if given, as a 2-part ciphertext: the 3-part
+    /// terms are summed first and relinearised once. Every ciphertext is at the
+    /// plaintexts' level.
+    pub fn dot_rows(
         &self,
+        ctx: &HeContext,
         cts: &[&Ciphertext],
-        pts: &[Plaintext],
-        constant: Option<&Plaintext>,
+        pts: Plains<'_>,
+        constant: Option<Plains<'_>>,
     ) -> Result<Ciphertext, HeError> {
-        if cts.is_empty() || cts.len() != pts.len() {
+        if cts.is_empty() || cts.len() != pts.len() || constant.is_some_and(|c| c.len() != 1) {
             return Err(HeError::Op(format!("dot product of {} ciphertexts and {} plaintexts", cts.len(), pts.len())));
         }
-        let mut acc: Option<bfv::Ciphertext> = None;
+        let level = pts.level();
+        let mut constant = constant.map(|c| c.get(0));
+        let mut acc: Option<Ciphertext> = None;
         for parts in [2, 3] {
-            let (c, p): (Vec<_>, Vec<_>) =
-                cts.iter().zip(pts).filter(|(c, _)| c.parts() == parts).map(|(c, p)| (&c.0, &p.0)).unzip();
-            if c.is_empty() {
+            let terms: Vec<_> =
+                cts.iter().enumerate().filter(|(_, c)| c.parts() == parts).map(|(k, &c)| (c, pts.get(k))).collect();
+            if terms.is_empty() {
                 continue;
             }
-            let mut sum = Ciphertext(bfv::dot_product_scalar(c.into_iter(), p.into_iter()).map_err(op_err)?);
+            // The constant joins the first sum.
+            let mut sum = plain::dot(ctx, level, &terms, constant.take())?;
             self.relinearize(&mut sum)?;
-            match &mut acc {
-                None => acc = Some(sum.0),
-                Some(a) => *a += &sum.0,
-            }
+            acc = Some(match acc {
+                None => sum,
+                Some(a) => self.add(&a, &sum)?,
+            });
         }
-        let mut acc = acc.ok_or_else(|| HeError::Op("ciphertexts of neither 2 nor 3 parts".into()))?;
-        if let Some(c) = constant {
-            acc += &c.0;
-        }
-        Ok(Ciphertext(acc))
+        acc.ok_or_else(|| HeError::Op("ciphertexts of neither 2 nor 3 parts".into()))
     }
 }
 
@@ -300,9 +301,9 @@ mod tests {
         let ev = Evaluator::new(Some(&rk));
         let c2 = ev.mul(&c, &c).unwrap();
         let w: Vec<u64> = (0..4096u64).map(|i| (i + 1) % t).collect();
-        let pw = ctx.encode(&w, 0).unwrap();
-        let one = ctx.encode(&vec![1; 4096], 0).unwrap();
-        let mut r = ev.dot_plain(&[&c, &c2], &[pw.clone(), pw], Some(&one)).unwrap();
+        let pts = ctx.encode_rows(&[w.clone(), w.clone(), vec![1; 4096]].concat(), 0).unwrap();
+        let (pw, one) = (pts.all().slice(0..2), Some(pts.all().slice(2..3)));
+        let mut r = ev.dot_rows(&ctx, &[&c, &c2], pw, one).unwrap();
         r.mod_switch_to_last().unwrap();
         let got = sk.decrypt(&r).unwrap();
         for i in 0..4096 {
@@ -347,10 +348,9 @@ mod tests {
         let sq = ev.mul_lazy(&c, &c).unwrap();
         assert_eq!(sq.parts(), 3);
         let cube = ev.mul_lazy(&sq, &c).unwrap(); // relinearises the 3-part operand first
-        let pt = ctx.encode(&vec![2; 4096], 0).unwrap();
         // x·2 + x²·2 + x³·2 + 1 with 2- and 3-part terms mixed.
-        let one = ctx.encode(&vec![1; 4096], 0).unwrap();
-        let r = ev.dot_plain(&[&c, &sq, &cube], &[pt.clone(), pt.clone(), pt], Some(&one)).unwrap();
+        let pts = ctx.encode_rows(&[vec![2u64; 3 * 4096], vec![1; 4096]].concat(), 0).unwrap();
+        let r = ev.dot_rows(&ctx, &[&c, &sq, &cube], pts.all().slice(0..3), Some(pts.all().slice(3..4))).unwrap();
         assert_eq!(r.parts(), 2);
         let got = sk.decrypt(&r).unwrap();
         for (i, &x) in v.iter().enumerate() {

@@ -32,8 +32,8 @@ fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
     let b = p.table_params.max_items_per_bin;
     let coeffs: Vec<Vec<u64>> =
         (0..=b as u64).map(|j| (0..n as u64).map(|i| (i * 31 + j * 977 + 11) % t).collect()).collect();
-    let pts: Vec<_> = coeffs.iter().map(|c| ctx.encode(c, 0).unwrap()).collect();
-    let mut r = evaluate(&ev, &powers, &pts, low).unwrap();
+    let pts = ctx.encode_rows(&coeffs.concat(), 0).unwrap();
+    let mut r = evaluate(&ev, &ctx, &powers, pts.all(), low).unwrap();
     let measured = sk.noise_bits(&r).unwrap() as f64;
     r.mod_switch_to_last().unwrap();
     let measured_last = sk.noise_bits(&r).unwrap() as f64;

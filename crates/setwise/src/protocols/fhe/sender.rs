@@ -4,7 +4,7 @@ use super::messages;
 use super::{FheParams, item_felts, slot};
 use crate::crypto::rng::{csprng, shuffle};
 use crate::error::{Error, Result};
-use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plaintext, Powers};
+use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Powers};
 use crate::math::poly::from_roots;
 use crate::math::zp::Zp;
 use crate::net::Channel;
@@ -118,15 +118,10 @@ pub fn evaluate_group(
     }
     let mut rng = csprng();
     let r: Vec<u64> = (0..n).map(|_| rng.random_range(1..t)).collect();
-    let pts: Vec<Plaintext> = coeffs
-        .iter()
-        .map(|c| {
-            let v: Vec<u64> = c.iter().zip(&r).map(|(&a, &r)| zp.mul(a, r)).collect();
-            bfv.encode(&v, 0)
-        })
-        .collect::<Result<_, _>>()?;
+    let masked: Vec<u64> = coeffs.iter().flat_map(|c| c.iter().zip(&r).map(|(&a, &r)| zp.mul(a, r))).collect();
+    let pts = bfv.encode_rows(&masked, 0)?;
     let cts: Vec<&Ciphertext> = (1..=d as u32)
         .map(|e| powers.get(e).ok_or_else(|| HeError::Op(format!("power {e} missing"))))
         .collect::<Result<_, _>>()?;
-    ev.dot_plain(&cts, &pts[1..], Some(&pts[0]))
+    ev.dot_rows(bfv, &cts, pts.all().slice(1..d + 1), Some(pts.all().slice(0..1)))
 }

@@ -148,6 +148,8 @@ pub fn calibrated() -> &'static [(HeParams, OpCosts)] {
 
 /// Measures `OpCosts` for each configuration now.
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
+    // Terms of the long sum the per-term cost of a ct×pt is timed on.
+    const TERMS: usize = 32;
     CONFIGS
         .iter()
         .map(|&(n, moduli, bits)| {
@@ -168,8 +170,8 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             let c = sk.encrypt(&v).expect("encrypt");
             let fresh = c.to_bytes().len();
             let encrypt_ms = time(5, &mut || drop(sk.encrypt(&v)));
-            let pt = ctx.encode(&v, 0).expect("encode");
-            let encode_ms = time(10, &mut || drop(ctx.encode(&v, 0)));
+            let pts = ctx.encode_rows(&v.repeat(TERMS + 1), 0).expect("encode");
+            let encode_ms = time(3, &mut || drop(ctx.encode_rows(&v.repeat(8), 0))) / 8.0;
             let mul_ms = time(3, &mut || drop(ev.mul_lazy(&c, &c)));
             let product = ev.mul_lazy(&c, &c).expect("product");
             let relin_ms = time(3, &mut || {
@@ -177,10 +179,10 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 ev.relinearize(&mut p).expect("relinearise");
             });
             // A sum of many products costs far less per product than one alone: time both.
-            const TERMS: usize = 32;
-            let (cts, pts) = (vec![&c; TERMS], vec![pt.clone(); TERMS]);
-            let long = time(5, &mut || drop(ev.dot_plain(&cts, &pts, Some(&pt))));
-            let one = time(20, &mut || drop(ev.dot_plain(&cts[..1], &pts[..1], Some(&pt))));
+            let (cts, all) = (vec![&c; TERMS], pts.all());
+            let constant = Some(all.slice(TERMS..TERMS + 1));
+            let long = time(5, &mut || drop(ev.dot_rows(&ctx, &cts, all.slice(0..TERMS), constant)));
+            let one = time(20, &mut || drop(ev.dot_rows(&ctx, &cts[..1], all.slice(0..1), constant)));
             let mul_plain_ms = ((long - one) / (TERMS - 1) as f64).max(1e-4);
             let result_ms = (one - mul_plain_ms).max(0.0);
             let mut last = c.clone();

@@ -1,6 +1,6 @@
 //! Evaluating one bundle's matching polynomials on the derived powers.
 
-use crate::he::{Ciphertext, Evaluator, HeError, Plaintext, PowerPlan, Powers};
+use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plains, PowerPlan, Powers};
 
 /// A bundle index's powers from the receiver's `sources` by `plan`, as [`evaluate`]
 /// takes them for low degree `low`: with Paterson–Stockmeyer, which uses each power in
@@ -26,12 +26,18 @@ pub fn derive_powers(
 /// the powers already relinearised (the sender does that once per bundle index,
 /// [`Powers::relinearize_all`]), that is the result's only key switch: none in the inner
 /// sums, none in the products.
-pub fn evaluate(ev: &Evaluator<'_>, powers: &Powers, coeffs: &[Plaintext], low: usize) -> Result<Ciphertext, HeError> {
-    let degree = coeffs.len() - 1;
+pub fn evaluate(
+    ev: &Evaluator<'_>,
+    ctx: &HeContext,
+    powers: &Powers,
+    coeffs: Plains<'_>,
+    low: usize,
+) -> Result<Ciphertext, HeError> {
+    let degree = coeffs.len().checked_sub(1).ok_or_else(|| HeError::Op("no coefficients".into()))?;
     let power = |e: usize| powers.get(e as u32).ok_or_else(|| HeError::Op(format!("power {e} was not derived")));
     if low == 0 {
         let cts: Vec<&Ciphertext> = (1..=degree).map(power).collect::<Result<_, _>>()?;
-        return ev.dot_plain(&cts, &coeffs[1..], Some(&coeffs[0]));
+        return ev.dot_rows(ctx, &cts, coeffs.slice(1..degree + 1), Some(coeffs.slice(0..1)));
     }
     let step = low + 1;
     let low_cts: Vec<&Ciphertext> = (1..=low).map(power).collect::<Result<_, _>>()?;
@@ -47,10 +53,11 @@ pub fn evaluate(ev: &Evaluator<'_>, powers: &Powers, coeffs: &[Plaintext], low: 
     for (j, block) in coeffs.chunks(step).enumerate() {
         if block.len() == 1 {
             // Only a constant is left: a_{j·step} · x^{j·step}.
-            add(&mut two, ev.dot_plain(&[power(j * step)?], block, None)?)?;
+            add(&mut two, ev.dot_rows(ctx, &[power(j * step)?], block, None)?)?;
             continue;
         }
-        let inner = ev.dot_plain(&low_cts[..block.len() - 1], &block[1..], Some(&block[0]))?;
+        let inner =
+            ev.dot_rows(ctx, &low_cts[..block.len() - 1], block.slice(1..block.len()), Some(block.slice(0..1)))?;
         if j == 0 {
             add(&mut two, inner)?;
         } else {

@@ -248,11 +248,11 @@ impl UnbalancedParams {
     }
 
     /// Bytes a database of `polys` polynomials (bundles · (1 + label parts) · (B + 1))
-    /// holds while it serves: `(encoded, compact)`. Encoded, an `fhe` plaintext keeps its
-    /// N slot values and its NTT form over every modulus; compact keeps 4 bytes a slot.
+    /// holds while it serves: `(encoded, compact)`. Encoded, a plaintext is its NTT form
+    /// over every modulus ([`PlainRows`](crate::he::PlainRows)); compact keeps 4 bytes a slot.
     pub fn serving_bytes(&self, polys: usize) -> (usize, usize) {
         let n = self.seal_params.poly_modulus_degree;
-        let per_plaintext = (self.seal_params.coeff_modulus_bits.len() + 1) * n * 8;
+        let per_plaintext = self.seal_params.coeff_modulus_bits.len() * n * 8;
         (polys.saturating_mul(per_plaintext), polys.saturating_mul(n * 4))
     }
 

@@ -63,9 +63,10 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
                 .map(|&(bi, b)| {
                     let plaintexts = db.bundle_plaintexts(bi, b)?;
                     plaintexts
+                        .all()
                         .chunks(p.table_params.max_items_per_bin + 1)
                         .map(|coeffs| {
-                            let mut r = evaluate(&ev, &powers[bi], coeffs, low)?;
+                            let mut r = evaluate(&ev, he, &powers[bi], coeffs, low)?;
                             r.mod_switch_to_last()?;
                             r.to_trimmed_bytes(he, trim)
                         })

@@ -4,44 +4,36 @@
 
 use super::SenderDb;
 use crate::error::{Error, Result};
-use crate::he::{HeContext, HeError, Plaintext};
+use crate::he::{HeContext, HeError, PlainRows};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
-/// Encodes coefficient rows of `n` as plaintexts at level 0.
-pub(super) fn encode_coefficients(ctx: &HeContext, n: usize, coeffs: &[u32]) -> Result<Vec<Plaintext>, HeError> {
-    let mut row = vec![0u64; n];
-    coeffs
-        .chunks(n)
-        .map(|c| {
-            row.iter_mut().zip(c).for_each(|(r, &v)| *r = v as u64);
-            ctx.encode(&row, 0)
-        })
-        .collect()
+/// Encodes coefficient rows of N as plaintexts at level 0.
+pub(super) fn encode_coefficients(ctx: &HeContext, coeffs: &[u32]) -> Result<PlainRows, HeError> {
+    ctx.encode_rows(coeffs, 0)
 }
 
 impl SenderDb {
     /// Encodes every bundle's coefficients as plaintexts at level 0 (their NTT form is
     /// what makes the per-query products cheap).
     pub(super) fn encode(&mut self) -> Result<()> {
-        let (n, ctx) = (self.params.seal_params.poly_modulus_degree, &self.ctx);
+        let ctx = &self.ctx;
         self.indices.par_iter_mut().flatten().filter(|b| b.plaintexts.is_empty()).try_for_each(|bundle| {
             let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
             bundle.plaintexts =
-                encode_coefficients(ctx, n, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
+                encode_coefficients(ctx, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
             Ok(())
         })
     }
 
     /// The plaintexts of bundle `b` at bundle index `bi`: the matching polynomial's
     /// `B + 1`, then each label part's `B + 1`. Encoded now in compact mode.
-    pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, [Plaintext]>, HeError> {
+    pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, PlainRows>, HeError> {
         let bundle = &self.indices[bi][b];
         if !bundle.plaintexts.is_empty() {
             return Ok(Cow::Borrowed(&bundle.plaintexts));
         }
-        let n = self.params.seal_params.poly_modulus_degree;
-        Ok(Cow::Owned(encode_coefficients(&self.ctx, n, bundle.coeffs.as_deref().unwrap_or_default())?))
+        Ok(Cow::Owned(encode_coefficients(&self.ctx, bundle.coeffs.as_deref().unwrap_or_default())?))
     }
 
     /// Makes a built or edited database ready to serve fast: encodes the plaintexts and

@@ -22,8 +22,7 @@ use crate::crypto::dst;
 use crate::crypto::oprf::OprfKey;
 use crate::crypto::ristretto::SecretScalar;
 use crate::error::{Error, Result};
-use crate::he::HeContext;
-use crate::he::Plaintext;
+use crate::he::{HeContext, PlainRows};
 use crate::protocols::{Meter, PhaseObserver, Progress};
 use coefficients::{apply_edits, interpolate_bundle};
 use placement::{BinFelts, layout_of, layouts, place};
@@ -58,8 +57,8 @@ struct Bundle {
     /// part; polynomial-major, then coefficient-major. `None` when not loaded (an update
     /// reads only the bundles it changes) or dropped once encoded.
     coeffs: Option<Vec<u32>>,
-    /// The coefficients as plaintexts at level 0, in the same order.
-    plaintexts: Vec<Plaintext>,
+    /// The coefficients as plaintexts at level 0, in the same order (empty until encoded).
+    plaintexts: PlainRows,
     /// Where the coefficients are saved, while they are unchanged since.
     saved: Option<Segment>,
     /// New, or its coefficients are unknown: interpolate every bin anew.
@@ -73,7 +72,7 @@ impl Bundle {
         Self {
             bins: vec![Vec::new(); bpb],
             coeffs: None,
-            plaintexts: Vec::new(),
+            plaintexts: PlainRows::default(),
             saved: None,
             rebuild: true,
             edits: Vec::new(),
@@ -487,7 +486,7 @@ impl SenderDb {
             .try_fold(
                 || 0,
                 |anew, bundle| {
-                    bundle.plaintexts.clear();
+                    bundle.plaintexts = PlainRows::default();
                     if !bundle.rebuild && bundle.coeffs.is_none() {
                         match (bundle.saved, dir) {
                             (Some(seg), Some(dir)) => bundle.coeffs = Some(read_segment(dir, seg, len, p)?),

@@ -475,10 +475,10 @@ impl SenderDb {
         let (p, len) = (&db.params, db.segment_len());
         match how {
             Open::Serve => {
-                let (ctx, n) = (&db.ctx, db.params.seal_params.poly_modulus_degree);
+                let ctx = &db.ctx;
                 db.indices.par_iter_mut().flatten().try_for_each(|b| {
                     let coeffs = read_segment(path, b.saved.expect("every loaded bundle is saved"), len, p)?;
-                    b.plaintexts = super::encoding::encode_coefficients(ctx, n, &coeffs)?;
+                    b.plaintexts = super::encoding::encode_coefficients(ctx, &coeffs)?;
                     Ok::<_, Error>(())
                 })?;
             }

@@ -34,7 +34,6 @@ echo "== build: 2^$log items, $label-byte labels, auto parameters"
 port=$((20000 + RANDOM % 20000))
 /usr/bin/time -f "sender (load + 2 queries): wall %e s, peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" --listen "127.0.0.1:$port" --sessions 2 2> "$dir/s1.log" &
 wait_listening "$dir/s1.log" $!
-grep -E "loaded" "$dir/s1.log" | head -1
 for r in 1 "$receivers"; do
   "$bin" receiver --protocol unbalanced --input "$dir/q$r.csv" --connect "127.0.0.1:$port" --output "$dir/o$r.csv" 2>&1 | sed "s/^/query of $r: /"
 done

@@ -76,7 +76,8 @@ class SenderDb:
     ) -> SenderDb:
         """Builds a database from ``data`` (any ``items`` of :func:`setwise.receiver`)
         with ``key``; ``labels`` names the columns each match returns (a key's first
-        row gives its label). ``params``: ``auto`` (chosen for this machine), a preset
+        row gives its label). ``params``: ``auto`` (chosen for this machine, its speed
+        and the memory it has for serving the database), a preset
         name such as ``1M-256``, or an APSI-style JSON file; ``receiver_max``: the most
         items a query may hold; ``link``: the link queries cross, which ``auto``
         charges their bytes at (``lan``, ``wan`` = 50 Mbit/s, or Mbit/s: a slow link

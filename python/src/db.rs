@@ -71,7 +71,8 @@ impl PyDb {
             let items = store.items();
             let records = if labels.is_empty() { None } else { Some(item_labels(&store, &labels)?) };
             let label_bytes = records.iter().flatten().map(Vec::len).max().unwrap_or(0);
-            let r = auto::resolve(params, items.len(), receiver_max, label_bytes, auto::Serving::here(link)).map_err(to_py)?;
+            let r = auto::resolve(params, items.len(), receiver_max, label_bytes, auto::Serving::here(link))
+                .map_err(to_py)?;
             let mut db = match records {
                 None => SenderDb::build(&items, r.params, &r.name),
                 Some(records) => {

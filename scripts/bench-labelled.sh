@@ -13,10 +13,17 @@ source scripts/bench-common.sh
 # Waits until the sender logging to $1 (process $2) listens: a large database takes a
 # while to load. Fails with its log if it exits first.
 wait_listening() {
-  until grep -q "listening" "$1" 2>/dev/null; do
+  until grep -q "^listening on" "$1" 2>/dev/null; do
     kill -0 "$2" 2>/dev/null || { cat "$1"; return 1; }
     sleep 0.5
   done
+}
+# Waits for the sender (process $1, GNU time around it) to finish its sessions; a failed
+# session does not count, so after 30 s it is stopped (its peak RSS is still printed).
+finish_sender() {
+  for _ in $(seq 60); do kill -0 "$1" 2>/dev/null || break; sleep 0.5; done
+  pkill -TERM -P "$1" 2>/dev/null || true
+  wait "$1" || true
 }
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 awk -v n="$n" -v l="$label" 'BEGIN { print "email,label"; for (i = 0; i < n; i++) { s = sprintf("%08d", i); v = ""; while (length(v) < l) v = v s; printf "user%07d@example.org,%s\n", i, substr(v, 1, l) } }' > "$dir/s.csv"
@@ -33,34 +40,40 @@ echo "== build: 2^$log items, $label-byte labels, auto parameters"
   | grep -E "wall|auto parameters|bundles|labels|memory"
 port=$((20000 + RANDOM % 20000))
 /usr/bin/time -f "sender (load + 2 queries): wall %e s, peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" --listen "127.0.0.1:$port" --sessions 2 2> "$dir/s1.log" &
-wait_listening "$dir/s1.log" $!
+sender=$!
+wait_listening "$dir/s1.log" $sender
 for r in 1 "$receivers"; do
   "$bin" receiver --protocol unbalanced --input "$dir/q$r.csv" --connect "127.0.0.1:$port" --output "$dir/o$r.csv" 2>&1 | sed "s/^/query of $r: /"
 done
-wait; grep -E "RSS|error" "$dir/s1.log"
+finish_sender $sender; grep -E "RSS|error" "$dir/s1.log"
 
 echo "== $concurrent concurrent receivers of $receivers items"
 port=$((20000 + RANDOM % 20000))
 /usr/bin/time -f "sender (load + $concurrent concurrent queries): peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" \
   --listen "127.0.0.1:$port" --sessions "$concurrent" --max-concurrent "$concurrent" 2> "$dir/s16.log" &
+sender=$!
 # Start the clock once the database is loaded and the sender listens.
-wait_listening "$dir/s16.log" $!
+wait_listening "$dir/s16.log" $sender
 start=$(date +%s.%N)
+pids=()
 for k in $(seq 1 "$concurrent"); do
   "$bin" receiver --protocol unbalanced --input "$dir/c$k.csv" --connect "127.0.0.1:$port" --output "$dir/c$k.out" 2> "$dir/c$k.log" &
+  pids+=($!)
 done
-wait
+for p in "${pids[@]}"; do wait "$p" || true; done
 end=$(date +%s.%N)
-ok=$(grep -l "matches with labels" "$dir"/c*.log | wc -l)
+finish_sender $sender
+ok=$({ grep -l "matches with labels" "$dir"/c*.log || true; } | wc -l)
 echo "$concurrent receivers: $ok answered, $(echo "$end - $start" | bc) s in all, $(echo "scale=2; $concurrent / ($end - $start)" | bc) queries/s"
 grep -E "RSS|error" "$dir/s16.log"
 
 echo "== compact mode, one query of $receivers"
 port=$((20000 + RANDOM % 20000))
 /usr/bin/time -f "sender --compact: peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" --compact --listen "127.0.0.1:$port" 2> "$dir/sc.log" &
-wait_listening "$dir/sc.log" $!
+sender=$!
+wait_listening "$dir/sc.log" $sender
 "$bin" receiver --protocol unbalanced --input "$dir/q$receivers.csv" --connect "127.0.0.1:$port" --output "$dir/oc.csv" 2>&1 | sed "s/^/compact query of $receivers: /"
-wait; grep -E "RSS|error" "$dir/sc.log"
+finish_sender $sender; grep -E "RSS|error" "$dir/sc.log"
 
 echo "== insert 1 % ($((n / 100)) rows)"
 "$bin" db insert --db "$dir/s.db" --input "$dir/add.csv" --key email --label label 2>&1

@@ -46,8 +46,8 @@ pub struct SenderArgs {
     /// Unbalanced: the key file of a database that keeps its OPRF key apart.
     #[arg(long)]
     key_file: Option<PathBuf>,
-    /// Unbalanced: keep only the coefficients in memory and encode per query ((L+1)·2 =
-    /// 8× less memory at L = 3 moduli, slower queries; `db info` gives both figures).
+    /// Unbalanced: keep only the coefficients in memory and encode per query (L·2 = 4×
+    /// less memory at L = 2 moduli, slower queries; `db info` gives both figures).
     #[arg(long)]
     compact: bool,
     /// Authorized/partial: the judge's public key file (hex, from `setwise judge`).

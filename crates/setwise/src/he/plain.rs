@@ -2,14 +2,14 @@
 //! its level, back to back in one buffer, and the lazy dot product of ciphertexts with
 //! them.
 //!
-//! `fhe`'s own `Plaintext` also keeps each plaintext's N values (a third more memory at
-//! two moduli) and encodes in constant time, about 0.18 ms a plaintext at N = 4096,
-//! seven times a product with it. A database holds millions of plaintexts and, served
-//! in compact mode, encodes them per query: here encoding is the SIMD layout, an inverse
-//! NTT modulo t and a forward NTT per modulus, with the same `fhe-math` operators the
-//! ciphertexts' polynomials use, in variable time (the values are the sender's own
-//! database, not a peer's secret). The results are checked against `fhe`'s encoding
-//! and dot product, to the bit.
+//! `fhe`'s own `Plaintext` also keeps each plaintext's N values (half as much memory
+//! again at two moduli) and copies it while encoding. A database holds millions of
+//! plaintexts and, served in compact mode, encodes them per query: here encoding is the
+//! SIMD layout, an inverse NTT modulo t and a forward NTT per modulus, with the same
+//! `fhe-math` operators the ciphertexts' polynomials use. The encoding and the sum of
+//! products are checked against `fhe`'s to the bit; the constant term is added as
+//! ⌊q/t⌋·m, within t per coefficient of `fhe`'s rounding (a few bits of noise, far below
+//! what the products leave). Buffers that held the database's values are zeroized.
 
 use super::{Ciphertext, HeContext, HeError};
 use fhe::bfv;
@@ -17,10 +17,11 @@ use fhe_math::ntt::NttOperator;
 use fhe_math::rq::traits::TryConvertFrom;
 use fhe_math::rq::{Poly, Representation};
 use fhe_math::zq::Modulus;
+use zeroize::{Zeroize, Zeroizing};
 
-/// What encoding needs of a context: the SIMD slot order, the NTT modulo t, and per
-/// level the moduli with their NTTs and the scaling of a plaintext added to a
-/// ciphertext. Built once per context.
+/// What encoding needs of a context: the SIMD slot order, the NTT modulo t, the moduli
+/// with their NTTs, and per level the scaling of a plaintext added to a ciphertext.
+/// Built once per context.
 #[derive(Debug)]
 pub(super) struct Encoder {
     degree: usize,
@@ -28,8 +29,10 @@ pub(super) struct Encoder {
     /// out its SIMD encoding).
     slot_at: Box<[usize]>,
     t_ntt: NttOperator,
-    /// Per level: each modulus, its NTT and ⌊q/t⌋ mod it (q the level's modulus).
-    levels: Vec<Vec<Level>>,
+    /// The moduli of level 0; level ℓ has all but the last ℓ.
+    moduli: Vec<ModulusOps>,
+    /// Per level, per modulus: ⌊q/t⌋ modulo it, q the product of the level's moduli.
+    deltas: Vec<Vec<u64>>,
 }
 
 impl Encoder {
@@ -49,44 +52,63 @@ impl Encoder {
             slot_at[row | i] = ((m - pos - 1) >> 1).reverse_bits() >> shift;
             pos = (pos * 3) & (m - 1);
         }
-        let all = bfv.moduli();
-        let levels = (0..=bfv.max_level())
-            .map(|level| {
-                let moduli = &all[..all.len() - level];
-                // ⌊q/t⌋ = (q − (q mod t))/t ≡ −(q mod t)·t⁻¹ (mod qᵢ), as qᵢ divides q.
-                let q_mod_t = moduli.iter().fold(1u64, |acc, &q| t_mod.mul(acc, q % t));
-                moduli
-                    .iter()
-                    .map(|&q| {
-                        let qm = Modulus::new(q).map_err(|e| bad(&e.to_string()))?;
-                        let ntt = NttOperator::new(&qm, n).ok_or_else(|| bad("no NTT modulo a modulus"))?;
-                        let t_inv = qm.inv(t % q).ok_or_else(|| bad("t is not invertible"))?;
-                        let delta = qm.neg(qm.mul(q_mod_t % q, t_inv));
-                        Ok(Level { q: qm, bits: 64 - q.leading_zeros(), ntt, delta })
-                    })
-                    .collect::<Result<Vec<_>, HeError>>()
+        let moduli = bfv
+            .moduli()
+            .iter()
+            .map(|&q| {
+                let m = Modulus::new(q).map_err(|e| bad(&e.to_string()))?;
+                let ntt = NttOperator::new(&m, n).ok_or_else(|| bad("no NTT modulo a modulus"))?;
+                let t_inv = m.inv(t % q).ok_or_else(|| bad("t is not invertible"))?;
+                Ok(ModulusOps { q: m, value: q, bits: 64 - q.leading_zeros(), ntt, t_inv })
             })
-            .collect::<Result<_, _>>()?;
-        Ok(Encoder { degree: n, slot_at: slot_at.into(), t_ntt, levels })
+            .collect::<Result<Vec<_>, HeError>>()?;
+        let deltas = (0..=bfv.max_level())
+            .map(|level| {
+                let at = &moduli[..moduli.len() - level];
+                // ⌊q/t⌋ = (q − (q mod t))/t ≡ −(q mod t)·t⁻¹ (mod qᵢ), as qᵢ divides q.
+                let q_mod_t = at.iter().fold(1u64, |acc, m| t_mod.mul(acc, m.value % t));
+                at.iter().map(|m| m.q.neg(m.q.mul(q_mod_t % m.value, m.t_inv))).collect()
+            })
+            .collect();
+        Ok(Encoder { degree: n, slot_at: slot_at.into(), t_ntt, moduli, deltas })
+    }
+
+    /// The moduli of `level` and their ⌊q/t⌋.
+    fn level(&self, level: usize) -> Result<(&[ModulusOps], &[u64]), HeError> {
+        let deltas = self.deltas.get(level).ok_or_else(|| HeError::Op(format!("no level {level}")))?;
+        Ok((&self.moduli[..deltas.len()], deltas))
     }
 }
 
-/// One modulus of a level.
+/// One ciphertext modulus and what encoding and sums need of it.
 #[derive(Debug)]
-struct Level {
+struct ModulusOps {
     q: Modulus,
+    value: u64,
     bits: u32,
     ntt: NttOperator,
-    /// ⌊q/t⌋ modulo this modulus, q being the product of the level's moduli.
-    delta: u64,
+    t_inv: u64,
 }
 
-/// Plaintexts in NTT form at one level, back to back (each `moduli · N` words).
-#[derive(Debug, Clone, Default)]
+/// Plaintexts in NTT form at one level, back to back (each `moduli · N` words);
+/// zeroized when dropped (they are the sender's database).
+#[derive(Clone, Default)]
 pub struct PlainRows {
     level: usize,
     width: usize,
     data: Vec<u64>,
+}
+
+impl Drop for PlainRows {
+    fn drop(&mut self) {
+        self.data.zeroize();
+    }
+}
+
+impl std::fmt::Debug for PlainRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PlainRows({} at level {})", self.all().len(), self.level)
+    }
 }
 
 /// A run of consecutive plaintexts of a [`PlainRows`].
@@ -152,13 +174,13 @@ impl HeContext {
     pub fn encode_rows<T: Copy + Into<u64>>(&self, values: &[T], level: usize) -> Result<PlainRows, HeError> {
         let enc = &self.encoder;
         let (n, t) = (enc.degree, self.plain_modulus());
-        let moduli = enc.levels.get(level).ok_or_else(|| HeError::Op(format!("no level {level}")))?;
+        let (moduli, _) = enc.level(level)?;
         if !values.len().is_multiple_of(n) {
             return Err(HeError::Op(format!("encode: {} values, not a multiple of {n}", values.len())));
         }
         let width = moduli.len() * n;
         let mut data = vec![0u64; values.len() / n * width];
-        let mut coeffs = vec![0u64; n];
+        let mut coeffs = Zeroizing::new(vec![0u64; n]);
         for (slots, out) in values.chunks(n).zip(data.chunks_mut(width)) {
             for (&at, &v) in enc.slot_at.iter().zip(slots) {
                 let v: u64 = v.into();
@@ -169,7 +191,7 @@ impl HeContext {
             }
             enc.t_ntt.backward(&mut coeffs);
             for (m, row) in moduli.iter().zip(out.chunks_mut(n)) {
-                row.iter_mut().zip(&coeffs).for_each(|(r, &c)| *r = m.q.reduce(c));
+                row.iter_mut().zip(coeffs.iter()).for_each(|(r, &c)| *r = m.q.reduce(c));
                 m.ntt.forward(row);
             }
         }
@@ -187,11 +209,13 @@ pub(super) fn dot(
     terms: &[(&Ciphertext, &[u64])],
     constant: Option<&[u64]>,
 ) -> Result<Ciphertext, HeError> {
-    let moduli = ctx.encoder.levels.get(level).ok_or_else(|| HeError::Op(format!("no level {level}")))?;
+    let (moduli, deltas) = ctx.encoder.level(level)?;
     let n = ctx.encoder.degree;
     let parts = terms.first().ok_or_else(|| HeError::Op("a dot product of no ciphertexts".into()))?.0.parts();
-    // A ciphertext's level shows in its polynomials' moduli.
-    let at_level = |c: &Ciphertext| c.0.iter().all(|p| p.coefficients().nrows() == moduli.len());
+    let context = ctx.bfv.context_at_level(level).map_err(super::op_err)?;
+    // Over this level's moduli and degree: `fhe` asserts on operands of another context.
+    let at_level =
+        |c: &Ciphertext| c.0.iter().all(|p| p.ctx().moduli() == context.moduli() && p.coefficients().ncols() == n);
     let width = moduli.len() * n;
     if terms.iter().any(|(c, p)| c.parts() != parts || !at_level(c) || p.len() != width)
         || constant.is_some_and(|c| c.len() != width)
@@ -201,7 +225,8 @@ pub(super) fn dot(
     // A product of two words below 2^b is below 2^2b: 2^(128 − 2b) of them fit.
     let bits = moduli.iter().map(|m| m.bits).max().unwrap_or(64);
     let room = 1usize.checked_shl(128 - 2 * bits).unwrap_or(usize::MAX).max(1);
-    let mut acc = vec![0u128; parts * moduli.len() * n];
+    // The running sums are of the database's values: zeroized when dropped.
+    let mut acc = Zeroizing::new(vec![0u128; parts * moduli.len() * n]);
     for (k, &(ct, pt)) in terms.iter().enumerate() {
         if k > 0 && k % room == 0 {
             reduce_in_place(&mut acc, moduli, n);
@@ -217,12 +242,11 @@ pub(super) fn dot(
             }
         }
     }
-    let context = ctx.bfv.context_at_level(level).map_err(super::op_err)?;
     let polys = (0..parts)
         .map(|p| {
             let mut v = vec![0u64; moduli.len() * n];
-            for (j, m) in moduli.iter().enumerate() {
-                let (q, delta) = (&m.q, m.delta);
+            for (j, (m, &delta)) in moduli.iter().zip(deltas).enumerate() {
+                let q = &m.q;
                 let (out, a) = (&mut v[j * n..][..n], &acc[(p * moduli.len() + j) * n..][..n]);
                 out.iter_mut().zip(a).for_each(|(o, &a)| *o = q.reduce_u128(a));
                 // The constant is added to the first part scaled by ⌊q/t⌋, as a
@@ -240,7 +264,7 @@ pub(super) fn dot(
 }
 
 /// Reduces every running sum modulo its modulus, making room for more products.
-fn reduce_in_place(acc: &mut [u128], moduli: &[Level], n: usize) {
+fn reduce_in_place(acc: &mut [u128], moduli: &[ModulusOps], n: usize) {
     for (row, m) in acc.chunks_mut(n).zip(moduli.iter().cycle()) {
         row.iter_mut().for_each(|a| *a = m.q.reduce_u128(*a) as u128);
     }

@@ -117,8 +117,11 @@ pub fn evaluate_group(
         }
     }
     let mut rng = csprng();
-    let r: Vec<u64> = (0..n).map(|_| rng.random_range(1..t)).collect();
-    let masked: Vec<u64> = coeffs.iter().flat_map(|c| c.iter().zip(&r).map(|(&a, &r)| zp.mul(a, r))).collect();
+    let r: zeroize::Zeroizing<Vec<u64>> = zeroize::Zeroizing::new((0..n).map(|_| rng.random_range(1..t)).collect());
+    // The mask hides the non-matches: zeroized, as the rows are.
+    let masked: zeroize::Zeroizing<Vec<u64>> = zeroize::Zeroizing::new(
+        coeffs.iter().flat_map(|c| c.iter().zip(r.iter()).map(|(&a, &r)| zp.mul(a, r))).collect(),
+    );
     let pts = bfv.encode_rows(&masked, 0)?;
     let cts: Vec<&Ciphertext> = (1..=d as u32)
         .map(|e| powers.get(e).ok_or_else(|| HeError::Op(format!("power {e} missing"))))

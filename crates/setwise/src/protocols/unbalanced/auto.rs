@@ -6,7 +6,7 @@
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
 //! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (t(sum) + B · t(ct×pt)
-//!   \[products > 0\] · t(relin) + t(mod-switch)), where t(sum) is a sum's fixed part (its
+//!   \+ \[direct, products > 0\] · t(relin) + t(mod-switch)), where t(sum) is a sum's fixed part (its
 //!   reduction and constant term) and t(ct×pt) one more term of a long sum; plus per result
 //!   with Paterson–Stockmeyer of low degree L, B/(L+1) blocks after the first, each a sum of
 //!   its own and a ct×ct, and one relinearisation;
@@ -148,8 +148,9 @@ pub fn calibrated() -> &'static [(HeParams, OpCosts)] {
 
 /// Measures `OpCosts` for each configuration now.
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
-    // Terms of the long sum the per-term cost of a ct×pt is timed on.
-    const TERMS: usize = 32;
+    // Terms of the long sum the per-term cost of a ct×pt is timed on: enough that the
+    // plaintexts stream from memory, as a database's do (a few megabytes at N = 4096).
+    const TERMS: usize = 96;
     CONFIGS
         .iter()
         .map(|&(n, moduli, bits)| {
@@ -179,7 +180,8 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 ev.relinearize(&mut p).expect("relinearise");
             });
             // A sum of many products costs far less per product than one alone: time both.
-            let (cts, all) = (vec![&c; TERMS], pts.all());
+            let copies: Vec<_> = (0..8).map(|_| c.clone()).collect();
+            let (cts, all): (Vec<_>, _) = ((0..TERMS).map(|k| &copies[k % copies.len()]).collect(), pts.all());
             let constant = Some(all.slice(TERMS..TERMS + 1));
             let long = time(5, &mut || drop(ev.dot_rows(&ctx, &cts, all.slice(0..TERMS), constant)));
             let one = time(20, &mut || drop(ev.dot_rows(&ctx, &cts[..1], all.slice(0..1), constant)));
@@ -346,7 +348,8 @@ pub fn choose(
                     let results = (indices * bundles * (1 + parts)) as f64;
                     // Served encoded if its plaintexts fit, else compact (each query encodes
                     // them), else not at all.
-                    let (encoded, coefficients) = p.serving_bytes(indices * margin * (1 + parts) * (degree + 1));
+                    // `bundles` is the fullest index's: every index at it bounds the total.
+                    let (encoded, coefficients) = p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1));
                     let compact = !super::db::fits(encoded, serving.memory);
                     if compact && !super::db::fits(coefficients, serving.memory) {
                         least_memory = least_memory.min(coefficients);

@@ -1,6 +1,6 @@
 //! Serving a database: the coefficients encoded as plaintexts at level 0 once (their NTT
 //! form makes the per-query products cheap), or kept as they are in compact mode and
-//! encoded per query (4 bytes a slot instead of (L+1)·8).
+//! encoded per query (4 bytes a slot instead of L·8).
 
 use super::SenderDb;
 use crate::error::{Error, Result};

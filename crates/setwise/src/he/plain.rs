@@ -125,11 +125,6 @@ impl PlainRows {
         Plains { level: self.level, width: self.width, data: &self.data }
     }
 
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.data.len() * 8
-    }
-
     /// Whether it holds no plaintext.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()

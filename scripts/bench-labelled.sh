@@ -4,7 +4,11 @@
 # items), queries of 1 and RECEIVERS items, CONCURRENT receivers of RECEIVERS items at
 # once against the one loaded database (queries per second, the sender's peak RSS),
 # the same query served in compact mode, and an insert of 1 % of the rows (against the
-# build time). Usage: scripts/bench-labelled.sh [LOG] [LABEL] [RECEIVERS] [CONCURRENT]
+# build time). With MEMORY=<size> (e.g. 3GiB) it also serves the database holding at
+# most that much of its plaintexts in memory and the rest from its encoded copy on disk:
+# the load that writes the copy, one that reuses it, two queries each; COLD=1 drops the
+# page cache before each of those queries (root only), so the copy is read from disk.
+# Usage: [MEMORY=3GiB [COLD=1]] scripts/bench-labelled.sh [LOG] [LABEL] [RECEIVERS] [CONCURRENT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=${1:-20}; label=${2:-32}; receivers=${3:-256}; concurrent=${4:-16}
@@ -74,6 +78,25 @@ sender=$!
 wait_listening "$dir/sc.log" $sender
 "$bin" receiver --protocol unbalanced --input "$dir/q$receivers.csv" --connect "127.0.0.1:$port" --output "$dir/oc.csv" 2>&1 | sed "s/^/compact query of $receivers: /"
 finish_sender $sender; grep -E "RSS|error" "$dir/sc.log"
+
+if [ -n "${MEMORY:-}" ]; then
+  for run in "writes the copy" "reuses the copy"; do
+    echo "== at most $MEMORY of plaintexts in memory, the rest from disk: the load $run; two queries of $receivers"
+    port=$((20000 + RANDOM % 20000))
+    t0=$(date +%s.%N)
+    /usr/bin/time -f "sender --memory $MEMORY: peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" --memory "$MEMORY" \
+      --listen "127.0.0.1:$port" --sessions 2 2> "$dir/sm.log" &
+    sender=$!
+    wait_listening "$dir/sm.log" $sender
+    echo "load: $(echo "$(date +%s.%N) - $t0" | bc) s"; grep -E "^plaintexts" "$dir/sm.log" || true
+    for k in 1 2; do
+      if [ "${COLD:-}" = 1 ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi
+      "$bin" receiver --protocol unbalanced --input "$dir/q$receivers.csv" --connect "127.0.0.1:$port" --output "$dir/om.csv" 2>&1 \
+        | sed "s/^/query $k of $receivers${COLD:+ (cold page cache)}: /"
+    done
+    finish_sender $sender; grep -E "RSS|error" "$dir/sm.log"
+  done
+fi
 
 echo "== insert 1 % ($((n / 100)) rows)"
 "$bin" db insert --db "$dir/s.db" --input "$dir/add.csv" --key email --label label 2>&1

@@ -92,11 +92,19 @@ class SenderDb:
 
     @classmethod
     def load(
-        cls, path: PathLike, key_file: PathLike | None = None, *, compact: bool = False
+        cls,
+        path: PathLike,
+        key_file: PathLike | None = None,
+        *,
+        compact: bool = False,
+        memory: int | None = None,
     ) -> SenderDb:
-        """Loads a saved database (checked: checksum, counts, every bin); ``compact``
-        keeps only coefficients in memory and encodes per query."""
-        return cls(_setwise.SenderDb.load(os.fspath(path), _path(key_file), compact))
+        """Loads a saved database (checked: checksum, counts, every bin) to serve it.
+        Its plaintexts are held in memory up to ``memory`` bytes (default: the memory
+        available less an eighth), the rest read per query from an encoded copy the
+        load writes beside the segments; ``compact`` keeps only coefficients in memory
+        and encodes per query."""
+        return cls(_setwise.SenderDb.load(os.fspath(path), _path(key_file), compact, memory))
 
     def save(self, path: PathLike) -> None:
         """Saves as the directory ``path`` (0700): changed bundles, then the manifest

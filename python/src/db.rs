@@ -3,6 +3,7 @@
 
 use crate::errors::{input_error, to_py};
 use crate::keys::{Keys, Store};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::unbalanced::{SenderDb, auto, encode_label};
@@ -91,11 +92,23 @@ impl PyDb {
     }
 
     /// Loads the database directory `path` to serve and update it (`compact`: keep only
-    /// the coefficients and encode per query, with less memory).
+    /// the coefficients and encode per query, with less memory; `memory`: hold at most
+    /// that many bytes of plaintexts, the rest read per query from an encoded copy on disk).
     #[staticmethod]
-    #[pyo3(signature = (path, key_file=None, compact=false))]
-    fn load(py: Python<'_>, path: PathBuf, key_file: Option<PathBuf>, compact: bool) -> PyResult<Self> {
-        let how = if compact { Open::Compact } else { Open::Serve };
+    #[pyo3(signature = (path, key_file=None, compact=false, memory=None))]
+    fn load(
+        py: Python<'_>,
+        path: PathBuf,
+        key_file: Option<PathBuf>,
+        compact: bool,
+        memory: Option<usize>,
+    ) -> PyResult<Self> {
+        let how = match (compact, memory) {
+            (true, Some(_)) => return Err(PyValueError::new_err("give compact or memory, not both")),
+            (true, None) => Open::Compact,
+            (false, Some(bytes)) => Open::ServeWithin(bytes),
+            (false, None) => Open::Serve,
+        };
         let db = py.detach(|| SenderDb::open(&path, how, key_file.as_deref())).map_err(to_py)?;
         Ok(Self { db: Arc::new(RwLock::new(db)) })
     }

@@ -12,9 +12,15 @@ pub fn parse_link(s: &str) -> Result<auto::Link, String> {
 
 /// How `choice` is predicted to serve, and in how much memory.
 pub fn serving_line(choice: &auto::Choice) -> String {
-    match choice.compact {
-        false => format!("served encoded in about {}", human_bytes(choice.memory_bytes as u64)),
-        true => format!(
+    match (choice.compact, choice.on_disk_bytes) {
+        (false, 0) => format!("served encoded in about {}", human_bytes(choice.memory_bytes as u64)),
+        (false, disk) => format!(
+            "served encoded with about {} in memory and {} read per query from its encoded copy on disk: all of \
+             its plaintexts would not fit in the memory available here",
+            human_bytes(choice.memory_bytes as u64),
+            human_bytes(disk as u64)
+        ),
+        (true, _) => format!(
             "served in compact mode (--compact) in about {}: encoded, its plaintexts would not fit in the memory \
              available here",
             human_bytes(choice.memory_bytes as u64)

@@ -212,7 +212,11 @@ fn print_info(db: &SenderDb) {
     println!("receiver maximum:    {} items per query (cuckoo failure ≤ 2^-40)", i.receiver_max);
     println!("false matches:       ≤ 2^{:.1} per query at the receiver maximum", i.false_match_log2);
     println!("build time:          {:.2} s", i.build_ms as f64 / 1e3);
-    println!("memory (plaintexts): {} served encoded (default)", human_bytes(i.plaintext_bytes as u64));
+    println!(
+        "memory (plaintexts): {} served encoded (default; what does not fit, or --memory, is read per query from \
+         an encoded copy on disk of that size)",
+        human_bytes(i.plaintext_bytes as u64)
+    );
     println!(
         "memory (compact):    {} served with --compact (plaintexts encoded per query)",
         human_bytes(i.compact_bytes as u64)

@@ -8,11 +8,11 @@ use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
-use setwise::protocols::Named;
 use setwise::protocols::authorized::{self, Credentials, public_key_hex, read_public_key};
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
+use setwise::protocols::{Named, human_bytes};
 use setwise::session::{Input, Job, run_observed, served_line};
 use setwise::{Operation, Role};
 use std::path::PathBuf;
@@ -50,6 +50,12 @@ pub struct SenderArgs {
     /// less memory at L = 2 moduli, slower queries; `db info` gives both figures).
     #[arg(long)]
     compact: bool,
+    /// Unbalanced: hold at most this much of the encoded plaintexts in memory (bytes, or
+    /// with a unit: 512MiB, 4GiB, 4G, 4GB); the rest is read per query from an encoded
+    /// copy on disk, written beside the segments by the first load that needs it.
+    /// Default: the memory available less an eighth.
+    #[arg(long, value_parser = parse_size, conflicts_with = "compact")]
+    memory: Option<usize>,
     /// Authorized/partial: the judge's public key file (hex, from `setwise judge`).
     #[arg(long)]
     judge_key: Option<PathBuf>,
@@ -83,7 +89,11 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         let path = a.db.as_ref().ok_or_else(|| {
             usage(&format!("the {} sender serves --db DIR (see `setwise db build`)", a.party.job.protocol))
         })?;
-        let how = if a.compact { Open::Compact } else { Open::Serve };
+        let how = match (a.compact, a.memory) {
+            (true, _) => Open::Compact,
+            (false, Some(bytes)) => Open::ServeWithin(bytes),
+            (false, None) => Open::Serve,
+        };
         let db = SenderDb::open(path, how, a.key_file.as_deref())?;
         return serve_database(&a, &db);
     }
@@ -140,6 +150,13 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
 fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     let i = db.info();
     eprintln!("database: {} items, parameters {} ({})", i.sender_size, i.preset, i.fingerprint);
+    if i.on_disk_bytes > 0 {
+        eprintln!(
+            "plaintexts: {} in memory, {} read per query from the encoded copy on disk",
+            human_bytes((i.plaintext_bytes - i.on_disk_bytes) as u64),
+            human_bytes(i.on_disk_bytes as u64)
+        );
+    }
     // Named so that the database's protocol refuses what it does not take.
     let named = Named::none().with("client_id", a.client_id.as_deref());
     let named = named.with("judge_key", a.judge_key.as_deref().map(|p| p.display().to_string()));
@@ -211,4 +228,48 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let what = write_outcome(&set, outcome, &a.out, Role::Receiver)?;
     summary(&a.party.report, Role::Receiver, &report, &what);
     Ok(())
+}
+
+/// A size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB and K, M, G, T are
+/// powers of 1024; kB, MB, GB, TB of 1000).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "KiB" => 1024.0,
+        "M" | "MiB" => 1024f64.powi(2),
+        "G" | "GiB" => 1024f64.powi(3),
+        "T" | "TiB" => 1024f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        u => {
+            return Err(format!("unknown unit {u:?}: use bytes, KiB, MiB, GiB, TiB (or K, M, G, T) or kB, MB, GB, TB"));
+        }
+    };
+    let n: f64 = number.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4GiB)"))?;
+    let bytes = n * scale;
+    if !bytes.is_finite() || bytes >= usize::MAX as f64 {
+        return Err(format!("{s:?} is too large"));
+    }
+    Ok(bytes as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_with_or_without_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert!(parse_size("4 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("GiB").is_err() && parse_size("").is_err() && parse_size("1e400").is_err());
+    }
 }

@@ -129,6 +129,41 @@ impl PlainRows {
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
+
+    /// The words, plaintext after plaintext, each a row of N per modulus: what
+    /// [`from_words`](Self::from_words) takes back.
+    pub fn words(&self) -> &[u64] {
+        &self.data
+    }
+
+    /// Plaintexts at `level` of `ctx` from stored `words` (as [`words`](Self::words)
+    /// gave them), checked: whole plaintexts, and every word below its modulus, which is
+    /// what keeps the lazy sums of [`dot`] from overflowing. The words are zeroized if
+    /// refused.
+    pub fn from_words(ctx: &HeContext, level: usize, words: Vec<u64>) -> Result<Self, HeError> {
+        let (moduli, _) = ctx.encoder.level(level)?;
+        let n = ctx.encoder.degree;
+        let rows = PlainRows { level, width: moduli.len() * n, data: words };
+        if !rows.data.len().is_multiple_of(rows.width) {
+            return Err(HeError::Op(format!(
+                "stored plaintexts: {} words, not a multiple of {} (a plaintext at level {level})",
+                rows.data.len(),
+                rows.width
+            )));
+        }
+        for (k, plain) in rows.data.chunks(rows.width).enumerate() {
+            for (m, row) in moduli.iter().zip(plain.chunks(n)) {
+                // The largest word, not `all(<)`: a branch-free pass the compiler vectorises.
+                if row.iter().fold(0, |a, &w| a.max(w)) >= m.value {
+                    return Err(HeError::Op(format!(
+                        "stored plaintext {k}: a word is not below its modulus {}",
+                        m.value
+                    )));
+                }
+            }
+        }
+        Ok(rows)
+    }
 }
 
 impl<'a> Plains<'a> {
@@ -347,5 +382,26 @@ mod tests {
         assert!(ctx.encode_rows(&[1u64; 100], 0).is_err(), "not a multiple of N");
         assert!(ctx.encode_rows(&vec![ctx.plain_modulus(); 4096], 0).is_err(), "not below t");
         assert!(ctx.encode_rows(&vec![0u64; 4096], 2).is_err(), "no such level");
+    }
+
+    #[test]
+    fn stored_rows_come_back_whole_and_below_their_moduli_or_not_at_all() {
+        let ctx = ctx(4096, vec![42, 32], 21);
+        let rows = ctx.encode_rows(&values(&ctx, 5), 0).unwrap();
+        let back = PlainRows::from_words(&ctx, 0, rows.words().to_vec()).unwrap();
+        assert_eq!(back.words(), rows.words());
+        assert_eq!(back.all().len(), 3);
+        // A plaintext cut short, a level that does not exist.
+        let short = rows.words()[..rows.words().len() - 1].to_vec();
+        assert!(PlainRows::from_words(&ctx, 0, short).unwrap_err().to_string().contains("not a multiple"));
+        assert!(PlainRows::from_words(&ctx, 2, rows.words().to_vec()).is_err());
+        // A word of the second plaintext's second row at or above its 32-bit modulus.
+        let q1 = ctx.bfv.moduli()[1];
+        for bad in [q1, u64::MAX] {
+            let mut words = rows.words().to_vec();
+            words[2 * 4096 + 4096 + 17] = bad;
+            let e = PlainRows::from_words(&ctx, 0, words).unwrap_err().to_string();
+            assert!(e.contains("stored plaintext 1") && e.contains(&q1.to_string()), "{e}");
+        }
     }
 }

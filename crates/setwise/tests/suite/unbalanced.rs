@@ -518,17 +518,20 @@ fn auto_parameters_are_valid_across_a_grid() {
 }
 
 #[test]
-fn auto_serves_in_compact_mode_what_would_not_fit_encoded_and_refuses_what_fits_neither_way() {
-    use setwise::protocols::unbalanced::auto::{Link, Serving, choose};
+fn auto_serves_what_would_not_fit_encoded_from_disk_or_compact_and_refuses_what_fits_neither_way() {
+    use setwise::protocols::unbalanced::auto::{DISK_READ_BYTES_PER_SEC, Link, Serving, choose};
     let costs = fixed_costs();
     let (s, r, label) = (1usize << 24, 1024, 32);
     let free = choose(s, r, label, &costs, Serving::unbounded(Link::GIGABIT)).unwrap();
-    assert!(!free.compact);
-    // Half the memory its plaintexts take: served compact (charged its encoding), or a
-    // set whose plaintexts fit; either way within the memory, and no cheaper.
+    assert!(!free.compact && free.on_disk_bytes == 0);
+    // Half the memory its plaintexts take: the rest read from disk per query, or served
+    // compact (each charged), or a set whose plaintexts fit; either way within the
+    // memory, and no cheaper.
     let half = free.memory_bytes / 2;
     let tight = choose(s, r, label, &costs, Serving { link: Link::GIGABIT, memory: Some(half) }).unwrap();
     assert!(tight.memory_bytes <= half, "{} > {half}", tight.memory_bytes);
+    assert!(!(tight.compact && tight.on_disk_bytes > 0));
+    assert!(tight.seconds >= tight.on_disk_bytes as f64 / DISK_READ_BYTES_PER_SEC);
     assert!(tight.seconds + 8.0 * tight.bytes as f64 / 1e9 >= free.seconds + 8.0 * free.bytes as f64 / 1e9);
     // 16 MiB holds no 2^24-item database: refused, naming the memory.
     let e = choose(s, r, label, &costs, Serving { link: Link::GIGABIT, memory: Some(16 << 20) }).unwrap_err();

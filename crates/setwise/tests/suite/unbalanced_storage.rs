@@ -16,19 +16,123 @@ fn small() -> UnbalancedParams {
 
 /// The receiver's matching indices for `receiver` against `db`.
 fn query(db: &SenderDb, receiver: &[Vec<u8>]) -> BTreeSet<usize> {
+    try_query(db, receiver).unwrap()
+}
+
+/// [`query`], or the sender's error.
+fn try_query(db: &SenderDb, receiver: &[Vec<u8>]) -> Result<BTreeSet<usize>, Error> {
     let job = Job::new(Protocol::Unbalanced, Operation::Intersection);
     let (mut a, mut b) = MemoryChannel::pair(64 << 20);
-    let (_, r) = std::thread::scope(|s| {
+    let (sent, r) = std::thread::scope(|s| {
         let t = s.spawn(|| session::run(&mut a, &job, Role::Sender, Input::<Vec<u8>>::Database(db)));
         let r = session::run(&mut b, &job, Role::Receiver, Input::Items(receiver));
         drop(b);
         (t.join().unwrap(), r)
     });
-    match r.unwrap().0 {
+    sent?;
+    Ok(match r.unwrap().0 {
         Outcome::Intersection(v) => v.into_iter().collect(),
         Outcome::Labelled { rows, .. } => rows.into_iter().map(|(i, _)| i).collect(),
         other => panic!("{other:?}"),
+    })
+}
+
+/// The encoded copies in a database directory.
+fn copies(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("ROWS-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A database saved with enough items for several bundles, and a probe of 100 items
+/// whose first 60 are the database's (the plain intersection).
+fn several_bundles(path: &Path) -> (Vec<Vec<u8>>, BTreeSet<usize>) {
+    SenderDb::build(&items("s", 0..6000), small(), "test").unwrap().save(path).unwrap();
+    let probe: Vec<Vec<u8>> = [items("s", 0..30), items("s", 5970..6000), items("n", 0..40)].concat();
+    (probe, (0..60).collect())
+}
+
+/// Plaintexts that do not fit in the memory given are served from an encoded copy on
+/// disk, with the same answers: written by the first load that needs it, reused by the
+/// next (not rewritten), used by a load with memory to spare too, and deleted by a save
+/// (its manifest is another).
+#[test]
+fn what_does_not_fit_in_memory_is_served_from_an_encoded_copy_on_disk() {
+    use setwise::protocols::unbalanced::db::Open;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let (probe, want) = several_bundles(&path);
+    let all = SenderDb::load(&path).unwrap();
+    let (bundles, bytes) = (all.info().bundles, all.info().plaintext_bytes);
+    assert!(bundles >= 3, "{bundles} bundles");
+    assert_eq!(all.info().on_disk_bytes, 0);
+    assert!(copies(&path).is_empty(), "nothing written when everything fits");
+    assert_eq!(query(&all, &probe), want);
+    let per_bundle = bytes / bundles;
+    let part = SenderDb::open(&path, Open::ServeWithin(per_bundle), None).unwrap();
+    assert_eq!(part.info().on_disk_bytes, per_bundle * (bundles - 1));
+    assert_eq!(query(&part, &probe), want);
+    let copy = copies(&path);
+    assert_eq!(copy.len(), 1);
+    let written = std::fs::metadata(&copy[0]).unwrap().modified().unwrap();
+    let none = SenderDb::open(&path, Open::ServeWithin(0), None).unwrap();
+    assert_eq!(none.info().on_disk_bytes, bytes);
+    assert_eq!(query(&none, &probe), want);
+    let reused = SenderDb::load(&path).unwrap();
+    assert_eq!(reused.info().on_disk_bytes, 0);
+    assert_eq!(query(&reused, &probe), want);
+    assert_eq!(copies(&path), copy);
+    assert_eq!(std::fs::metadata(&copy[0]).unwrap().modified().unwrap(), written, "reused, not rewritten");
+    // A served database updated in place answers the update: its changed bundles are
+    // encoded anew, not read from the copy.
+    let mut served = SenderDb::open(&path, Open::ServeWithin(per_bundle), None).unwrap();
+    served.insert(&items("n", 0..10), None).unwrap();
+    served.remove(&items("s", 0..5)).unwrap();
+    assert_eq!(query(&served, &probe), (5..70).collect());
+    // A save makes a new manifest: the copy goes; a server reading it keeps its open file.
+    served.save(&path).unwrap();
+    assert!(copies(&path).is_empty());
+    assert_eq!(query(&none, &probe), want, "the old version still answers");
+    assert_eq!(query(&served, &probe), (5..70).collect());
+    let updated = SenderDb::open(&path, Open::ServeWithin(per_bundle), None).unwrap();
+    assert_eq!(query(&updated, &probe), (5..70).collect());
+}
+
+/// A damaged copy is refused by name at load; a copy changed under a running server
+/// fails that query by name, and never overflows a sum.
+#[test]
+fn a_damaged_encoded_copy_is_refused_and_one_changed_under_a_server_fails_its_query() {
+    use setwise::protocols::unbalanced::db::Open;
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let (probe, want) = several_bundles(&path);
+    let served = SenderDb::open(&path, Open::ServeWithin(0), None).unwrap();
+    let copy = copies(&path).remove(0);
+    let name = copy.file_name().unwrap().to_string_lossy().into_owned();
+    let len = std::fs::metadata(&copy).unwrap().len();
+    // The last word of the last bundle: all ones, above every modulus.
+    let mut f = std::fs::OpenOptions::new().write(true).open(&copy).unwrap();
+    f.seek(SeekFrom::Start(len - 8)).unwrap();
+    f.write_all(&[0xff; 8]).unwrap();
+    f.sync_all().unwrap();
+    let e = try_query(&served, &probe).unwrap_err();
+    assert!(e.to_string().contains(&name), "{e}");
+    assert!(e.to_string().contains("changed after it was loaded"), "{e}");
+    for open in [Open::Serve, Open::ServeWithin(0)] {
+        let e = SenderDb::open(&path, open, None).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains(&name) && e.to_string().contains("checksum mismatch"), "{e}");
     }
+    // Cut short: refused by its length. Deleted: written anew.
+    f.set_len(len - 8).unwrap();
+    let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains(&format!("{} bytes", len - 8)), "{e}");
+    std::fs::remove_file(&copy).unwrap();
+    assert_eq!(query(&SenderDb::open(&path, Open::ServeWithin(0), None).unwrap(), &probe), want);
 }
 
 #[cfg(unix)]

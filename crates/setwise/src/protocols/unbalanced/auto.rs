@@ -13,9 +13,10 @@
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|;
 //! - where the plaintexts served encoded would not fit in the [`Serving`] memory, the
-//!   database serves in compact mode, and the sender also encodes each result's B + 1
-//!   plaintexts per query: results · (B + 1) · t(encode); a set whose coefficients do not
-//!   fit either is not chosen.
+//!   database serves the rest from its encoded copy on disk, each query reading it at
+//!   [`DISK_READ_BYTES_PER_SEC`], or in compact mode, the sender encoding each result's
+//!   B + 1 plaintexts per query (results · (B + 1) · t(encode)), whichever is cheaper; a
+//!   set whose coefficients do not fit either is not chosen.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
@@ -23,6 +24,11 @@ use crate::error::{Error, Result};
 use crate::he::{Evaluator, HeContext, HeParams, PowerPlan, SecretKey};
 use crate::net::NetProfile;
 use std::time::Instant;
+
+/// Bytes a second a query reads of a database's encoded copy on disk, for the cost
+/// model: a cold sequential read measured with `dd` on the 2-core machine of
+/// docs/benchmarks.md (1.5 GB/s, 2026-11-27), an NVMe SSD's order of magnitude.
+pub const DISK_READ_BYTES_PER_SEC: f64 = 1.5e9;
 
 /// The link a query's bytes cross: the cost model charges them at its bandwidth, so a
 /// slow link favours parameters that send less (larger bins, Paterson–Stockmeyer) over
@@ -74,9 +80,10 @@ impl Link {
 }
 
 /// Where a database will serve, as the cost model sees it: the link its queries cross
-/// and the memory its sender may hold. Plaintexts served encoded must fit in that
-/// memory; where they would not, the database serves in compact mode and each query
-/// encodes what it uses, which the search charges.
+/// and the memory its sender may hold. Plaintexts served encoded that do not fit in
+/// that memory are read per query from the database's encoded copy on disk, or the
+/// database serves in compact mode and each query encodes what it uses; the search
+/// charges either.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Serving {
     /// The link queries cross.
@@ -221,8 +228,11 @@ pub struct Choice {
     /// Predicted bundles per bundle index.
     pub bundles_per_index: usize,
     /// Predicted to serve in compact mode: its plaintexts encoded would not fit in the
-    /// [`Serving`] memory.
+    /// [`Serving`] memory, and re-encoding them per query is cheaper than reading them.
     pub compact: bool,
+    /// Predicted bytes each query reads from the encoded copy on disk: the plaintexts
+    /// that do not fit in the [`Serving`] memory (0 when they all do, or compact).
+    pub on_disk_bytes: usize,
     /// Predicted bytes the serving sender holds for the database, in that mode.
     pub memory_bytes: usize,
 }
@@ -350,12 +360,17 @@ pub fn choose(
                     // them), else not at all.
                     // `bundles` is the fullest index's: every index at it bounds the total.
                     let (encoded, coefficients) = p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1));
-                    let compact = !super::db::fits(encoded, serving.memory);
-                    if compact && !super::db::fits(coefficients, serving.memory) {
+                    let budget = super::db::plaintext_budget(serving.memory).unwrap_or(usize::MAX);
+                    let on_disk = encoded.saturating_sub(budget);
+                    let read_s = on_disk as f64 / DISK_READ_BYTES_PER_SEC;
+                    let encode_all_ms = results * (degree + 1) as f64 * c.encode_ms;
+                    let compact = on_disk > 0 && encode_all_ms / 2e3 < read_s;
+                    if on_disk > 0 && !super::db::fits(coefficients, serving.memory) {
                         least_memory = least_memory.min(coefficients);
                         continue;
                     }
-                    let encode_ms = if compact { (degree + 1) as f64 * c.encode_ms } else { 0.0 };
+                    let (encode_ms, read_s, on_disk) =
+                        if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
                     // Direct: one relinearisation of the sum per result when powers are
                     // derived. Paterson–Stockmeyer: the powers are relinearised once per
                     // index (the products' term), then a product per block after the first,
@@ -374,17 +389,25 @@ pub fn choose(
                     let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
                     let key = if products > 0 { c.bytes[2] } else { 0 };
                     let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
-                    let seconds = sender_ms / 2e3 + receiver_ms / 1e3;
+                    let seconds = sender_ms / 2e3 + receiver_ms / 1e3 + read_s;
                     let cost = seconds + serving.link.seconds(bytes);
                     // Validated last, and only when it would win: the noise check is the
                     // costliest part of a candidate.
                     if best.as_ref().is_some_and(|(b, _)| cost >= *b) || p.validate_with(Some(&shape.plan)).is_err() {
                         continue;
                     }
-                    let memory_bytes = if compact { coefficients } else { encoded };
+                    let memory_bytes = if compact { coefficients } else { encoded - on_disk };
                     best = Some((
                         cost,
-                        Choice { params: p, seconds, bytes, bundles_per_index: bundles, compact, memory_bytes },
+                        Choice {
+                            params: p,
+                            seconds,
+                            bytes,
+                            bundles_per_index: bundles,
+                            compact,
+                            on_disk_bytes: on_disk,
+                            memory_bytes,
+                        },
                     ));
                 }
             }

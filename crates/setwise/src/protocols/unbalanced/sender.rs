@@ -72,8 +72,9 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
                         })
                         .collect::<Result<Vec<_>, HeError>>()
                         .map(|parts| (bi, parts))
+                        .map_err(Error::from)
                 })
-                .collect::<Result<Vec<_>, HeError>>()?;
+                .collect::<Result<Vec<_>>>()?;
             for (bundle_index, parts) in results {
                 for (part, bytes) in parts.into_iter().enumerate() {
                     ResultPart { bundle_index, part, bytes }.send(ch, "sending results")?;

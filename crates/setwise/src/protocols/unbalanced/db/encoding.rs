@@ -1,24 +1,33 @@
 //! Serving a database: the coefficients encoded as plaintexts at level 0 once (their NTT
-//! form makes the per-query products cheap), or kept as they are in compact mode and
-//! encoded per query (4 bytes a slot instead of L·8).
+//! form makes the per-query products cheap) and held in memory as far as it allows, the
+//! rest read per query from the encoded copy on disk ([`rows`](super::rows)); or, in
+//! compact mode, kept as they are and encoded per query (4 bytes a slot instead of L·8).
 
 use super::SenderDb;
+use super::rows::{RowsFile, Shape};
+use super::storage::read_segment;
 use crate::error::{Error, Result};
 use crate::he::{HeContext, HeError, PlainRows};
 use rayon::prelude::*;
 use std::borrow::Cow;
+use std::path::Path;
+
+/// The level the plaintexts are encoded at.
+const LEVEL: usize = 0;
 
 /// Encodes coefficient rows of N as plaintexts at level 0.
 pub(super) fn encode_coefficients(ctx: &HeContext, coeffs: &[u32]) -> Result<PlainRows, HeError> {
-    ctx.encode_rows(coeffs, 0)
+    ctx.encode_rows(coeffs, LEVEL)
 }
 
 impl SenderDb {
-    /// Encodes every bundle's coefficients as plaintexts at level 0 (their NTT form is
-    /// what makes the per-query products cheap).
+    /// Encodes the coefficients of every bundle whose plaintexts are neither in memory
+    /// nor in the encoded copy on disk, at level 0 (their NTT form is what makes the
+    /// per-query products cheap).
     pub(super) fn encode(&mut self) -> Result<()> {
         let ctx = &self.ctx;
-        self.indices.par_iter_mut().flatten().filter(|b| b.plaintexts.is_empty()).try_for_each(|bundle| {
+        let unencoded = |b: &&mut super::Bundle| b.plaintexts.is_empty() && b.on_disk.is_none();
+        self.indices.par_iter_mut().flatten().filter(unencoded).try_for_each(|bundle| {
             let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
             bundle.plaintexts =
                 encode_coefficients(ctx, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
@@ -26,12 +35,56 @@ impl SenderDb {
         })
     }
 
+    /// Words of one bundle's plaintexts at level 0.
+    fn bundle_words(&self) -> usize {
+        self.segment_len() * self.params.seal_params.coeff_modulus_bits.len()
+    }
+
+    /// Loads the saved database in `dir` (whose manifest has the hash `manifest`) to
+    /// serve it encoded, holding at most `budget` bytes of plaintexts in memory (`None`:
+    /// all of them). Bundles beyond it are served from the encoded copy on disk, written
+    /// now unless a valid one is there; a copy that is there is used either way, as
+    /// reading it is faster than encoding.
+    pub(super) fn load_encoded(&mut self, dir: &Path, manifest: [u8; 32], budget: Option<usize>) -> Result<()> {
+        let bundles: usize = self.indices.iter().map(Vec::len).sum();
+        let words = self.bundle_words();
+        let resident = budget.map_or(bundles, |b| (b / (8 * words).max(1)).min(bundles));
+        let shape = Shape { manifest, level: LEVEL, bundles, words };
+        let (len, p, ctx) = (self.segment_len(), &self.params, &self.ctx);
+        let segments: Vec<_> =
+            self.indices.iter().flatten().map(|b| b.saved.expect("every loaded bundle is saved")).collect();
+        let encode = |i: usize| Ok(encode_coefficients(ctx, &read_segment(dir, segments[i], len, p)?)?);
+        let keep = |i: usize| i < resident;
+        let (copy, kept) = match RowsFile::open(dir, shape, ctx, keep)? {
+            Some((copy, kept)) => (Some(copy), kept),
+            None if resident == bundles => {
+                (None, (0..bundles).into_par_iter().map(|i| encode(i).map(Some)).collect::<Result<_>>()?)
+            }
+            None => {
+                let (copy, kept) = RowsFile::write(dir, shape, encode, keep)?;
+                (Some(copy), kept)
+            }
+        };
+        for (i, (bundle, plain)) in self.indices.iter_mut().flatten().zip(kept).enumerate() {
+            match plain {
+                Some(plain) => bundle.plaintexts = plain,
+                None => bundle.on_disk = Some(i),
+            }
+        }
+        self.rows = copy.filter(|_| resident < bundles);
+        Ok(())
+    }
+
     /// The plaintexts of bundle `b` at bundle index `bi`: the matching polynomial's
-    /// `B + 1`, then each label part's `B + 1`. Encoded now in compact mode.
-    pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, PlainRows>, HeError> {
+    /// `B + 1`, then each label part's `B + 1`. Read from the encoded copy on disk, or
+    /// encoded now in compact mode, when not held in memory.
+    pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, PlainRows>> {
         let bundle = &self.indices[bi][b];
         if !bundle.plaintexts.is_empty() {
             return Ok(Cow::Borrowed(&bundle.plaintexts));
+        }
+        if let (Some(copy), Some(i)) = (&self.rows, bundle.on_disk) {
+            return Ok(Cow::Owned(copy.read(&self.ctx, i)?));
         }
         Ok(Cow::Owned(encode_coefficients(&self.ctx, bundle.coeffs.as_deref().unwrap_or_default())?))
     }

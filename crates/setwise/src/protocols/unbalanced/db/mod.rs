@@ -13,6 +13,7 @@
 mod coefficients;
 mod encoding;
 mod placement;
+mod rows;
 mod storage;
 
 use super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, record_to_felts, seal_label};
@@ -31,7 +32,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
-pub(crate) use storage::{available_memory, fits};
+pub(crate) use storage::{available_memory, fits, plaintext_budget};
 
 /// One change to one bin of a bundle whose coefficients are known, applied in
 /// O(B) per polynomial ([`add_point`], [`remove_point`]) instead of re-interpolating.
@@ -57,8 +58,11 @@ struct Bundle {
     /// part; polynomial-major, then coefficient-major. `None` when not loaded (an update
     /// reads only the bundles it changes) or dropped once encoded.
     coeffs: Option<Vec<u32>>,
-    /// The coefficients as plaintexts at level 0, in the same order (empty until encoded).
+    /// The coefficients as plaintexts at level 0, in the same order (empty until encoded,
+    /// or when they are read from the encoded copy on disk).
     plaintexts: PlainRows,
+    /// Served from the encoded copy on disk ([`rows::RowsFile`]): the bundle's place in it.
+    on_disk: Option<usize>,
     /// Where the coefficients are saved, while they are unchanged since.
     saved: Option<Segment>,
     /// New, or its coefficients are unknown: interpolate every bin anew.
@@ -73,6 +77,7 @@ impl Bundle {
             bins: vec![Vec::new(); bpb],
             coeffs: None,
             plaintexts: PlainRows::default(),
+            on_disk: None,
             saved: None,
             rebuild: true,
             edits: Vec::new(),
@@ -113,6 +118,9 @@ pub struct DbInfo {
     pub compact_bytes: usize,
     /// Served in compact mode (plaintexts encoded per query).
     pub compact: bool,
+    /// Served encoded with this many bytes of the plaintexts read per query from the
+    /// encoded copy on disk (what did not fit in memory); 0 when all are in memory.
+    pub on_disk_bytes: usize,
     /// The most receiver items per query.
     pub receiver_max: usize,
     /// Labelled: the longest label in bytes (0 if unlabelled).
@@ -185,6 +193,8 @@ pub struct SenderDb {
     key_check: Option<[u8; 32]>,
     /// The directory's lock, held while the database is open for an update.
     lock: Option<DirLock>,
+    /// The encoded copy on disk, when some bundles are served from it.
+    rows: Option<rows::RowsFile>,
     info: DbInfo,
 }
 
@@ -268,6 +278,7 @@ impl SenderDb {
             key_place: KeyPlace::Directory,
             key_check: None,
             lock: None,
+            rows: None,
             info: DbInfo::default(),
         };
         step("place the items in bundles");
@@ -458,7 +469,7 @@ impl SenderDb {
 
     fn finish_update(&mut self, mut stats: UpdateStats) -> Result<UpdateStats> {
         stats.bundles_touched = self.indices.iter().flatten().filter(|b| b.dirty()).count();
-        let serving = self.indices.iter().flatten().any(|b| !b.plaintexts.is_empty());
+        let serving = self.indices.iter().flatten().any(|b| !b.plaintexts.is_empty() || b.on_disk.is_some());
         stats.bundles_new = self.compute_coefficients(None)?;
         if serving {
             self.encode()?;
@@ -486,7 +497,9 @@ impl SenderDb {
             .try_fold(
                 || 0,
                 |anew, bundle| {
+                    // Its plaintexts, in memory or in the encoded copy, are no longer its own.
                     bundle.plaintexts = PlainRows::default();
+                    bundle.on_disk = None;
                     if !bundle.rebuild && bundle.coeffs.is_none() {
                         match (bundle.saved, dir) {
                             (Some(seg), Some(dir)) => bundle.coeffs = Some(read_segment(dir, seg, len, p)?),
@@ -537,6 +550,8 @@ impl SenderDb {
         let parts = self.labels.as_ref().map_or(0, |l| l.layout.parts);
         let polys = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1);
         (self.info.plaintext_bytes, self.info.compact_bytes) = self.params.serving_bytes(polys);
+        let on_disk = self.indices.iter().flatten().filter(|b| b.on_disk.is_some()).count();
+        self.info.on_disk_bytes = self.info.plaintext_bytes / bundles.max(1) * on_disk;
         self.info.label_parts = parts;
         self.info.label_bytes = self.labels.as_ref().map_or(0, |l| l.layout.record_bytes - LABEL_NONCE - 2);
         self.info.receiver_max = self.params.receiver_max();

@@ -22,7 +22,6 @@ use crate::crypto::ristretto::SecretScalar;
 use crate::error::{Error, Result};
 use crate::he::HeContext;
 use crate::io::{sync_dir, write_atomic};
-use crate::protocols::human_bytes;
 use crate::wire::{Reader, Writer};
 use rayon::prelude::*;
 use std::collections::HashSet;
@@ -64,8 +63,13 @@ impl Segment {
 /// How a database is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Open {
-    /// To serve queries: every segment read, checked and encoded as plaintexts.
+    /// To serve queries: every segment read, checked and encoded as plaintexts, held in
+    /// memory as far as the machine's available memory allows
+    /// ([`plaintext_budget`]); the rest is read per query from an encoded copy on
+    /// disk, written beside the segments by the first load that needs it.
     Serve,
+    /// As [`Serve`](Self::Serve), holding at most this many bytes of plaintexts in memory.
+    ServeWithin(usize),
     /// To serve in compact mode: the coefficients kept, plaintexts encoded per query.
     Compact,
     /// To update ([`insert`](SenderDb::insert), [`remove`](SenderDb::remove),
@@ -149,7 +153,7 @@ impl Drop for DirLock {
 }
 
 /// Open options for a new file readable by its owner only.
-fn private_options() -> OpenOptions {
+pub(super) fn private_options() -> OpenOptions {
     let mut o = OpenOptions::new();
     #[cfg(unix)]
     {
@@ -330,12 +334,13 @@ impl SenderDb {
             b.saved = Some(*seg);
         }
         self.dir = Some(path.to_path_buf());
-        // Segments of replaced bundles, and what an interrupted earlier save left.
+        // Segments of replaced bundles, what an interrupted earlier save left, and the
+        // encoded copies, all of an older manifest (a server reading one keeps it open).
         let live: HashSet<String> = segments.iter().map(|s| Segment::file_name(s.id)).collect();
         for entry in std::fs::read_dir(path).map_err(io)?.flatten() {
             let file = entry.file_name().to_string_lossy().into_owned();
             let stale_manifest = file.starts_with("MANIFEST.") && file.ends_with(".tmp");
-            if (file.starts_with("seg-") && !live.contains(&file)) || stale_manifest {
+            if (file.starts_with("seg-") && !live.contains(&file)) || stale_manifest || super::rows::is_copy(&file) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -467,20 +472,16 @@ impl SenderDb {
         if let (Some(file), Some(check)) = (key, db.key_check) {
             db.oprf = Some(read_key(&file, &check)?);
         }
-        if how == Open::Serve {
-            // The manifest's counts give the plaintexts' size before any segment is read.
-            db.refresh_info();
-            check_fits(path, db.info.plaintext_bytes, available_memory())?;
-        }
         let (p, len) = (&db.params, db.segment_len());
         match how {
-            Open::Serve => {
-                let ctx = &db.ctx;
-                db.indices.par_iter_mut().flatten().try_for_each(|b| {
-                    let coeffs = read_segment(path, b.saved.expect("every loaded bundle is saved"), len, p)?;
-                    b.plaintexts = super::encoding::encode_coefficients(ctx, &coeffs)?;
-                    Ok::<_, Error>(())
-                })?;
+            Open::Serve | Open::ServeWithin(_) => {
+                let budget = plaintext_budget(available_memory());
+                let budget = match how {
+                    Open::ServeWithin(cap) => Some(budget.map_or(cap, |b| b.min(cap))),
+                    _ => budget,
+                };
+                let manifest_hash = bytes[bytes.len() - 32..].try_into().expect("a checked manifest ends in its hash");
+                db.load_encoded(path, manifest_hash, budget)?;
             }
             Open::Compact => {
                 db.indices.par_iter_mut().flatten().try_for_each(|b| {
@@ -585,6 +586,7 @@ impl SenderDb {
             key_place,
             key_check,
             lock: None,
+            rows: None,
             info: DbInfo { preset, build_ms, ..Default::default() },
         };
         db.refresh_info();
@@ -647,29 +649,18 @@ fn check_placement(
     Ok(())
 }
 
-/// Refuses to serve a database encoded when its plaintexts (`bytes`) exceed the memory
-/// the machine has `available`: the load would read and encode for minutes and then be
-/// killed. Compact mode serves it from its coefficients instead.
-fn check_fits(path: &Path, bytes: usize, available: Option<usize>) -> Result<()> {
-    match available {
-        Some(free) if !fits(bytes, Some(free)) => Err(Error::usage(
-            "memory",
-            format!(
-                "{} takes {} encoded as plaintexts, more than the {} of memory available: serve it in \
-                 compact mode (--compact; each query encodes what it uses), or where more memory is free",
-                path.display(),
-                human_bytes(bytes as u64),
-                human_bytes(free as u64)
-            ),
-        )),
-        _ => Ok(()),
-    }
+/// Of the memory `available`, what a served database's plaintexts may take: all but an
+/// eighth, which is left to the queries' working memory (the bundles read from disk, the
+/// receivers' powers) and the system. `None` where the kernel does not say.
+pub(crate) fn plaintext_budget(available: Option<usize>) -> Option<usize> {
+    available.map(|a| a - a / 8)
 }
 
-/// Whether `bytes` of plaintexts fit in the memory `available` (unknown: assumed to).
-/// The one rule for loading a database encoded and for `auto`'s prediction of it.
+/// Whether `bytes` of plaintexts fit in the memory `available` (unknown: assumed to),
+/// by [`plaintext_budget`]: the one rule for loading a database encoded and for `auto`'s
+/// prediction of it.
 pub(crate) fn fits(bytes: usize, available: Option<usize>) -> bool {
-    available.is_none_or(|free| bytes <= free)
+    plaintext_budget(available).is_none_or(|budget| bytes <= budget)
 }
 
 /// The memory this process may still take, if the kernel says: Linux's `MemAvailable`,
@@ -693,14 +684,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_database_larger_than_the_memory_available_is_refused_before_encoding() {
-        let path = Path::new("big.db");
-        let e = check_fits(path, 3 << 30, Some(2 << 30)).unwrap_err();
-        assert_eq!(e.field(), Some("memory"));
-        assert!(e.to_string().contains("big.db") && e.to_string().contains("--compact"), "{e}");
-        check_fits(path, 1 << 30, Some(2 << 30)).unwrap();
-        // Where the kernel does not say, the load is tried.
-        check_fits(path, 3 << 30, None).unwrap();
+    fn a_served_database_leaves_an_eighth_of_the_memory_to_the_queries() {
+        assert_eq!(plaintext_budget(Some(8 << 30)), Some(7 << 30));
+        assert!(fits(7 << 30, Some(8 << 30)) && !fits((7 << 30) + 1, Some(8 << 30)));
+        // Where the kernel does not say, everything is held.
+        assert!(fits(usize::MAX, None) && plaintext_budget(None).is_none());
         assert!(available_memory().is_none_or(|m| m > 0));
     }
 }

@@ -1,0 +1,248 @@
+//! The encoded copy of a database on disk: every bundle's plaintexts in NTT form, one
+//! file beside the segments, so a database whose plaintexts do not all fit in memory
+//! serves the rest from disk (a read per bundle per query) instead of re-encoding them
+//! per query as compact mode does.
+//!
+//! `ROWS-<manifest hash>-l<level>`: a header (magic, version, the hash of the manifest it
+//! encodes, the level, the bundle count, the words per bundle, each bundle's BLAKE3 hash,
+//! the header's own hash), then each bundle's words, little-endian, from a 4 KiB
+//! boundary. It is derived data: written by the first load that needs it (to a temporary
+//! name, synced, renamed), named for the manifest it encodes so no save can make it lie
+//! (a save deletes every copy, as its manifest changes), checked whole when a load
+//! reuses it. Each read checks every word against its modulus again, so a file changed
+//! under a running server gives an error, never an overflowing sum.
+
+use crate::error::{Error, Result};
+use crate::he::{HeContext, PlainRows};
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+const MAGIC: [u8; 8] = *b"SETWROWS";
+const VERSION: u32 = 1;
+/// Where the words start: the header rounded up to this.
+const ALIGN: u64 = 4096;
+
+/// What a copy must hold to serve a database: the manifest it encodes, the level and
+/// the shape of its bundles.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shape {
+    /// The BLAKE3 hash at the end of the manifest.
+    pub manifest: [u8; 32],
+    /// The level the plaintexts are encoded at.
+    pub level: usize,
+    /// Bundles, in the manifest's order.
+    pub bundles: usize,
+    /// Words of every bundle's plaintexts.
+    pub words: usize,
+}
+
+impl Shape {
+    /// The copy's file name in the database directory.
+    pub(super) fn file_name(&self) -> String {
+        let hex: String = self.manifest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("ROWS-{hex}-l{}", self.level)
+    }
+
+    fn header_len(&self) -> usize {
+        8 + 4 + 32 + 4 + 8 + 8 + 32 * self.bundles + 32
+    }
+
+    fn start(&self) -> u64 {
+        (self.header_len() as u64).div_ceil(ALIGN) * ALIGN
+    }
+
+    fn offset(&self, bundle: usize) -> u64 {
+        self.start() + (bundle * self.words * 8) as u64
+    }
+
+    fn header(&self, hashes: &[[u8; 32]]) -> Vec<u8> {
+        let mut h = Vec::with_capacity(self.header_len());
+        h.extend_from_slice(&MAGIC);
+        h.extend_from_slice(&VERSION.to_le_bytes());
+        h.extend_from_slice(&self.manifest);
+        h.extend_from_slice(&(self.level as u32).to_le_bytes());
+        h.extend_from_slice(&(self.bundles as u64).to_le_bytes());
+        h.extend_from_slice(&(self.words as u64).to_le_bytes());
+        hashes.iter().for_each(|x| h.extend_from_slice(x));
+        let sum = *blake3::hash(&h).as_bytes();
+        h.extend_from_slice(&sum);
+        h
+    }
+}
+
+/// Whether `name` is a copy's (or a copy being written), for the save that deletes them.
+pub(super) fn is_copy(name: &str) -> bool {
+    name.starts_with("ROWS-")
+}
+
+/// A database's encoded copy, open for the reads of bundles not held in memory.
+#[derive(Debug)]
+pub(super) struct RowsFile {
+    file: File,
+    path: PathBuf,
+    shape: Shape,
+}
+
+/// Plaintexts a load keeps in memory, by bundle (`None`: read from the copy per query).
+pub(super) type Kept = Vec<Option<PlainRows>>;
+
+impl RowsFile {
+    /// Opens the copy of `shape` in `dir` if there is one, checking its header and every
+    /// bundle's hash, and keeping in memory the bundles `keep` says. `None` if absent.
+    pub(super) fn open(
+        dir: &Path,
+        shape: Shape,
+        ctx: &HeContext,
+        keep: impl Fn(usize) -> bool + Sync,
+    ) -> Result<Option<(Self, Kept)>> {
+        let path = dir.join(shape.file_name());
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::file(&path, e)),
+        };
+        let bad = |why: String| {
+            Error::damaged(&path, format!("{why}; delete it and the next load writes it anew from the segments"))
+        };
+        let len = file.metadata().map_err(|e| Error::file(&path, e))?.len();
+        let want = shape.offset(shape.bundles);
+        if len != want {
+            return Err(bad(format!("{len} bytes where the database's encoded plaintexts take {want}")));
+        }
+        let mut header = vec![0u8; shape.header_len()];
+        read_at(&file, &mut header, 0).map_err(|e| Error::file(&path, e))?;
+        let hashes: Vec<[u8; 32]> =
+            header[64..64 + 32 * shape.bundles].chunks_exact(32).map(|c| c.try_into().expect("32 bytes")).collect();
+        if shape.header(&hashes) != header {
+            return Err(bad(
+                "its header is not this database's (another manifest, level or shape) or is damaged".into()
+            ));
+        }
+        let rows = RowsFile { file, path: path.clone(), shape };
+        let kept = (0..shape.bundles)
+            .into_par_iter()
+            .map(|i| {
+                let (mut words, hash) = rows.read_words(i)?;
+                if hash != hashes[i] {
+                    return Err(bad(format!("bundle {i}: checksum mismatch")));
+                }
+                let plain = PlainRows::from_words(ctx, shape.level, std::mem::take(&mut *words))
+                    .map_err(|e| bad(format!("bundle {i}: {e}")))?;
+                Ok(keep(i).then_some(plain))
+            })
+            .collect::<Result<Kept>>()?;
+        Ok(Some((rows, kept)))
+    }
+
+    /// Writes the copy of `shape` in `dir`: each bundle's plaintexts from `encode`
+    /// (in parallel), the ones `keep` says also kept in memory. A failed write leaves no
+    /// file behind.
+    pub(super) fn write(
+        dir: &Path,
+        shape: Shape,
+        encode: impl Fn(usize) -> Result<PlainRows> + Sync,
+        keep: impl Fn(usize) -> bool + Sync,
+    ) -> Result<(Self, Kept)> {
+        let path = dir.join(shape.file_name());
+        let mut nonce = [0u8; 8];
+        crate::crypto::rng::fill_os(&mut nonce);
+        let tmp = dir.join(format!("{}.{:016x}.tmp", shape.file_name(), u64::from_le_bytes(nonce)));
+        let io = |e| Error::file(&tmp, e);
+        let written = (|| {
+            let file =
+                super::storage::private_options().read(true).write(true).create_new(true).open(&tmp).map_err(io)?;
+            file.set_len(shape.offset(shape.bundles)).map_err(io)?;
+            let done = (0..shape.bundles)
+                .into_par_iter()
+                .map(|i| {
+                    let plain = encode(i)?;
+                    if plain.words().len() != shape.words {
+                        return Err(Error::usage(
+                            "database",
+                            format!("bundle {i} does not have the shape of the others"),
+                        ));
+                    }
+                    let bytes = le_bytes(plain.words());
+                    write_at(&file, &bytes, shape.offset(i)).map_err(io)?;
+                    Ok((*blake3::hash(&bytes).as_bytes(), keep(i).then_some(plain)))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let (hashes, kept): (Vec<[u8; 32]>, Kept) = done.into_iter().unzip();
+            write_at(&file, &shape.header(&hashes), 0).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            std::fs::rename(&tmp, &path).map_err(io)?;
+            crate::io::sync_dir(&path).map_err(|e| Error::file(&path, e))?;
+            Ok((file, kept))
+        })();
+        match written {
+            Ok((file, kept)) => Ok((RowsFile { file, path, shape }, kept)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Bundle `i`'s plaintexts, read now and checked word by word (the file may have
+    /// changed since it was loaded).
+    pub(super) fn read(&self, ctx: &HeContext, i: usize) -> Result<PlainRows> {
+        let (mut words, _) = self.read_words(i)?;
+        PlainRows::from_words(ctx, self.shape.level, std::mem::take(&mut *words))
+            .map_err(|e| Error::damaged(&self.path, format!("bundle {i}: {e}: the file changed after it was loaded")))
+    }
+
+    /// Bundle `i`'s words as stored, unchecked, and the hash of their bytes; zeroized
+    /// if dropped.
+    fn read_words(&self, i: usize) -> Result<(Zeroizing<Vec<u64>>, [u8; 32])> {
+        let mut words = Zeroizing::new(vec![0u64; self.shape.words]);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
+        read_at(&self.file, bytes, self.shape.offset(i)).map_err(|e| Error::file(&self.path, e))?;
+        let hash = *blake3::hash(bytes).as_bytes();
+        words.iter_mut().for_each(|w| *w = u64::from_le(*w));
+        Ok((words, hash))
+    }
+}
+
+/// The words as little-endian bytes: borrowed where that is the machine's order.
+fn le_bytes(words: &[u64]) -> Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        Cow::Borrowed(bytemuck::cast_slice(words))
+    } else {
+        Cow::Owned(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(unix)]
+fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => (buf, offset) = (&mut buf[n..], offset + n as u64),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(windows)]
+fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => (buf, offset) = (&buf[n..], offset + n as u64),
+        }
+    }
+    Ok(())
+}

@@ -80,15 +80,15 @@ wait_listening "$dir/sc.log" $sender
 finish_sender $sender; grep -E "RSS|error" "$dir/sc.log"
 
 if [ -n "${MEMORY:-}" ]; then
-  for run in "writes the copy" "reuses the copy"; do
-    echo "== at most $MEMORY of plaintexts in memory, the rest from disk: the load $run; two queries of $receivers"
+  for run in 1 2; do
+    echo "== at most $MEMORY of plaintexts in memory, the rest from disk: load $run (the first writes the copy, the second reuses it); two queries of $receivers"
     port=$((20000 + RANDOM % 20000))
     t0=$(date +%s.%N)
     /usr/bin/time -f "sender --memory $MEMORY: peak RSS %M KiB" "$bin" sender --protocol unbalanced --db "$dir/s.db" --memory "$MEMORY" \
       --listen "127.0.0.1:$port" --sessions 2 2> "$dir/sm.log" &
     sender=$!
     wait_listening "$dir/sm.log" $sender
-    echo "load: $(echo "$(date +%s.%N) - $t0" | bc) s"; grep -E "^plaintexts" "$dir/sm.log" || true
+    echo "load: $(echo "$(date +%s.%N) - $t0" | bc) s"; grep -E "^plaintexts|^encoded copy" "$dir/sm.log" || true
     for k in 1 2; do
       if [ "${COLD:-}" = 1 ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi
       "$bin" receiver --protocol unbalanced --input "$dir/q$receivers.csv" --connect "127.0.0.1:$port" --output "$dir/om.csv" 2>&1 \

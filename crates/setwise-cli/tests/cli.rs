@@ -306,6 +306,10 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
         // Long enough that the slow client is still waiting however loaded the machine.
         "--hello-timeout",
         "120",
+        // Nothing held in memory: every bundle read per query from the encoded copy on
+        // disk, the path of a database larger than the memory, under concurrent queries.
+        "--memory",
+        "0",
     ]);
     let connect = || loop {
         match std::net::TcpStream::connect(&addr) {
@@ -353,6 +357,8 @@ fn unbalanced_serves_concurrent_receivers_and_survives_a_hostile_one() {
     assert!(so.status.success(), "{}", text(&so.stderr));
     let log = text(&so.stderr);
     assert_eq!(log.matches("answered 40 items").count(), 2, "{log}");
+    assert!(log.contains("plaintexts: 0 B in memory"), "{log}");
+    assert!(std::fs::read_dir(&db).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("ROWS-")));
     // Neither took a session's place: the hostile one is refused for its first frame,
     // the slow one is still waiting for its hello when the server stops (and is counted).
     assert_eq!(log.matches("error:").count(), 0, "{log}");

@@ -51,9 +51,10 @@ pub struct SenderArgs {
     #[arg(long)]
     compact: bool,
     /// Unbalanced: hold at most this much of the encoded plaintexts in memory (bytes, or
-    /// with a unit: 512MiB, 4GiB, 4G, 4GB); the rest is read per query from an encoded
-    /// copy on disk, written beside the segments by the first load that needs it.
-    /// Default: the memory available less an eighth.
+    /// with a unit: 512MiB, 4GiB, 4G, 4GB), and never more than the default; the rest is
+    /// read per query from an encoded copy on disk, written beside the segments by the
+    /// first load that needs it (as large as the plaintexts: `db info`). Default: the
+    /// memory available less an eighth (or two bundles per thread, if more).
     #[arg(long, value_parser = parse_size, conflicts_with = "compact")]
     memory: Option<usize>,
     /// Authorized/partial: the judge's public key file (hex, from `setwise judge`).
@@ -157,6 +158,9 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
             human_bytes(i.on_disk_bytes as u64)
         );
     }
+    if !i.encoded_copy.is_empty() {
+        eprintln!("encoded copy: {}", i.encoded_copy);
+    }
     // Named so that the database's protocol refuses what it does not take.
     let named = Named::none().with("client_id", a.client_id.as_deref());
     let named = named.with("judge_key", a.judge_key.as_deref().map(|p| p.display().to_string()));
@@ -235,6 +239,9 @@ pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
 fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    if split == 0 {
+        return Err(format!("{s:?} is not a size in bytes (e.g. 4GiB)"));
+    }
     let (number, unit) = t.split_at(split);
     let scale: f64 = match unit.trim() {
         "" | "B" => 1.0,
@@ -250,7 +257,7 @@ fn parse_size(s: &str) -> Result<usize, String> {
             return Err(format!("unknown unit {u:?}: use bytes, KiB, MiB, GiB, TiB (or K, M, G, T) or kB, MB, GB, TB"));
         }
     };
-    let n: f64 = number.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4GiB)"))?;
+    let n: f64 = number.parse().map_err(|_| format!("{s:?} is not a size in bytes (e.g. 4GiB)"))?;
     let bytes = n * scale;
     if !bytes.is_finite() || bytes >= usize::MAX as f64 {
         return Err(format!("{s:?} is too large"));
@@ -270,6 +277,7 @@ mod tests {
         assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
         assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
         assert!(parse_size("4 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("-1").unwrap_err().contains("not a size"));
         assert!(parse_size("GiB").is_err() && parse_size("").is_err() && parse_size("1e400").is_err());
     }
 }

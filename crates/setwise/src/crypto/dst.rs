@@ -125,6 +125,9 @@ pub const REVEAL_ITEM: &str = "setwise/reveal/v1/item-digest";
 pub const FINGERPRINT_JUDGE_KEY: &str = "setwise/authorized/v1/key-fingerprint";
 /// Fingerprint of unbalanced-PSI parameters (canonical JSON).
 pub const FINGERPRINT_UNBALANCED_PARAMS: &str = "setwise/unbalanced/v1/params-fingerprint";
+/// Fingerprint of how a database's plaintexts are encoded (a probe's encoding), kept in
+/// its encoded copy on disk so that a copy another encoding wrote is not served.
+pub const FINGERPRINT_UNBALANCED_ENCODING: &str = "setwise/unbalanced/v1/encoding-fingerprint";
 
 /// A 32-byte per-session value both parties agree on in the hello.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,8 +1,8 @@
 //! Automatic parameters: search N, table size, bin degree and source powers for the
 //! cheapest feasible set under a cost model calibrated on this machine.
 //!
-//! Cost of one query (seconds): sender work / 2 cores + receiver work + bytes over the
-//! [`Link`] (1 Gbit/s unless named), where, per candidate,
+//! Cost of one query (seconds): sender work / 2 cores + receiver work + reads from disk +
+//! bytes over the [`Link`] (1 Gbit/s unless named), where, per candidate,
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
 //! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (t(sum) + B · t(ct×pt)
@@ -12,11 +12,13 @@
 //!   its own and a ct×ct, and one relinearisation;
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|;
-//! - where the plaintexts served encoded would not fit in the [`Serving`] memory, the
-//!   database serves the rest from its encoded copy on disk, each query reading it at
-//!   [`DISK_READ_BYTES_PER_SEC`], or in compact mode, the sender encoding each result's
-//!   B + 1 plaintexts per query (results · (B + 1) · t(encode)), whichever is cheaper; a
-//!   set whose coefficients do not fit either is not chosen.
+//! - where the plaintexts served encoded would not fit in the [`Serving`] memory (less
+//!   the queries' share, `db::plaintext_budget`), the database serves the rest from its
+//!   encoded copy on disk, each query reading it at [`DISK_READ_BYTES_PER_SEC`] (added to
+//!   the time, not spread over the cores), or, where its coefficients fit and that is
+//!   cheaper, in compact mode, the sender encoding each result's B + 1 plaintexts per
+//!   query (results · (B + 1) · t(encode)). Disk serving needs disk, not memory, so no
+//!   set is refused for memory.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
@@ -95,7 +97,7 @@ pub struct Serving {
 impl Serving {
     /// Over `link`, on a machine like this one: the memory it has available now
     /// (Linux's `MemAvailable`, within a container the cgroup's room), the figure the
-    /// database's load checks.
+    /// database's load budgets its plaintexts from.
     pub fn here(link: Link) -> Serving {
         Serving { link, memory: super::db::available_memory() }
     }
@@ -307,8 +309,6 @@ pub fn choose(
 ) -> Result<Choice> {
     let shapes = shapes();
     let mut best: Option<(f64, Choice)> = None;
-    // The least memory of a set refused for it, for the error if none fits.
-    let mut least_memory = usize::MAX;
     for (he, c) in costs {
         let n = he.degree;
         let felt_bits = 63 - he.plain_modulus.leading_zeros() as usize;
@@ -356,19 +356,21 @@ pub fn choose(
                     let parts = if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
                     let products = shape.plan.products();
                     let results = (indices * bundles * (1 + parts)) as f64;
-                    // Served encoded if its plaintexts fit, else compact (each query encodes
-                    // them), else not at all.
                     // `bundles` is the fullest index's: every index at it bounds the total.
                     let (encoded, coefficients) = p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1));
-                    let budget = super::db::plaintext_budget(serving.memory).unwrap_or(usize::MAX);
-                    let on_disk = encoded.saturating_sub(budget);
+                    // What does not fit is read from the encoded copy on disk, unless
+                    // compact mode fits and encoding per query is cheaper.
+                    let bundle = p.serving_bytes((1 + parts) * (degree + 1)).0;
+                    let fit = |bytes| super::db::fits(bytes, serving.memory, bundle);
+                    let on_disk = if fit(encoded) {
+                        0
+                    } else {
+                        encoded
+                            .saturating_sub(super::db::plaintext_budget(serving.memory, bundle).unwrap_or(usize::MAX))
+                    };
                     let read_s = on_disk as f64 / DISK_READ_BYTES_PER_SEC;
                     let encode_all_ms = results * (degree + 1) as f64 * c.encode_ms;
-                    let compact = on_disk > 0 && encode_all_ms / 2e3 < read_s;
-                    if on_disk > 0 && !super::db::fits(coefficients, serving.memory) {
-                        least_memory = least_memory.min(coefficients);
-                        continue;
-                    }
+                    let compact = on_disk > 0 && fit(coefficients) && encode_all_ms / 2e3 < read_s;
                     let (encode_ms, read_s, on_disk) =
                         if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
                     // Direct: one relinearisation of the sum per result when powers are
@@ -413,20 +415,11 @@ pub fn choose(
             }
         }
     }
-    best.map(|(_, c)| c).ok_or_else(|| match serving.memory {
-        Some(free) if least_memory < usize::MAX => Error::params(
-            "memory",
-            format!(
-                "no parameters for {sender} sender items and {receiver_max} receiver items fit in the {} of memory \
-                 available: the smallest database takes {} even in compact mode",
-                crate::protocols::human_bytes(free as u64),
-                crate::protocols::human_bytes(least_memory as u64)
-            ),
-        ),
-        _ => Error::params(
+    best.map(|(_, c)| c).ok_or_else(|| {
+        Error::params(
             "sizes",
             format!("no feasible parameters for {sender} sender items and {receiver_max} receiver items"),
-        ),
+        )
     })
 }
 

@@ -4,8 +4,9 @@
 //! compact mode, kept as they are and encoded per query (4 bytes a slot instead of L·8).
 
 use super::SenderDb;
-use super::rows::{RowsFile, Shape};
+use super::rows::{Found, RowsFile, Shape, remove_others};
 use super::storage::read_segment;
+use crate::crypto::dst::{self, Domain};
 use crate::error::{Error, Result};
 use crate::he::{HeContext, HeError, PlainRows};
 use rayon::prelude::*;
@@ -14,6 +15,20 @@ use std::path::Path;
 
 /// The level the plaintexts are encoded at.
 const LEVEL: usize = 0;
+
+/// A fingerprint of how this build encodes plaintexts at level 0 for `ctx`: the
+/// encoding of a fixed probe, hashed. An encoded copy written by another encoding (a
+/// change of slot layout or NTT) has another, and is not served.
+fn encoding_fingerprint(ctx: &HeContext) -> Result<[u8; 32]> {
+    let t = ctx.plain_modulus();
+    let probe: Vec<u64> = (0..ctx.slots() as u64).map(|i| (i * 0x9e37_79b9 + 1) % t).collect();
+    let rows = ctx.encode_rows(&probe, LEVEL)?;
+    let mut h = Domain::fixed(dst::FINGERPRINT_UNBALANCED_ENCODING).hasher();
+    rows.words().iter().for_each(|w| {
+        h.update(&w.to_le_bytes());
+    });
+    Ok(*h.finalize().as_bytes())
+}
 
 /// Encodes coefficient rows of N as plaintexts at level 0.
 pub(super) fn encode_coefficients(ctx: &HeContext, coeffs: &[u32]) -> Result<PlainRows, HeError> {
@@ -40,28 +55,50 @@ impl SenderDb {
         self.segment_len() * self.params.seal_params.coeff_modulus_bits.len()
     }
 
+    /// Bytes of one bundle's plaintexts at level 0.
+    pub(super) fn bundle_bytes(&self) -> usize {
+        8 * self.bundle_words()
+    }
+
     /// Loads the saved database in `dir` (whose manifest has the hash `manifest`) to
     /// serve it encoded, holding at most `budget` bytes of plaintexts in memory (`None`:
     /// all of them). Bundles beyond it are served from the encoded copy on disk, written
     /// now unless a valid one is there; a copy that is there is used either way, as
-    /// reading it is faster than encoding.
+    /// reading it is faster than encoding, and one that does not check is replaced.
+    /// Copies of other manifests, and what crashed writes left, are deleted.
     pub(super) fn load_encoded(&mut self, dir: &Path, manifest: [u8; 32], budget: Option<usize>) -> Result<()> {
         let bundles: usize = self.indices.iter().map(Vec::len).sum();
         let words = self.bundle_words();
         let resident = budget.map_or(bundles, |b| (b / (8 * words).max(1)).min(bundles));
-        let shape = Shape { manifest, level: LEVEL, bundles, words };
+        let encoding = encoding_fingerprint(&self.ctx)?;
+        let shape = Shape { manifest, encoding, level: LEVEL, bundles, words };
+        remove_others(dir, &shape.file_name());
         let (len, p, ctx) = (self.segment_len(), &self.params, &self.ctx);
         let segments: Vec<_> =
             self.indices.iter().flatten().map(|b| b.saved.expect("every loaded bundle is saved")).collect();
         let encode = |i: usize| Ok(encode_coefficients(ctx, &read_segment(dir, segments[i], len, p)?)?);
         let keep = |i: usize| i < resident;
-        let (copy, kept) = match RowsFile::open(dir, shape, ctx, keep)? {
-            Some((copy, kept)) => (Some(copy), kept),
-            None if resident == bundles => {
+        let mut note = String::new();
+        let found = match RowsFile::open(dir, shape, ctx, keep)? {
+            Found::Invalid(why) => {
+                let path = dir.join(shape.file_name());
+                std::fs::remove_file(&path).map_err(|e| Error::file(&path, e))?;
+                note = format!("replaced a copy that did not check ({why})");
+                Found::Absent
+            }
+            found => found,
+        };
+        let (copy, kept) = match found {
+            Found::Valid(copy, kept) => {
+                note = "reused".into();
+                (Some(copy), kept)
+            }
+            _ if resident == bundles => {
                 (None, (0..bundles).into_par_iter().map(|i| encode(i).map(Some)).collect::<Result<_>>()?)
             }
-            None => {
+            _ => {
                 let (copy, kept) = RowsFile::write(dir, shape, encode, keep)?;
+                note = if note.is_empty() { "written".into() } else { format!("written: {note}") };
                 (Some(copy), kept)
             }
         };
@@ -71,6 +108,7 @@ impl SenderDb {
                 None => bundle.on_disk = Some(i),
             }
         }
+        self.info.encoded_copy = copy.as_ref().map(|_| format!("{} ({note})", shape.file_name())).unwrap_or_default();
         self.rows = copy.filter(|_| resident < bundles);
         Ok(())
     }

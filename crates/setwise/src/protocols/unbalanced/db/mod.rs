@@ -121,6 +121,9 @@ pub struct DbInfo {
     /// Served encoded with this many bytes of the plaintexts read per query from the
     /// encoded copy on disk (what did not fit in memory); 0 when all are in memory.
     pub on_disk_bytes: usize,
+    /// The encoded copy the load used, and whether it was written, reused or replaced
+    /// (empty if none).
+    pub encoded_copy: String,
     /// The most receiver items per query.
     pub receiver_max: usize,
     /// Labelled: the longest label in bytes (0 if unlabelled).

@@ -4,13 +4,15 @@
 //! per query as compact mode does.
 //!
 //! `ROWS-<manifest hash>-l<level>`: a header (magic, version, the hash of the manifest it
-//! encodes, the level, the bundle count, the words per bundle, each bundle's BLAKE3 hash,
-//! the header's own hash), then each bundle's words, little-endian, from a 4 KiB
-//! boundary. It is derived data: written by the first load that needs it (to a temporary
-//! name, synced, renamed), named for the manifest it encodes so no save can make it lie
-//! (a save deletes every copy, as its manifest changes), checked whole when a load
-//! reuses it. Each read checks every word against its modulus again, so a file changed
-//! under a running server gives an error, never an overflowing sum.
+//! encodes, a fingerprint of the encoding, the level, the bundle count, the words per
+//! bundle, each bundle's BLAKE3 hash, the header's own hash), then each bundle's words,
+//! little-endian, from a 4 KiB boundary. It is derived data: written by the first load
+//! that needs it (to a temporary file it holds locked, synced, then renamed), named for
+//! the manifest it encodes so no save can make it lie (a save deletes every copy, as its
+//! manifest changes), checked whole when a load reuses it, and replaced when it does not
+//! check. Each read during a query checks the bundle's hash and every word against its
+//! modulus again, so a copy changed under a running server fails that query by name,
+//! and can never make a sum overflow.
 
 use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows};
@@ -24,13 +26,19 @@ const MAGIC: [u8; 8] = *b"SETWROWS";
 const VERSION: u32 = 1;
 /// Where the words start: the header rounded up to this.
 const ALIGN: u64 = 4096;
+/// The name every copy (and every copy being written) starts with.
+const PREFIX: &str = "ROWS-";
+/// The suffix of a copy being written.
+const TMP: &str = ".tmp";
 
-/// What a copy must hold to serve a database: the manifest it encodes, the level and
-/// the shape of its bundles.
+/// What a copy must hold to serve a database: the manifest it encodes, the encoding,
+/// the level and the shape of its bundles.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Shape {
     /// The BLAKE3 hash at the end of the manifest.
     pub manifest: [u8; 32],
+    /// A fingerprint of the encoding (a probe's plaintext).
+    pub encoding: [u8; 32],
     /// The level the plaintexts are encoded at.
     pub level: usize,
     /// Bundles, in the manifest's order.
@@ -43,11 +51,15 @@ impl Shape {
     /// The copy's file name in the database directory.
     pub(super) fn file_name(&self) -> String {
         let hex: String = self.manifest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        format!("ROWS-{hex}-l{}", self.level)
+        format!("{PREFIX}{hex}-l{}", self.level)
     }
 
     fn header_len(&self) -> usize {
-        8 + 4 + 32 + 4 + 8 + 8 + 32 * self.bundles + 32
+        8 + 4 + 32 + 32 + 4 + 8 + 8 + 32 * self.bundles + 32
+    }
+
+    fn hashes_at(&self) -> usize {
+        8 + 4 + 32 + 32 + 4 + 8 + 8
     }
 
     fn start(&self) -> u64 {
@@ -55,7 +67,7 @@ impl Shape {
     }
 
     fn offset(&self, bundle: usize) -> u64 {
-        self.start() + (bundle * self.words * 8) as u64
+        self.start() + bundle as u64 * self.words as u64 * 8
     }
 
     fn header(&self, hashes: &[[u8; 32]]) -> Vec<u8> {
@@ -63,6 +75,7 @@ impl Shape {
         h.extend_from_slice(&MAGIC);
         h.extend_from_slice(&VERSION.to_le_bytes());
         h.extend_from_slice(&self.manifest);
+        h.extend_from_slice(&self.encoding);
         h.extend_from_slice(&(self.level as u32).to_le_bytes());
         h.extend_from_slice(&(self.bundles as u64).to_le_bytes());
         h.extend_from_slice(&(self.words as u64).to_le_bytes());
@@ -75,7 +88,7 @@ impl Shape {
 
 /// Whether `name` is a copy's (or a copy being written), for the save that deletes them.
 pub(super) fn is_copy(name: &str) -> bool {
-    name.starts_with("ROWS-")
+    name.starts_with(PREFIX)
 }
 
 /// A database's encoded copy, open for the reads of bundles not held in memory.
@@ -84,62 +97,74 @@ pub(super) struct RowsFile {
     file: File,
     path: PathBuf,
     shape: Shape,
+    hashes: Vec<[u8; 32]>,
 }
 
 /// Plaintexts a load keeps in memory, by bundle (`None`: read from the copy per query).
 pub(super) type Kept = Vec<Option<PlainRows>>;
 
+/// What a load found of a copy.
+#[derive(Debug)]
+pub(super) enum Found {
+    /// None there.
+    Absent,
+    /// One that does not check (named, and why); the load replaces it.
+    Invalid(String),
+    /// A valid one, with the bundles the load keeps in memory.
+    Valid(RowsFile, Kept),
+}
+
 impl RowsFile {
-    /// Opens the copy of `shape` in `dir` if there is one, checking its header and every
-    /// bundle's hash, and keeping in memory the bundles `keep` says. `None` if absent.
+    /// Opens the copy of `shape` in `dir` if there is one, checking its length, its
+    /// header and every bundle's hash, and keeping in memory the bundles `keep` says.
+    /// I/O failures are errors; a copy that does not check is [`Found::Invalid`].
     pub(super) fn open(
         dir: &Path,
         shape: Shape,
         ctx: &HeContext,
         keep: impl Fn(usize) -> bool + Sync,
-    ) -> Result<Option<(Self, Kept)>> {
+    ) -> Result<Found> {
         let path = dir.join(shape.file_name());
         let file = match File::open(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
             Err(e) => return Err(Error::file(&path, e)),
         };
-        let bad = |why: String| {
-            Error::damaged(&path, format!("{why}; delete it and the next load writes it anew from the segments"))
-        };
+        let invalid = |why: String| Ok(Found::Invalid(format!("{}: {why}", path.display())));
         let len = file.metadata().map_err(|e| Error::file(&path, e))?.len();
         let want = shape.offset(shape.bundles);
         if len != want {
-            return Err(bad(format!("{len} bytes where the database's encoded plaintexts take {want}")));
+            return invalid(format!("{len} bytes where this database's encoded plaintexts take {want}"));
         }
         let mut header = vec![0u8; shape.header_len()];
         read_at(&file, &mut header, 0).map_err(|e| Error::file(&path, e))?;
+        let at = shape.hashes_at();
         let hashes: Vec<[u8; 32]> =
-            header[64..64 + 32 * shape.bundles].chunks_exact(32).map(|c| c.try_into().expect("32 bytes")).collect();
+            header[at..at + 32 * shape.bundles].chunks_exact(32).map(|c| c.try_into().expect("32 bytes")).collect();
         if shape.header(&hashes) != header {
-            return Err(bad(
-                "its header is not this database's (another manifest, level or shape) or is damaged".into()
-            ));
+            return invalid("its header is not this database's (another manifest, encoding, level or shape)".into());
         }
-        let rows = RowsFile { file, path: path.clone(), shape };
+        let copy = RowsFile { file, path: path.clone(), shape, hashes };
         let kept = (0..shape.bundles)
             .into_par_iter()
-            .map(|i| {
-                let (mut words, hash) = rows.read_words(i)?;
-                if hash != hashes[i] {
-                    return Err(bad(format!("bundle {i}: checksum mismatch")));
-                }
-                let plain = PlainRows::from_words(ctx, shape.level, std::mem::take(&mut *words))
-                    .map_err(|e| bad(format!("bundle {i}: {e}")))?;
-                Ok(keep(i).then_some(plain))
+            .map(|i| match copy.read_checked(ctx, i) {
+                Ok(plain) => Ok(Ok(keep(i).then_some(plain))),
+                Err(Error::Damaged { why, .. }) => Ok(Err(why)),
+                Err(e) => Err(e),
             })
-            .collect::<Result<Kept>>()?;
-        Ok(Some((rows, kept)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .collect::<std::result::Result<Kept, String>>();
+        match kept {
+            Ok(kept) => Ok(Found::Valid(copy, kept)),
+            Err(why) => invalid(why),
+        }
     }
 
     /// Writes the copy of `shape` in `dir`: each bundle's plaintexts from `encode`
-    /// (in parallel), the ones `keep` says also kept in memory. A failed write leaves no
-    /// file behind.
+    /// (in parallel), the ones `keep` says also kept in memory. The file is written under
+    /// a temporary name it holds locked (so that another load can tell it from the
+    /// remains of a crash), synced, and renamed; a failed write leaves nothing behind.
     pub(super) fn write(
         dir: &Path,
         shape: Shape,
@@ -149,11 +174,12 @@ impl RowsFile {
         let path = dir.join(shape.file_name());
         let mut nonce = [0u8; 8];
         crate::crypto::rng::fill_os(&mut nonce);
-        let tmp = dir.join(format!("{}.{:016x}.tmp", shape.file_name(), u64::from_le_bytes(nonce)));
+        let tmp = dir.join(format!("{}.{:016x}{TMP}", shape.file_name(), u64::from_le_bytes(nonce)));
         let io = |e| Error::file(&tmp, e);
         let written = (|| {
             let file =
                 super::storage::private_options().read(true).write(true).create_new(true).open(&tmp).map_err(io)?;
+            file.lock().map_err(io)?;
             file.set_len(shape.offset(shape.bundles)).map_err(io)?;
             let done = (0..shape.bundles)
                 .into_par_iter()
@@ -175,10 +201,10 @@ impl RowsFile {
             file.sync_all().map_err(io)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             crate::io::sync_dir(&path).map_err(|e| Error::file(&path, e))?;
-            Ok((file, kept))
+            Ok((file, hashes, kept))
         })();
         match written {
-            Ok((file, kept)) => Ok((RowsFile { file, path, shape }, kept)),
+            Ok((file, hashes, kept)) => Ok((RowsFile { file, path, shape, hashes }, kept)),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
                 Err(e)
@@ -186,23 +212,46 @@ impl RowsFile {
         }
     }
 
-    /// Bundle `i`'s plaintexts, read now and checked word by word (the file may have
-    /// changed since it was loaded).
+    /// Bundle `i`'s plaintexts, read now and checked: its hash, and every word below its
+    /// modulus (the file may have changed since it was loaded).
     pub(super) fn read(&self, ctx: &HeContext, i: usize) -> Result<PlainRows> {
-        let (mut words, _) = self.read_words(i)?;
-        PlainRows::from_words(ctx, self.shape.level, std::mem::take(&mut *words))
-            .map_err(|e| Error::damaged(&self.path, format!("bundle {i}: {e}: the file changed after it was loaded")))
+        self.read_checked(ctx, i).map_err(|e| match e {
+            Error::Damaged { path, why } => {
+                Error::damaged(&path, format!("{why}: the file changed after it was loaded"))
+            }
+            e => e,
+        })
     }
 
-    /// Bundle `i`'s words as stored, unchecked, and the hash of their bytes; zeroized
-    /// if dropped.
-    fn read_words(&self, i: usize) -> Result<(Zeroizing<Vec<u64>>, [u8; 32])> {
+    fn read_checked(&self, ctx: &HeContext, i: usize) -> Result<PlainRows> {
         let mut words = Zeroizing::new(vec![0u64; self.shape.words]);
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
         read_at(&self.file, bytes, self.shape.offset(i)).map_err(|e| Error::file(&self.path, e))?;
-        let hash = *blake3::hash(bytes).as_bytes();
+        if blake3::hash(bytes).as_bytes() != &self.hashes[i] {
+            return Err(Error::damaged(&self.path, format!("bundle {i}: checksum mismatch")));
+        }
         words.iter_mut().for_each(|w| *w = u64::from_le(*w));
-        Ok((words, hash))
+        PlainRows::from_words(ctx, self.shape.level, std::mem::take(&mut *words))
+            .map_err(|e| Error::damaged(&self.path, format!("bundle {i}: {e}")))
+    }
+}
+
+/// Deletes from `dir` the copies other than `current` (a save's, or the remains of one
+/// that crashed) and the temporary files of writes that died (their lock is free): a
+/// server that has one open keeps reading it. Best effort: what cannot be deleted stays.
+pub(super) fn remove_others(dir: &Path, current: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_copy(&name) || name == current {
+            continue;
+        }
+        // A temporary file whose writer is alive holds its lock.
+        let writing = name.ends_with(TMP)
+            && File::open(entry.path()).is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)));
+        if !writing {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -5,12 +5,14 @@
 //!   hash of its segment; its own BLAKE3 hash last;
 //! - one `seg-<id>` file of coefficients per bundle;
 //! - `KEY`: the OPRF key, unless the operator keeps it apart (a key file elsewhere);
+//! - `ROWS-…`: the encoded copy, when a load needed one ([`rows`](super::rows));
 //! - `LOCK`: the advisory lock that serialises updates.
 //!
 //! Saving writes new segments first, then the manifest to a temporary file with a unique
-//! name, and renames it over `MANIFEST` (the atomic step); segments no manifest names
-//! are deleted last, under the lock. Loading checks everything the manifest says against
-//! the parameters and the items' own bins before anything uses it.
+//! name, and renames it over `MANIFEST` (the atomic step); segments no manifest names,
+//! and every encoded copy (of an older manifest now), are deleted last, under the lock.
+//! Loading checks everything the manifest says against the parameters and the items' own
+//! bins before anything uses it.
 
 use super::super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES};
 use super::super::params::UnbalancedParams;
@@ -63,9 +65,10 @@ impl Segment {
 /// How a database is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Open {
-    /// To serve queries: every segment read, checked and encoded as plaintexts, held in
-    /// memory as far as the machine's available memory allows
-    /// ([`plaintext_budget`]); the rest is read per query from an encoded copy on
+    /// To serve queries: every segment read, checked and encoded as plaintexts (or, if
+    /// the directory holds a valid encoded copy, the plaintexts read from it instead),
+    /// held in memory as far as the machine's available memory allows
+    /// ([`plaintext_budget`]); the rest is read per query from the encoded copy on
     /// disk, written beside the segments by the first load that needs it.
     Serve,
     /// As [`Serve`](Self::Serve), holding at most this many bytes of plaintexts in memory.
@@ -475,7 +478,7 @@ impl SenderDb {
         let (p, len) = (&db.params, db.segment_len());
         match how {
             Open::Serve | Open::ServeWithin(_) => {
-                let budget = plaintext_budget(available_memory());
+                let budget = plaintext_budget(available_memory(), db.bundle_bytes());
                 let budget = match how {
                     Open::ServeWithin(cap) => Some(budget.map_or(cap, |b| b.min(cap))),
                     _ => budget,
@@ -649,18 +652,19 @@ fn check_placement(
     Ok(())
 }
 
-/// Of the memory `available`, what a served database's plaintexts may take: all but an
-/// eighth, which is left to the queries' working memory (the bundles read from disk, the
+/// Of the memory `available`, what a served database's plaintexts may take: all but
+/// an eighth, or, if more, two bundles (`bundle_bytes` each) per thread, left to the
+/// queries' working memory (the bundles read from disk or encoded per query, the
 /// receivers' powers) and the system. `None` where the kernel does not say.
-pub(crate) fn plaintext_budget(available: Option<usize>) -> Option<usize> {
-    available.map(|a| a - a / 8)
+pub(crate) fn plaintext_budget(available: Option<usize>, bundle_bytes: usize) -> Option<usize> {
+    let in_flight = bundle_bytes.saturating_mul(2 * rayon::current_num_threads());
+    available.map(|a| a.saturating_sub((a / 8).max(in_flight)))
 }
 
-/// Whether `bytes` of plaintexts fit in the memory `available` (unknown: assumed to),
-/// by [`plaintext_budget`]: the one rule for loading a database encoded and for `auto`'s
-/// prediction of it.
-pub(crate) fn fits(bytes: usize, available: Option<usize>) -> bool {
-    plaintext_budget(available).is_none_or(|budget| bytes <= budget)
+/// Whether `bytes` of coefficients or plaintexts fit in the memory `available`
+/// (unknown: assumed to), by [`plaintext_budget`]: the rule `auto` predicts with.
+pub(crate) fn fits(bytes: usize, available: Option<usize>, bundle_bytes: usize) -> bool {
+    plaintext_budget(available, bundle_bytes).is_none_or(|budget| bytes <= budget)
 }
 
 /// The memory this process may still take, if the kernel says: Linux's `MemAvailable`,
@@ -684,11 +688,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_served_database_leaves_an_eighth_of_the_memory_to_the_queries() {
-        assert_eq!(plaintext_budget(Some(8 << 30)), Some(7 << 30));
-        assert!(fits(7 << 30, Some(8 << 30)) && !fits((7 << 30) + 1, Some(8 << 30)));
+    fn a_served_database_leaves_an_eighth_of_the_memory_or_its_bundles_in_flight_to_the_queries() {
+        assert_eq!(plaintext_budget(Some(8 << 30), 1 << 20), Some(7 << 30));
+        assert!(fits(7 << 30, Some(8 << 30), 1 << 20) && !fits((7 << 30) + 1, Some(8 << 30), 1 << 20));
+        // Bundles so large that two per thread take more than an eighth.
+        let threads = rayon::current_num_threads();
+        assert_eq!(plaintext_budget(Some(8 << 30), 1 << 30), Some((8usize << 30).saturating_sub(threads << 31)));
         // Where the kernel does not say, everything is held.
-        assert!(fits(usize::MAX, None) && plaintext_budget(None).is_none());
+        assert!(fits(usize::MAX, None, 1) && plaintext_budget(None, 1).is_none());
         assert!(available_memory().is_none_or(|m| m > 0));
     }
 }

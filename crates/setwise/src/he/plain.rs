@@ -138,7 +138,7 @@ impl PlainRows {
 
     /// Plaintexts at `level` of `ctx` from stored `words` (as [`words`](Self::words)
     /// gave them), checked: whole plaintexts, and every word below its modulus, which is
-    /// what keeps the lazy sums of [`dot`] from overflowing. The words are zeroized if
+    /// what keeps the lazy 128-bit sums of products from overflowing. The words are zeroized if
     /// refused.
     pub fn from_words(ctx: &HeContext, level: usize, words: Vec<u64>) -> Result<Self, HeError> {
         let (moduli, _) = ctx.encoder.level(level)?;

@@ -42,15 +42,8 @@ impl AtomicFile {
         let nonce = RandomState::new().hash_one((std::process::id(), path));
         let tmp_name = format!(".{}.{nonce:016x}.tmp", name.to_string_lossy());
         let tmp = path.with_file_name(tmp_name);
-        let mut options = OpenOptions::new();
+        let mut options = if private { private_options() } else { OpenOptions::new() };
         options.write(true).create_new(true);
-        #[cfg(unix)]
-        if private {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        #[cfg(not(unix))]
-        let _ = private;
         let file = options.open(&tmp)?;
         Ok(Self { path: path.to_path_buf(), tmp, file: Some(io::BufWriter::with_capacity(1 << 16, file)), mode })
     }
@@ -94,6 +87,17 @@ impl Drop for AtomicFile {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
+}
+
+/// Options that create files readable and writable by their owner only (0600 on Unix).
+pub fn private_options() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o
 }
 
 /// Syncs the directory holding `path`, so a rename into it is durable.

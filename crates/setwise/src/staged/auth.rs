@@ -191,11 +191,8 @@ pub(crate) enum Sealed {
 pub fn create_private(path: &Path, bytes: &[u8]) -> Result<bool> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let mut o = fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(&tmp).map_err(|e| Error::file(&tmp, e))?;
+    let mut f =
+        crate::io::private_options().write(true).create_new(true).open(&tmp).map_err(|e| Error::file(&tmp, e))?;
     let written = f.write_all(bytes).and_then(|()| f.sync_all());
     drop(f);
     let linked = written.and_then(|()| fs::hard_link(&tmp, path));

@@ -177,8 +177,7 @@ impl RowsFile {
         let tmp = dir.join(format!("{}.{:016x}{TMP}", shape.file_name(), u64::from_le_bytes(nonce)));
         let io = |e| Error::file(&tmp, e);
         let written = (|| {
-            let file =
-                super::storage::private_options().read(true).write(true).create_new(true).open(&tmp).map_err(io)?;
+            let file = crate::io::private_options().read(true).write(true).create_new(true).open(&tmp).map_err(io)?;
             file.lock().map_err(io)?;
             file.set_len(shape.offset(shape.bundles)).map_err(io)?;
             let done = (0..shape.bundles)

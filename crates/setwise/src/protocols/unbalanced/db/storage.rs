@@ -23,11 +23,11 @@ use crate::crypto::oprf::OprfKey;
 use crate::crypto::ristretto::SecretScalar;
 use crate::error::{Error, Result};
 use crate::he::HeContext;
-use crate::io::{sync_dir, write_atomic};
+use crate::io::{private_options, sync_dir, write_atomic};
 use crate::wire::{Reader, Writer};
 use rayon::prelude::*;
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// First bytes of a database manifest.
@@ -68,7 +68,7 @@ pub enum Open {
     /// To serve queries: every segment read, checked and encoded as plaintexts (or, if
     /// the directory holds a valid encoded copy, the plaintexts read from it instead),
     /// held in memory as far as the machine's available memory allows
-    /// ([`plaintext_budget`]); the rest is read per query from the encoded copy on
+    /// (`plaintext_budget`); the rest is read per query from the encoded copy on
     /// disk, written beside the segments by the first load that needs it.
     Serve,
     /// As [`Serve`](Self::Serve), holding at most this many bytes of plaintexts in memory.
@@ -156,16 +156,6 @@ impl Drop for DirLock {
 }
 
 /// Open options for a new file readable by its owner only.
-pub(super) fn private_options() -> OpenOptions {
-    let mut o = OpenOptions::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
-    }
-    o
-}
-
 /// Creates `dir` (and its parents) and makes it its owner's only.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -141,9 +141,10 @@ impl PlainRows {
     /// what keeps the lazy 128-bit sums of products from overflowing. The words are zeroized if
     /// refused.
     pub fn from_words(ctx: &HeContext, level: usize, words: Vec<u64>) -> Result<Self, HeError> {
+        let mut words = Zeroizing::new(words);
         let (moduli, _) = ctx.encoder.level(level)?;
         let n = ctx.encoder.degree;
-        let rows = PlainRows { level, width: moduli.len() * n, data: words };
+        let rows = PlainRows { level, width: moduli.len() * n, data: std::mem::take(&mut *words) };
         if !rows.data.len().is_multiple_of(rows.width) {
             return Err(HeError::Op(format!(
                 "stored plaintexts: {} words, not a multiple of {} (a plaintext at level {level})",

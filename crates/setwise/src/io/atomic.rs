@@ -90,7 +90,7 @@ impl Drop for AtomicFile {
 }
 
 /// Options that create files readable and writable by their owner only (0600 on Unix).
-pub fn private_options() -> OpenOptions {
+pub(crate) fn private_options() -> OpenOptions {
     let mut o = OpenOptions::new();
     #[cfg(unix)]
     {

@@ -13,7 +13,8 @@ mod small;
 pub(crate) use rows::split_with;
 
 pub use crate::error::InputError;
-pub use atomic::{AtomicFile, private_options, sync_dir, write_atomic};
+pub(crate) use atomic::private_options;
+pub use atomic::{AtomicFile, sync_dir, write_atomic};
 pub use distinct::{check_distinct, first_occurrences};
 pub use hex::{from_hex, hex};
 pub use items::{Format, ItemSet, ReadStats, split_key};

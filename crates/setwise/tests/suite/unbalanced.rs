@@ -538,6 +538,7 @@ fn auto_serves_what_would_not_fit_in_memory_from_disk_or_compact_and_charges_it(
     let tiny = choose(s, r, label, &costs, Serving { link: Link::GIGABIT, memory: Some(16 << 20) }).unwrap();
     assert!(!tiny.compact && tiny.on_disk_bytes > 0 && tiny.memory_bytes <= 16 << 20, "{tiny:?}");
     assert!(tiny.seconds >= tiny.on_disk_bytes as f64 / DISK_READ_BYTES_PER_SEC);
+    assert!(tiny.seconds + 8.0 * tiny.bytes as f64 / 1e9 > free.seconds + 8.0 * free.bytes as f64 / 1e9);
 }
 
 #[test]

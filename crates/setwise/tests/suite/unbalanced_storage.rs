@@ -80,9 +80,11 @@ fn what_does_not_fit_in_memory_is_served_from_an_encoded_copy_on_disk() {
     assert_eq!(copy.len(), 1);
     let written = std::fs::metadata(&copy[0]).unwrap().modified().unwrap();
     let none = SenderDb::open(&path, Open::ServeWithin(0), None).unwrap();
+    assert!(none.info().encoded_copy.ends_with("(reused)"), "{}", none.info().encoded_copy);
     assert_eq!(none.info().on_disk_bytes, bytes);
     assert_eq!(query(&none, &probe), want);
     let reused = SenderDb::load(&path).unwrap();
+    assert!(reused.info().encoded_copy.ends_with("(reused)"), "{}", reused.info().encoded_copy);
     assert_eq!(reused.info().on_disk_bytes, 0);
     assert_eq!(query(&reused, &probe), want);
     assert_eq!(copies(&path), copy);
@@ -142,22 +144,34 @@ fn a_damaged_encoded_copy_fails_its_query_and_is_replaced_by_the_next_load() {
         }
         let again = SenderDb::open(&path, Open::ServeWithin(0), None).unwrap();
         let note = &again.info().encoded_copy;
-        assert!(note.contains("replaced a copy that did not check"), "{note}");
+        assert!(note.contains("written, replacing a copy that did not check"), "{note}");
         assert!(note.contains(if cut { "bytes where" } else { "checksum mismatch" }), "{note}");
         assert_eq!(query(&again, &probe), want);
     }
     drop(f);
+    // Where everything fits, a copy that does not check is deleted, and the load says so.
+    std::fs::write(&copy, b"not a copy").unwrap();
+    let held = SenderDb::load(&path).unwrap();
+    let note = &held.info().encoded_copy;
+    assert!(note.contains("deleted a copy that did not check") && note.contains("everything fits"), "{note}");
+    assert!(!copy.exists());
+    assert_eq!(query(&held, &probe), want);
+    SenderDb::open(&path, Open::ServeWithin(0), None).unwrap();
     // Another manifest's copy and a dead writer's temporary file go; a live writer's stays.
-    let (stale, dead, live) =
-        (path.join("ROWS-0000000000000000-l0"), path.join("ROWS-1-l0.00.tmp"), path.join("ROWS-2-l0.00.tmp"));
-    for p in [&stale, &dead, &live] {
+    let (stale, dead, live, fresh) = (
+        path.join("ROWS-0000000000000000-l0"),
+        path.join("ROWS-1-l0.00.tmp"),
+        path.join("ROWS-2-l0.00.tmp"),
+        path.join("ROWS-3-l0.00.new"),
+    );
+    for p in [&stale, &dead, &live, &fresh] {
         std::fs::write(p, b"partial").unwrap();
     }
     let writer = std::fs::File::open(&live).unwrap();
     writer.lock().unwrap();
     let reused = SenderDb::load(&path).unwrap();
     assert!(reused.info().encoded_copy.ends_with("(reused)"), "{}", reused.info().encoded_copy);
-    assert!(!stale.exists() && !dead.exists() && live.exists());
+    assert!(!stale.exists() && !dead.exists() && live.exists() && fresh.exists());
     assert_eq!(query(&reused, &probe), want);
 }
 

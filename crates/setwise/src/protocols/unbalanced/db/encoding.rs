@@ -81,9 +81,9 @@ impl SenderDb {
         let mut note = String::new();
         let found = match RowsFile::open(dir, shape, ctx, keep)? {
             Found::Invalid(why) => {
-                let path = dir.join(shape.file_name());
-                std::fs::remove_file(&path).map_err(|e| Error::file(&path, e))?;
-                note = format!("replaced a copy that did not check ({why})");
+                // Replaced by the rename of a new copy, or deleted if none is needed
+                // (best effort: another load may have done either already).
+                note = format!("a copy that did not check ({why})");
                 Found::Absent
             }
             found => found,
@@ -94,11 +94,15 @@ impl SenderDb {
                 (Some(copy), kept)
             }
             _ if resident == bundles => {
+                if !note.is_empty() {
+                    let _ = std::fs::remove_file(dir.join(shape.file_name()));
+                    note = format!("deleted {note}: everything fits in memory");
+                }
                 (None, (0..bundles).into_par_iter().map(|i| encode(i).map(Some)).collect::<Result<_>>()?)
             }
             _ => {
                 let (copy, kept) = RowsFile::write(dir, shape, encode, keep)?;
-                note = if note.is_empty() { "written".into() } else { format!("written: {note}") };
+                note = if note.is_empty() { "written".into() } else { format!("written, replacing {note}") };
                 (Some(copy), kept)
             }
         };
@@ -108,7 +112,8 @@ impl SenderDb {
                 None => bundle.on_disk = Some(i),
             }
         }
-        self.info.encoded_copy = copy.as_ref().map(|_| format!("{} ({note})", shape.file_name())).unwrap_or_default();
+        self.info.encoded_copy =
+            if note.is_empty() { String::new() } else { format!("{} ({note})", shape.file_name()) };
         self.rows = copy.filter(|_| resident < bundles);
         Ok(())
     }

@@ -28,8 +28,11 @@ const VERSION: u32 = 1;
 const ALIGN: u64 = 4096;
 /// The name every copy (and every copy being written) starts with.
 const PREFIX: &str = "ROWS-";
-/// The suffix of a copy being written.
+/// The suffix of a copy being written, under its writer's lock.
 const TMP: &str = ".tmp";
+/// The suffix of a file just created, before its writer holds its lock (it becomes
+/// `.tmp` once locked, so an unlocked `.tmp` is always a dead writer's).
+const NEW: &str = ".new";
 
 /// What a copy must hold to serve a database: the manifest it encodes, the encoding,
 /// the level and the shape of its bundles.
@@ -137,7 +140,10 @@ impl RowsFile {
             return invalid(format!("{len} bytes where this database's encoded plaintexts take {want}"));
         }
         let mut header = vec![0u8; shape.header_len()];
-        read_at(&file, &mut header, 0).map_err(|e| Error::file(&path, e))?;
+        match read_at(&file, &mut header, 0) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return invalid("cut short while read".into()),
+            r => r.map_err(|e| Error::file(&path, e))?,
+        }
         let at = shape.hashes_at();
         let hashes: Vec<[u8; 32]> =
             header[at..at + 32 * shape.bundles].chunks_exact(32).map(|c| c.try_into().expect("32 bytes")).collect();
@@ -145,26 +151,30 @@ impl RowsFile {
             return invalid("its header is not this database's (another manifest, encoding, level or shape)".into());
         }
         let copy = RowsFile { file, path: path.clone(), shape, hashes };
+        // Stops at the first bundle that does not check (`Ok(why)`) or fails to read.
         let kept = (0..shape.bundles)
             .into_par_iter()
             .map(|i| match copy.read_checked(ctx, i) {
-                Ok(plain) => Ok(Ok(keep(i).then_some(plain))),
-                Err(Error::Damaged { why, .. }) => Ok(Err(why)),
-                Err(e) => Err(e),
+                Ok(plain) => Ok(keep(i).then_some(plain)),
+                Err(Error::Damaged { why, .. }) => Err(Ok(why)),
+                Err(Error::File { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    Err(Ok("cut short while read".into()))
+                }
+                Err(e) => Err(Err(e)),
             })
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .collect::<std::result::Result<Kept, String>>();
+            .collect::<std::result::Result<Kept, std::result::Result<String, Error>>>();
         match kept {
             Ok(kept) => Ok(Found::Valid(copy, kept)),
-            Err(why) => invalid(why),
+            Err(Ok(why)) => invalid(why),
+            Err(Err(e)) => Err(e),
         }
     }
 
     /// Writes the copy of `shape` in `dir`: each bundle's plaintexts from `encode`
-    /// (in parallel), the ones `keep` says also kept in memory. The file is written under
-    /// a temporary name it holds locked (so that another load can tell it from the
-    /// remains of a crash), synced, and renamed; a failed write leaves nothing behind.
+    /// (in parallel), the ones `keep` says also kept in memory. The file is created as
+    /// `.new`, locked, renamed `.tmp` (so an unlocked `.tmp` is a dead writer's: see
+    /// [`remove_others`]), written, synced, and renamed over any copy there, then
+    /// unlocked; a failed write leaves nothing behind.
     pub(super) fn write(
         dir: &Path,
         shape: Shape,
@@ -174,11 +184,18 @@ impl RowsFile {
         let path = dir.join(shape.file_name());
         let mut nonce = [0u8; 8];
         crate::crypto::rng::fill_os(&mut nonce);
-        let tmp = dir.join(format!("{}.{:016x}{TMP}", shape.file_name(), u64::from_le_bytes(nonce)));
+        let stem = format!("{}.{:016x}", shape.file_name(), u64::from_le_bytes(nonce));
+        let (fresh, tmp) = (dir.join(format!("{stem}{NEW}")), dir.join(format!("{stem}{TMP}")));
         let io = |e| Error::file(&tmp, e);
         let written = (|| {
-            let file = crate::io::private_options().read(true).write(true).create_new(true).open(&tmp).map_err(io)?;
+            let file = crate::io::private_options()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&fresh)
+                .map_err(|e| Error::file(&fresh, e))?;
             file.lock().map_err(io)?;
+            std::fs::rename(&fresh, &tmp).map_err(io)?;
             file.set_len(shape.offset(shape.bundles)).map_err(io)?;
             let done = (0..shape.bundles)
                 .into_par_iter()
@@ -200,12 +217,15 @@ impl RowsFile {
             file.sync_all().map_err(io)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             crate::io::sync_dir(&path).map_err(|e| Error::file(&path, e))?;
+            // Windows' locks are mandatory: others may read the copy now.
+            file.unlock().map_err(|e| Error::file(&path, e))?;
             Ok((file, hashes, kept))
         })();
         match written {
             Ok((file, hashes, kept)) => Ok((RowsFile { file, path, shape, hashes }, kept)),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
+                let _ = std::fs::remove_file(&fresh);
                 Err(e)
             }
         }
@@ -236,21 +256,27 @@ impl RowsFile {
 }
 
 /// Deletes from `dir` the copies other than `current` (a save's, or the remains of one
-/// that crashed) and the temporary files of writes that died (their lock is free): a
-/// server that has one open keeps reading it. Best effort: what cannot be deleted stays.
+/// that crashed) and the temporary files of writes that died: a `.tmp` whose lock this
+/// takes (held while it is deleted, so no writer can be between its checks). Files just
+/// created (`.new`, not yet locked) and anything that cannot be opened or locked stay;
+/// a save deletes them. A server that has a copy open keeps reading it.
 pub(super) fn remove_others(dir: &Path, current: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !is_copy(&name) || name == current {
+        if !is_copy(&name) || name == current || name.ends_with(NEW) {
             continue;
         }
-        // A temporary file whose writer is alive holds its lock.
-        let writing = name.ends_with(TMP)
-            && File::open(entry.path()).is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)));
-        if !writing {
-            let _ = std::fs::remove_file(entry.path());
+        if name.ends_with(TMP) {
+            // Its writer locked it before giving it this name: free means dead.
+            if let Ok(f) = File::open(entry.path())
+                && f.try_lock().is_ok()
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
         }
+        let _ = std::fs::remove_file(entry.path());
     }
 }
 

@@ -155,7 +155,6 @@ impl Drop for DirLock {
     }
 }
 
-/// Open options for a new file readable by its owner only.
 /// Creates `dir` (and its parents) and makes it its owner's only.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -22,7 +22,7 @@ pub fn serving_line(choice: &auto::Choice) -> String {
         ),
         (true, _) => format!(
             "served in compact mode (--compact) in about {}: encoded, its plaintexts would not fit in the memory \
-             available here",
+             available here, and encoding them per query is cheaper than reading them from disk",
             human_bytes(choice.memory_bytes as u64)
         ),
     }

@@ -244,22 +244,45 @@ fn serving_goes_on_during_an_update() {
     assert_eq!(query(&SenderDb::load(&path).unwrap(), &probe), (10..20).collect(), "a new load sees the update");
 }
 
-/// A manifest whose bin lists an item twice (checksum valid) is refused by name on load,
-/// before an update could trip over it.
+/// A manifest whose bins lie (checksum valid) is refused by name on load, before an
+/// update could trip over it: an item listed twice in a bin, an item missing from one of
+/// its bins, an item moved to a bin it does not hash to.
 #[test]
 fn a_manifest_that_lies_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
+    type Lie = fn(&mut SenderDb, usize);
+    let lies: [(Lie, &str); 3] = [
+        (|db, bin| db.tamper_bin(0, 0, bin, |ids| ids.push(ids[0])), "twice"),
+        (
+            |db, bin| {
+                db.tamper_bin(0, 0, bin, |ids| {
+                    ids.pop();
+                })
+            },
+            "bins, not its",
+        ),
+        (
+            |db, bin| {
+                let mut moved = 0;
+                db.tamper_bin(0, 0, bin, |ids| moved = ids.pop().unwrap());
+                db.tamper_bin(0, 0, (bin + 7) % 256, |ids| ids.insert(0, moved));
+            },
+            "does not hash to it",
+        ),
+    ];
     let sender = items("s", 0..500);
     let labels: Vec<Vec<u8>> = sender.to_vec();
-    let mut db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap();
-    let bin = (0..256).find(|&bin| !db_bin_is_empty(&mut db, bin)).unwrap();
-    db.tamper_bin(0, 0, bin, |ids| ids.push(ids[0]));
-    db.save(&path).unwrap();
-    let e = SenderDb::load_for_update(&path).map(|_| ()).unwrap_err();
-    assert!(matches!(e, Error::Damaged { .. }) && e.to_string().contains("twice"), "{e}");
-    let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
-    assert!(matches!(e, Error::Damaged { .. }), "{e}");
+    for (lie, named) in lies {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap();
+        let bin = (0..256).find(|&bin| !db_bin_is_empty(&mut db, bin)).unwrap();
+        lie(&mut db, bin);
+        db.save(&path).unwrap();
+        let e = SenderDb::load_for_update(&path).map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::Damaged { .. }) && e.to_string().contains(named), "{named}: {e}");
+        let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::Damaged { .. }), "{e}");
+    }
 }
 
 fn db_bin_is_empty(db: &mut SenderDb, bin: usize) -> bool {

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows};
 use crate::protocols::{Meter, PhaseObserver, Progress};
 use coefficients::{apply_edits, interpolate_bundle};
-use placement::{BinFelts, layout_of, layouts, place};
+use placement::{BinFelts, Layouts, place};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -297,7 +297,7 @@ impl SenderDb {
 
     /// Places every item (see [`place`]).
     fn fill_bundles(&mut self) -> Result<()> {
-        let layout = layouts(&self.params, &self.items);
+        let layout = Layouts::of(&self.params, &self.items, None);
         let mut indices: Vec<Vec<Bundle>> = (0..self.params.bundle_indices()).map(|_| Vec::new()).collect();
         let mut seen = BinFelts::new();
         for id in 0..self.items.len() as u32 {
@@ -350,13 +350,7 @@ impl SenderDb {
         for bin in self.indices.iter().flatten().flat_map(|b| &b.bins).filter(|bin| bin.len() < cap) {
             bin.iter().for_each(|&id| open[id as usize] = true);
         }
-        let p = &self.params;
-        let mut layout: Vec<(Vec<u32>, Vec<u64>)> = self
-            .items
-            .par_iter()
-            .zip(&open)
-            .map(|(o, &open)| if open { layout_of(p, o) } else { (Vec::new(), Vec::new()) })
-            .collect();
+        let mut layout = Layouts::of(&self.params, &self.items, Some(&open));
         let mut stats = UpdateStats::default();
         let bpb = self.params.bins_per_bundle();
         let mut seen = std::collections::HashSet::new();
@@ -372,12 +366,10 @@ impl SenderDb {
                     }
                 }
                 let values = Self::label_felts(&self.labels, &self.params, id);
-                if layout[id as usize].1.is_empty() {
-                    layout[id as usize] = layout_of(&self.params, d);
-                }
+                layout.ensure(&self.params, id, d);
                 // A new label is the same point with a new value: remove it, then add it.
-                let felts = &layout[id as usize].1;
-                for &bin in &layout[id as usize].0 {
+                let felts = layout.felts(id);
+                for &bin in layout.bins(id) {
                     let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
                     for b in self.indices[bi].iter_mut().filter(|b| b.bins[lb].contains(&id)) {
                         b.edit(lb, false, felts, Vec::new);
@@ -393,7 +385,7 @@ impl SenderDb {
             if let (Some(l), Some(new)) = (&mut self.labels, labels) {
                 l.records.extend_from_slice(&seal_label(o, &new[j], &l.layout));
             }
-            layout.push(layout_of(&self.params, d));
+            layout.push(&self.params, d);
             let (params, lab) = (&self.params, &self.labels);
             place(
                 &self.params,

@@ -16,7 +16,8 @@
 
 use super::super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES};
 use super::super::params::UnbalancedParams;
-use super::super::{Digest, MAX_BUNDLES_PER_INDEX, locate};
+use super::super::{Digest, MAX_BUNDLES_PER_INDEX};
+use super::placement::Layouts;
 use super::{Bundle, DbInfo, Labels, SenderDb, oprf_key};
 use crate::crypto::dst::{self, Domain};
 use crate::crypto::oprf::OprfKey;
@@ -590,55 +591,57 @@ impl SenderDb {
 /// an item, no bin lists an item twice, each item sits in each of its distinct candidate
 /// bins exactly once (at one bundle of that bin's index), and in a labelled database no
 /// two items of a bundle's bin share a field element at one position (label
-/// interpolation needs distinct points).
+/// interpolation needs distinct points). Bundle indices are checked in parallel; each
+/// item's placements are one bit per candidate bin, so a second listing is a bit already
+/// set and a missing one a bit never set.
 fn check_placement(
     p: &UnbalancedParams,
     items: &[Digest],
     indices: &[Vec<Bundle>],
     labelled: bool,
 ) -> std::result::Result<(), String> {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
     let (bpb, k) = (p.bins_per_bundle(), p.item_params.felts_per_item);
-    let layouts: Vec<(Vec<u32>, Vec<u64>)> = items
-        .par_iter()
-        .map(|d| {
-            let (mut bins, mut felts) = (Vec::new(), Vec::new());
-            locate(p, d, &mut bins, &mut felts);
-            bins.sort_unstable();
-            bins.dedup();
-            (bins, felts)
-        })
-        .collect();
-    let mut placed = vec![0u32; items.len()];
-    let mut seen: HashSet<(u32, u32)> = HashSet::new();
-    for (bi, bundles) in indices.iter().enumerate() {
+    let layouts = Layouts::of(p, items, None);
+    let placed: Vec<AtomicU8> = items.iter().map(|_| AtomicU8::new(0)).collect();
+    indices.par_iter().enumerate().try_for_each_init(Vec::new, |values, (bi, bundles)| {
         for bundle in bundles {
             for (lb, ids) in bundle.bins.iter().enumerate() {
                 let bin = (bi * bpb + lb) as u32;
                 for &id in ids {
-                    let (candidates, _) = layouts.get(id as usize).ok_or("a bin names an item that does not exist")?;
-                    if !seen.insert((id, bin)) {
+                    if id as usize >= items.len() {
+                        return Err(format!("bin {bin} lists item {id}, which does not exist"));
+                    }
+                    let Ok(j) = layouts.bins(id).binary_search(&bin) else {
+                        return Err(format!("bin {bin} lists item {id}, which does not hash to it"));
+                    };
+                    if placed[id as usize].fetch_or(1 << j, Relaxed) & (1 << j) != 0 {
                         return Err(format!("bin {bin} lists item {id} twice"));
                     }
-                    if candidates.binary_search(&bin).is_err() {
-                        return Err(format!("bin {bin} lists item {id}, which does not hash to it"));
-                    }
-                    placed[id as usize] += 1;
                 }
                 if labelled {
                     for f in 0..k {
-                        let mut values = HashSet::with_capacity(ids.len());
-                        if !ids.iter().all(|&id| values.insert(layouts[id as usize].1[f])) {
+                        values.clear();
+                        values.extend(ids.iter().map(|&id| layouts.felts(id)[f]));
+                        values.sort_unstable();
+                        if values.windows(2).any(|w| w[0] == w[1]) {
                             return Err(format!("two items of bin {bin} share a field element"));
                         }
                     }
                 }
             }
         }
+        Ok(())
+    })?;
+    let all = |id: usize| (1u16 << layouts.bins(id as u32).len()) - 1;
+    match (0..items.len()).into_par_iter().find_first(|&id| u16::from(placed[id].load(Relaxed)) != all(id)) {
+        Some(id) => Err(format!(
+            "item {id} is in {} bins, not its {}",
+            placed[id].load(Relaxed).count_ones(),
+            layouts.bins(id as u32).len()
+        )),
+        None => Ok(()),
     }
-    if let Some(id) = (0..items.len()).find(|&i| placed[i] as usize != layouts[i].0.len()) {
-        return Err(format!("item {id} is in {} bins, not its {}", placed[id], layouts[id].0.len()));
-    }
-    Ok(())
 }
 
 /// Of the memory `available`, what a served database's plaintexts may take: all but

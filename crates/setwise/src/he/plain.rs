@@ -137,22 +137,32 @@ impl PlainRows {
     }
 
     /// Plaintexts at `level` of `ctx` from stored `words` (as [`words`](Self::words)
-    /// gave them), checked: whole plaintexts, and every word below its modulus, which is
-    /// what keeps the lazy 128-bit sums of products from overflowing. The words are zeroized if
-    /// refused.
+    /// gave them), checked as [`Plains::from_words`] checks them. The words are zeroized
+    /// if refused.
     pub fn from_words(ctx: &HeContext, level: usize, words: Vec<u64>) -> Result<Self, HeError> {
-        let mut words = Zeroizing::new(words);
+        let words = Zeroizing::new(words);
+        let width = Plains::from_words(ctx, level, &words)?.width;
+        let mut words = words;
+        Ok(PlainRows { level, width, data: std::mem::take(&mut *words) })
+    }
+}
+
+impl<'a> Plains<'a> {
+    /// Plaintexts at `level` of `ctx` viewed in stored `words` (as
+    /// [`PlainRows::words`] gave them), checked: whole plaintexts, and every word below
+    /// its modulus, which is what keeps the lazy 128-bit sums of products from
+    /// overflowing.
+    pub fn from_words(ctx: &HeContext, level: usize, words: &'a [u64]) -> Result<Self, HeError> {
         let (moduli, _) = ctx.encoder.level(level)?;
         let n = ctx.encoder.degree;
-        let rows = PlainRows { level, width: moduli.len() * n, data: std::mem::take(&mut *words) };
-        if !rows.data.len().is_multiple_of(rows.width) {
+        let width = moduli.len() * n;
+        if !words.len().is_multiple_of(width) {
             return Err(HeError::Op(format!(
-                "stored plaintexts: {} words, not a multiple of {} (a plaintext at level {level})",
-                rows.data.len(),
-                rows.width
+                "stored plaintexts: {} words, not a multiple of {width} (a plaintext at level {level})",
+                words.len(),
             )));
         }
-        for (k, plain) in rows.data.chunks(rows.width).enumerate() {
+        for (k, plain) in words.chunks(width).enumerate() {
             for (m, row) in moduli.iter().zip(plain.chunks(n)) {
                 // The largest word, not `all(<)`: a branch-free pass the compiler vectorises.
                 if row.iter().fold(0, |a, &w| a.max(w)) >= m.value {
@@ -163,11 +173,9 @@ impl PlainRows {
                 }
             }
         }
-        Ok(rows)
+        Ok(Plains { level, width, data: words })
     }
-}
 
-impl<'a> Plains<'a> {
     /// How many plaintexts.
     pub fn len(&self) -> usize {
         self.data.len().checked_div(self.width).unwrap_or(0)

@@ -61,18 +61,18 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
             let results = batch
                 .par_iter()
                 .map(|&(bi, b)| {
-                    let plaintexts = db.bundle_plaintexts(bi, b)?;
-                    plaintexts
-                        .all()
-                        .chunks(p.table_params.max_items_per_bin + 1)
-                        .map(|coeffs| {
-                            let mut r = evaluate(&ev, he, &powers[bi], coeffs, low)?;
-                            r.mod_switch_to_last()?;
-                            r.to_trimmed_bytes(he, trim)
-                        })
-                        .collect::<Result<Vec<_>, HeError>>()
-                        .map(|parts| (bi, parts))
-                        .map_err(Error::from)
+                    db.with_bundle_plaintexts(bi, b, |plaintexts| {
+                        plaintexts
+                            .chunks(p.table_params.max_items_per_bin + 1)
+                            .map(|coeffs| {
+                                let mut r = evaluate(&ev, he, &powers[bi], coeffs, low)?;
+                                r.mod_switch_to_last()?;
+                                r.to_trimmed_bytes(he, trim)
+                            })
+                            .collect::<Result<Vec<_>, HeError>>()
+                            .map(|parts| (bi, parts))
+                    })?
+                    .map_err(Error::from)
                 })
                 .collect::<Result<Vec<_>>>()?;
             for (bundle_index, parts) in results {

@@ -8,9 +8,8 @@ use super::rows::{Found, RowsFile, Shape, remove_others};
 use super::storage::read_segment;
 use crate::crypto::dst::{self, Domain};
 use crate::error::{Error, Result};
-use crate::he::{HeContext, HeError, PlainRows};
+use crate::he::{HeContext, HeError, PlainRows, Plains};
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::path::Path;
 
 /// The level the plaintexts are encoded at.
@@ -118,18 +117,19 @@ impl SenderDb {
         Ok(())
     }
 
-    /// The plaintexts of bundle `b` at bundle index `bi`: the matching polynomial's
-    /// `B + 1`, then each label part's `B + 1`. Read from the encoded copy on disk, or
-    /// encoded now in compact mode, when not held in memory.
-    pub(crate) fn bundle_plaintexts(&self, bi: usize, b: usize) -> Result<Cow<'_, PlainRows>> {
+    /// Runs `f` on the plaintexts of bundle `b` at bundle index `bi`: the matching
+    /// polynomial's `B + 1`, then each label part's `B + 1`. Read from the encoded copy
+    /// on disk (into a buffer the thread reuses), or encoded now in compact mode, when
+    /// not held in memory.
+    pub(crate) fn with_bundle_plaintexts<R>(&self, bi: usize, b: usize, f: impl FnOnce(Plains<'_>) -> R) -> Result<R> {
         let bundle = &self.indices[bi][b];
         if !bundle.plaintexts.is_empty() {
-            return Ok(Cow::Borrowed(&bundle.plaintexts));
+            return Ok(f(bundle.plaintexts.all()));
         }
         if let (Some(copy), Some(i)) = (&self.rows, bundle.on_disk) {
-            return Ok(Cow::Owned(copy.read(&self.ctx, i)?));
+            return copy.with_bundle(&self.ctx, i, f);
         }
-        Ok(Cow::Owned(encode_coefficients(&self.ctx, bundle.coeffs.as_deref().unwrap_or_default())?))
+        Ok(f(encode_coefficients(&self.ctx, bundle.coeffs.as_deref().unwrap_or_default())?.all()))
     }
 
     /// Makes a built or edited database ready to serve fast: encodes the plaintexts and

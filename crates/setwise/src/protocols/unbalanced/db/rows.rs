@@ -15,17 +15,21 @@
 //! and can never make a sum overflow.
 
 use crate::error::{Error, Result};
-use crate::he::{HeContext, PlainRows};
+use crate::he::{HeContext, PlainRows, Plains};
 use rayon::prelude::*;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 const MAGIC: [u8; 8] = *b"SETWROWS";
 const VERSION: u32 = 1;
 /// Where the words start: the header rounded up to this.
 const ALIGN: u64 = 4096;
+/// Words read and hashed at a time (1 MiB): small enough to stay in the cache between
+/// the read's copy and the hash.
+const READ_CHUNK: usize = 1 << 17;
 /// The name every copy (and every copy being written) starts with.
 const PREFIX: &str = "ROWS-";
 /// The suffix of a copy being written, under its writer's lock.
@@ -154,13 +158,15 @@ impl RowsFile {
         // Stops at the first bundle that does not check (`Ok(why)`) or fails to read.
         let kept = (0..shape.bundles)
             .into_par_iter()
-            .map(|i| match copy.read_checked(ctx, i) {
-                Ok(plain) => Ok(keep(i).then_some(plain)),
-                Err(Error::Damaged { why, .. }) => Err(Ok(why)),
-                Err(Error::File { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    Err(Ok("cut short while read".into()))
+            .map(|i| {
+                match if keep(i) { copy.read_checked(ctx, i).map(Some) } else { copy.with_checked(ctx, i, |_| None) } {
+                    Ok(plain) => Ok(plain),
+                    Err(Error::Damaged { why, .. }) => Err(Ok(why)),
+                    Err(Error::File { source, .. }) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        Err(Ok("cut short while read".into()))
+                    }
+                    Err(e) => Err(Err(e)),
                 }
-                Err(e) => Err(Err(e)),
             })
             .collect::<std::result::Result<Kept, std::result::Result<String, Error>>>();
         match kept {
@@ -231,10 +237,11 @@ impl RowsFile {
         }
     }
 
-    /// Bundle `i`'s plaintexts, read now and checked: its hash, and every word below its
-    /// modulus (the file may have changed since it was loaded).
-    pub(super) fn read(&self, ctx: &HeContext, i: usize) -> Result<PlainRows> {
-        self.read_checked(ctx, i).map_err(|e| match e {
+    /// Runs `f` on bundle `i`'s plaintexts, read now into this thread's buffer and
+    /// checked: its hash, and every word below its modulus (the file may have changed
+    /// since it was loaded).
+    pub(super) fn with_bundle<R>(&self, ctx: &HeContext, i: usize, f: impl FnOnce(Plains<'_>) -> R) -> Result<R> {
+        self.with_checked(ctx, i, f).map_err(|e| match e {
             Error::Damaged { path, why } => {
                 Error::damaged(&path, format!("{why}: the file changed after it was loaded"))
             }
@@ -242,17 +249,62 @@ impl RowsFile {
         })
     }
 
+    /// [`with_bundle`](Self::with_bundle), its errors as they are (a load names them).
+    fn with_checked<R>(&self, ctx: &HeContext, i: usize, f: impl FnOnce(Plains<'_>) -> R) -> Result<R> {
+        with_buffer(self.shape.words, |words| {
+            self.read_words(i, words)?;
+            let plains = Plains::from_words(ctx, self.shape.level, words)
+                .map_err(|e| Error::damaged(&self.path, format!("bundle {i}: {e}")))?;
+            Ok(f(plains))
+        })
+    }
+
+    /// Bundle `i`'s plaintexts, read and checked as [`with_bundle`](Self::with_bundle)
+    /// does, into memory of their own.
     fn read_checked(&self, ctx: &HeContext, i: usize) -> Result<PlainRows> {
         let mut words = Zeroizing::new(vec![0u64; self.shape.words]);
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
-        read_at(&self.file, bytes, self.shape.offset(i)).map_err(|e| Error::file(&self.path, e))?;
-        if blake3::hash(bytes).as_bytes() != &self.hashes[i] {
-            return Err(Error::damaged(&self.path, format!("bundle {i}: checksum mismatch")));
-        }
-        words.iter_mut().for_each(|w| *w = u64::from_le(*w));
+        self.read_words(i, &mut words)?;
         PlainRows::from_words(ctx, self.shape.level, std::mem::take(&mut *words))
             .map_err(|e| Error::damaged(&self.path, format!("bundle {i}: {e}")))
     }
+
+    /// Reads bundle `i`'s words into `words` (the shape's count) and checks its hash:
+    /// a chunk at a time, hashed while it is still in the cache.
+    fn read_words(&self, i: usize, words: &mut [u64]) -> Result<()> {
+        let (mut hasher, mut at) = (blake3::Hasher::new(), self.shape.offset(i));
+        for chunk in words.chunks_mut(READ_CHUNK) {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(chunk);
+            read_at(&self.file, bytes, at).map_err(|e| Error::file(&self.path, e))?;
+            hasher.update(bytes);
+            at += bytes.len() as u64;
+        }
+        if hasher.finalize().as_bytes() != &self.hashes[i] {
+            return Err(Error::damaged(&self.path, format!("bundle {i}: checksum mismatch")));
+        }
+        words.iter_mut().for_each(|w| *w = u64::from_le(*w));
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// Each thread's buffer for the bundles it reads from a copy, kept between reads: a
+    /// fresh 50 MB allocation per read costs page faults and the kernel's zeroing.
+    static BUFFER: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `words` words of this thread's buffer, zeroized after (they held the
+/// database's plaintexts); on a fresh buffer where this thread is already using its own
+/// (a read nested in another's evaluation, as rayon may schedule).
+fn with_buffer<R>(words: usize, f: impl FnOnce(&mut [u64]) -> R) -> R {
+    BUFFER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.resize(words, 0);
+            let out = f(&mut buf[..]);
+            buf.as_mut_slice().zeroize();
+            out
+        }
+        Err(_) => f(&mut Zeroizing::new(vec![0; words])[..]),
+    })
 }
 
 /// Deletes from `dir` the copies other than `current` (a save's, or the remains of one
@@ -319,4 +371,31 @@ fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread's buffer is zeroized after each use, resized to each read, and a read
+    /// nested in another on the same thread gets a buffer of its own.
+    #[test]
+    fn the_threads_buffer_is_reused_zeroized_and_never_shared() {
+        let outer = with_buffer(8, |outer| {
+            outer.fill(7);
+            let inner = with_buffer(4, |inner| {
+                assert_eq!(inner, [0; 4], "a fresh buffer while the thread's own is in use");
+                inner.fill(9);
+                inner.as_ptr() as usize
+            });
+            assert_eq!(outer, [7; 8], "the nested read did not touch the outer one");
+            assert_ne!(inner, outer.as_ptr() as usize);
+            outer.as_ptr() as usize
+        });
+        with_buffer(8, |again| {
+            assert_eq!(again, [0; 8], "zeroized after use");
+            assert_eq!(again.as_ptr() as usize, outer, "the same allocation");
+        });
+        with_buffer(3, |shorter| assert_eq!(shorter.len(), 3));
+    }
 }

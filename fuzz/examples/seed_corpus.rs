@@ -10,6 +10,7 @@ use setwise::net::read_frame;
 use setwise::protocols::Operation;
 use setwise::protocols::authorized::{Mode, public_key_hex};
 use setwise::protocols::ecdh::steps;
+use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::unbalanced::{SenderDb, encode_label};
 use setwise::testing::transcripts;
 use setwise_fuzz::*;
@@ -106,6 +107,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("db");
     SenderDb::build(sender_items(), unbalanced_params(), "fuzz").expect("database").save(&path).expect("save");
+    SenderDb::open(&path, Open::ServeWithin(0), None).expect("load writing the encoded copy");
     let mut files: Vec<_> = std::fs::read_dir(&path).expect("list").map(|e| e.expect("entry").path()).collect();
     files.sort();
     for (i, f) in files.iter().enumerate() {
@@ -114,8 +116,12 @@ fn main() {
         if name == "MANIFEST" {
             c.put("manifest", Some("small"), &bytes[8..bytes.len() - 32]);
         }
-        if name == "MANIFEST" || name == "KEY" || i == files.len() - 1 {
-            let kind = if name.starts_with("seg") || name.len() > 8 { "segment" } else { &name };
+        if name == "MANIFEST" || name == "KEY" || name.starts_with("ROWS-") || i == files.len() - 1 {
+            let kind = match &name {
+                n if n.starts_with("ROWS-") => "rows",
+                n if n.starts_with("seg") || n.len() > 8 => "segment",
+                n => n,
+            };
             c.put("db_files", Some(kind), &[&[i as u8][..], &bytes].concat());
         }
     }

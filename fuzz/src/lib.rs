@@ -574,8 +574,8 @@ fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// The `db_files` target: a saved database directory with one of its files (selected by
-/// the first byte: the manifest, the key file or a segment) replaced by the input, opened
-/// to serve.
+/// the first byte: the manifest, the key file, the encoded copy or a segment) replaced by
+/// the input, opened to serve with no plaintext in memory (so from the encoded copy).
 pub fn db_files(data: &[u8]) {
     let Some((&select, bytes)) = data.split_first() else { return };
     static SAVED: OnceLock<tempfile::TempDir> = OnceLock::new();
@@ -583,6 +583,8 @@ pub fn db_files(data: &[u8]) {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut db = SenderDb::build(sender_items(), unbalanced_params(), "fuzz").expect("database");
         db.save(&dir.path().join("db")).expect("save");
+        // Writes the encoded copy (ROWS-…) beside the segments.
+        SenderDb::open(&dir.path().join("db"), Open::ServeWithin(0), None).expect("load writing the encoded copy");
         dir
     });
     let work = tempfile::tempdir().expect("temporary directory");
@@ -596,7 +598,7 @@ pub fn db_files(data: &[u8]) {
     }
     let target = &files[select as usize % files.len()];
     std::fs::write(db.join(target.file_name().expect("name")), bytes).expect("write");
-    let _ = SenderDb::open(&db, Open::Serve, None);
+    let _ = SenderDb::open(&db, Open::ServeWithin(0), None);
 }
 
 /// The `credentials` target: a credentials file body with its magic and a valid checksum.

@@ -29,10 +29,11 @@ use std::time::Instant;
 
 /// Bytes a second a query gets through of a database's encoded copy on disk, for the
 /// cost model: read cold, hashed and checked, in wall time. Measured on the 2-core
-/// machine of docs/benchmarks.md (2026-11-27): labelled 2^22 × 1024 with 3.19 GB of its
-/// plaintexts read from the copy took 8.2 s against 2.43 s all in memory, 0.55 GB/s
-/// (the disk alone reads 1.5 GB/s).
-pub const DISK_READ_BYTES_PER_SEC: f64 = 0.55e9;
+/// machine of docs/benchmarks.md (2026-11-27, after the reads into reused buffers):
+/// labelled 2^22 × 1024 with 3.20 GB of its plaintexts read from the copy took 5.78 s
+/// (median of 5) against 2.07 s all in memory, 0.86 GB/s (the disk alone reads
+/// 1.5 GB/s; the rest is the kernel's copy, the hash and the check).
+pub const DISK_READ_BYTES_PER_SEC: f64 = 0.86e9;
 
 /// The link a query's bytes cross: the cost model charges them at its bandwidth, so a
 /// slow link favours parameters that send less (larger bins, Paterson–Stockmeyer) over

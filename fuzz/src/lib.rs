@@ -574,8 +574,10 @@ fn with_checksum(mut bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// The `db_files` target: a saved database directory with one of its files (selected by
-/// the first byte: the manifest, the key file, the encoded copy or a segment) replaced by
-/// the input, opened to serve with no plaintext in memory (so from the encoded copy).
+/// the first byte's low 7 bits: the manifest, the key file, the encoded copy or a
+/// segment) replaced by the input, opened to serve: with no plaintext in memory (so from
+/// the encoded copy), or with the first byte's high bit, all of them. A replaced segment
+/// goes with the copy (a load that finds a valid copy reads no segment).
 pub fn db_files(data: &[u8]) {
     let Some((&select, bytes)) = data.split_first() else { return };
     static SAVED: OnceLock<tempfile::TempDir> = OnceLock::new();
@@ -596,9 +598,18 @@ pub fn db_files(data: &[u8]) {
     for f in &files {
         std::fs::copy(f, db.join(f.file_name().expect("name"))).expect("copy");
     }
-    let target = &files[select as usize % files.len()];
-    std::fs::write(db.join(target.file_name().expect("name")), bytes).expect("write");
-    let _ = SenderDb::open(&db, Open::ServeWithin(0), None);
+    let target = files[(select & 0x7f) as usize % files.len()].file_name().expect("name");
+    std::fs::write(db.join(target), bytes).expect("write");
+    if target.to_string_lossy().starts_with("seg-") {
+        for f in &files {
+            let name = f.file_name().expect("name");
+            if name.to_string_lossy().starts_with("ROWS-") {
+                std::fs::remove_file(db.join(name)).expect("remove the encoded copy");
+            }
+        }
+    }
+    let how = if select & 0x80 == 0 { Open::ServeWithin(0) } else { Open::Serve };
+    let _ = SenderDb::open(&db, how, None);
 }
 
 /// The `credentials` target: a credentials file body with its magic and a valid checksum.

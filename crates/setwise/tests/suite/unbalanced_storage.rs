@@ -264,7 +264,20 @@ fn a_manifest_that_lies_is_refused() {
             |db, bin| {
                 let mut moved = 0;
                 db.tamper_bin(0, 0, bin, |ids| moved = ids.pop().unwrap());
-                db.tamper_bin(0, 0, (bin + 7) % 256, |ids| ids.insert(0, moved));
+                // Another bin with room that lists the item in no bundle: it does not
+                // hash there.
+                let bundles = db.info().bundles;
+                let to = (0..1024)
+                    .filter(|&to| to != bin)
+                    .find(|&to| {
+                        let mut ok = true;
+                        for b in 0..bundles {
+                            db.tamper_bin(0, b, to, |ids| ok &= !ids.contains(&moved) && (b > 0 || ids.len() < 8));
+                        }
+                        ok
+                    })
+                    .unwrap();
+                db.tamper_bin(0, 0, to, |ids| ids.insert(0, moved));
             },
             "does not hash to it",
         ),
@@ -278,7 +291,7 @@ fn a_manifest_that_lies_is_refused() {
         let bin = (0..256).find(|&bin| !db_bin_is_empty(&mut db, bin)).unwrap();
         lie(&mut db, bin);
         db.save(&path).unwrap();
-        let e = SenderDb::load_for_update(&path).map(|_| ()).unwrap_err();
+        let e = SenderDb::load_for_update(&path).map(|_| ()).expect_err(named);
         assert!(matches!(e, Error::Damaged { .. }) && e.to_string().contains(named), "{named}: {e}");
         let e = SenderDb::load(&path).map(|_| ()).unwrap_err();
         assert!(matches!(e, Error::Damaged { .. }), "{e}");

@@ -23,7 +23,7 @@ pub(super) struct Layouts {
 
 impl Layouts {
     /// The layouts of `items`, in parallel; with `only`, of the items it marks (the
-    /// others stay uncomputed until [`set`](Self::set)).
+    /// others stay uncomputed until [`ensure`](Self::ensure)).
     pub(super) fn of(p: &UnbalancedParams, items: &[Digest], only: Option<&[bool]>) -> Self {
         let (h, k, n) = (p.table_params.hash_func_count, p.item_params.felts_per_item, items.len());
         let mut l = Self { h, k, bins: vec![0; n * h], counts: vec![0; n], felts: vec![0; n * k] };

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows, Plains};
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use zeroize::{Zeroize, Zeroizing};
@@ -289,22 +289,30 @@ impl RowsFile {
 thread_local! {
     /// Each thread's buffer for the bundles it reads from a copy, kept between reads: a
     /// fresh 50 MB allocation per read costs page faults and the kernel's zeroing.
-    static BUFFER: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    static BUFFER: RefCell<Zeroizing<Vec<u64>>> = RefCell::new(Zeroizing::new(Vec::new()));
 }
 
-/// Runs `f` on `words` words of this thread's buffer, zeroized after (they held the
-/// database's plaintexts); on a fresh buffer where this thread is already using its own
-/// (a read nested in another's evaluation, as rayon may schedule).
+/// Runs `f` on `words` words of this thread's buffer, zeroized after however `f` ends
+/// (they held the database's plaintexts); on a fresh buffer where this thread is already
+/// using its own (a read nested in another's evaluation, as rayon may schedule).
 fn with_buffer<R>(words: usize, f: impl FnOnce(&mut [u64]) -> R) -> R {
     BUFFER.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            buf.resize(words, 0);
-            let out = f(&mut buf[..]);
-            buf.as_mut_slice().zeroize();
-            out
+        Ok(buf) => {
+            let mut wipe = Wipe(buf);
+            wipe.0.resize(words, 0);
+            f(&mut wipe.0[..])
         }
         Err(_) => f(&mut Zeroizing::new(vec![0; words])[..]),
     })
+}
+
+/// Zeroizes the thread's buffer when dropped, a panic's unwinding included.
+struct Wipe<'a>(RefMut<'a, Zeroizing<Vec<u64>>>);
+
+impl Drop for Wipe<'_> {
+    fn drop(&mut self) {
+        self.0.as_mut_slice().zeroize();
+    }
 }
 
 /// Deletes from `dir` the copies other than `current` (a save's, or the remains of one

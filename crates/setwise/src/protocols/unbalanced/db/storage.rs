@@ -604,7 +604,8 @@ fn check_placement(
     let (bpb, k) = (p.bins_per_bundle(), p.item_params.felts_per_item);
     let layouts = Layouts::of(p, items, None);
     let placed: Vec<AtomicU8> = items.iter().map(|_| AtomicU8::new(0)).collect();
-    indices.par_iter().enumerate().try_for_each_init(Vec::new, |values, (bi, bundles)| {
+    // The first bundle index with a lie names it, so the message is the same every time.
+    let check_index = |values: &mut Vec<u64>, (bi, bundles): (usize, &Vec<Bundle>)| {
         for bundle in bundles {
             for (lb, ids) in bundle.bins.iter().enumerate() {
                 let bin = (bi * bpb + lb) as u32;
@@ -632,7 +633,10 @@ fn check_placement(
             }
         }
         Ok(())
-    })?;
+    };
+    if let Some(lie) = indices.par_iter().enumerate().map_init(Vec::new, check_index).find_first(Result::is_err) {
+        return lie;
+    }
     let all = |id: usize| (1u16 << layouts.bins(id as u32).len()) - 1;
     match (0..items.len()).into_par_iter().find_first(|&id| u16::from(placed[id].load(Relaxed)) != all(id)) {
         Some(id) => Err(format!(

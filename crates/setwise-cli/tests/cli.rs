@@ -599,6 +599,47 @@ fn labelled_lookup_appends_sender_columns() {
     );
 }
 
+/// A build killed with SIGKILL once it has written a bundle is refused until resumed;
+/// `--resume` reuses what it wrote and the database answers with the right labels.
+#[test]
+fn a_killed_build_resumes_and_answers_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let s: String =
+        std::iter::once("id,name\n".to_string()).chain((0..60000).map(|i| format!("u{i},n{i}\n"))).collect();
+    let s = write(dir.path(), "s.csv", &s);
+    let db = dir.path().join("s.db");
+    let args = ["db", "build", "--input", s.to_str().unwrap(), "--key", "id", "--label", "name"];
+    let args = [&args[..], &["--receiver-max", "64", "--out", db.to_str().unwrap(), "-q"]].concat();
+    let mut child = bin().args(&args).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let segments = || {
+        std::fs::read_dir(&db)
+            .map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("seg-")).count())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while segments() == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the build ended before it wrote a bundle");
+        assert!(std::time::Instant::now() < deadline, "no bundle written in 300 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!db.join("MANIFEST").exists(), "the build finished before it was killed");
+    let refused = bin().args(&args).output().unwrap();
+    assert!(!refused.status.success() && text(&refused.stderr).contains("--resume"), "{}", text(&refused.stderr));
+    let resumed = bin().args(&args).arg("--resume").output().unwrap();
+    let err = text(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(err.contains("resumed: reused the OPRF results and"), "{err}");
+    let r = write(dir.path(), "r.csv", "id\nu7\nzz\nu59999\n");
+    let out = dir.path().join("out.csv");
+    let (so, ro) = pair(
+        &["--protocol", "unbalanced", "--db", db.to_str().unwrap()],
+        &["--protocol", "unbalanced", "--input", r.to_str().unwrap(), "--key", "id", "--output", out.to_str().unwrap()],
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "id,name\nu7,n7\nu59999,n59999\n");
+}
+
 #[test]
 fn mqrpmt_intersection_over_tcp() {
     small_intersection_over_tcp("mqrpmt");

@@ -8,7 +8,7 @@ use crate::progress::progress;
 use clap::{Args, Subcommand};
 use setwise::protocols::human_bytes;
 use setwise::protocols::unbalanced::db::Open;
-use setwise::protocols::unbalanced::{SenderDb, auto, encode_label};
+use setwise::protocols::unbalanced::{BuildInto, SenderDb, auto, encode_label};
 use std::path::PathBuf;
 
 /// `setwise db`.
@@ -60,9 +60,17 @@ pub struct BuildArgs {
     /// Label columns returned with each match (labelled mode), e.g. name,city.
     #[arg(long, value_delimiter = ',')]
     label: Vec<String>,
-    /// Output database directory (created readable by its owner only).
+    /// Output database directory (created readable by its owner only). Each bundle is
+    /// written there as soon as it is computed, with a journal, so a build that is killed
+    /// or fails can be resumed (`--resume`); a database already there is replaced only
+    /// when the build is done.
     #[arg(long)]
     out: PathBuf,
+    /// Continue the unfinished build in `--out` with the same input: its parameters, key
+    /// and OPRF results are read from the directory, the bundles it wrote are checked and
+    /// kept, and only the rest are computed (with nothing to resume, builds from the start).
+    #[arg(long)]
+    resume: bool,
     /// Keep the OPRF key in this file (0600) instead of the database directory; serving
     /// and updating then need it (`--key-file`).
     #[arg(long)]
@@ -131,13 +139,24 @@ fn edit(a: EditArgs, insert: bool) -> Result<(), Failure> {
 pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
     match cmd {
         DbCommand::Build(a) => {
+            if !a.resume {
+                SenderDb::refuse_unfinished_build(&a.out)?;
+            }
             let set = read_items(&a.input)?;
             let label_bytes = if a.label.is_empty() {
                 0
             } else {
                 set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
             };
-            let (name, params) = resolve(&a.params, set.len(), a.receiver_max, label_bytes, a.link)?;
+            // A resumed build keeps the parameters it started with (auto might choose otherwise now).
+            let unfinished = if a.resume { SenderDb::unfinished_build(&a.out) } else { None };
+            let (name, params) = match unfinished {
+                Some((params, name)) => {
+                    eprintln!("resuming the build in {} with its parameters ({name})", a.out.display());
+                    (name, params)
+                }
+                None => resolve(&a.params, set.len(), a.receiver_max, label_bytes, a.link)?,
+            };
             let labels: Option<Vec<Vec<u8>>> = if a.label.is_empty() {
                 None
             } else {
@@ -145,15 +164,20 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
             };
             let (bar, observer) = progress("db build", a.quiet);
             let labelled = labels.as_deref().map(|l| (l, a.label.clone()));
-            let built = SenderDb::build_observed(&set.items(), labelled, params, &name, observer);
+            let to = BuildInto {
+                dir: &a.out,
+                resume: a.resume,
+                key_columns: set.key_columns(),
+                key_file: a.key_file.as_deref(),
+            };
+            let built = SenderDb::build_into(to, &set.items(), labelled, params, &name, observer);
             if let Some(bar) = bar {
                 bar.finish_and_clear();
             }
-            let mut db = built?.with_key_columns(set.key_columns());
-            if let Some(k) = &a.key_file {
-                db.keep_key_apart(k)?;
+            let db = built?;
+            if !db.info().resumed.is_empty() {
+                eprintln!("resumed: {}", db.info().resumed);
             }
-            db.save(&a.out)?;
             eprintln!("built {} in {:.2} s", a.out.display(), db.info().build_ms as f64 / 1e3);
             print_info(&db);
             Ok(())

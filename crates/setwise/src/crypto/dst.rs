@@ -21,6 +21,11 @@ pub const UNBALANCED_OPRF_OUT: &str = "setwise/unbalanced/v1/oprf-output";
 pub const UNBALANCED_DIGEST: &str = "setwise/unbalanced/v1/item-digest";
 /// Unbalanced PSI: the check value of a database's OPRF key, kept with the database.
 pub const UNBALANCED_KEY_CHECK: &str = "setwise/unbalanced/v1/oprf-key-check";
+/// Unbalanced PSI: a database build's journal (its header's hash, its records' tags,
+/// a bundle's bins), which a resumed build checks.
+pub const UNBALANCED_BUILD_JOURNAL: &str = "setwise/unbalanced/v1/build-journal";
+/// Unbalanced PSI: the fingerprint of a build's input, which a resumed build must match.
+pub const UNBALANCED_BUILD_INPUT: &str = "setwise/unbalanced/v1/build-input";
 /// Unbalanced PSI: an item digest to its bins and field elements.
 pub const UNBALANCED_ITEM: &str = "setwise/unbalanced/v1/item-to-bins";
 /// Authorised PSI: H1(item ‖ client id) to G1 (BLS signatures).

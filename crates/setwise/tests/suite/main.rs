@@ -17,6 +17,7 @@ mod mqrpmt_ops;
 mod ot;
 mod reveal;
 mod unbalanced;
+mod unbalanced_build;
 mod unbalanced_noise;
 mod unbalanced_storage;
 mod vole;

@@ -48,7 +48,7 @@ pub mod params;
 mod receiver;
 mod sender;
 
-pub use db::{DbInfo, SenderDb, UpdateStats};
+pub use db::{BuildInto, DbInfo, SenderDb, UpdateStats};
 pub use labels::{LabelLayout, decode_label, encode_label};
 pub use params::UnbalancedParams;
 pub use receiver::receiver;

@@ -12,6 +12,7 @@
 
 mod coefficients;
 mod encoding;
+mod journal;
 mod placement;
 mod rows;
 mod storage;
@@ -26,9 +27,11 @@ use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows};
 use crate::protocols::{Meter, PhaseObserver, Progress};
 use coefficients::{apply_edits, interpolate_bundle};
+use journal::Journal;
 use placement::{BinFelts, Layouts, place};
 use rayon::prelude::*;
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
@@ -132,6 +135,11 @@ pub struct DbInfo {
     pub label_parts: usize,
     /// Per-query false-match probability at the receiver maximum, log2.
     pub false_match_log2: f64,
+    /// A resumed build ([`SenderDb::build_into`]): bundles it found written and
+    /// reused (0 otherwise).
+    pub resumed_bundles: usize,
+    /// A resumed build: what it reused, or why it built from the start (empty otherwise).
+    pub resumed: String,
 }
 
 /// What an insert or remove changed.
@@ -201,6 +209,86 @@ pub struct SenderDb {
     info: DbInfo,
 }
 
+/// Where [`SenderDb::build_into`] writes, and what it does with an unfinished build
+/// there.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildInto<'a> {
+    /// The database directory (created 0700 if new).
+    pub dir: &'a Path,
+    /// Continue the unfinished build found in `dir`; without it, one there is refused.
+    pub resume: bool,
+    /// Key columns joined into each item (see [`SenderDb::with_key_columns`]).
+    pub key_columns: usize,
+    /// Keep the OPRF key in this file instead of the directory (see
+    /// [`SenderDb::keep_key_apart`]).
+    pub key_file: Option<&'a Path>,
+}
+
+/// Tells `observer` a build's next step.
+fn step(observer: &Option<PhaseObserver>, name: &'static str) {
+    if let Some(o) = observer {
+        o(Progress::Phase(name));
+    }
+}
+
+/// Checks a build's input and parameters before any work, and makes their context.
+fn check_build(items: usize, labels: Option<&[Vec<u8>]>, params: &UnbalancedParams) -> Result<HeContext> {
+    if let Some(labels) = labels {
+        if labels.len() != items {
+            return Err(Error::params("labels", format!("{} labels for {} items", labels.len(), items)));
+        }
+        if let Some(l) = labels.iter().find(|l| l.len() > MAX_LABEL_BYTES) {
+            return Err(Error::params("labels", format!("a label has {} bytes; at most {MAX_LABEL_BYTES}", l.len())));
+        }
+    }
+    params.validate()?;
+    // Parameters that too many items would break are refused before any work.
+    params.check_false_matches(params.min_bundles_per_index(items), "at least ")?;
+    HeContext::new(&params.he()).map_err(|e| Error::params("he_params", e.to_string()))
+}
+
+/// The label layout of a build's labels, if any.
+fn label_layout(params: &UnbalancedParams, labels: &Option<(&[Vec<u8>], Vec<String>)>) -> Option<LabelLayout> {
+    labels
+        .as_ref()
+        .map(|(l, columns)| LabelLayout::new(params, columns.clone(), l.iter().map(Vec::len).max().unwrap_or(0)))
+}
+
+/// The items' OPRF digests and, with `layout`, their labels sealed under their OPRF
+/// outputs (which are dropped here: the database keeps only digests).
+fn oprf_items<I: AsRef<[u8]> + Sync>(
+    oprf: &OprfKey,
+    items: &[I],
+    labels: Option<&[Vec<u8>]>,
+    layout: Option<LabelLayout>,
+    observer: &Option<PhaseObserver>,
+) -> (Vec<Digest>, Option<Labels>) {
+    let outputs = Meter::new(observer.clone(), items.len()).map_pieces(items, |piece| oprf.evaluate_items(piece));
+    let digests = outputs.par_iter().map(digest).collect();
+    let labels = labels.zip(layout).map(|(l, layout)| {
+        let mut records = vec![0u8; outputs.len() * layout.record_bytes];
+        records
+            .par_chunks_mut(layout.record_bytes)
+            .zip(outputs.par_iter().zip(l))
+            .for_each(|(r, (o, label))| r.copy_from_slice(&seal_label(o, label, &layout)));
+        Labels { layout, records }
+    });
+    (digests, labels)
+}
+
+/// A bundle's coefficients interpolated from its bins.
+fn interpolate(
+    p: &UnbalancedParams,
+    parts: usize,
+    bins: &[Vec<u32>],
+    items: &[Digest],
+    labels: &Option<Labels>,
+) -> Result<Vec<u32>> {
+    interpolate_bundle(p, parts, bins, items, labels).ok_or_else(|| {
+        Error::usage("database", "two items of a bundle's bin share a field element: placement was bypassed")
+    })
+}
+
 fn oprf_key(scalar: SecretScalar) -> OprfKey {
     OprfKey::from_scalar(scalar, dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT)
 }
@@ -235,41 +323,251 @@ impl SenderDb {
         preset: &str,
         observer: Option<PhaseObserver>,
     ) -> Result<Self> {
-        if let Some((labels, _)) = &labels {
-            if labels.len() != items.len() {
-                return Err(Error::params("labels", format!("{} labels for {} items", labels.len(), items.len())));
-            }
-            if let Some(l) = labels.iter().find(|l| l.len() > MAX_LABEL_BYTES) {
-                return Err(Error::params(
-                    "labels",
-                    format!("a label has {} bytes; at most {MAX_LABEL_BYTES}", l.len()),
-                ));
+        let start = Instant::now();
+        let ctx = check_build(items.len(), labels.as_ref().map(|l| l.0), &params)?;
+        let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
+        step(&observer, "OPRF of the items");
+        let layout = label_layout(&params, &labels);
+        let (digests, labels) = oprf_items(&oprf, items, labels.map(|l| l.0), layout, &observer);
+        let mut db = Self::assemble(params, ctx, oprf, digests, labels);
+        step(&observer, "place the items in bundles");
+        db.place_all()?;
+        step(&observer, "interpolate each bundle's polynomials");
+        db.compute_coefficients(observer)?;
+        db.info.preset = preset.to_string();
+        db.info.build_ms = start.elapsed().as_millis() as u64;
+        db.refresh_info();
+        Ok(db)
+    }
+
+    /// Builds a database into the directory `to.dir` as [`build_observed`](Self::build_observed)
+    /// does, but writes each bundle's segment as soon as it is interpolated (memory then
+    /// holds a bundle's coefficients per thread, not the database's) and keeps a journal
+    /// there, so that a build killed at any point resumes (`to.resume`): its key and OPRF
+    /// results are read back, and the bundles it wrote are reused once their segments
+    /// check (module `journal`). The last step saves the manifest, as
+    /// [`save`](Self::save) does; a database already in `dir` stays whole until then.
+    /// Without `to.resume`, an unfinished build in `dir` is refused; a resumed build
+    /// must be given the same parameters and input. [`DbInfo::resumed`] says what was
+    /// reused; `build_ms` is this run's time.
+    pub fn build_into<I: AsRef<[u8]> + Sync>(
+        to: BuildInto<'_>,
+        items: &[I],
+        labels: Option<(&[Vec<u8>], Vec<String>)>,
+        params: UnbalancedParams,
+        preset: &str,
+        observer: Option<PhaseObserver>,
+    ) -> Result<Self> {
+        let start = Instant::now();
+        let dir = to.dir;
+        let ctx = check_build(items.len(), labels.as_ref().map(|l| l.0), &params)?;
+        if !to.resume {
+            storage::refuse_unfinished_build(dir)?;
+        }
+        storage::check_build_dir(dir)?;
+        storage::private_dir(dir).map_err(|e| Error::file(dir, e))?;
+        let lock = DirLock::take(dir, true)?;
+        let key_columns = to.key_columns.max(1);
+        let input = journal::input_fingerprint(items, labels.as_ref().map(|(l, c)| (*l, c.as_slice())), key_columns);
+        let layout = label_layout(&params, &labels);
+        let record_bytes = layout.as_ref().map_or(0, |l| l.record_bytes);
+        // What a resumed build reused, or why it could not.
+        let mut resumed = String::new();
+        let mut found = None;
+        if to.resume {
+            match Self::resumable(dir, &params, input)? {
+                Ok(r) => found = Some(r),
+                Err(why) => resumed = why,
             }
         }
-        let step = |name| {
-            if let Some(o) = &observer {
-                o(Progress::Phase(name));
+        let dropped_tail = found.as_ref().is_some_and(|(j, _)| j.dropped_tail);
+        let found_journal = found.is_some();
+        let (journal, oprf, spilled) = match found {
+            Some((journal, key)) => {
+                let spilled = journal::read_items(dir, &journal, record_bytes)?;
+                (journal, key, spilled)
+            }
+            None => {
+                let key = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
+                storage::write_key(&dir.join(journal::BUILD_KEY), &key)?;
+                let header = journal::Header {
+                    params_json: params.to_json(),
+                    preset: preset.to_string(),
+                    key_check: storage::key_check(&key),
+                    input,
+                    items: items.len() as u64,
+                };
+                (Journal::create(dir, header)?, key, None)
             }
         };
-        let start = Instant::now();
-        params.validate()?;
-        // Parameters that too many items would break are refused before any work.
-        params.check_false_matches(params.min_bundles_per_index(items.len()), "at least ")?;
-        let ctx = HeContext::new(&params.he()).map_err(|e| Error::params("he_params", e.to_string()))?;
-        let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
-        step("OPRF of the items");
-        let outputs = Meter::new(observer.clone(), items.len()).map_pieces(items, |piece| oprf.evaluate_items(piece));
-        let digests = outputs.par_iter().map(digest).collect();
-        let labels = labels.map(|(l, columns)| {
-            let layout = LabelLayout::new(&params, columns, l.iter().map(Vec::len).max().unwrap_or(0));
-            let mut records = vec![0u8; outputs.len() * layout.record_bytes];
-            records
-                .par_chunks_mut(layout.record_bytes)
-                .zip(outputs.par_iter().zip(l))
-                .for_each(|(r, (o, label))| r.copy_from_slice(&seal_label(o, label, &layout)));
-            Labels { layout, records }
-        });
-        let mut db = Self {
+        let mut done = journal.done.clone();
+        let (digests, labels) = match spilled {
+            Some((digests, records)) => {
+                resumed = "reused the OPRF results".into();
+                (digests, layout.map(|layout| Labels { layout, records }))
+            }
+            None => {
+                // Sealed labels draw nonces: bundles written with other seals are not reused.
+                done.clear();
+                step(&observer, "OPRF of the items");
+                let (digests, labels) = oprf_items(&oprf, items, labels.map(|l| l.0), layout, &observer);
+                journal::write_items(dir, &journal, &digests, labels.as_ref().map_or(&[], |l| &l.records))?;
+                (digests, labels)
+            }
+        };
+        let mut db = Self::assemble(params, ctx, oprf, digests, labels);
+        db.key_columns = key_columns;
+        db.dir = Some(dir.to_path_buf());
+        step(&observer, "place the items in bundles");
+        db.place_all()?;
+        let reused = if done.is_empty() {
+            0
+        } else {
+            step(&observer, "check the bundles already written");
+            db.reuse_written(dir, &done)
+        };
+        if found_journal {
+            let total = db.indices.iter().map(Vec::len).sum::<usize>();
+            let oprf = if resumed.is_empty() { "reused" } else { "reused the OPRF results and" };
+            resumed = format!("{oprf} {reused} of {total} bundles");
+            if dropped_tail {
+                resumed.push_str(" (the journal's last record was cut short or damaged)");
+            }
+        }
+        step(&observer, "interpolate and write each bundle's polynomials");
+        db.write_bundles(dir, &journal, observer)?;
+        drop(journal);
+        db.lock = Some(lock);
+        if let Some(k) = to.key_file {
+            db.keep_key_apart(k)?;
+        }
+        db.info.preset = preset.to_string();
+        db.info.build_ms = start.elapsed().as_millis() as u64;
+        db.save(dir)?;
+        journal::remove_build_files(dir)?;
+        // Released, so that this thread may open the database again.
+        db.lock = None;
+        db.info.resumed_bundles = reused;
+        db.info.resumed = resumed;
+        db.refresh_info();
+        Ok(db)
+    }
+
+    /// Refuses `dir` if it holds an unfinished build, naming `--resume`: a frontend
+    /// checks this before it reads the input or chooses parameters.
+    pub fn refuse_unfinished_build(dir: &Path) -> Result<()> {
+        storage::refuse_unfinished_build(dir)
+    }
+
+    /// The parameters and preset of the unfinished build in `dir`, if its journal is
+    /// there and reads: `setwise db build --resume` builds with them rather than
+    /// choosing anew (`auto` may choose otherwise on another run).
+    pub fn unfinished_build(dir: &Path) -> Option<(UnbalancedParams, String)> {
+        let header = Journal::header(dir)?;
+        UnbalancedParams::from_json(&header.params_json).ok().map(|p| (p, header.preset))
+    }
+
+    /// The unfinished build in `dir` if it can be resumed with `params` and `input`:
+    /// its journal and key, or why it is built from the start instead (no journal, or
+    /// one whose header or key does not check). Other parameters or another input are
+    /// refused: resuming them would mix two databases.
+    fn resumable(
+        dir: &Path,
+        params: &UnbalancedParams,
+        input: [u8; 32],
+    ) -> Result<std::result::Result<(Journal, OprfKey), String>> {
+        let journal = match Journal::open(dir) {
+            Ok(Some(j)) => j,
+            Ok(None) => return Ok(Err("no unfinished build to resume: built from the start".into())),
+            Err(e) => return Ok(Err(format!("{e}: built from the start"))),
+        };
+        if journal.header.params_json != params.to_json() {
+            let theirs = UnbalancedParams::from_json(&journal.header.params_json).map(|p| p.fingerprint());
+            return Err(Error::params(
+                "params",
+                format!(
+                    "the unfinished build in {} used other parameters (fingerprint {}): resume it with them \
+                     (`setwise db build --resume` reads them from its journal), or remove the directory",
+                    dir.display(),
+                    theirs.unwrap_or_else(|_| "unreadable".into())
+                ),
+            ));
+        }
+        if journal.header.input != input {
+            return Err(Error::usage(
+                "input",
+                format!(
+                    "the unfinished build in {} was started from another input (items, labels or key columns): \
+                     give it the same input, or remove the directory",
+                    dir.display()
+                ),
+            ));
+        }
+        match storage::read_key(&dir.join(journal::BUILD_KEY), &journal.header.key_check) {
+            Ok(key) => Ok(Ok((journal, key))),
+            Err(e) => Ok(Err(format!("{e}: built from the start"))),
+        }
+    }
+
+    /// Marks as saved each bundle that `done` records with the same bins and whose
+    /// segment still checks; returns how many.
+    fn reuse_written(&mut self, dir: &Path, done: &HashMap<(u32, u32), journal::Done>) -> usize {
+        let (p, len) = (&self.params, self.segment_len());
+        self.indices
+            .par_iter_mut()
+            .enumerate()
+            .map(|(bi, bundles)| {
+                bundles
+                    .par_iter_mut()
+                    .enumerate()
+                    .map(|(pos, b)| match done.get(&(bi as u32, pos as u32)) {
+                        Some(d)
+                            if d.bins == journal::bins_hash(&b.bins)
+                                && read_segment(dir, d.segment, len, p).is_ok() =>
+                        {
+                            b.saved = Some(d.segment);
+                            b.rebuild = false;
+                            1
+                        }
+                        _ => 0,
+                    })
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// Interpolates each bundle not yet saved and writes it to a segment in `dir` at
+    /// once, recorded in `journal`; its coefficients are dropped once written.
+    fn write_bundles(&mut self, dir: &Path, journal: &Journal, observer: Option<PhaseObserver>) -> Result<()> {
+        let todo = self.indices.iter().flatten().filter(|b| b.saved.is_none()).count();
+        let meter = Meter::new(observer, todo).counting("bundles");
+        let (items, labels, p) = (&self.items, &self.labels, &self.params);
+        let parts = labels.as_ref().map_or(0, |l| l.layout.parts);
+        self.indices.par_iter_mut().enumerate().try_for_each(|(bi, bundles)| {
+            bundles.par_iter_mut().enumerate().filter(|(_, b)| b.saved.is_none()).try_for_each(|(pos, b)| {
+                let coeffs = interpolate(p, parts, &b.bins, items, labels)?;
+                let seg = storage::write_segment(dir, &coeffs).map_err(|e| Error::file(dir, e))?;
+                journal
+                    .append(bi, pos, journal::bins_hash(&b.bins), seg)
+                    .map_err(|e| Error::file(&dir.join(journal::JOURNAL), e))?;
+                b.saved = Some(seg);
+                b.rebuild = false;
+                b.coeffs = None;
+                meter.add(1);
+                Ok(())
+            })
+        })
+    }
+
+    /// A database of `digests` (and `labels`) under `params`, with no bundles yet.
+    fn assemble(
+        params: UnbalancedParams,
+        ctx: HeContext,
+        oprf: OprfKey,
+        digests: Vec<Digest>,
+        labels: Option<Labels>,
+    ) -> Self {
+        Self {
             params,
             ctx,
             oprf: Some(oprf),
@@ -283,16 +581,15 @@ impl SenderDb {
             lock: None,
             rows: None,
             info: DbInfo::default(),
-        };
-        step("place the items in bundles");
-        db.fill_bundles()?;
-        step("interpolate each bundle's polynomials");
-        db.compute_coefficients(observer)?;
-        db.info.preset = preset.to_string();
-        db.info.build_ms = start.elapsed().as_millis() as u64;
-        db.refresh_info();
-        db.check_false_matches()?;
-        Ok(db)
+        }
+    }
+
+    /// Places every item, then checks the false-match bound on the bundles they fill,
+    /// before any interpolation.
+    fn place_all(&mut self) -> Result<()> {
+        self.fill_bundles()?;
+        self.refresh_info();
+        self.check_false_matches()
     }
 
     /// Places every item (see [`place`]).
@@ -510,13 +807,7 @@ impl SenderDb {
                     }
                     let rebuilt = bundle.rebuild;
                     if rebuilt {
-                        let coeffs = interpolate_bundle(p, parts, &bundle.bins, items, labels).ok_or_else(|| {
-                            Error::usage(
-                                "database",
-                                "two items of a bundle's bin share a field element: placement was bypassed",
-                            )
-                        })?;
-                        bundle.coeffs = Some(coeffs);
+                        bundle.coeffs = Some(interpolate(p, parts, &bundle.bins, items, labels)?);
                     }
                     bundle.edits.clear();
                     bundle.rebuild = false;

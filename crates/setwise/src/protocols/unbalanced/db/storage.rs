@@ -17,6 +17,7 @@
 use super::super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES};
 use super::super::params::UnbalancedParams;
 use super::super::{Digest, MAX_BUNDLES_PER_INDEX};
+use super::journal;
 use super::placement::Layouts;
 use super::{Bundle, DbInfo, Labels, SenderDb, oprf_key};
 use crate::crypto::dst::{self, Domain};
@@ -51,10 +52,10 @@ const LOCK: &str = "LOCK";
 
 /// A bundle's coefficients as saved: the segment file `seg-<id>` in the database
 /// directory and the BLAKE3 hash of its bytes (kept in the manifest).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Segment {
-    id: u64,
-    hash: [u8; 32],
+    pub(super) id: u64,
+    pub(super) hash: [u8; 32],
 }
 
 impl Segment {
@@ -111,7 +112,7 @@ static RELEASED: std::sync::Condvar = std::sync::Condvar::new();
 
 impl DirLock {
     /// Locks `dir` (exclusive for updates, shared for readers), waiting for the holder.
-    fn take(dir: &Path, exclusive: bool) -> Result<Self> {
+    pub(super) fn take(dir: &Path, exclusive: bool) -> Result<Self> {
         let path = dir.join(LOCK);
         let file = private_options().read(true).write(true).create(true).truncate(false).open(&path);
         let file = file.map_err(|e| Error::file(&path, e))?;
@@ -157,7 +158,7 @@ impl Drop for DirLock {
 }
 
 /// Creates `dir` (and its parents) and makes it its owner's only.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     #[cfg(unix)]
     {
@@ -181,7 +182,7 @@ impl<W: std::io::Write> HashingWriter<W> {
 }
 
 /// The check value of an OPRF key, kept in the manifest so a wrong key file is refused.
-fn key_check(key: &OprfKey) -> [u8; 32] {
+pub(super) fn key_check(key: &OprfKey) -> [u8; 32] {
     let mut bytes = zeroize::Zeroizing::new(key.scalar().to_bytes());
     let mut h = Domain::fixed(dst::UNBALANCED_KEY_CHECK).hasher();
     h.update(&bytes[..]);
@@ -200,7 +201,7 @@ pub(super) fn write_key(path: &Path, key: &OprfKey) -> Result<()> {
 }
 
 /// Reads a key file and checks it against the manifest's check value.
-fn read_key(path: &Path, check: &[u8; 32]) -> Result<OprfKey> {
+pub(super) fn read_key(path: &Path, check: &[u8; 32]) -> Result<OprfKey> {
     let bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(|e| Error::file(path, e))?);
     if bytes.len() != 72 || bytes[..8] != KEY_MAGIC || blake3::hash(&bytes[..40]).as_bytes() != &bytes[40..] {
         return Err(Error::damaged(path, "not a setwise database key file, or damaged"));
@@ -216,7 +217,7 @@ fn read_key(path: &Path, check: &[u8; 32]) -> Result<OprfKey> {
 
 /// Writes coefficients as a new segment file (little-endian u32s) in `dir`, synced, 0600,
 /// and names it by a random id.
-fn write_segment(dir: &Path, coeffs: &[u32]) -> std::io::Result<Segment> {
+pub(super) fn write_segment(dir: &Path, coeffs: &[u32]) -> std::io::Result<Segment> {
     let bytes: Vec<u8> = coeffs.iter().flat_map(|c| c.to_le_bytes()).collect();
     let mut id = [0u8; 8];
     crate::crypto::rng::fill_os(&mut id);
@@ -225,6 +226,38 @@ fn write_segment(dir: &Path, coeffs: &[u32]) -> std::io::Result<Segment> {
     std::io::Write::write_all(&mut f, &bytes)?;
     f.sync_all()?;
     Ok(seg)
+}
+
+/// Refuses a path a database cannot be written to: a file, or a directory that holds
+/// neither a database nor a build of one but something else.
+pub(super) fn check_build_dir(path: &Path) -> Result<()> {
+    if path.is_file() {
+        return Err(Error::damaged(path, "is a file; a database is a directory: choose another path"));
+    }
+    let foreign = |e: &std::fs::DirEntry| ![MANIFEST, LOCK].contains(&e.file_name().to_string_lossy().as_ref());
+    if path.is_dir()
+        && !path.join(MANIFEST).exists()
+        && !path.join(journal::JOURNAL).exists()
+        && std::fs::read_dir(path).map_err(|e| Error::file(path, e))?.flatten().any(|e| foreign(&e))
+    {
+        return Err(Error::damaged(path, "is a directory that is not a setwise database: choose a new path"));
+    }
+    Ok(())
+}
+
+/// Refuses a directory that holds an unfinished build (its journal), naming how to go on.
+pub(super) fn refuse_unfinished_build(dir: &Path) -> Result<()> {
+    if dir.join(journal::JOURNAL).exists() {
+        return Err(Error::usage(
+            "resume",
+            format!(
+                "{} holds an unfinished build: finish it with `setwise db build --resume` and the same input, \
+                 or remove the directory",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a bundle's segment, checking its length, hash and that every coefficient is
@@ -260,20 +293,15 @@ impl SenderDb {
     /// manifest names are deleted last. All of it happens under the directory's lock.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         let io = |source| Error::file(path, source);
-        if path.is_file() {
-            return Err(Error::damaged(path, "is a file; a database is a directory: choose another path"));
-        }
         // Saving deletes the segment files its manifest does not name, so it refuses a
-        // directory that holds anything but a database.
-        let foreign = |e: &std::fs::DirEntry| ![MANIFEST, LOCK].contains(&e.file_name().to_string_lossy().as_ref());
-        if path.is_dir()
-            && !path.join(MANIFEST).exists()
-            && std::fs::read_dir(path).map_err(io)?.flatten().any(|e| foreign(&e))
-        {
-            return Err(Error::damaged(path, "is a directory that is not a setwise database: choose a new path"));
-        }
-        private_dir(path).map_err(io)?;
+        // directory that holds anything but a database, and another build's journal
+        // (its segments are named by no manifest yet); the build itself holds the lock.
         let held = self.lock.as_ref().is_some_and(|l| l.covers(path));
+        if !held {
+            refuse_unfinished_build(path)?;
+        }
+        check_build_dir(path)?;
+        private_dir(path).map_err(io)?;
         let _lock = if held { None } else { Some(DirLock::take(path, true)?) };
         let key = self.key()?.clone();
         let same = self.dir.as_deref().is_some_and(|d| d.canonicalize().ok() == path.canonicalize().ok());
@@ -328,12 +356,19 @@ impl SenderDb {
         }
         self.dir = Some(path.to_path_buf());
         // Segments of replaced bundles, what an interrupted earlier save left, and the
-        // encoded copies, all of an older manifest (a server reading one keeps it open).
+        // encoded copies, all of an older manifest (a server reading one keeps it open);
+        // and a finished build's key and items files, once no journal names them.
         let live: HashSet<String> = segments.iter().map(|s| Segment::file_name(s.id)).collect();
+        let build_over = !path.join(journal::JOURNAL).exists();
         for entry in std::fs::read_dir(path).map_err(io)?.flatten() {
             let file = entry.file_name().to_string_lossy().into_owned();
             let stale_manifest = file.starts_with("MANIFEST.") && file.ends_with(".tmp");
-            if (file.starts_with("seg-") && !live.contains(&file)) || stale_manifest || super::rows::is_copy(&file) {
+            let stale_build = build_over && [journal::BUILD_KEY, journal::BUILD_ITEMS].contains(&file.as_str());
+            if (file.starts_with("seg-") && !live.contains(&file))
+                || stale_manifest
+                || stale_build
+                || super::rows::is_copy(&file)
+            {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -445,6 +480,7 @@ impl SenderDb {
             }));
         }
         if !path.join(MANIFEST).is_file() {
+            refuse_unfinished_build(path)?;
             return Err(bad("not a setwise database (no MANIFEST)".into()));
         }
         let lock = DirLock::take(path, how == Open::Update)?;

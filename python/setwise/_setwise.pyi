@@ -52,6 +52,8 @@ class SenderDb:
         receiver_max: int = 256,
         key_file: str | None = None,
         link: str = "1000",
+        out: str | None = None,
+        resume: bool = False,
     ) -> SenderDb: ...
     @staticmethod
     def load(

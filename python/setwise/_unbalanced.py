@@ -73,6 +73,8 @@ class SenderDb:
         receiver_max: int = 256,
         key_file: PathLike | None = None,
         link: str = "1000",
+        out: PathLike | None = None,
+        resume: bool = False,
     ) -> SenderDb:
         """Builds a database from ``data`` (any ``items`` of :func:`setwise.receiver`)
         with ``key``; ``labels`` names the columns each match returns (a key's first
@@ -82,11 +84,24 @@ class SenderDb:
         items a query may hold; ``link``: the link queries cross, which ``auto``
         charges their bytes at (``lan``, ``wan`` = 50 Mbit/s, or Mbit/s: a slow link
         makes it send fewer bytes for more sender work). With ``key_file`` the OPRF key
-        is kept in that file (0600) and not in the database directory."""
+        is kept in that file (0600) and not in the database directory.
+
+        With ``out``, the database is built into that directory as ``setwise db build``
+        does: each bundle written as soon as it is computed, with a journal, so a build
+        that is killed continues with ``resume=True`` and the same data (on the
+        parameters it started with), computing only what is missing. The database
+        returned is then the saved one: :meth:`load` it to serve it."""
         names = _names(labels)
         columns = _label_columns(data, names) if names else []
         native = _setwise.SenderDb.build(
-            to_keys(data, key), columns, params, receiver_max, _path(key_file), link
+            to_keys(data, key),
+            columns,
+            params,
+            receiver_max,
+            _path(key_file),
+            link,
+            _path(out),
+            resume,
         )
         return cls(native)
 

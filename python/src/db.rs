@@ -6,7 +6,7 @@ use crate::keys::{Keys, Store};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use setwise::protocols::unbalanced::db::Open;
-use setwise::protocols::unbalanced::{SenderDb, auto, encode_label};
+use setwise::protocols::unbalanced::{BuildInto, SenderDb, auto, encode_label};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
@@ -53,9 +53,12 @@ impl PyDb {
     /// given, under `params` (`auto`, a preset name or a JSON file) for queries of up to
     /// `receiver_max` items, `auto` charging bytes at `link` (`auto::Link::parse`) and
     /// assuming the database serves on a machine like this one; with `key_file` its OPRF
-    /// key is kept apart (0600).
+    /// key is kept apart (0600). With `out`, built into that directory as `setwise db
+    /// build` does (`SenderDb::build_into`: bundles written as they are computed, a
+    /// killed build continued with `resume`, on the parameters it started with).
     #[staticmethod]
-    #[pyo3(signature = (keys, labels, params="auto", receiver_max=256, key_file=None, link="1000"))]
+    #[pyo3(signature = (keys, labels, params="auto", receiver_max=256, key_file=None, link="1000", out=None, resume=false))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
     fn build(
         py: Python<'_>,
         keys: &Keys,
@@ -64,21 +67,39 @@ impl PyDb {
         receiver_max: usize,
         key_file: Option<PathBuf>,
         link: &str,
+        out: Option<PathBuf>,
+        resume: bool,
     ) -> PyResult<Self> {
         let link = auto::Link::parse(link).map_err(to_py)?;
         let store = keys.store.clone();
         let kc = keys.key_columns;
         let db = py.detach(|| {
+            if let (Some(dir), false) = (&out, resume) {
+                SenderDb::refuse_unfinished_build(dir).map_err(to_py)?;
+            }
             let items = store.items();
             let records = if labels.is_empty() { None } else { Some(item_labels(&store, &labels)?) };
             let label_bytes = records.iter().flatten().map(Vec::len).max().unwrap_or(0);
-            let r = auto::resolve(params, items.len(), receiver_max, label_bytes, auto::Serving::here(link))
-                .map_err(to_py)?;
+            let unfinished = out.as_deref().filter(|_| resume).and_then(SenderDb::unfinished_build);
+            let (params, name) = match unfinished {
+                Some(found) => found,
+                None => {
+                    let r = auto::resolve(params, items.len(), receiver_max, label_bytes, auto::Serving::here(link))
+                        .map_err(to_py)?;
+                    (r.params, r.name)
+                }
+            };
+            if let Some(dir) = &out {
+                let to = BuildInto { dir, resume, key_columns: kc, key_file: key_file.as_deref() };
+                let names = labels.iter().map(|(n, _)| n.clone()).collect();
+                let labelled = records.as_deref().map(|r| (r, names));
+                return SenderDb::build_into(to, &items, labelled, params, &name, None).map_err(to_py);
+            }
             let mut db = match records {
-                None => SenderDb::build(&items, r.params, &r.name),
+                None => SenderDb::build(&items, params, &name),
                 Some(records) => {
                     let names = labels.iter().map(|(n, _)| n.clone()).collect();
-                    SenderDb::build_labelled(&items, &records, names, r.params, &r.name)
+                    SenderDb::build_labelled(&items, &records, names, params, &name)
                 }
             }
             .map_err(to_py)?

@@ -118,6 +118,35 @@ def test_save_load_insert_remove(tmp_path: Path, db: setwise.SenderDb) -> None:
     }
 
 
+def test_a_build_into_its_directory_and_an_unfinished_one(tmp_path: Path) -> None:
+    out = tmp_path / "db"
+    built = setwise.SenderDb.build(
+        SENDER, key="email", labels=["name", "tier"], params="64K-256", out=out
+    )
+    assert len(built) == 601 and not any(p.name.startswith("BUILD") for p in out.iterdir())
+    served = setwise.SenderDb.load(out)
+    _, r = pair(
+        lambda a: setwise.sender(served, "unbalanced", listen=a),
+        lambda a: setwise.receiver(RECEIVER, "unbalanced", key="email", connect=a),
+    )
+    assert r.indices == expected_rows()
+    for key, name in zip(r.matches().key, r.matches().name):
+        assert name == labels_of(key)[0]
+    # A directory holding an unfinished build (its journal) is refused, naming resume;
+    # resuming one whose journal does not read builds from the start.
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "BUILD").write_bytes(b"not a journal")
+    with pytest.raises(setwise.InputError, match="--resume"):
+        setwise.SenderDb.build(list(SENDER.email), params="64K-256", out=unfinished)
+    with pytest.raises(setwise.InputError, match="--resume"):
+        setwise.SenderDb.load(unfinished)
+    resumed = setwise.SenderDb.build(
+        list(SENDER.email), params="64K-256", out=unfinished, resume=True
+    )
+    assert len(resumed) == 601 and not (unfinished / "BUILD").exists()
+
+
 def test_unlabelled_database_and_its_errors(tmp_path: Path) -> None:
     plain = setwise.SenderDb.build(list(SENDER.email), params="64K-256")
     assert plain.label_columns == [] and len(plain) == 601

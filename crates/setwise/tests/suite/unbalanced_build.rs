@@ -97,6 +97,11 @@ fn a_build_into_its_directory_answers_exactly_and_leaves_no_build_files() {
     assert_eq!((db.info().resumed_bundles, db.info().resumed.as_str()), (0, ""));
     assert_eq!(files(&path, "BUILD"), Vec::<String>::new());
     assert_eq!(files(&path, "seg-").len(), db.info().bundles);
+    // What it returns is the saved database: to serve, it is loaded, and serving or
+    // encoding it as it is says so rather than failing in the evaluation.
+    let mut db = db;
+    let e = db.prepare().unwrap_err().to_string();
+    assert!(e.contains("load it to serve it"), "{e}");
     drop(db);
     answers_exactly(&path);
     // --resume with nothing to resume builds from the start, and says so.

@@ -34,6 +34,13 @@ pub(super) fn encode_coefficients(ctx: &HeContext, coeffs: &[u32]) -> Result<Pla
     ctx.encode_rows(coeffs, LEVEL)
 }
 
+/// A bundle whose coefficients are only in its segment (a database
+/// [`build_into`](SenderDb::build_into) wrote, or one opened to update) cannot be served
+/// or encoded from memory.
+fn saved_only() -> Error {
+    Error::usage("database", "its bundles are in its directory only: load it to serve it (SenderDb::load)")
+}
+
 impl SenderDb {
     /// Encodes the coefficients of every bundle whose plaintexts are neither in memory
     /// nor in the encoded copy on disk, at level 0 (their NTT form is what makes the
@@ -42,7 +49,7 @@ impl SenderDb {
         let ctx = &self.ctx;
         let unencoded = |b: &&mut super::Bundle| b.plaintexts.is_empty() && b.on_disk.is_none();
         self.indices.par_iter_mut().flatten().filter(unencoded).try_for_each(|bundle| {
-            let coeffs = bundle.coeffs.as_ref().expect("coefficients before encoding");
+            let coeffs = bundle.coeffs.as_ref().ok_or_else(saved_only)?;
             bundle.plaintexts =
                 encode_coefficients(ctx, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
             Ok(())
@@ -129,7 +136,8 @@ impl SenderDb {
         if let (Some(copy), Some(i)) = (&self.rows, bundle.on_disk) {
             return copy.with_bundle(&self.ctx, i, f);
         }
-        Ok(f(encode_coefficients(&self.ctx, bundle.coeffs.as_deref().unwrap_or_default())?.all()))
+        let coeffs = bundle.coeffs.as_deref().ok_or_else(saved_only)?;
+        Ok(f(encode_coefficients(&self.ctx, coeffs)?.all()))
     }
 
     /// Makes a built or edited database ready to serve fast: encodes the plaintexts and

@@ -126,6 +126,17 @@ fn main() {
         }
     }
 
+    if c.wants(&["build_resume"]) {
+        let mut files: Vec<_> =
+            std::fs::read_dir(unfinished_build()).expect("list").map(|e| e.expect("entry").path()).collect();
+        files.sort();
+        for (i, f) in files.iter().enumerate() {
+            let name = f.file_name().expect("name").to_string_lossy().into_owned();
+            let kind = if name.starts_with("seg-") { "segment".into() } else { name.to_lowercase() };
+            c.put("build_resume", Some(&kind), &[&[i as u8][..], &std::fs::read(f).expect("read")].concat());
+        }
+    }
+
     let modes: &[Mode] = if c.wants(&["credentials"]) { &[Mode::Full, Mode::Partial] } else { &[] };
     for &mode in modes {
         let file = dir.path().join("creds");

@@ -24,9 +24,11 @@ use setwise::protocols::fhe::FheParams;
 use setwise::protocols::mqrpmt::{Construction, LastMove, MqrpmtParams, messages as mq};
 use setwise::protocols::reveal::{REVEALED_DIGESTS, Revealed};
 use setwise::protocols::unbalanced::db::Open;
-use setwise::protocols::unbalanced::{SenderDb, UnbalancedParams, decode_label, encode_label, messages as ub};
+use setwise::protocols::unbalanced::{
+    BuildInto, SenderDb, UnbalancedParams, decode_label, encode_label, messages as ub,
+};
 use setwise::protocols::vole::messages as vole_psi;
-use setwise::protocols::{Reveal, Security, compact, ecdh, fhe};
+use setwise::protocols::{PhaseObserver, Progress, Reveal, Security, compact, ecdh, fhe};
 use setwise::session::{self, Hello, Input, Job, ProtocolParams};
 use setwise::testing::{Party, ScriptedChannel};
 use setwise::wire::Reader;
@@ -36,7 +38,8 @@ use setwise::wire::tags::{self, TagReader};
 use setwise::{Operation, Outcome, Protocol, Role, ot};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// The report page of `setwise report`: the CLI's own source, compiled here so that the
 /// `report` target reads report JSON and renders pages exactly as the CLI does.
@@ -610,6 +613,73 @@ pub fn db_files(data: &[u8]) {
     }
     let how = if select & 0x80 == 0 { Open::ServeWithin(0) } else { Open::Serve };
     let _ = SenderDb::open(&db, how, None);
+}
+
+/// The files of an unfinished labelled build (journal, key, OPRF results, the segments
+/// written, the lock), captured by the build's observer when its first bundle was written:
+/// what a kill at that moment leaves.
+pub fn unfinished_build() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, std::path::PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (db, copy) = (dir.path().join("db"), dir.path().join("unfinished"));
+        std::fs::create_dir(&copy).expect("create");
+        let taken = Arc::new(AtomicBool::new(false));
+        let (from, to) = (db.clone(), copy.clone());
+        let observer: PhaseObserver = Arc::new(move |p| {
+            if let Progress::Work(w) = p
+                && w.unit == "bundles"
+                && !taken.swap(true, Ordering::SeqCst)
+            {
+                for e in std::fs::read_dir(&from).expect("list") {
+                    let f = e.expect("entry").path();
+                    std::fs::copy(&f, to.join(f.file_name().expect("name"))).expect("copy");
+                }
+            }
+        });
+        let to = BuildInto { dir: &db, resume: false, key_columns: 1, key_file: None };
+        SenderDb::build_into(
+            to,
+            sender_items(),
+            Some((build_labels(), vec!["l".into()])),
+            unbalanced_params(),
+            "fuzz",
+            Some(observer),
+        )
+        .expect("build");
+        let path = dir.path().join("unfinished");
+        (dir, path)
+    })
+    .1
+}
+
+/// Labels of [`sender_items`] for [`unfinished_build`].
+fn build_labels() -> &'static [Vec<u8>] {
+    static L: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    L.get_or_init(|| sender_items().iter().map(|i| [&b"label of "[..], i].concat()).collect())
+}
+
+/// The `build_resume` target: an unfinished build ([`unfinished_build`]) with one of its
+/// files (the first byte selects which) replaced, resumed with its input. A resumed
+/// build that succeeds must leave a database that opens.
+pub fn build_resume(data: &[u8]) {
+    let Some((&select, bytes)) = data.split_first() else { return };
+    let unfinished = unfinished_build();
+    let work = tempfile::tempdir().expect("temporary directory");
+    let db = work.path().join("db");
+    std::fs::create_dir(&db).expect("create");
+    let mut files: Vec<_> = std::fs::read_dir(unfinished).expect("list").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    for f in &files {
+        std::fs::copy(f, db.join(f.file_name().expect("name"))).expect("copy");
+    }
+    let target = files[select as usize % files.len()].file_name().expect("name");
+    std::fs::write(db.join(target), bytes).expect("write");
+    let to = BuildInto { dir: &db, resume: true, key_columns: 1, key_file: None };
+    let labels = Some((build_labels(), vec!["l".into()]));
+    if SenderDb::build_into(to, sender_items(), labels, unbalanced_params(), "fuzz", None).is_ok() {
+        SenderDb::open(&db, Open::Inspect, None).expect("a resumed build's database opens");
+    }
 }
 
 /// The `credentials` target: a credentials file body with its magic and a valid checksum.

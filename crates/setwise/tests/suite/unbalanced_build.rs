@@ -200,15 +200,35 @@ fn a_resumed_build_recomputes_what_does_not_check() {
 
 #[test]
 fn a_build_over_a_database_leaves_it_whole_until_the_build_is_done() {
+    use setwise::protocols::unbalanced::db::Open;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     build(&path, false, &items("s", 0..N), None).unwrap();
-    // A killed rebuild over it: the old database still loads and answers.
+    let old_key = std::fs::read(path.join("KEY")).unwrap();
+    // A killed rebuild over it: the old database still loads and answers, but is not
+    // updated (the update's save would delete the rebuild's segments).
     killed_build(&path, 2);
     answers_exactly(&path);
+    let e = SenderDb::open(&path, Open::Update, None).unwrap_err().to_string();
+    assert!(e.contains("--resume"), "{e}");
+    let (journal, build_key) =
+        (std::fs::read(path.join("BUILD")).unwrap(), std::fs::read(path.join("BUILD-KEY")).unwrap());
     // Resumed, it replaces the old one and deletes its segments.
     let db = build(&path, true, &items("s", 0..N), None).unwrap();
     assert_eq!(files(&path, "seg-").len(), db.info().bundles);
     drop(db);
+    answers_exactly(&path);
+    // Stopped after the manifest's rename but before its key and the end: the old KEY
+    // beside the new manifest, the build's files still there. A load finds the key in
+    // BUILD-KEY; a resume writes KEY and deletes the build's files.
+    std::fs::write(path.join("KEY"), &old_key).unwrap();
+    std::fs::write(path.join("BUILD-KEY"), &build_key).unwrap();
+    std::fs::write(path.join("BUILD"), &journal).unwrap();
+    answers_exactly(&path);
+    let db = build(&path, true, &items("s", 0..N), None).unwrap();
+    assert!(db.info().resumed.contains("the build had finished"), "{}", db.info().resumed);
+    drop(db);
+    assert_eq!(files(&path, "BUILD"), Vec::<String>::new());
+    assert_ne!(std::fs::read(path.join("KEY")).unwrap(), old_key);
     answers_exactly(&path);
 }

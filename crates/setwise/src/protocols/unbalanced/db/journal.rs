@@ -21,7 +21,7 @@
 //! then the key and items files (a save deletes those when no journal is left).
 
 use super::super::Digest;
-use super::storage::Segment;
+use super::storage::{BUILD_ITEMS, BUILD_KEY, JOURNAL, Segment};
 use crate::crypto::dst::{self, Domain};
 use crate::error::{Error, Result};
 use crate::io::private_options;
@@ -30,13 +30,6 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-
-/// The journal's file name.
-pub(super) const JOURNAL: &str = "BUILD";
-/// The build's OPRF key file, until the final save writes `KEY`.
-pub(super) const BUILD_KEY: &str = "BUILD-KEY";
-/// The OPRF's results: item digests and sealed labels.
-pub(super) const BUILD_ITEMS: &str = "BUILD-ITEMS";
 
 const MAGIC: [u8; 8] = *b"SETWIJNL";
 const ITEMS_MAGIC: [u8; 8] = *b"SETWIITM";
@@ -50,6 +43,8 @@ const MAX_TEXT: usize = 1 << 16;
 /// Largest journal read: far above a header and a record for every bundle of any
 /// database this crate builds (a bigger file is damaged, not read whole).
 const MAX_JOURNAL: u64 = 1 << 28;
+/// Largest header: its fixed fields and two texts of at most [`MAX_TEXT`].
+const MAX_HEADER: u64 = 2 * MAX_TEXT as u64 + 256;
 
 /// What a journal binds a resumed build to: the same parameters, key and input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +117,12 @@ pub(super) struct Journal {
     pub done: HashMap<(u32, u32), Done>,
     /// Records that ended the journal because they were cut short or did not check.
     pub dropped_tail: bool,
+    /// The key of the record tags.
     key: [u8; 32],
+    /// The key of `BUILD-ITEMS`'s hash.
+    items_key: [u8; 32],
+    /// Bytes of the header and the good records.
+    good: u64,
     file: Mutex<std::fs::File>,
 }
 
@@ -133,17 +133,19 @@ impl Journal {
         let path = dir.join(JOURNAL);
         let io = |e| Error::file(&path, e);
         let bytes = header.encode();
-        let key = record_key(&bytes[bytes.len() - 32..]);
+        let (key, items_key) = keys(&bytes[bytes.len() - 32..]);
         let mut file = private_options().write(true).create(true).truncate(true).open(&path).map_err(io)?;
         file.write_all(&bytes).map_err(io)?;
         file.sync_all().map_err(io)?;
-        Ok(Self { header, done: HashMap::new(), dropped_tail: false, key, file: Mutex::new(file) })
+        crate::io::sync_dir(&path).map_err(io)?;
+        let good = bytes.len() as u64;
+        Ok(Self { header, done: HashMap::new(), dropped_tail: false, key, items_key, good, file: Mutex::new(file) })
     }
 
-    /// Reads the journal in `dir`: `Ok(None)` if there is none, `Err` naming what is
-    /// wrong if its header does not check. Records after the first that does not check
-    /// are dropped (their bundles are computed again); new records go after the last good
-    /// one.
+    /// Reads the journal in `dir` (called under the directory's lock): `Ok(None)` if
+    /// there is none, `Err` naming what is wrong if its header does not check. Records
+    /// after the first that does not check are dropped (their bundles are computed
+    /// again); the file is left as it is until [`cut_tail`](Self::cut_tail).
     pub fn open(dir: &Path) -> Result<Option<Self>> {
         let path = dir.join(JOURNAL);
         let io = |e| Error::file(&path, e);
@@ -157,28 +159,35 @@ impl Journal {
             return Err(Error::damaged(&path, "the build journal is larger than any build writes"));
         }
         let (header, sum, mut rest) = Header::decode(&bytes).map_err(|why| Error::damaged(&path, why))?;
-        let key = record_key(&sum);
+        let (key, items_key) = keys(&sum);
         let mut done = HashMap::new();
+        let wire = |e: crate::wire::WireError| Error::damaged(&path, e.to_string());
         while rest.len() >= BODY + TAG {
             let (body, tag) = (&rest[..BODY], &rest[BODY..BODY + TAG]);
             if blake3::keyed_hash(&key, body).as_bytes()[..TAG] != *tag {
                 break;
             }
             let mut r = Reader::new(body);
-            let index = r.u32("bundle index").map_err(|e| Error::damaged(&path, e.to_string()))?;
-            let position = r.u32("position").map_err(|e| Error::damaged(&path, e.to_string()))?;
-            let bins = r.array("bins hash").map_err(|e| Error::damaged(&path, e.to_string()))?;
-            let id = r.u64("segment id").map_err(|e| Error::damaged(&path, e.to_string()))?;
-            let hash = r.array("segment hash").map_err(|e| Error::damaged(&path, e.to_string()))?;
+            let (index, position) = (r.u32("bundle index").map_err(wire)?, r.u32("position").map_err(wire)?);
+            let bins = r.array("bins hash").map_err(wire)?;
+            let id = r.u64("segment id").map_err(wire)?;
+            let hash = r.array("segment hash").map_err(wire)?;
             done.insert((index, position), Done { bins, segment: Segment { id, hash } });
             rest = &rest[BODY + TAG..];
         }
         let dropped_tail = !rest.is_empty();
-        // New records go after the last good one.
         let good = (bytes.len() - rest.len()) as u64;
-        file.set_len(good).map_err(io)?;
-        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(good)).map_err(io)?;
-        Ok(Some(Self { header, done, dropped_tail, key, file: Mutex::new(file) }))
+        Ok(Some(Self { header, done, dropped_tail, key, items_key, good, file: Mutex::new(file) }))
+    }
+
+    /// Drops what follows the last good record, so that new records go after it (a
+    /// resume that goes ahead calls this).
+    pub fn cut_tail(&mut self) -> Result<()> {
+        let file = self.file.get_mut().unwrap_or_else(|e| e.into_inner());
+        let io = |e| Error::file(Path::new(JOURNAL), e);
+        file.set_len(self.good).map_err(io)?;
+        std::io::Seek::seek(file, std::io::SeekFrom::Start(self.good)).map_err(io)?;
+        Ok(())
     }
 
     /// The header of the journal in `dir`, read without writing (a build may be running),
@@ -186,7 +195,7 @@ impl Journal {
     pub fn header(dir: &Path) -> Option<Header> {
         let mut bytes = Vec::new();
         let file = std::fs::File::open(dir.join(JOURNAL)).ok()?;
-        file.take(MAX_JOURNAL).read_to_end(&mut bytes).ok()?;
+        file.take(MAX_HEADER).read_to_end(&mut bytes).ok()?;
         Header::decode(&bytes).ok().map(|(h, _, _)| h)
     }
 
@@ -204,9 +213,13 @@ impl Journal {
     }
 }
 
-/// The key of a journal's record tags, bound to its header's hash.
-fn record_key(header_hash: &[u8]) -> [u8; 32] {
-    Domain::fixed(dst::UNBALANCED_BUILD_JOURNAL).hash32(&[b"records".as_slice(), header_hash].concat())
+/// The keys of a journal's record tags and of its `BUILD-ITEMS` hash, bound to its
+/// header's hash (each input starts with its own word; the header's hash is of bytes
+/// that start with the magic).
+fn keys(header_hash: &[u8]) -> ([u8; 32], [u8; 32]) {
+    let domain = Domain::fixed(dst::UNBALANCED_BUILD_JOURNAL);
+    let key = |what: &[u8]| domain.hash32(&[what, header_hash].concat());
+    (key(b"records"), key(b"items"))
 }
 
 /// The fingerprint of a build's input: the items, the labels and their columns, and the
@@ -254,7 +267,7 @@ pub(super) fn write_items(dir: &Path, journal: &Journal, digests: &[Digest], rec
         1 << 20,
         private_options().write(true).create(true).truncate(true).open(&path).map_err(io)?,
     );
-    let mut h = blake3::Hasher::new_keyed(&journal.key);
+    let mut h = blake3::Hasher::new_keyed(&journal.items_key);
     let head =
         [&ITEMS_MAGIC[..], &(digests.len() as u64).to_le_bytes(), &(records.len() as u64).to_le_bytes()].concat();
     for part in [&head[..], digests.as_flattened(), records] {
@@ -265,9 +278,9 @@ pub(super) fn write_items(dir: &Path, journal: &Journal, digests: &[Digest], rec
     f.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)
 }
 
-/// Reads `BUILD-ITEMS` back: `Ok(None)` if it is missing, was cut short, or is not
-/// this journal's `digests` digests and `record_bytes` bytes of labels (the OPRF then runs
-/// again); the digests and label records otherwise.
+/// Reads `BUILD-ITEMS` back: `Ok(None)` if it is missing, cut short or damaged, or is
+/// not this journal's (the OPRF then runs again); otherwise the header's count of item
+/// digests and their label records of `record_bytes` each.
 pub(super) fn read_items(dir: &Path, journal: &Journal, record_bytes: usize) -> Result<Option<(Vec<Digest>, Vec<u8>)>> {
     let path = dir.join(BUILD_ITEMS);
     let n = journal.header.items as usize;
@@ -281,10 +294,13 @@ pub(super) fn read_items(dir: &Path, journal: &Journal, record_bytes: usize) -> 
         Ok(_) => {}
     }
     let bytes = std::fs::read(&path).map_err(|e| Error::file(&path, e))?;
+    if bytes.len() != want {
+        return Ok(None); // changed since its length was read
+    }
     let (body, sum) = bytes.split_at(bytes.len() - 32);
     let head = [&ITEMS_MAGIC[..], &(n as u64).to_le_bytes(), &((n * record_bytes) as u64).to_le_bytes()].concat();
     let ok = body.starts_with(&head)
-        && blake3::Hasher::new_keyed(&journal.key).update_rayon(body).finalize().as_bytes() == sum;
+        && blake3::Hasher::new_keyed(&journal.items_key).update_rayon(body).finalize().as_bytes() == sum;
     if !ok {
         return Ok(None);
     }
@@ -332,13 +348,15 @@ mod tests {
         assert_eq!(j.done[&(0, 2)], Done { bins: [2; 32], segment: seg(2) });
         assert!(!j.dropped_tail);
         drop(j);
-        // A kill in the middle of a record: the cut record is dropped, and the next
-        // append goes where it began.
+        // A kill in the middle of a record: the cut record is dropped; reading leaves
+        // the file as it is, and once the tail is cut the next append goes where it began.
         let path = dir.path().join(JOURNAL);
         let len = std::fs::metadata(&path).unwrap().len();
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len - 10).unwrap();
-        let j = Journal::open(dir.path()).unwrap().unwrap();
+        let mut j = Journal::open(dir.path()).unwrap().unwrap();
         assert_eq!((j.done.len(), j.dropped_tail), (3, true));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len - 10);
+        j.cut_tail().unwrap();
         j.append(1, 0, [9; 32], seg(9)).unwrap();
         drop(j);
         let j = Journal::open(dir.path()).unwrap().unwrap();

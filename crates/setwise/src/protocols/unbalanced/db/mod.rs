@@ -224,6 +224,17 @@ pub struct BuildInto<'a> {
     pub key_file: Option<&'a Path>,
 }
 
+/// What [`SenderDb::build_into`] found to resume.
+enum Resumable {
+    /// The journal and the build's key.
+    Yes(Box<Journal>, OprfKey),
+    /// A build stopped after its manifest (whose key this is) and before deleting its
+    /// files.
+    Finished(OprfKey),
+    /// Nothing to resume, and why.
+    No(String),
+}
+
 /// Tells `observer` a build's next step.
 fn step(observer: &Option<PhaseObserver>, name: &'static str) {
     if let Some(o) = observer {
@@ -361,35 +372,58 @@ impl SenderDb {
         let start = Instant::now();
         let dir = to.dir;
         let ctx = check_build(items.len(), labels.as_ref().map(|l| l.0), &params)?;
-        if !to.resume {
-            storage::refuse_unfinished_build(dir)?;
-        }
         storage::check_build_dir(dir)?;
         storage::private_dir(dir).map_err(|e| Error::file(dir, e))?;
         let lock = DirLock::take(dir, true)?;
+        // Checked under the lock: a build that held it before may have left a journal.
+        if !to.resume {
+            storage::refuse_unfinished_build(dir)?;
+        }
         let key_columns = to.key_columns.max(1);
         let input = journal::input_fingerprint(items, labels.as_ref().map(|(l, c)| (*l, c.as_slice())), key_columns);
         let layout = label_layout(&params, &labels);
         let record_bytes = layout.as_ref().map_or(0, |l| l.record_bytes);
-        // What a resumed build reused, or why it could not.
-        let mut resumed = String::new();
+        // Why a resume built from the start.
+        let mut why_not = String::new();
         let mut found = None;
         if to.resume {
-            match Self::resumable(dir, &params, input)? {
-                Ok(r) => found = Some(r),
-                Err(why) => resumed = why,
+            match Self::resumable(dir, &params, input, items.len())? {
+                Resumable::Yes(journal, key) => found = Some((*journal, key)),
+                Resumable::Finished(key) => {
+                    // Stopped after its manifest: its key is written where the manifest
+                    // says, then its files are deleted.
+                    let manifest = dir.join(storage::MANIFEST);
+                    let bytes = std::fs::read(&manifest).map_err(|e| Error::file(&manifest, e))?;
+                    let mut db = Self::decode_manifest(&bytes, dir)?;
+                    match (db.key_kept_apart(), to.key_file) {
+                        (false, _) => storage::write_key(&dir.join(storage::KEY), &key)?,
+                        (true, Some(file)) => storage::write_key(file, &key)?,
+                        (true, None) => {
+                            return Err(Error::usage(
+                                "key_file",
+                                "the finished build keeps its key apart: give its key file (--key-file) to finish it",
+                            ));
+                        }
+                    }
+                    journal::remove_build_files(dir)?;
+                    drop(lock);
+                    db.info.resumed =
+                        "the build had finished; its key is written and its leftover files deleted".into();
+                    return Ok(db);
+                }
+                Resumable::No(why) => why_not = why,
             }
         }
         let dropped_tail = found.as_ref().is_some_and(|(j, _)| j.dropped_tail);
         let found_journal = found.is_some();
-        let (journal, oprf, spilled) = match found {
-            Some((journal, key)) => {
+        let (mut journal, oprf, spilled) = match found {
+            Some((mut journal, key)) => {
+                journal.cut_tail()?;
                 let spilled = journal::read_items(dir, &journal, record_bytes)?;
                 (journal, key, spilled)
             }
             None => {
                 let key = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
-                storage::write_key(&dir.join(journal::BUILD_KEY), &key)?;
                 let header = journal::Header {
                     params_json: params.to_json(),
                     preset: preset.to_string(),
@@ -397,18 +431,22 @@ impl SenderDb {
                     input,
                     items: items.len() as u64,
                 };
-                (Journal::create(dir, header)?, key, None)
+                // The journal first: a kill before the key is written leaves a journal
+                // whose key does not check, which a resume builds anew.
+                let journal = Journal::create(dir, header)?;
+                storage::write_key(&dir.join(storage::BUILD_KEY), &key)?;
+                (journal, key, None)
             }
         };
-        let mut done = journal.done.clone();
+        let oprf_reused = spilled.is_some();
         let (digests, labels) = match spilled {
-            Some((digests, records)) => {
-                resumed = "reused the OPRF results".into();
-                (digests, layout.map(|layout| Labels { layout, records }))
-            }
+            Some((digests, records)) => (digests, layout.map(|layout| Labels { layout, records })),
             None => {
-                // Sealed labels draw nonces: bundles written with other seals are not reused.
-                done.clear();
+                // Sealed labels draw nonces: the bundles recorded so far are forgotten
+                // (the journal starts again under the same header and key).
+                if !journal.done.is_empty() {
+                    journal = Journal::create(dir, journal.header.clone())?;
+                }
                 step(&observer, "OPRF of the items");
                 let (digests, labels) = oprf_items(&oprf, items, labels.map(|l| l.0), layout, &observer);
                 journal::write_items(dir, &journal, &digests, labels.as_ref().map_or(&[], |l| &l.records))?;
@@ -419,31 +457,44 @@ impl SenderDb {
         db.key_columns = key_columns;
         db.dir = Some(dir.to_path_buf());
         step(&observer, "place the items in bundles");
-        db.place_all()?;
+        if let Err(e) = db.place_all() {
+            // These parameters cannot hold these items, now or on a resume: the build's
+            // files go, so the directory is as it was (its database, if any, untouched).
+            drop(journal);
+            journal::remove_build_files(dir)?;
+            return Err(e);
+        }
+        let done = std::mem::take(&mut journal.done);
         let reused = if done.is_empty() {
             0
         } else {
             step(&observer, "check the bundles already written");
             db.reuse_written(dir, &done)
         };
-        if found_journal {
+        // What a resumed build reused, or why it built from the start.
+        let resumed = if found_journal {
             let total = db.indices.iter().map(Vec::len).sum::<usize>();
-            let oprf = if resumed.is_empty() { "reused" } else { "reused the OPRF results and" };
-            resumed = format!("{oprf} {reused} of {total} bundles");
-            if dropped_tail {
-                resumed.push_str(" (the journal's last record was cut short or damaged)");
-            }
-        }
+            let what = if oprf_reused { "reused the OPRF results and" } else { "reused" };
+            let cut = if dropped_tail { " (the journal's last record was cut short or damaged)" } else { "" };
+            format!("{what} {reused} of {total} bundles{cut}")
+        } else {
+            why_not
+        };
         step(&observer, "interpolate and write each bundle's polynomials");
         db.write_bundles(dir, &journal, observer)?;
         drop(journal);
         db.lock = Some(lock);
-        if let Some(k) = to.key_file {
-            db.keep_key_apart(k)?;
+        if to.key_file.is_some() {
+            db.key_place = KeyPlace::Apart;
         }
         db.info.preset = preset.to_string();
         db.info.build_ms = start.elapsed().as_millis() as u64;
+        // The manifest's rename is the step that replaces a database in `dir`; until
+        // `KEY` (or the key file) is written after it, a load finds the key in BUILD-KEY.
         db.save(dir)?;
+        if let Some(k) = to.key_file {
+            storage::write_key(k, db.key()?)?;
+        }
         journal::remove_build_files(dir)?;
         // Released, so that this thread may open the database again.
         db.lock = None;
@@ -467,46 +518,46 @@ impl SenderDb {
         UnbalancedParams::from_json(&header.params_json).ok().map(|p| (p, header.preset))
     }
 
-    /// The unfinished build in `dir` if it can be resumed with `params` and `input`:
-    /// its journal and key, or why it is built from the start instead (no journal, or
-    /// one whose header or key does not check). Other parameters or another input are
+    /// Whether the unfinished build in `dir` can be resumed with `params` and `input`
+    /// of `items` items (called under the directory's lock). Other parameters or another input are
     /// refused: resuming them would mix two databases.
-    fn resumable(
-        dir: &Path,
-        params: &UnbalancedParams,
-        input: [u8; 32],
-    ) -> Result<std::result::Result<(Journal, OprfKey), String>> {
+    fn resumable(dir: &Path, params: &UnbalancedParams, input: [u8; 32], items: usize) -> Result<Resumable> {
         let journal = match Journal::open(dir) {
             Ok(Some(j)) => j,
-            Ok(None) => return Ok(Err("no unfinished build to resume: built from the start".into())),
-            Err(e) => return Ok(Err(format!("{e}: built from the start"))),
+            Ok(None) => return Ok(Resumable::No("no unfinished build to resume: built from the start".into())),
+            Err(e) => return Ok(Resumable::No(format!("{e}: built from the start"))),
         };
-        if journal.header.params_json != params.to_json() {
-            let theirs = UnbalancedParams::from_json(&journal.header.params_json).map(|p| p.fingerprint());
+        if storage::manifest_key_check(dir) == Some(journal.header.key_check) {
+            let key = storage::read_key(&dir.join(storage::BUILD_KEY), &journal.header.key_check)?;
+            return Ok(Resumable::Finished(key));
+        }
+        let theirs = UnbalancedParams::from_json(&journal.header.params_json).map(|p| p.fingerprint());
+        if theirs.as_ref().ok() != Some(&params.fingerprint()) {
             return Err(Error::params(
                 "params",
                 format!(
                     "the unfinished build in {} used other parameters (fingerprint {}): resume it with them \
-                     (`setwise db build --resume` reads them from its journal), or remove the directory",
+                     (`setwise db build --resume` reads them from its journal), or delete its BUILD file to \
+                     build anew",
                     dir.display(),
                     theirs.unwrap_or_else(|_| "unreadable".into())
                 ),
             ));
         }
-        if journal.header.input != input {
+        if journal.header.input != input || journal.header.items != items as u64 {
             return Err(Error::usage(
                 "input",
                 format!(
                     "the unfinished build in {} was started from another input (items, labels or key columns): \
-                     give it the same input, or remove the directory",
+                     give it the same input, or delete its BUILD file to build anew",
                     dir.display()
                 ),
             ));
         }
-        match storage::read_key(&dir.join(journal::BUILD_KEY), &journal.header.key_check) {
-            Ok(key) => Ok(Ok((journal, key))),
-            Err(e) => Ok(Err(format!("{e}: built from the start"))),
-        }
+        Ok(match storage::read_key(&dir.join(storage::BUILD_KEY), &journal.header.key_check) {
+            Ok(key) => Resumable::Yes(Box::new(journal), key),
+            Err(e) => Resumable::No(format!("{e}: built from the start")),
+        })
     }
 
     /// Marks as saved each bundle that `done` records with the same bins and whose
@@ -549,7 +600,7 @@ impl SenderDb {
                 let seg = storage::write_segment(dir, &coeffs).map_err(|e| Error::file(dir, e))?;
                 journal
                     .append(bi, pos, journal::bins_hash(&b.bins), seg)
-                    .map_err(|e| Error::file(&dir.join(journal::JOURNAL), e))?;
+                    .map_err(|e| Error::file(&dir.join(storage::JOURNAL), e))?;
                 b.saved = Some(seg);
                 b.rebuild = false;
                 b.coeffs = None;

@@ -9,15 +9,15 @@
 //! - `LOCK`: the advisory lock that serialises updates.
 //!
 //! Saving writes new segments first, then the manifest to a temporary file with a unique
-//! name, and renames it over `MANIFEST` (the atomic step); segments no manifest names,
-//! and every encoded copy (of an older manifest now), are deleted last, under the lock.
+//! name, and renames it over `MANIFEST` (the atomic step), then the key; segments no
+//! manifest names, and every encoded copy (of an older manifest now), are deleted last,
+//! under the lock. While a build runs, its journal and files are there too (`journal`).
 //! Loading checks everything the manifest says against the parameters and the items' own
 //! bins before anything uses it.
 
 use super::super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES};
 use super::super::params::UnbalancedParams;
 use super::super::{Digest, MAX_BUNDLES_PER_INDEX};
-use super::journal;
 use super::placement::Layouts;
 use super::{Bundle, DbInfo, Labels, SenderDb, oprf_key};
 use crate::crypto::dst::{self, Domain};
@@ -44,9 +44,15 @@ const MAX_TEXT: usize = 1 << 16;
 const KEY_MAGIC: [u8; 8] = *b"SETWIKEY";
 
 /// The manifest's file name in a database directory.
-const MANIFEST: &str = "MANIFEST";
+pub(super) const MANIFEST: &str = "MANIFEST";
 /// The key's file name in a database directory that keeps its key.
-const KEY: &str = "KEY";
+pub(super) const KEY: &str = "KEY";
+/// A build's journal ([`journal`](super::journal)).
+pub(super) const JOURNAL: &str = "BUILD";
+/// A build's OPRF key file, until its final save writes `KEY`.
+pub(super) const BUILD_KEY: &str = "BUILD-KEY";
+/// A build's OPRF results: item digests and sealed labels.
+pub(super) const BUILD_ITEMS: &str = "BUILD-ITEMS";
 /// The lock file's name.
 const LOCK: &str = "LOCK";
 
@@ -229,15 +235,19 @@ pub(super) fn write_segment(dir: &Path, coeffs: &[u32]) -> std::io::Result<Segme
 }
 
 /// Refuses a path a database cannot be written to: a file, or a directory that holds
-/// neither a database nor a build of one but something else.
+/// something besides a database and what a build of one leaves.
 pub(super) fn check_build_dir(path: &Path) -> Result<()> {
     if path.is_file() {
         return Err(Error::damaged(path, "is a file; a database is a directory: choose another path"));
     }
-    let foreign = |e: &std::fs::DirEntry| ![MANIFEST, LOCK].contains(&e.file_name().to_string_lossy().as_ref());
+    let foreign = |e: &std::fs::DirEntry| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        ![MANIFEST, LOCK].contains(&name.as_str())
+            && !["BUILD", "seg-", ".BUILD-KEY."].iter().any(|p| name.starts_with(p))
+    };
     if path.is_dir()
         && !path.join(MANIFEST).exists()
-        && !path.join(journal::JOURNAL).exists()
+        && !path.join(JOURNAL).exists()
         && std::fs::read_dir(path).map_err(|e| Error::file(path, e))?.flatten().any(|e| foreign(&e))
     {
         return Err(Error::damaged(path, "is a directory that is not a setwise database: choose a new path"));
@@ -245,14 +255,30 @@ pub(super) fn check_build_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The key check value in the manifest of `dir`, read from its head without checking
+/// the rest (to recognise a build that finished but did not delete its files).
+pub(super) fn manifest_key_check(dir: &Path) -> Option<[u8; 32]> {
+    let mut head = Vec::new();
+    let file = File::open(dir.join(MANIFEST)).ok()?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, 2 * MAX_TEXT as u64 + 256), &mut head).ok()?;
+    let mut r = Reader::new(head.get(8..)?);
+    (r.u32("version").ok()? == VERSION).then_some(())?;
+    r.str("parameters", MAX_TEXT).ok()?;
+    r.str("preset", MAX_TEXT).ok()?;
+    r.u64("build time").ok()?;
+    r.u32("key columns").ok()?;
+    r.u8("key place").ok()?;
+    r.array("key check").ok()
+}
+
 /// Refuses a directory that holds an unfinished build (its journal), naming how to go on.
 pub(super) fn refuse_unfinished_build(dir: &Path) -> Result<()> {
-    if dir.join(journal::JOURNAL).exists() {
+    if dir.join(JOURNAL).exists() {
         return Err(Error::usage(
             "resume",
             format!(
-                "{} holds an unfinished build: finish it with `setwise db build --resume` and the same input, \
-                 or remove the directory",
+                "{} holds an unfinished build: finish it with `setwise db build --resume` (Python: \
+                 resume=True) and the same input, or delete its BUILD file to build anew",
                 dir.display()
             ),
         ));
@@ -286,11 +312,12 @@ pub(super) fn read_segment(dir: &Path, seg: Segment, len: usize, p: &UnbalancedP
 
 impl SenderDb {
     /// Saves the database as the directory `path` (created 0700): a segment file per
-    /// bundle changed since it was last saved there (written and synced first), the key
-    /// file unless the key is kept apart, then the manifest, written to a temporary file
-    /// with a unique name and renamed over the old one, which is the atomic step: an
-    /// interrupted save leaves the old manifest and the segments it names. Segments no
-    /// manifest names are deleted last. All of it happens under the directory's lock.
+    /// bundle changed since it was last saved there (written and synced first), then the
+    /// manifest, written to a temporary file with a unique name and renamed over the old
+    /// one, which is the atomic step: an interrupted save leaves the old manifest and the
+    /// segments it names; then the key file unless the key is kept apart. Segments no
+    /// manifest names are deleted last. All of it happens under the directory's lock; a
+    /// directory holding an unfinished build (another's) is refused.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         let io = |source| Error::file(path, source);
         // Saving deletes the segment files its manifest does not name, so it refuses a
@@ -303,6 +330,10 @@ impl SenderDb {
         check_build_dir(path)?;
         private_dir(path).map_err(io)?;
         let _lock = if held { None } else { Some(DirLock::take(path, true)?) };
+        if !held {
+            // Again under the lock: a build may have begun meanwhile.
+            refuse_unfinished_build(path)?;
+        }
         let key = self.key()?.clone();
         let same = self.dir.as_deref().is_some_and(|d| d.canonicalize().ok() == path.canonicalize().ok());
         let src = self.dir.as_deref();
@@ -329,13 +360,6 @@ impl SenderDb {
                 }
             })
             .collect::<Result<Vec<Segment>>>()?;
-        match self.key_place {
-            KeyPlace::Directory => write_key(&path.join(KEY), &key)?,
-            KeyPlace::Apart => match std::fs::remove_file(path.join(KEY)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
-                _ => {}
-            },
-        }
         let mut nonce = [0u8; 8];
         crate::crypto::rng::fill_os(&mut nonce);
         let tmp = path.join(format!("{MANIFEST}.{:016x}.tmp", u64::from_le_bytes(nonce)));
@@ -351,6 +375,16 @@ impl SenderDb {
             let _ = std::fs::remove_file(&tmp);
             return Err(io(e));
         }
+        // The key after the manifest: a key written over another database's (a build
+        // over it) must not precede the rename that replaces that database. Until it is
+        // written, a load finds the new key in the build's BUILD-KEY (`open`).
+        match self.key_place {
+            KeyPlace::Directory => write_key(&path.join(KEY), &key)?,
+            KeyPlace::Apart => match std::fs::remove_file(path.join(KEY)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                _ => {}
+            },
+        }
         for (b, seg) in self.indices.iter_mut().flatten().zip(&segments) {
             b.saved = Some(*seg);
         }
@@ -359,14 +393,17 @@ impl SenderDb {
         // encoded copies, all of an older manifest (a server reading one keeps it open);
         // and a finished build's key and items files, once no journal names them.
         let live: HashSet<String> = segments.iter().map(|s| Segment::file_name(s.id)).collect();
-        let build_over = !path.join(journal::JOURNAL).exists();
+        let build_over = !path.join(JOURNAL).exists();
         for entry in std::fs::read_dir(path).map_err(io)?.flatten() {
             let file = entry.file_name().to_string_lossy().into_owned();
             let stale_manifest = file.starts_with("MANIFEST.") && file.ends_with(".tmp");
-            let stale_build = build_over && [journal::BUILD_KEY, journal::BUILD_ITEMS].contains(&file.as_str());
+            let stale_build = build_over && [BUILD_KEY, BUILD_ITEMS].contains(&file.as_str());
+            // A key file's temporary copy a killed write left (it holds the key).
+            let stale_key = (file.starts_with(".KEY.") || file.starts_with(".BUILD-KEY.")) && file.ends_with(".tmp");
             if (file.starts_with("seg-") && !live.contains(&file))
                 || stale_manifest
                 || stale_build
+                || stale_key
                 || super::rows::is_copy(&file)
             {
                 let _ = std::fs::remove_file(entry.path());
@@ -484,6 +521,10 @@ impl SenderDb {
             return Err(bad("not a setwise database (no MANIFEST)".into()));
         }
         let lock = DirLock::take(path, how == Open::Update)?;
+        if how == Open::Update {
+            // Its save would delete the unfinished build's segments.
+            refuse_unfinished_build(path)?;
+        }
         let manifest = path.join(MANIFEST);
         let bytes = std::fs::read(&manifest).map_err(|e| Error::file(&manifest, e))?;
         let mut db = Self::decode_manifest(&bytes, path)?;
@@ -499,7 +540,12 @@ impl SenderDb {
             }
         };
         if let (Some(file), Some(check)) = (key, db.key_check) {
-            db.oprf = Some(read_key(&file, &check)?);
+            db.oprf = Some(match read_key(&file, &check) {
+                Ok(key) => key,
+                // A build stopped between its manifest and its key: the key is still in
+                // its BUILD-KEY.
+                Err(e) => read_key(&path.join(BUILD_KEY), &check).map_err(|_| e)?,
+            });
         }
         let (p, len) = (&db.params, db.segment_len());
         match how {

@@ -46,6 +46,11 @@ pub trait PrimeField: Copy + Send + Sync {
     fn wide_capacity(self) -> usize;
     /// `acc + a · b`, reduced only as far as the capacity requires.
     fn wide_mul_add(self, acc: Self::Wide, a: Self::Elem, b: Self::Elem) -> Self::Wide;
+    /// `acc[i] += a · b[i]` for each `i` ([`wide_mul_add`](Self::wide_mul_add) over a
+    /// slice; a field may give a form the compiler vectorises).
+    fn wide_mul_add_slice(self, acc: &mut [Self::Wide], a: Self::Elem, b: &[Self::Elem]) {
+        acc.iter_mut().zip(b).for_each(|(w, &x)| *w = self.wide_mul_add(*w, a, x));
+    }
     /// The element a wide sum stands for.
     fn wide_reduce(self, w: Self::Wide) -> Self::Elem;
     /// A canonical element as a wide sum.

@@ -44,6 +44,42 @@ fn divide_linear<F: PrimeField>(f: F, m: &[F::Elem], r: F::Elem, q: &mut [F::Ele
     }
 }
 
+/// Points worked on together by [`eval_many`] and [`divide_linear_many`]: each step of
+/// Horner's rule or of synthetic division waits on the one before, so a single point is
+/// bound by a multiplication's latency; independent chains side by side fill the wait.
+const LANES: usize = 4;
+
+/// The values at each of `xs` into `out` (Horner, [`LANES`] points at a time).
+fn eval_many<F: PrimeField>(f: F, coeffs: &[F::Elem], xs: &[F::Elem], out: &mut [F::Elem]) {
+    for (xc, oc) in xs.chunks(LANES).zip(out.chunks_mut(LANES)) {
+        let (mut x, mut acc) = ([f.zero(); LANES], [f.zero(); LANES]);
+        x[..xc.len()].copy_from_slice(xc);
+        for &c in coeffs.iter().rev() {
+            for l in 0..LANES {
+                acc[l] = f.mul_add(acc[l], x[l], c);
+            }
+        }
+        oc.copy_from_slice(&acc[..oc.len()]);
+    }
+}
+
+/// The quotients of the monic `m` by `(z − r)` for each root `r` of `rs` (at most
+/// [`LANES`]) into `qs`, one row of `deg m` per root (synthetic division).
+#[inline]
+fn divide_linear_many<F: PrimeField>(f: F, m: &[F::Elem], rs: &[F::Elem], qs: &mut [F::Elem]) {
+    let len = m.len() - 1;
+    let (mut r, mut carry) = ([f.zero(); LANES], [f.zero(); LANES]);
+    r[..rs.len()].copy_from_slice(rs);
+    for k in (0..len).rev() {
+        for l in 0..LANES {
+            carry[l] = f.mul_add(carry[l], r[l], m[k + 1]);
+        }
+        for (l, &c) in carry.iter().enumerate().take(rs.len()) {
+            qs[l * len + k] = c;
+        }
+    }
+}
+
 /// Interpolation over the points `xs`: for each value list in `ys`, the coefficients
 /// (`xs.len()` of them) of the polynomial of degree below `xs.len()` through
 /// `(xs[j], ys[j])`. Lagrange form from `M(z) = ∏(z − x_j)`:
@@ -51,34 +87,52 @@ fn divide_linear<F: PrimeField>(f: F, m: &[F::Elem], r: F::Elem, q: &mut [F::Ele
 /// value lists share the O(n²) work on the points. Returns the index of a repeated point
 /// if the points are not distinct.
 pub fn interpolate<F: PrimeField>(f: F, xs: &[F::Elem], ys: &[&[F::Elem]]) -> Result<Vec<Vec<F::Elem>>, usize> {
+    interpolate_over(f, xs, &from_roots(f, xs), ys)
+}
+
+/// [`interpolate`] given `m = from_roots(xs)`, for a caller that needs `m` as well.
+pub fn interpolate_over<F: PrimeField>(
+    f: F,
+    xs: &[F::Elem],
+    m: &[F::Elem],
+    ys: &[&[F::Elem]],
+) -> Result<Vec<Vec<F::Elem>>, usize> {
     let n = xs.len();
     assert!(ys.iter().all(|y| y.len() == n), "one value per point");
+    assert_eq!(m.len(), n + 1, "m has the points as roots");
     if n == 0 {
         return Ok(vec![Vec::new(); ys.len()]);
     }
-    let m = from_roots(f, xs);
     // w_j = 1 / M'(x_j); M'(x_j) is zero exactly when x_j repeats.
     let derivative: Vec<F::Elem> = m.iter().enumerate().skip(1).map(|(k, &c)| f.mul(c, f.elem(k as u64))).collect();
-    let weight = |&x: &F::Elem| eval(f, &derivative, x);
-    let mut weights: Vec<F::Elem> =
-        if n >= PARALLEL_FROM { xs.par_iter().map(weight).collect() } else { xs.iter().map(weight).collect() };
+    let mut weights = vec![f.zero(); n];
+    if n >= PARALLEL_FROM {
+        xs.par_chunks(LANES * 16)
+            .zip(weights.par_chunks_mut(LANES * 16))
+            .for_each(|(x, w)| eval_many(f, &derivative, x, w));
+    } else {
+        eval_many(f, &derivative, xs, &mut weights);
+    }
     f.batch_invert(&mut weights)?;
     // Each block of points adds its terms into wide sums, reduced every `capacity` terms.
     let block_sum = |points: std::ops::Range<usize>| {
         let mut wide = vec![vec![F::Wide::default(); n]; ys.len()];
-        let mut q = vec![f.zero(); n];
+        let mut qs = vec![f.zero(); n * LANES];
         let mut pending = 0;
-        for j in points {
-            if pending == f.wide_capacity() {
-                wide.iter_mut().flatten().for_each(|w| *w = f.widen(f.wide_reduce(*w)));
-                pending = 0;
+        for start in points.clone().step_by(LANES) {
+            let lanes = start..(start + LANES).min(points.end);
+            divide_linear_many(f, m, &xs[lanes.clone()], &mut qs);
+            for (j, q) in lanes.zip(qs.chunks_exact(n)) {
+                if pending == f.wide_capacity() {
+                    wide.iter_mut().flatten().for_each(|w| *w = f.widen(f.wide_reduce(*w)));
+                    pending = 0;
+                }
+                for (acc, y) in wide.iter_mut().zip(ys) {
+                    let c = f.mul(y[j], weights[j]);
+                    f.wide_mul_add_slice(acc, c, q);
+                }
+                pending += 1;
             }
-            divide_linear(f, &m, xs[j], &mut q);
-            for (acc, y) in wide.iter_mut().zip(ys) {
-                let c = f.mul(y[j], weights[j]);
-                acc.iter_mut().zip(&q).for_each(|(a, &qk)| *a = f.wide_mul_add(*a, c, qk));
-            }
-            pending += 1;
         }
         wide.into_iter().map(|v| v.into_iter().map(|w| f.wide_reduce(w)).collect::<Vec<_>>()).collect::<Vec<_>>()
     };

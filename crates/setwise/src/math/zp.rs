@@ -126,6 +126,17 @@ impl PrimeField for Zp {
         if self.m < LAZY_BELOW { acc + a * b } else { Zp::mul_add(self, a, b, acc) }
     }
 
+    fn wide_mul_add_slice(self, acc: &mut [u64], a: u64, b: &[u64]) {
+        if self.m < LAZY_BELOW {
+            // Both factors are below 2^24: as 32-bit operands widened to 64, the products
+            // are the vector unit's 32×32→64 multiply (four or eight per instruction).
+            let a = a as u32 as u64;
+            acc.iter_mut().zip(b).for_each(|(w, &x)| *w += a * (x as u32 as u64));
+        } else {
+            acc.iter_mut().zip(b).for_each(|(w, &x)| *w = Zp::mul_add(self, a, x, *w));
+        }
+    }
+
     fn wide_reduce(self, w: u64) -> u64 {
         self.reduce(w)
     }

@@ -6,6 +6,7 @@ use super::params::UnbalancedParams;
 use crate::crypto::dst;
 use crate::crypto::rng::fill_os;
 use crate::wire::Reader;
+use zeroize::{Zeroize, Zeroizing};
 
 /// Longest label accepted (bytes, after serialising its columns).
 pub const MAX_LABEL_BYTES: usize = 1024;
@@ -56,57 +57,68 @@ impl LabelLayout {
     }
 }
 
-fn label_keystream(output: &[u8; 32], nonce: &[u8], len: usize) -> Vec<u8> {
-    let key = blake3::derive_key(dst::UNBALANCED_LABEL_KEY, output);
+/// Fills `out` with the keystream of the label key derived from `output`, under `nonce`.
+fn label_keystream(output: &[u8; 32], nonce: &[u8], out: &mut [u8]) {
+    let mut key = Zeroizing::new(blake3::derive_key(dst::UNBALANCED_LABEL_KEY, output));
     let mut h = blake3::Hasher::new_keyed(&key);
+    key.zeroize();
     h.update(nonce);
-    let mut ks = vec![0u8; len];
-    h.finalize_xof().fill(&mut ks);
-    ks
+    h.finalize_xof().fill(out);
+    h.zeroize();
 }
 
 /// Encrypts a label under a key derived from the item's OPRF output, with a fresh nonce:
 /// `nonce ‖ (len ‖ label ‖ padding) ⊕ keystream`. Only a receiver holding the item can
 /// derive the key; a label's bytes reveal nothing to anyone else.
 pub(crate) fn seal_label(output: &[u8; 32], label: &[u8], layout: &LabelLayout) -> Vec<u8> {
-    let mut record = vec![0u8; layout.record_bytes];
-    fill_os(&mut record[..LABEL_NONCE]);
-    let body_len = layout.record_bytes - LABEL_NONCE;
-    let mut body = vec![0u8; body_len];
-    body[..2].copy_from_slice(&(label.len() as u16).to_le_bytes());
-    body[2..2 + label.len()].copy_from_slice(label);
-    let ks = label_keystream(output, &record[..LABEL_NONCE], body_len);
-    for (i, b) in body.iter().enumerate() {
-        record[LABEL_NONCE + i] = b ^ ks[i];
-    }
+    let (mut record, mut nonce) = (vec![0u8; layout.record_bytes], [0u8; LABEL_NONCE]);
+    fill_os(&mut nonce);
+    seal_label_into(output, label, &nonce, &mut record);
     record
+}
+
+/// [`seal_label`] into `record` (a layout's `record_bytes`) with `nonce`, which must be
+/// fresh for every sealing under one output (a build draws them from one stream).
+pub(crate) fn seal_label_into(output: &[u8; 32], label: &[u8], nonce: &[u8; LABEL_NONCE], record: &mut [u8]) {
+    let (head, body) = record.split_at_mut(LABEL_NONCE);
+    debug_assert!(2 + label.len() <= body.len(), "the layout holds the label");
+    head.copy_from_slice(nonce);
+    label_keystream(output, nonce, body);
+    let len = (label.len() as u16).to_le_bytes();
+    body.iter_mut().zip(len.iter().chain(label)).for_each(|(b, x)| *b ^= x);
 }
 
 /// Decrypts a label record; `None` if the length field is impossible (not this item's).
 pub(crate) fn open_label(output: &[u8; 32], record: &[u8]) -> Option<Vec<u8>> {
     let (nonce, body) = record.split_at(LABEL_NONCE);
-    let ks = label_keystream(output, nonce, body.len());
-    let plain: Vec<u8> = body.iter().zip(&ks).map(|(a, b)| a ^ b).collect();
+    let mut plain = vec![0u8; body.len()];
+    label_keystream(output, nonce, &mut plain);
+    plain.iter_mut().zip(body).for_each(|(p, b)| *p ^= b);
     let len = u16::from_le_bytes([plain[0], plain[1]]) as usize;
     (len <= plain.len() - 2).then(|| plain[2..2 + len].to_vec())
 }
 
 /// A record's bits as `parts · felts` field elements of `felt_bits` bits (little-endian).
 pub(crate) fn record_to_felts(record: &[u8], count: usize, felt_bits: u32) -> Vec<u64> {
-    let mut out = Vec::with_capacity(count);
-    let mut bit = 0usize;
-    for _ in 0..count {
-        let mut v = 0u64;
-        for b in 0..felt_bits as usize {
-            let (byte, off) = ((bit + b) / 8, (bit + b) % 8);
-            if byte < record.len() && record[byte] >> off & 1 == 1 {
-                v |= 1 << b;
-            }
-        }
-        out.push(v);
-        bit += felt_bits as usize;
-    }
+    let mut out = vec![0; count];
+    record_to_felts_into(record, felt_bits, &mut out);
     out
+}
+
+/// [`record_to_felts`] into `out` (one felt per element): each felt is a shift and a mask
+/// of a 16-byte window, since a build calls this for every item of every bundle.
+pub(crate) fn record_to_felts_into(record: &[u8], felt_bits: u32, out: &mut [u64]) {
+    debug_assert!(felt_bits < 64);
+    let mask = (1u128 << felt_bits) - 1;
+    for (i, o) in out.iter_mut().enumerate() {
+        let bit = i * felt_bits as usize;
+        let (byte, off) = (bit / 8, bit % 8);
+        let mut window = [0u8; 16];
+        let rest = record.get(byte..).unwrap_or_default();
+        let len = rest.len().min(16);
+        window[..len].copy_from_slice(&rest[..len]);
+        *o = ((u128::from_le_bytes(window) >> off) & mask) as u64;
+    }
 }
 
 /// The inverse of [`record_to_felts`]: `record_bytes` bytes from the field elements.
@@ -141,6 +153,21 @@ mod tests {
             assert_eq!(back, rec);
             assert_eq!(open_label(&mine, &back).unwrap(), label);
             assert_ne!(open_label(&other, &back), Some(label.to_vec()));
+        }
+    }
+
+    /// The windowed reading against reading bit by bit, for every felt width and a
+    /// record whose last felt runs past its end.
+    #[test]
+    fn felts_are_the_records_bits() {
+        let record: Vec<u8> = (0..37u32).map(|i| (i * 97 + 13) as u8).collect();
+        for bits in 1..64u32 {
+            let count = (record.len() * 8).div_ceil(bits as usize) + 1;
+            let bit = |i: usize| record.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 == 1);
+            let want: Vec<u64> = (0..count)
+                .map(|f| (0..bits as usize).filter(|&b| bit(f * bits as usize + b)).map(|b| 1u64 << b).sum())
+                .collect();
+            assert_eq!(record_to_felts(&record, count, bits), want, "{bits} bits");
         }
     }
 }

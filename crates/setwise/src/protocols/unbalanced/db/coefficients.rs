@@ -2,12 +2,12 @@
 //! (O(B) per point and polynomial) when only a few items changed.
 
 use super::super::Digest;
-use super::super::labels::record_to_felts;
+use super::super::labels::record_to_felts_into;
 use super::super::locate;
 use super::super::params::UnbalancedParams;
 use super::Edit;
 use super::Labels;
-use crate::math::poly::{add_point, from_roots, interpolate, remove_point};
+use crate::math::poly::{add_point, from_roots, interpolate_over, remove_point};
 use crate::math::zp::Zp;
 
 /// Interpolates a bundle anew: each slot's matching polynomial ∏(x − y_f), and for a
@@ -29,7 +29,7 @@ pub(super) fn interpolate_bundle(
     let fb = p.felt_bits();
     let zp = Zp::new(t);
     let mut coeffs = vec![0u32; (1 + parts) * (b + 1) * n];
-    let (mut bins_buf, mut felts) = (Vec::new(), Vec::new());
+    let (mut bins_buf, mut felts, mut lf) = (Vec::new(), Vec::new(), vec![0; parts * k]);
     let mut roots: Vec<Vec<u64>> = vec![Vec::with_capacity(b); k];
     // values[f][part][j]: felt f of part `part` of the label of the bin's j-th item.
     let mut values: Vec<Vec<Vec<u64>>> = vec![vec![Vec::with_capacity(b); parts]; k];
@@ -42,7 +42,7 @@ pub(super) fn interpolate_bundle(
                 roots[f].push(felts[f]);
             }
             if let Some(l) = labels {
-                let lf = record_to_felts(l.record(id), parts * k, fb);
+                record_to_felts_into(l.record(id), fb, &mut lf);
                 for (part, chunk) in lf.chunks(k).enumerate() {
                     for f in 0..k {
                         values[f][part].push(chunk[f]);
@@ -52,15 +52,15 @@ pub(super) fn interpolate_bundle(
         }
         for (f, r) in roots.iter().enumerate() {
             let slot = lb * k + f;
-            for (i, c) in from_roots(zp, r).into_iter().enumerate() {
+            let m = from_roots(zp, r);
+            for (i, &c) in m.iter().enumerate() {
                 coeffs[i * n + slot] = c as u32;
             }
             if parts > 0 {
                 let ys: Vec<&[u64]> = values[f].iter().map(Vec::as_slice).collect();
-                // Distinct points: a bundle bin never holds two equal felts (see `place`).
                 // Distinct points: a bundle bin never holds two equal felts (see `place`,
                 // and the manifest check on load).
-                let polys = interpolate(zp, r, &ys).ok()?;
+                let polys = interpolate_over(zp, r, &m, &ys).ok()?;
                 for (part, poly) in polys.iter().enumerate() {
                     for (i, &c) in poly.iter().enumerate() {
                         coeffs[((1 + part) * (b + 1) + i) * n + slot] = c as u32;

@@ -17,18 +17,19 @@ mod placement;
 mod rows;
 mod storage;
 
-use super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, record_to_felts, seal_label};
+use super::labels::{LABEL_NONCE, LabelLayout, MAX_LABEL_BYTES, record_to_felts, seal_label, seal_label_into};
 use super::params::UnbalancedParams;
 use super::{Digest, digest, locate};
 use crate::crypto::dst;
 use crate::crypto::oprf::OprfKey;
 use crate::crypto::ristretto::SecretScalar;
+use crate::crypto::rng::PerIndex;
 use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows};
 use crate::protocols::{Meter, PhaseObserver, Progress};
 use coefficients::{apply_edits, interpolate_bundle};
 use journal::Journal;
-use placement::{BinFelts, Layouts, place};
+use placement::{Layouts, place, place_index, placing};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
 pub(crate) use storage::{available_memory, fits, plaintext_budget};
+use zeroize::Zeroize;
 
 /// One change to one bin of a bundle whose coefficients are known, applied in
 /// O(B) per polynomial ([`add_point`], [`remove_point`]) instead of re-interpolating.
@@ -278,10 +280,16 @@ fn oprf_items<I: AsRef<[u8]> + Sync>(
     let digests = outputs.par_iter().map(digest).collect();
     let labels = labels.zip(layout).map(|(l, layout)| {
         let mut records = vec![0u8; outputs.len() * layout.record_bytes];
-        records
-            .par_chunks_mut(layout.record_bytes)
-            .zip(outputs.par_iter().zip(l))
-            .for_each(|(r, (o, label))| r.copy_from_slice(&seal_label(o, label, &layout)));
+        // Nonces from one keyed stream per item instead of a system call each.
+        let nonces = PerIndex::draw();
+        records.par_chunks_mut(layout.record_bytes).zip(outputs.par_iter().zip(l)).enumerate().for_each(
+            |(i, (r, (o, label)))| {
+                let (mut stream, mut nonce) = (nonces.stream(i as u64), [0u8; LABEL_NONCE]);
+                stream.fill(&mut nonce);
+                stream.zeroize();
+                seal_label_into(o, label, &nonce, r);
+            },
+        );
         Labels { layout, records }
     });
     (digests, labels)
@@ -643,16 +651,12 @@ impl SenderDb {
         self.check_false_matches()
     }
 
-    /// Places every item (see [`place`]).
+    /// Places every item (see [`place`]), one bundle index per task.
     fn fill_bundles(&mut self) -> Result<()> {
         let layout = Layouts::of(&self.params, &self.items, None);
-        let mut indices: Vec<Vec<Bundle>> = (0..self.params.bundle_indices()).map(|_| Vec::new()).collect();
-        let mut seen = BinFelts::new();
-        for id in 0..self.items.len() as u32 {
-            // Every bundle is new, so no change is recorded and no label felts are asked for.
-            place(&self.params, &mut indices, id, &layout, &|_| Vec::new(), &mut seen)?;
-        }
-        self.indices = indices;
+        let (p, n) = (&self.params, self.items.len());
+        self.indices =
+            (0..p.bundle_indices()).into_par_iter().map(|bi| place_index(p, bi, n, &layout)).collect::<Result<_>>()?;
         Ok(())
     }
 
@@ -702,7 +706,7 @@ impl SenderDb {
         let mut stats = UpdateStats::default();
         let bpb = self.params.bins_per_bundle();
         let mut seen = std::collections::HashSet::new();
-        let mut bin_felts = BinFelts::new();
+        let mut placing = placing(&self.params);
         for (j, (o, d)) in outputs.iter().zip(&digests).enumerate() {
             // An item given twice in one insert keeps its first label.
             if let Some(&id) = index.get(d).or_else(|| seen.contains(d).then_some(&u32::MAX)) {
@@ -741,7 +745,7 @@ impl SenderDb {
                 id,
                 &layout,
                 &|id| Self::label_felts(lab, params, id),
-                &mut bin_felts,
+                &mut placing,
             )?;
             stats.added += 1;
         }

@@ -8,6 +8,7 @@ use super::super::{MAX_BUNDLES_PER_INDEX, locate};
 use super::Bundle;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
+use std::collections::HashMap;
 
 /// Items' distinct candidate bins (ascending) and field elements, flat: `h` bin slots
 /// and `k` felts per item, and each item's count of distinct bins (0: not computed). One
@@ -87,56 +88,119 @@ fn fill(
     felts.copy_from_slice(f);
 }
 
-/// Felts of the items in the bins a placement looked at, keyed by (bundle index, bundle,
-/// bin) and gathered on first use: a new item is compared with every item of a bin with
-/// room, and one contiguous list is far cheaper to scan than each item's layout.
-pub(super) type BinFelts = std::collections::HashMap<(u32, u32, u32), Vec<u32>>;
+/// What a placement remembers at one bundle index between items. Within one placement
+/// bins only grow (removals are a separate update), which is what makes both facts safe
+/// to keep.
+#[derive(Default)]
+pub(super) struct AtIndex {
+    /// Per bin of a bundle: every bundle before this one has no room in it, so a new item
+    /// starts its search here instead of at the first of (at 2^24 items) 245 bundles.
+    first_open: Vec<u32>,
+    /// Felts (truncated) of the items of the bins with room that a placement looked at,
+    /// keyed by (bundle, bin) and gathered on first use: one contiguous list is far
+    /// cheaper to scan than each item's layout. Dropped when the bin fills.
+    felts: HashMap<(u32, u32), Vec<u32>>,
+}
 
-/// Puts item `id` into each of its bins: the first bundle at that bundle index whose bin
-/// has room and no item with an equal felt at the same position (so label interpolation
-/// has distinct points), or a new bundle. Records the change in the bundles it changes
-/// (`values` gives the item's label felts).
+/// A placement's state at every bundle index.
+pub(super) type Placing = Vec<AtIndex>;
+
+/// A fresh placement state for `p`'s bundle indices.
+pub(super) fn placing(p: &UnbalancedParams) -> Placing {
+    (0..p.bundle_indices()).map(|_| AtIndex::default()).collect()
+}
+
+/// Puts item `id` into each of its bins (see [`place_at`]); `values` gives the item's
+/// label felts for the bundles that record changes.
 pub(super) fn place(
     p: &UnbalancedParams,
     indices: &mut [Vec<Bundle>],
     id: u32,
     layout: &Layouts,
     values: &dyn Fn(u32) -> Vec<u64>,
-    seen: &mut BinFelts,
+    state: &mut Placing,
+) -> Result<()> {
+    let bpb = p.bins_per_bundle();
+    for &bin in layout.bins(id) {
+        let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
+        place_at(p, &mut indices[bi], lb, id, layout, values, &mut state[bi])?;
+    }
+    Ok(())
+}
+
+/// Places every item of `layout` at bundle index `bi` into `bundles` (empty), in id order:
+/// the bundles one pass over all items would give there, since a bundle index's
+/// placement depends only on the items placed at it before. Indices can so be placed in
+/// parallel, with the same result every time (a resumed build relies on that).
+pub(super) fn place_index(p: &UnbalancedParams, bi: usize, items: usize, layout: &Layouts) -> Result<Vec<Bundle>> {
+    let bpb = p.bins_per_bundle();
+    let (mut bundles, mut at) = (Vec::new(), AtIndex::default());
+    let range = (bi * bpb) as u32..((bi + 1) * bpb) as u32;
+    for id in 0..items as u32 {
+        for &bin in layout.bins(id).iter().filter(|b| range.contains(b)) {
+            // Every bundle is new, so no change is recorded and no label felts are asked for.
+            place_at(p, &mut bundles, bin as usize % bpb, id, layout, &|_| Vec::new(), &mut at)?;
+        }
+    }
+    Ok(bundles)
+}
+
+/// Puts item `id` into bin `lb` of the first bundle (of one bundle index) whose bin has
+/// room and no item with an equal felt at the same position (so label interpolation has
+/// distinct points), or of a new bundle, and records the change in that bundle.
+fn place_at(
+    p: &UnbalancedParams,
+    bundles: &mut Vec<Bundle>,
+    lb: usize,
+    id: u32,
+    layout: &Layouts,
+    values: &dyn Fn(u32) -> Vec<u64>,
+    at_index: &mut AtIndex,
 ) -> Result<()> {
     let (bpb, cap, k) = (p.bins_per_bundle(), p.table_params.max_items_per_bin, p.item_params.felts_per_item);
     let felts = layout.felts(id);
-    for &bin in layout.bins(id) {
-        let (bi, lb) = (bin as usize / bpb, bin as usize % bpb);
-        let bundles = &mut indices[bi];
-        let mut at = None;
-        for (j, b) in bundles.iter().enumerate().filter(|(_, b)| b.bins[lb].len() < cap) {
-            let list = seen.entry((bi as u32, j as u32, lb as u32)).or_insert_with(|| {
-                b.bins[lb].iter().flat_map(|&o| layout.felts(o).iter().map(|&f| f as u32)).collect()
-            });
-            if !list.chunks_exact(k).any(|c| c.iter().zip(felts).any(|(&a, &f)| a as u64 == f)) {
-                at = Some(j);
-                break;
-            }
-        }
-        let at = match at {
-            Some(at) => at,
-            None => {
-                if bundles.len() >= MAX_BUNDLES_PER_INDEX {
-                    return Err(Error::params(
-                        "sender_size",
-                        format!(
-                            "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
-                        ),
-                    ));
-                }
-                bundles.push(Bundle::empty(bpb));
-                bundles.len() - 1
-            }
-        };
-        bundles[at].bins[lb].push(id);
-        seen.entry((bi as u32, at as u32, lb as u32)).or_default().extend(felts.iter().map(|&f| f as u32));
-        bundles[at].edit(lb, true, felts, || values(id));
+    if at_index.first_open.is_empty() {
+        at_index.first_open = vec![0; bpb];
     }
+    let first = &mut at_index.first_open[lb];
+    while (*first as usize) < bundles.len() && bundles[*first as usize].bins[lb].len() >= cap {
+        *first += 1;
+    }
+    let mut at = None;
+    for (j, b) in bundles.iter().enumerate().skip(*first as usize).filter(|(_, b)| b.bins[lb].len() < cap) {
+        let list = at_index
+            .felts
+            .entry((j as u32, lb as u32))
+            .or_insert_with(|| b.bins[lb].iter().flat_map(|&o| layout.felts(o).iter().map(|&f| f as u32)).collect());
+        if !list.chunks_exact(k).any(|c| c.iter().zip(felts).any(|(&a, &f)| a as u64 == f)) {
+            at = Some(j);
+            break;
+        }
+    }
+    let at = match at {
+        Some(at) => at,
+        None => {
+            if bundles.len() >= MAX_BUNDLES_PER_INDEX {
+                return Err(Error::params(
+                    "sender_size",
+                    format!(
+                        "more than {MAX_BUNDLES_PER_INDEX} bundles at one bundle index: the sender set is too large for these parameters"
+                    ),
+                ));
+            }
+            bundles.push(Bundle::empty(bpb));
+            bundles.len() - 1
+        }
+    };
+    let bin = &mut bundles[at].bins[lb];
+    bin.push(id);
+    let key = (at as u32, lb as u32);
+    if bin.len() >= cap {
+        // Never looked at again in this placement.
+        at_index.felts.remove(&key);
+    } else {
+        at_index.felts.entry(key).or_default().extend(felts.iter().map(|&f| f as u32));
+    }
+    bundles[at].edit(lb, true, felts, || values(id));
     Ok(())
 }

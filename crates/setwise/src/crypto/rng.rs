@@ -71,7 +71,10 @@ impl PerIndex {
     /// The stream of index `i` (BLAKE3 keyed by the key, over `i`); wipe it after use
     /// (`Zeroize`).
     pub fn stream(&self, i: u64) -> blake3::OutputReader {
-        blake3::Hasher::new_keyed(&self.0).update(&i.to_le_bytes()).finalize_xof()
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        let reader = h.update(&i.to_le_bytes()).finalize_xof();
+        h.zeroize(); // it holds the key
+        reader
     }
 }
 

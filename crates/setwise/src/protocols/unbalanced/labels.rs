@@ -63,7 +63,10 @@ fn label_keystream(output: &[u8; 32], nonce: &[u8], out: &mut [u8]) {
     let mut h = blake3::Hasher::new_keyed(&key);
     key.zeroize();
     h.update(nonce);
-    h.finalize_xof().fill(out);
+    // The reader holds the keyed state too: wipe both.
+    let mut reader = h.finalize_xof();
+    reader.fill(out);
+    reader.zeroize();
     h.zeroize();
 }
 
@@ -81,7 +84,7 @@ pub(crate) fn seal_label(output: &[u8; 32], label: &[u8], layout: &LabelLayout) 
 /// fresh for every sealing under one output (a build draws them from one stream).
 pub(crate) fn seal_label_into(output: &[u8; 32], label: &[u8], nonce: &[u8; LABEL_NONCE], record: &mut [u8]) {
     let (head, body) = record.split_at_mut(LABEL_NONCE);
-    debug_assert!(2 + label.len() <= body.len(), "the layout holds the label");
+    assert!(2 + label.len() <= body.len(), "the layout holds the label");
     head.copy_from_slice(nonce);
     label_keystream(output, nonce, body);
     let len = (label.len() as u16).to_le_bytes();

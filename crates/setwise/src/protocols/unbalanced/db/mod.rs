@@ -10,6 +10,7 @@
 //! and edits them point by point; `encoding` turns coefficients into plaintexts (or
 //! keeps only the coefficients, in compact mode); `storage` is the on-disk format.
 
+mod build_memory;
 mod coefficients;
 mod encoding;
 mod journal;
@@ -344,9 +345,10 @@ impl SenderDb {
     ) -> Result<Self> {
         let start = Instant::now();
         let ctx = check_build(items.len(), labels.as_ref().map(|l| l.0), &params)?;
+        let layout = label_layout(&params, &labels);
+        build_memory::refuse_if_short(&params, items.len(), layout.as_ref().map_or(0, |l| l.record_bytes))?;
         let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
         step(&observer, "OPRF of the items");
-        let layout = label_layout(&params, &labels);
         let (digests, labels) = oprf_items(&oprf, items, labels.map(|l| l.0), layout, &observer);
         let mut db = Self::assemble(params, ctx, oprf, digests, labels);
         step(&observer, "place the items in bundles");
@@ -380,6 +382,10 @@ impl SenderDb {
         let start = Instant::now();
         let dir = to.dir;
         let ctx = check_build(items.len(), labels.as_ref().map(|l| l.0), &params)?;
+        let layout = label_layout(&params, &labels);
+        let record_bytes = layout.as_ref().map_or(0, |l| l.record_bytes);
+        // Before the directory is touched: a build that cannot fit leaves nothing behind.
+        build_memory::refuse_if_short(&params, items.len(), record_bytes)?;
         storage::check_build_dir(dir)?;
         storage::private_dir(dir).map_err(|e| Error::file(dir, e))?;
         let lock = DirLock::take(dir, true)?;
@@ -389,8 +395,6 @@ impl SenderDb {
         }
         let key_columns = to.key_columns.max(1);
         let input = journal::input_fingerprint(items, labels.as_ref().map(|(l, c)| (*l, c.as_slice())), key_columns);
-        let layout = label_layout(&params, &labels);
-        let record_bytes = layout.as_ref().map_or(0, |l| l.record_bytes);
         // Why a resume built from the start.
         let mut why_not = String::new();
         let mut found = None;

@@ -41,6 +41,19 @@ impl Layouts {
         l
     }
 
+    /// The bytes [`of`](Self::of) takes per item under `p`: its candidate bins, their
+    /// count and its felts.
+    pub(super) fn bytes_per_item(p: &UnbalancedParams) -> usize {
+        let (h, k) = (p.table_params.hash_func_count, p.item_params.felts_per_item);
+        h * size_of::<u32>() + size_of::<u8>() + k * size_of::<u64>()
+    }
+
+    /// The bytes these layouts hold (their arrays' lengths).
+    #[cfg(test)]
+    pub(super) fn bytes(&self) -> usize {
+        self.bins.len() * size_of::<u32>() + self.counts.len() + self.felts.len() * size_of::<u64>()
+    }
+
     /// Computes item `id`'s layout (from its digest `d`) if it is not yet known.
     pub(super) fn ensure(&mut self, p: &UnbalancedParams, id: u32, d: &Digest) {
         let (i, h, k) = (id as usize, self.h, self.k);

@@ -748,10 +748,7 @@ pub(crate) fn fits(bytes: usize, available: Option<usize>, bundle_bytes: usize) 
 /// The memory this process may still take, if the kernel says: Linux's `MemAvailable`,
 /// and within a container the cgroup's limit less its use (cgroup v2), whichever is less.
 pub(crate) fn available_memory() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
-    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    let machine = kib.checked_mul(1024)?;
+    let machine = meminfo("MemAvailable")?;
     let read = |f: &str| std::fs::read_to_string(Path::new("/sys/fs/cgroup").join(f)).ok();
     // "max" (no limit) does not parse, and leaves the machine's figure.
     let cgroup = read("memory.max")
@@ -759,6 +756,19 @@ pub(crate) fn available_memory() -> Option<usize> {
         .zip(read("memory.current").and_then(|c| c.trim().parse::<usize>().ok()))
         .map(|(max, used)| max.saturating_sub(used));
     Some(cgroup.map_or(machine, |c| c.min(machine)))
+}
+
+/// The machine's free swap (Linux's `SwapFree`), if the kernel says.
+pub(crate) fn swap_free() -> Option<usize> {
+    meminfo("SwapFree")
+}
+
+/// A `/proc/meminfo` figure (`field: N kB`) in bytes.
+fn meminfo(field: &str) -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]

@@ -385,7 +385,11 @@ impl SenderDb {
         let layout = label_layout(&params, &labels);
         let record_bytes = layout.as_ref().map_or(0, |l| l.record_bytes);
         // Before the directory is touched: a build that cannot fit leaves nothing behind.
-        build_memory::refuse_if_short(&params, items.len(), record_bytes)?;
+        // A resume is checked once it is known to place items (one that finds its build
+        // finished only writes the key).
+        if !to.resume {
+            build_memory::refuse_if_short(&params, items.len(), record_bytes)?;
+        }
         storage::check_build_dir(dir)?;
         storage::private_dir(dir).map_err(|e| Error::file(dir, e))?;
         let lock = DirLock::take(dir, true)?;
@@ -425,6 +429,7 @@ impl SenderDb {
                 }
                 Resumable::No(why) => why_not = why,
             }
+            build_memory::refuse_if_short(&params, items.len(), record_bytes)?;
         }
         let dropped_tail = found.as_ref().is_some_and(|(j, _)| j.dropped_tail);
         let found_journal = found.is_some();

@@ -224,6 +224,14 @@ fn print_info(db: &SenderDb) {
         p.query_params.query_powers, p.query_params.ps_low_degree
     );
     println!("  BFV:               {}", p.he().describe());
+    let (level, moduli) = (db.eval_level(), p.seal_params.coeff_modulus_bits.len());
+    match level {
+        0 => println!("  products at:       level 0, over all {moduli} moduli"),
+        _ => println!(
+            "  products at:       level {level}, over {} of the {moduli} moduli (the powers are switched down to it)",
+            p.moduli_at(level)
+        ),
+    }
     println!("bundles:             {} ({} at the fullest bundle index)", i.bundles, i.max_bundles_per_index);
     if let Some(l) = db.label_layout() {
         println!(

@@ -110,6 +110,13 @@ impl Ciphertext {
         self.0.len()
     }
 
+    /// Drops to `level` (at or below its own, at most the last): fewer moduli, so each
+    /// later product costs less; same plaintext, with the noise scaled down by the
+    /// moduli dropped plus a rounding term.
+    pub fn switch_to_level(&mut self, level: usize) -> Result<(), HeError> {
+        self.0.switch_to_level(level).map_err(op_err)
+    }
+
     /// Drops to the last level (one modulus): smaller to send, same plaintext.
     pub fn mod_switch_to_last(&mut self) -> Result<(), HeError> {
         let last = self.0.max_switchable_level();

@@ -34,6 +34,11 @@ impl Powers {
     pub fn relinearize_all(&mut self, ev: &Evaluator<'_>) -> Result<(), HeError> {
         self.0.par_iter_mut().flatten().try_for_each(|c| ev.relinearize(c))
     }
+
+    /// Switches every power to `level`, in parallel, for products at that level.
+    pub fn switch_all_to(&mut self, level: usize) -> Result<(), HeError> {
+        self.0.par_iter_mut().flatten().try_for_each(|c| c.switch_to_level(level))
+    }
 }
 
 const NONE: u32 = u32::MAX;

@@ -430,7 +430,15 @@ fn compact_mode_answers_the_same() {
     let labels: Vec<Vec<u8>> = sender.iter().map(|k| [b"L:", &k[..]].concat()).collect();
     SenderDb::build_labelled(&sender, &labels, vec!["l".into()], small(), "test").unwrap().save(&path).unwrap();
     let compact = SenderDb::load_compact(&path).unwrap();
-    assert_eq!(compact.info().compact_bytes * 6, compact.info().plaintext_bytes, "4 bytes a slot against 3·8");
+    // Encoded, a slot is 8 bytes a modulus at the evaluation level: here level 1, two of
+    // the three moduli (the products need no more).
+    let p = compact.params();
+    assert_eq!(p.eval_level().unwrap(), 1);
+    assert_eq!(
+        compact.info().compact_bytes * 2 * p.moduli_at(1),
+        compact.info().plaintext_bytes,
+        "4 bytes against 2·8"
+    );
     let receiver = [items("s", 100..140), items("z", 0..10)].concat();
     let want: Vec<(usize, Vec<u8>)> = (0..40).map(|i| (i, [b"L:", &receiver[i][..]].concat())).collect();
     assert_eq!(labelled_query(&compact, &receiver), want);

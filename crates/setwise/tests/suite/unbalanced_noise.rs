@@ -1,8 +1,9 @@
-//! The unbalanced noise model against measured noise: for every preset and for
-//! Paterson–Stockmeyer sets of the shapes `auto` tries (N = 8192 and 16384), a bundle of
-//! full degree evaluated as the sender evaluates it (`eval::derive_powers`, then
-//! `eval::evaluate`) stays below the model's noise at level 0 and at the last level, and its
-//! trimmed result decrypts exactly.
+//! The unbalanced noise model against measured noise: for every preset, for
+//! Paterson–Stockmeyer sets of the shapes `auto` tries (N = 8192 and 16384), and for direct
+//! sets evaluated below level 0, a bundle of full degree evaluated as the sender evaluates
+//! it (`eval::derive_powers`, then `eval::evaluate`, at the set's evaluation level) stays
+//! below the model's noise at that level and at the last level, and its trimmed result
+//! decrypts exactly.
 
 use setwise::he::{Evaluator, HeContext, HeParams, SecretKey};
 use setwise::math::zp::Zp;
@@ -11,7 +12,7 @@ use setwise::protocols::unbalanced::eval::{derive_powers, evaluate};
 use setwise::protocols::unbalanced::params::{ItemParams, PRESETS, QueryParams, SealParams, TableParams};
 
 /// Evaluates a full bundle under `p` on real source powers, checks the answer, and
-/// returns the measured noise at level 0 and at the last level.
+/// returns the measured noise at its evaluation level and at the last level.
 fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
     let ctx = HeContext::new(&p.he()).unwrap();
     let t = ctx.plain_modulus();
@@ -27,12 +28,13 @@ fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
         .map(|&e| sk.encrypt(&x.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<_>>()).unwrap())
         .collect();
     let low = p.query_params.ps_low_degree;
-    let powers = derive_powers(&ev, &plan, sources, low).unwrap();
+    let level = p.eval_level().unwrap();
+    let powers = derive_powers(&ev, &plan, sources, low, level).unwrap();
     // A degree-B polynomial with coefficients spread over F_t in every slot.
     let b = p.table_params.max_items_per_bin;
     let coeffs: Vec<Vec<u64>> =
         (0..=b as u64).map(|j| (0..n as u64).map(|i| (i * 31 + j * 977 + 11) % t).collect()).collect();
-    let pts = ctx.encode_rows(&coeffs.concat(), 0).unwrap();
+    let pts = ctx.encode_rows(&coeffs.concat(), level).unwrap();
     let mut r = evaluate(&ev, &ctx, &powers, pts.all(), low).unwrap();
     let measured = sk.noise_bits(&r).unwrap() as f64;
     r.mod_switch_to_last().unwrap();
@@ -50,7 +52,10 @@ fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
 fn check(name: &str, p: &UnbalancedParams) {
     let (model, model_last) = p.noise_bits().unwrap();
     let (measured, measured_last) = measure(name, p);
-    eprintln!("{name}: noise {measured} (model {model:.1}), last level {measured_last} (model {model_last:.1})");
+    let level = p.eval_level().unwrap();
+    eprintln!(
+        "{name}: level {level}, noise {measured} (model {model:.1}), last level {measured_last} (model {model_last:.1})"
+    );
     assert!(measured <= model && measured_last <= model_last, "{name}: the model underestimates the noise");
 }
 
@@ -89,4 +94,29 @@ fn the_noise_model_bounds_measured_noise_with_paterson_stockmeyer() {
     check("8192 L=26 B=215", &ps(8192, &apsi, 215, 26, &[1, 5, 8, 27, 135]));
     check("8192 L=10 B=43", &ps(8192, &apsi, 43, 10, &[1, 3, 11]));
     check("16384 L=44 B=1304", &ps(16384, &[56, 56, 56, 56, 50], 1304, 44, &[1, 3, 11, 18, 45, 225]));
+}
+
+/// A direct set (no Paterson–Stockmeyer): bin degree `b` from `sources` over N and a chain.
+fn direct(n: usize, moduli: &[usize], t_bits: u32, b: usize, sources: &[u32]) -> UnbalancedParams {
+    let mut p = ps(n, moduli, b, 0, sources);
+    p.seal_params.plain_modulus = HeParams::batching_prime(n, t_bits);
+    p
+}
+
+#[test]
+fn the_noise_model_bounds_measured_noise_below_level_zero() {
+    let depth_one = |b: u32| setwise::he::depth_one_sources(b, 300);
+    // auto's N = 8192 chains with depth-one bases and every power sent: each goes below
+    // level 0 (the test would not show the switch otherwise).
+    let sets = [
+        ("8192 43x5 depth 1 B=256", direct(8192, &[43, 43, 44, 44, 44], 21, 256, &depth_one(256))),
+        ("8192 43x5 depth 0 B=128", direct(8192, &[43, 43, 44, 44, 44], 21, 128, &(1..=128).collect::<Vec<_>>())),
+        ("8192 56x4 depth 1 B=192", direct(8192, &[56, 56, 56, 50], 22, 192, &depth_one(192))),
+        ("8192 56x4 depth 2 B=70", direct(8192, &[56, 56, 56, 50], 22, 70, &[1, 3, 11, 15, 32])),
+        ("16384 56x5 depth 1 B=256", direct(16384, &[56, 56, 56, 56, 50], 22, 256, &depth_one(256))),
+    ];
+    for (name, p) in &sets {
+        assert!(p.eval_level().unwrap() > 0, "{name} is evaluated at level 0");
+        check(name, p);
+    }
 }

@@ -359,11 +359,16 @@ pub fn choose(
                     let parts = if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
                     let products = shape.plan.products();
                     let results = (indices * bundles * (1 + parts)) as f64;
+                    // Products (and plaintexts) at the evaluation level cost its share of
+                    // the moduli: each modulus is its own row of N products.
+                    let level = p.eval_level_in(&shape.plan);
+                    let share = p.moduli_at(level) as f64 / he.moduli_bits.len() as f64;
                     // `bundles` is the fullest index's: every index at it bounds the total.
-                    let (encoded, coefficients) = p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1));
+                    let (encoded, coefficients) =
+                        p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1), level);
                     // What does not fit is read from the encoded copy on disk, unless
                     // compact mode fits and encoding per query is cheaper.
-                    let bundle = p.serving_bytes((1 + parts) * (degree + 1)).0;
+                    let bundle = p.serving_bytes((1 + parts) * (degree + 1), level).0;
                     let fit = |bytes| super::db::fits(bytes, serving.memory, bundle);
                     let on_disk = if fit(encoded) {
                         0
@@ -376,17 +381,24 @@ pub fn choose(
                     let compact = on_disk > 0 && fit(coefficients) && encode_all_ms / 2e3 < read_s;
                     let (encode_ms, read_s, on_disk) =
                         if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
-                    // Direct: one relinearisation of the sum per result when powers are
-                    // derived. Paterson–Stockmeyer: the powers are relinearised once per
-                    // index (the products' term), then a product per block after the first,
-                    // summed and relinearised once per result.
-                    let relin = if products > 0 && shape.ps_low_degree == 0 { c.relin_ms } else { 0.0 };
+                    // Direct at level 0: one relinearisation of the sum per result when
+                    // powers are derived. Below level 0: every power relinearised (at most
+                    // one per product) and switched down once per index instead.
+                    // Paterson–Stockmeyer: the powers are relinearised once per index (the
+                    // products' term), then a product per block after the first, summed
+                    // and relinearised once per result.
+                    let relin = if products > 0 && shape.ps_low_degree == 0 && level == 0 { c.relin_ms } else { 0.0 };
+                    let switch_powers_ms = if level > 0 {
+                        (products as f64 * c.relin_ms + degree as f64 * c.mod_switch_ms) * indices as f64
+                    } else {
+                        0.0
+                    };
                     let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
                     let ps_ms = ps_blocks as f64 * c.mul_ms + if ps_blocks > 0 { c.relin_ms } else { 0.0 };
                     let sender_ms = (indices * products) as f64 * (c.mul_ms + c.relin_ms)
+                        + switch_powers_ms
                         + results
-                            * ((ps_blocks + 1) as f64 * c.result_ms
-                                + degree as f64 * c.mul_plain_ms
+                            * (((ps_blocks + 1) as f64 * c.result_ms + degree as f64 * c.mul_plain_ms) * share
                                 + ps_ms
                                 + relin
                                 + c.mod_switch_ms

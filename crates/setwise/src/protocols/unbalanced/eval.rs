@@ -3,17 +3,24 @@
 use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plains, PowerPlan, Powers};
 
 /// A bundle index's powers from the receiver's `sources` by `plan`, as [`evaluate`]
-/// takes them for low degree `low`: with Paterson–Stockmeyer, which uses each power in
-/// many products, all relinearised here once, as APSI does.
+/// takes them for low degree `low` at `level` (the set's
+/// [`eval_level`](super::UnbalancedParams::eval_level)): with Paterson–Stockmeyer, which
+/// uses each power in many products, all relinearised here once, as APSI does; below
+/// level 0 all relinearised (a product at the lower level has no key to relinearise
+/// with) and switched there, as APSI's sender switches its powers before the products.
 pub fn derive_powers(
     ev: &Evaluator<'_>,
     plan: &PowerPlan,
     sources: Vec<Ciphertext>,
     low: usize,
+    level: usize,
 ) -> Result<Powers, HeError> {
     let mut powers = plan.evaluate(ev, sources)?;
-    if low > 0 {
+    if low > 0 || level > 0 {
         powers.relinearize_all(ev)?;
+    }
+    if level > 0 {
+        powers.switch_all_to(level)?;
     }
     Ok(powers)
 }

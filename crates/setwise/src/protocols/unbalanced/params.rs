@@ -248,12 +248,19 @@ impl UnbalancedParams {
     }
 
     /// Bytes a database of `polys` polynomials (bundles · (1 + label parts) · (B + 1))
-    /// holds while it serves: `(encoded, compact)`. Encoded, a plaintext is its NTT form
-    /// over every modulus ([`PlainRows`](crate::he::PlainRows)); compact keeps 4 bytes a slot.
-    pub fn serving_bytes(&self, polys: usize) -> (usize, usize) {
+    /// holds while it serves, its plaintexts encoded at `level` (its
+    /// [`eval_level`](Self::eval_level)): `(encoded, compact)`. Encoded, a plaintext is
+    /// its NTT form over the level's moduli ([`PlainRows`](crate::he::PlainRows));
+    /// compact keeps 4 bytes a slot.
+    pub fn serving_bytes(&self, polys: usize, level: usize) -> (usize, usize) {
         let n = self.seal_params.poly_modulus_degree;
-        let per_plaintext = self.seal_params.coeff_modulus_bits.len() * n * 8;
+        let per_plaintext = self.moduli_at(level) * n * 8;
         (polys.saturating_mul(per_plaintext), polys.saturating_mul(n * 4))
+    }
+
+    /// Moduli at `level`: all of them at 0, one fewer a level below (at least one).
+    pub fn moduli_at(&self, level: usize) -> usize {
+        self.seal_params.coeff_modulus_bits.len().saturating_sub(level).max(1)
     }
 
     /// The powers the sender needs: 1..=B without Paterson–Stockmeyer; with low degree
@@ -286,31 +293,55 @@ impl UnbalancedParams {
         (low.max(high) + 1, true)
     }
 
-    /// Noise (log2 of the largest noise coefficient) of a bundle's result at level 0
-    /// and after the switch to the last level, by the empirical model of the `fhe`
-    /// crate's BFV that `tests/suite/unbalanced_noise.rs` checks against measurements:
-    /// fresh 4 bits; a product of two sources adds `log2 t + 14`; a further product
-    /// level takes the larger of its operand's noise and the relinearisation noise
-    /// (largest modulus plus 10 bits) and adds `log2 t + 14`; a sum of k plaintext
-    /// products adds `log2 t + 10 + log2 k`; products are relinearised once, after the
-    /// sum; the switch to the last modulus divides by the dropped moduli and adds up to
-    /// 10 bits of rounding noise. Fitted at N = 4096; each doubling of N adds half a bit
-    /// to every product and a bit to the rounding (both grow with N), which the test also
-    /// checks with Paterson–Stockmeyer at N = 8192 and 16384. With Paterson–Stockmeyer
-    /// every power is relinearised before use.
-    pub fn noise_bits(&self) -> Result<(f64, f64)> {
-        Ok(self.noise_bits_in(&self.plan()?))
+    /// The level a bundle's plaintext products are computed at, and its plaintexts
+    /// encoded at: the lowest (fewest moduli) whose noise budget still holds them, as
+    /// APSI's sender does (`sender.cpp`, after the powers are computed: "modulus switch
+    /// down"), so each product and each plaintext a sender holds costs that level's
+    /// moduli, not all of them. The powers are derived at level 0, where their depth
+    /// needs every modulus, then relinearised and switched down. Only a direct
+    /// evaluation goes below level 0: Paterson–Stockmeyer's block products at a lower
+    /// level would need a relinearisation key for it, which the receiver does not send.
+    pub fn eval_level(&self) -> Result<usize> {
+        Ok(self.eval_level_in(&self.plan()?))
     }
 
-    /// [`noise_bits`](Self::noise_bits) with this set's `plan` already built.
-    fn noise_bits_in(&self, plan: &PowerPlan) -> (f64, f64) {
+    /// [`eval_level`](Self::eval_level) with this set's `plan` already built.
+    pub(crate) fn eval_level_in(&self, plan: &PowerPlan) -> usize {
+        if self.query_params.ps_low_degree > 0 {
+            return 0;
+        }
+        let last = self.seal_params.coeff_modulus_bits.len().saturating_sub(1);
+        (1..=last).rev().find(|&level| self.budget_left_at(plan, level) >= NOISE_MARGIN_BITS).unwrap_or(0)
+    }
+
+    /// Noise (log2 of the largest noise coefficient) of a bundle's result at its
+    /// [`eval_level`](Self::eval_level) and after the switch to the last level, by the
+    /// empirical model of the `fhe` crate's BFV that `tests/suite/unbalanced_noise.rs`
+    /// checks against measurements: fresh 4 bits; a product of two sources adds
+    /// `log2 t + 14`; a further product level takes the larger of its operand's noise and
+    /// the relinearisation noise (largest modulus plus 10 bits) and adds `log2 t + 14`; a
+    /// sum of k plaintext products adds `log2 t + 10 + log2 k`; products are relinearised
+    /// once, after the sum; a switch down divides by the dropped moduli and adds up to 10
+    /// bits of rounding noise. Fitted at N = 4096; each doubling of N adds half a bit to
+    /// every product and a bit to the rounding (both grow with N), which the test also
+    /// checks with Paterson–Stockmeyer at N = 8192 and 16384. With Paterson–Stockmeyer
+    /// every power is relinearised before use, and below level 0 every power is
+    /// relinearised, then switched down before the plaintext products.
+    pub fn noise_bits(&self) -> Result<(f64, f64)> {
+        let plan = self.plan()?;
+        Ok(self.noise_bits_at(&plan, self.eval_level_in(&plan)))
+    }
+
+    /// [`noise_bits`](Self::noise_bits) with the products at `level`.
+    fn noise_bits_at(&self, plan: &PowerPlan, level: usize) -> (f64, f64) {
         let (depth, ps) = self.depth_in(plan);
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
-        let log_q: usize = bits.iter().sum();
+        let log_q = |level: usize| bits[..bits.len() - level].iter().sum::<usize>() as f64;
         let relin = *bits.iter().max().unwrap_or(&0) as f64 + 10.0;
         let wider = 0.5 * (self.seal_params.poly_modulus_degree as f64 / 4096.0).log2().max(0.0);
         let lt = lt + wider;
+        let rounding = 10.0 + 2.0 * wider;
         // Noise of a power at depth d, relinearised when `relinearised`.
         let power = |d: u32, relinearised: bool| {
             let mut n = 4.0;
@@ -331,25 +362,31 @@ impl UnbalancedParams {
             // The blocks' products are summed, then relinearised once (`eval::evaluate`).
             let blocks = (b / (l + 1.0)).ceil() + 1.0;
             (low.max(high) + lt + 14.0 + blocks.log2()).max(relin) + 1.0
-        } else {
+        } else if level == 0 {
             relin_sum(power(depth, false) + lt + 10.0 + (b + 1.0).log2())
+        } else {
+            // Relinearised at level 0, switched down, then summed with no key switch.
+            let switched = (power(depth, true) - (log_q(0) - log_q(level))).max(rounding);
+            switched + lt + 10.0 + (b + 1.0).log2()
         };
-        let dropped = (log_q - bits[0]) as f64;
-        (noise, (noise - dropped).max(10.0 + 2.0 * wider))
+        let dropped = log_q(level) - bits[0] as f64;
+        (noise, (noise - dropped).max(rounding))
     }
 
-    /// Noise budget (bits) left after a bundle's evaluation, at level 0 and at the last
-    /// level the result travels at: `log2(q / 2t)` minus the noise of [`noise_bits`](Self::noise_bits).
+    /// Noise budget (bits) left after a bundle's evaluation, at its
+    /// [`eval_level`](Self::eval_level) and at the last level the result travels at:
+    /// `log2(q / 2t)` minus the noise of [`noise_bits`](Self::noise_bits).
     pub fn noise_budget_left(&self) -> Result<f64> {
-        Ok(self.noise_budget_left_in(&self.plan()?))
+        let plan = self.plan()?;
+        Ok(self.budget_left_at(&plan, self.eval_level_in(&plan)))
     }
 
-    /// [`noise_budget_left`](Self::noise_budget_left) with this set's `plan` already built.
-    fn noise_budget_left_in(&self, plan: &PowerPlan) -> f64 {
-        let (noise, last) = self.noise_bits_in(plan);
+    /// [`noise_budget_left`](Self::noise_budget_left) with the products at `level`.
+    fn budget_left_at(&self, plan: &PowerPlan, level: usize) -> f64 {
+        let (noise, last) = self.noise_bits_at(plan, level);
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
-        let log_q: usize = bits.iter().sum();
+        let log_q: usize = bits[..bits.len() - level].iter().sum();
         (log_q as f64 - lt - 1.0 - noise).min(bits[0] as f64 - lt - 1.0 - last)
     }
 
@@ -447,7 +484,7 @@ impl UnbalancedParams {
                 &built
             }
         };
-        let budget = self.noise_budget_left_in(plan);
+        let budget = self.budget_left_at(plan, self.eval_level_in(plan));
         if budget < NOISE_MARGIN_BITS {
             let (depth, ps) = self.depth_in(plan);
             return Err(Error::params(
@@ -500,6 +537,30 @@ pub(crate) fn small_test_params() -> UnbalancedParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_sets_are_evaluated_at_the_lowest_level_their_noise_allows() {
+        // Three moduli, every power sent: the products need two (level 1), not one.
+        let small = small_test_params();
+        assert_eq!(small.eval_level().unwrap(), 1);
+        let (noise, _) = small.noise_bits().unwrap();
+        assert!(small.noise_budget_left().unwrap() >= NOISE_MARGIN_BITS, "{noise}");
+        let mut two = small.clone();
+        two.seal_params.coeff_modulus_bits.truncate(2);
+        // Two moduli: one left is too few for the sum, so level 0.
+        assert_eq!(two.eval_level().unwrap(), 0);
+        // Paterson–Stockmeyer stays at level 0 (no relinearisation key below it).
+        let apsi = UnbalancedParams::from_json(APSI_16M_1024).unwrap();
+        assert_eq!(apsi.eval_level().unwrap(), 0);
+        // The same chain evaluated directly at depth 1 goes down to two of its four moduli.
+        let mut direct = apsi.clone();
+        direct.table_params.max_items_per_bin = 192;
+        direct.query_params = QueryParams { ps_low_degree: 0, query_powers: crate::he::depth_one_sources(192, 300) };
+        assert_eq!(direct.eval_level().unwrap(), 2);
+        assert_eq!(direct.moduli_at(2), 2);
+        // Each level down is a modulus fewer in every plaintext a sender holds.
+        assert_eq!(direct.serving_bytes(10, 2).0 * 2, direct.serving_bytes(10, 0).0);
+    }
 
     /// APSI's `parameters/16M-1024.json` before 0.12 (commit a104124), its plaintext
     /// modulus given in bits.

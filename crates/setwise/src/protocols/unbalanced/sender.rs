@@ -34,6 +34,7 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     let plan = p.plan()?;
     let he = db.context();
     let low = p.query_params.ps_low_degree;
+    let level = db.eval_level();
     let (key, query) = report.phase("receive query", ch, |ch| {
         let need_key = plan.products() > 0 || low > 0;
         recv_query::<{ messages::KEY }, { messages::QUERY }>(
@@ -47,7 +48,7 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {
         query
             .par_chunks(plan.sources().len())
-            .map(|s| derive_powers(&ev, &plan, s.to_vec(), low))
+            .map(|s| derive_powers(&ev, &plan, s.to_vec(), low, level))
             .collect::<Result<_, HeError>>()
     })?;
     report.phase("evaluate and send", ch, |ch| {

@@ -1,5 +1,6 @@
-//! Serving a database: the coefficients encoded as plaintexts at level 0 once (their NTT
-//! form makes the per-query products cheap) and held in memory as far as it allows, the
+//! Serving a database: the coefficients encoded as plaintexts once, at the level the
+//! products are computed at ([`UnbalancedParams::eval_level`](super::UnbalancedParams::eval_level):
+//! their NTT form over that level's moduli makes the per-query products cheap) and held in memory as far as it allows, the
 //! rest read per query from the encoded copy on disk ([`rows`](super::rows)); or, in
 //! compact mode, kept as they are and encoded per query (4 bytes a slot instead of L·8).
 
@@ -12,16 +13,13 @@ use crate::he::{HeContext, HeError, PlainRows, Plains};
 use rayon::prelude::*;
 use std::path::Path;
 
-/// The level the plaintexts are encoded at.
-const LEVEL: usize = 0;
-
-/// A fingerprint of how this build encodes plaintexts at level 0 for `ctx`: the
+/// A fingerprint of how this build encodes plaintexts at `level` for `ctx`: the
 /// encoding of a fixed probe, hashed. An encoded copy written by another encoding (a
 /// change of slot layout or NTT) has another, and is not served.
-fn encoding_fingerprint(ctx: &HeContext) -> Result<[u8; 32]> {
+fn encoding_fingerprint(ctx: &HeContext, level: usize) -> Result<[u8; 32]> {
     let t = ctx.plain_modulus();
     let probe: Vec<u64> = (0..ctx.slots() as u64).map(|i| (i * 0x9e37_79b9 + 1) % t).collect();
-    let rows = ctx.encode_rows(&probe, LEVEL)?;
+    let rows = ctx.encode_rows(&probe, level)?;
     let mut h = Domain::fixed(dst::FINGERPRINT_UNBALANCED_ENCODING).hasher();
     rows.words().iter().for_each(|w| {
         h.update(&w.to_le_bytes());
@@ -29,9 +27,9 @@ fn encoding_fingerprint(ctx: &HeContext) -> Result<[u8; 32]> {
     Ok(*h.finalize().as_bytes())
 }
 
-/// Encodes coefficient rows of N as plaintexts at level 0.
-pub(super) fn encode_coefficients(ctx: &HeContext, coeffs: &[u32]) -> Result<PlainRows, HeError> {
-    ctx.encode_rows(coeffs, LEVEL)
+/// Encodes coefficient rows of N as plaintexts at `level`.
+pub(super) fn encode_coefficients(ctx: &HeContext, level: usize, coeffs: &[u32]) -> Result<PlainRows, HeError> {
+    ctx.encode_rows(coeffs, level)
 }
 
 /// A bundle whose coefficients are only in its segment (a database
@@ -43,25 +41,25 @@ fn saved_only() -> Error {
 
 impl SenderDb {
     /// Encodes the coefficients of every bundle whose plaintexts are neither in memory
-    /// nor in the encoded copy on disk, at level 0 (their NTT form is what makes the
-    /// per-query products cheap).
+    /// nor in the encoded copy on disk, at the evaluation level (their NTT form is what
+    /// makes the per-query products cheap).
     pub(super) fn encode(&mut self) -> Result<()> {
-        let ctx = &self.ctx;
+        let (ctx, level) = (&self.ctx, self.level);
         let unencoded = |b: &&mut super::Bundle| b.plaintexts.is_empty() && b.on_disk.is_none();
         self.indices.par_iter_mut().flatten().filter(unencoded).try_for_each(|bundle| {
             let coeffs = bundle.coeffs.as_ref().ok_or_else(saved_only)?;
             bundle.plaintexts =
-                encode_coefficients(ctx, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
+                encode_coefficients(ctx, level, coeffs).map_err(|e| Error::params("he_params", e.to_string()))?;
             Ok(())
         })
     }
 
-    /// Words of one bundle's plaintexts at level 0.
+    /// Words of one bundle's plaintexts at the evaluation level.
     fn bundle_words(&self) -> usize {
-        self.segment_len() * self.params.seal_params.coeff_modulus_bits.len()
+        self.segment_len() * self.params.moduli_at(self.level)
     }
 
-    /// Bytes of one bundle's plaintexts at level 0.
+    /// Bytes of one bundle's plaintexts at the evaluation level.
     pub(super) fn bundle_bytes(&self) -> usize {
         8 * self.bundle_words()
     }
@@ -76,13 +74,14 @@ impl SenderDb {
         let bundles: usize = self.indices.iter().map(Vec::len).sum();
         let words = self.bundle_words();
         let resident = budget.map_or(bundles, |b| (b / (8 * words).max(1)).min(bundles));
-        let encoding = encoding_fingerprint(&self.ctx)?;
-        let shape = Shape { manifest, encoding, level: LEVEL, bundles, words };
+        let level = self.level;
+        let encoding = encoding_fingerprint(&self.ctx, level)?;
+        let shape = Shape { manifest, encoding, level, bundles, words };
         remove_others(dir, &shape.file_name());
         let (len, p, ctx) = (self.segment_len(), &self.params, &self.ctx);
         let segments: Vec<_> =
             self.indices.iter().flatten().map(|b| b.saved.expect("every loaded bundle is saved")).collect();
-        let encode = |i: usize| Ok(encode_coefficients(ctx, &read_segment(dir, segments[i], len, p)?)?);
+        let encode = |i: usize| Ok(encode_coefficients(ctx, level, &read_segment(dir, segments[i], len, p)?)?);
         let keep = |i: usize| i < resident;
         let mut note = String::new();
         let found = match RowsFile::open(dir, shape, ctx, keep)? {
@@ -137,7 +136,7 @@ impl SenderDb {
             return copy.with_bundle(&self.ctx, i, f);
         }
         let coeffs = bundle.coeffs.as_deref().ok_or_else(saved_only)?;
-        Ok(f(encode_coefficients(&self.ctx, coeffs)?.all()))
+        Ok(f(encode_coefficients(&self.ctx, self.level, coeffs)?.all()))
     }
 
     /// Makes a built or edited database ready to serve fast: encodes the plaintexts and

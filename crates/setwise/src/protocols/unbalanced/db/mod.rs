@@ -190,6 +190,8 @@ impl Labels {
 pub struct SenderDb {
     params: UnbalancedParams,
     ctx: HeContext,
+    /// The level its plaintexts are encoded and multiplied at ([`UnbalancedParams::eval_level`]).
+    level: usize,
     /// The OPRF key; `None` when the database was opened without its key (to inspect).
     oprf: Option<OprfKey>,
     /// Each item's digest (not its OPRF output, which would open its label).
@@ -350,7 +352,7 @@ impl SenderDb {
         let oprf = OprfKey::random(dst::UNBALANCED_OPRF, dst::UNBALANCED_OPRF_OUT);
         step(&observer, "OPRF of the items");
         let (digests, labels) = oprf_items(&oprf, items, labels.map(|l| l.0), layout, &observer);
-        let mut db = Self::assemble(params, ctx, oprf, digests, labels);
+        let mut db = Self::assemble(params, ctx, oprf, digests, labels)?;
         step(&observer, "place the items in bundles");
         db.place_all()?;
         step(&observer, "interpolate each bundle's polynomials");
@@ -470,7 +472,7 @@ impl SenderDb {
                 (digests, labels)
             }
         };
-        let mut db = Self::assemble(params, ctx, oprf, digests, labels);
+        let mut db = Self::assemble(params, ctx, oprf, digests, labels)?;
         db.key_columns = key_columns;
         db.dir = Some(dir.to_path_buf());
         step(&observer, "place the items in bundles");
@@ -634,8 +636,9 @@ impl SenderDb {
         oprf: OprfKey,
         digests: Vec<Digest>,
         labels: Option<Labels>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self> {
+        Ok(Self {
+            level: params.eval_level()?,
             params,
             ctx,
             oprf: Some(oprf),
@@ -649,7 +652,7 @@ impl SenderDb {
             lock: None,
             rows: None,
             info: DbInfo::default(),
-        }
+        })
     }
 
     /// Places every item, then checks the false-match bound on the bundles they fill,
@@ -899,7 +902,7 @@ impl SenderDb {
         self.info.max_bundles_per_index = max_bpi;
         let parts = self.labels.as_ref().map_or(0, |l| l.layout.parts);
         let polys = bundles * (1 + parts) * (self.params.table_params.max_items_per_bin + 1);
-        (self.info.plaintext_bytes, self.info.compact_bytes) = self.params.serving_bytes(polys);
+        (self.info.plaintext_bytes, self.info.compact_bytes) = self.params.serving_bytes(polys, self.level);
         let on_disk = self.indices.iter().flatten().filter(|b| b.on_disk.is_some()).count();
         self.info.on_disk_bytes = self.info.plaintext_bytes / bundles.max(1) * on_disk;
         self.info.label_parts = parts;
@@ -939,6 +942,12 @@ impl SenderDb {
 
     pub(crate) fn context(&self) -> &HeContext {
         &self.ctx
+    }
+
+    /// The level its plaintexts are encoded and multiplied at
+    /// ([`UnbalancedParams::eval_level`]).
+    pub fn eval_level(&self) -> usize {
+        self.level
     }
 
     /// The OPRF key, or an error naming where it is when the database was opened

@@ -649,9 +649,11 @@ impl SenderDb {
         r.finish("database").map_err(wire)?;
         check_placement(&params, &items, &indices, labels.is_some()).map_err(bad)?;
         let ctx = HeContext::new(&params.he()).map_err(|e| bad(e.to_string()))?;
+        let level = params.eval_level().map_err(|e| bad(e.to_string()))?;
         let mut db = Self {
             params,
             ctx,
+            level,
             oprf: None,
             items,
             indices,

@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 /// (`record_bytes`, 0 unlabelled), its layout (candidate bins and felts), and at least
 /// one slot (an item id) in some bundle's bin. The build holds more (the OPRF's outputs
 /// until they are hashed, bins' spare capacity, a bundle's coefficients per thread), so
-/// a build this refuses could not have finished in the memory it had.
+/// a build this refuses would not have fit in the memory the kernel reported available
+/// (itself an estimate).
 pub(super) fn floor(p: &UnbalancedParams, items: usize, record_bytes: usize) -> usize {
     let per_item = size_of::<Digest>() + record_bytes + Layouts::bytes_per_item(p) + size_of::<u32>();
     items.saturating_mul(per_item)

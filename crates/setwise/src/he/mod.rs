@@ -187,7 +187,8 @@ impl SecretKey {
     }
 }
 
-/// Homomorphic operations on ciphertexts at level 0.
+/// Homomorphic operations on ciphertexts: products and relinearisation at level 0 (the
+/// relinearisation key's), dot products with plaintexts at the plaintexts' level.
 #[derive(Debug)]
 pub struct Evaluator<'a> {
     rk: Option<&'a RelinKey>,

@@ -77,6 +77,38 @@ fn queries_match_the_plain_intersection() {
     check(&db2, &long[..10], &long[5..]);
 }
 
+/// Queries, labelled, at each evaluation level the sender uses, with and without
+/// derived powers: all powers sent over three moduli (level 1), the 1M-256 preset's
+/// depth-one basis over two (level 0: the sum is relinearised once), and a depth-one
+/// basis at N = 8192 over APSI's chain (level 2: the powers relinearised and switched
+/// down before the products).
+#[test]
+fn labelled_queries_match_at_every_evaluation_level() {
+    let preset = |name: &str| {
+        let json = setwise::protocols::unbalanced::params::PRESETS.iter().find(|(n, _)| *n == name).unwrap().1;
+        UnbalancedParams::from_json(json).unwrap()
+    };
+    let sources = setwise::he::depth_one_sources(192, 300);
+    let n8192 = UnbalancedParams::from_json(&format!(
+        r#"{{"table_params":{{"hash_func_count":3,"table_size":1638,"max_items_per_bin":192}},
+            "item_params":{{"felts_per_item":5}},
+            "query_params":{{"ps_low_degree":0,"query_powers":{sources:?}}},
+            "seal_params":{{"poly_modulus_degree":8192,"coeff_modulus_bits":[56,56,56,50],"plain_modulus":4079617}}}}"#
+    ))
+    .unwrap();
+    let sender = items("s", 0..1200);
+    let labels: Vec<Vec<u8>> = (0..sender.len()).map(|i| format!("label of {i}").into_bytes()).collect();
+    let receiver = [items("s", 300..340), items("z", 0..20)].concat();
+    let want: Vec<(usize, Vec<u8>)> = (0..40).map(|i| (i, format!("label of {}", 300 + i).into_bytes())).collect();
+    for (p, level, derived) in [(small(), 1, false), (preset("1M-256"), 0, true), (n8192, 2, true)] {
+        assert_eq!(p.eval_level().unwrap(), level);
+        assert_eq!(p.plan().unwrap().products() > 0, derived);
+        let db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], p.clone(), "test").unwrap();
+        assert_eq!(db.eval_level(), level);
+        assert_eq!(labelled_query(&db, &receiver), want, "level {level}");
+    }
+}
+
 #[test]
 fn a_receiver_at_the_maximum_fills_every_bin_position() {
     let p = small();

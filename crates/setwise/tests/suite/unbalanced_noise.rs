@@ -114,6 +114,8 @@ fn the_noise_model_bounds_measured_noise_below_level_zero() {
         ("8192 56x4 depth 1 B=192", direct(8192, &[56, 56, 56, 50], 22, 192, &depth_one(192))),
         ("8192 56x4 depth 2 B=70", direct(8192, &[56, 56, 56, 50], 22, 70, &[1, 3, 11, 15, 32])),
         ("16384 56x5 depth 1 B=256", direct(16384, &[56, 56, 56, 56, 50], 22, 256, &depth_one(256))),
+        // Depth 3: the relinearised powers' noise outlives the switch (not just rounding).
+        ("8192 56x4 depth 3 B=16", direct(8192, &[56, 56, 56, 50], 22, 16, &[1, 2])),
     ];
     for (name, p) in &sets {
         assert!(p.eval_level().unwrap() > 0, "{name} is evaluated at level 0");

@@ -5,9 +5,12 @@
 //! bytes over the [`Link`] (1 Gbit/s unless named), where, per candidate,
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
-//! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (t(sum) + B · t(ct×pt)
-//!   \+ \[direct, products > 0\] · t(relin) + t(mod-switch)), where t(sum) is a sum's fixed part (its
-//!   reduction and constant term) and t(ct×pt) one more term of a long sum; plus per result
+//! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (share · (t(sum) + B ·
+//!   t(ct×pt)) \+ \[direct at level 0, products > 0\] · t(relin) + t(mod-switch)), where
+//!   t(sum) is a sum's fixed part (its reduction and constant term), t(ct×pt) one more term
+//!   of a long sum and share the [evaluation level](UnbalancedParams::eval_level)'s
+//!   fraction of the moduli; below level 0, plus per index B switches of the powers (the
+//!   products' term already relinearises each one); plus per result
 //!   with Paterson–Stockmeyer of low degree L, B/(L+1) blocks after the first, each a sum of
 //!   its own and a ct×ct, and one relinearisation;
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
@@ -123,9 +126,11 @@ pub struct OpCosts {
     /// A dot product's fixed part (reducing the sum, adding the constant term), ms: a
     /// result's sum of B products costs `result_ms + B · mul_plain_ms`.
     pub result_ms: f64,
-    /// Mod-switch to the last level, ms.
+    /// Mod-switch from level 0 to the last level, ms (charged for every switch: an upper
+    /// bound for a switch to a level above the last).
     pub mod_switch_ms: f64,
-    /// Encoding one plaintext at level 0 (per query in compact mode), ms.
+    /// Encoding one plaintext at level 0 (per query in compact mode), ms: an upper bound
+    /// for a plaintext encoded at a lower level.
     pub encode_ms: f64,
     /// Secret-key encryption, ms.
     pub encrypt_ms: f64,
@@ -382,17 +387,14 @@ pub fn choose(
                     let (encode_ms, read_s, on_disk) =
                         if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
                     // Direct at level 0: one relinearisation of the sum per result when
-                    // powers are derived. Below level 0: every power relinearised (at most
-                    // one per product) and switched down once per index instead.
+                    // powers are derived. Below level 0: every power switched down once
+                    // per index instead (its relinearisation, one per product, is in the
+                    // products' term).
                     // Paterson–Stockmeyer: the powers are relinearised once per index (the
                     // products' term), then a product per block after the first, summed
                     // and relinearised once per result.
                     let relin = if products > 0 && shape.ps_low_degree == 0 && level == 0 { c.relin_ms } else { 0.0 };
-                    let switch_powers_ms = if level > 0 {
-                        (products as f64 * c.relin_ms + degree as f64 * c.mod_switch_ms) * indices as f64
-                    } else {
-                        0.0
-                    };
+                    let switch_powers_ms = if level > 0 { (degree * indices) as f64 * c.mod_switch_ms } else { 0.0 };
                     let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
                     let ps_ms = ps_blocks as f64 * c.mul_ms + if ps_blocks > 0 { c.relin_ms } else { 0.0 };
                     let sender_ms = (indices * products) as f64 * (c.mul_ms + c.relin_ms)

@@ -260,7 +260,9 @@ impl UnbalancedParams {
 
     /// Moduli at `level`: all of them at 0, one fewer a level below (at least one).
     pub fn moduli_at(&self, level: usize) -> usize {
-        self.seal_params.coeff_modulus_bits.len().saturating_sub(level).max(1)
+        let moduli = self.seal_params.coeff_modulus_bits.len();
+        debug_assert!(level < moduli.max(1), "level {level} of {moduli} moduli");
+        moduli.saturating_sub(level).max(1)
     }
 
     /// The powers the sender needs: 1..=B without Paterson–Stockmeyer; with low degree
@@ -337,7 +339,7 @@ impl UnbalancedParams {
         let (depth, ps) = self.depth_in(plan);
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
-        let log_q = |level: usize| bits[..bits.len() - level].iter().sum::<usize>() as f64;
+        let log_q = |level: usize| self.log_q_at(level);
         let relin = *bits.iter().max().unwrap_or(&0) as f64 + 10.0;
         let wider = 0.5 * (self.seal_params.poly_modulus_degree as f64 / 4096.0).log2().max(0.0);
         let lt = lt + wider;
@@ -365,8 +367,10 @@ impl UnbalancedParams {
         } else if level == 0 {
             relin_sum(power(depth, false) + lt + 10.0 + (b + 1.0).log2())
         } else {
-            // Relinearised at level 0, switched down, then summed with no key switch.
-            let switched = (power(depth, true) - (log_q(0) - log_q(level))).max(rounding);
+            // Relinearised at level 0, switched down (the scaled noise plus the rounding),
+            // then summed with no key switch.
+            let scaled: f64 = power(depth, true) - (log_q(0) - log_q(level));
+            let switched = scaled.max(rounding) + (1.0 + (-(scaled - rounding).abs()).exp2()).log2();
             switched + lt + 10.0 + (b + 1.0).log2()
         };
         let dropped = log_q(level) - bits[0] as f64;
@@ -385,9 +389,14 @@ impl UnbalancedParams {
     fn budget_left_at(&self, plan: &PowerPlan, level: usize) -> f64 {
         let (noise, last) = self.noise_bits_at(plan, level);
         let lt = (self.seal_params.plain_modulus as f64).log2();
+        let first = self.seal_params.coeff_modulus_bits[0] as f64;
+        (self.log_q_at(level) - lt - 1.0 - noise).min(first - lt - 1.0 - last)
+    }
+
+    /// Bits of the ciphertext modulus at `level`: every modulus but the last `level`.
+    fn log_q_at(&self, level: usize) -> f64 {
         let bits = &self.seal_params.coeff_modulus_bits;
-        let log_q: usize = bits[..bits.len() - level].iter().sum();
-        (log_q as f64 - lt - 1.0 - noise).min(bits[0] as f64 - lt - 1.0 - last)
+        bits[..self.moduli_at(level)].iter().sum::<usize>() as f64
     }
 
     /// Checks every constraint; the error names the field and why.

@@ -64,7 +64,7 @@ struct Bundle {
     /// part; polynomial-major, then coefficient-major. `None` when not loaded (an update
     /// reads only the bundles it changes) or dropped once encoded.
     coeffs: Option<Vec<u32>>,
-    /// The coefficients as plaintexts at level 0, in the same order (empty until encoded,
+    /// The coefficients as plaintexts at the evaluation level, in the same order (empty until encoded,
     /// or when they are read from the encoded copy on disk).
     plaintexts: PlainRows,
     /// Served from the encoded copy on disk ([`rows::RowsFile`]): the bundle's place in it.

@@ -14,7 +14,9 @@ pub struct ParamsArgs {
     /// Most receiver items per query.
     #[arg(long, default_value_t = 256)]
     receiver_size: usize,
-    /// Label bytes (0: unlabelled).
+    /// Label bytes as a database stores them, as `db info` prints them: the longest
+    /// label's columns, each with a 2-byte length (a 32-character value in one column is
+    /// 34). 0: unlabelled.
     #[arg(long, default_value_t = 0)]
     label_bytes: usize,
     /// The link queries cross: `lan` (10 Gbit/s), `wan` (50 Mbit/s) or a bandwidth in

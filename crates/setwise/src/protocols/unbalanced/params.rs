@@ -298,8 +298,8 @@ impl UnbalancedParams {
     /// The level a bundle's plaintext products are computed at, and its plaintexts
     /// encoded at: the lowest (fewest moduli) whose noise budget still holds them, as
     /// APSI's sender does (`sender.cpp`, after the powers are computed: "modulus switch
-    /// down"), so each product and each plaintext a sender holds costs that level's
-    /// moduli, not all of them. The powers are derived at level 0, where their depth
+    /// down"), so each plaintext product and each plaintext a sender holds costs that
+    /// level's moduli, not all of them. The powers are derived at level 0, where their depth
     /// needs every modulus, then relinearised and switched down. Only a direct
     /// evaluation goes below level 0: Paterson–Stockmeyer's block products at a lower
     /// level would need a relinearisation key for it, which the receiver does not send.

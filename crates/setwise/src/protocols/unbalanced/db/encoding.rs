@@ -1,8 +1,10 @@
 //! Serving a database: the coefficients encoded as plaintexts once, at the level the
-//! products are computed at ([`UnbalancedParams::eval_level`](super::UnbalancedParams::eval_level):
-//! their NTT form over that level's moduli makes the per-query products cheap) and held in memory as far as it allows, the
-//! rest read per query from the encoded copy on disk ([`rows`](super::rows)); or, in
-//! compact mode, kept as they are and encoded per query (4 bytes a slot instead of 8 a modulus at that level).
+//! products are computed at
+//! ([`UnbalancedParams::eval_level`](super::UnbalancedParams::eval_level): their NTT
+//! form over that level's moduli makes the per-query products cheap), and held in
+//! memory as far as it allows, the rest read per query from the encoded copy on disk
+//! ([`rows`](super::rows)); or, in compact mode, kept as they are and encoded per query
+//! (4 bytes a slot instead of 8 a modulus at that level).
 
 use super::SenderDb;
 use super::rows::{Found, RowsFile, Shape, remove_others};

@@ -64,8 +64,8 @@ struct Bundle {
     /// part; polynomial-major, then coefficient-major. `None` when not loaded (an update
     /// reads only the bundles it changes) or dropped once encoded.
     coeffs: Option<Vec<u32>>,
-    /// The coefficients as plaintexts at the evaluation level, in the same order (empty until encoded,
-    /// or when they are read from the encoded copy on disk).
+    /// The coefficients as plaintexts at the evaluation level, in the same order (empty
+    /// until encoded, or when they are read from the encoded copy on disk).
     plaintexts: PlainRows,
     /// Served from the encoded copy on disk ([`rows::RowsFile`]): the bundle's place in it.
     on_disk: Option<usize>,
@@ -190,7 +190,8 @@ impl Labels {
 pub struct SenderDb {
     params: UnbalancedParams,
     ctx: HeContext,
-    /// The level its plaintexts are encoded and multiplied at ([`UnbalancedParams::eval_level`]).
+    /// The level its plaintexts are encoded and multiplied at
+    /// ([`UnbalancedParams::eval_level`]).
     level: usize,
     /// The OPRF key; `None` when the database was opened without its key (to inspect).
     oprf: Option<OprfKey>,

@@ -110,6 +110,12 @@ impl Ciphertext {
         self.0.len()
     }
 
+    /// Its level: how many of the chain's moduli it has dropped.
+    pub fn level(&self) -> usize {
+        let moduli = self.0.first().map_or(0, |c| c.ctx().moduli().len());
+        (self.0.max_switchable_level() + 1).saturating_sub(moduli)
+    }
+
     /// Drops to `level` (at or below its own, at most the last): fewer moduli, so each
     /// later product costs less; same plaintext, with the noise scaled down by the
     /// moduli dropped plus a rounding term.
@@ -124,14 +130,27 @@ impl Ciphertext {
     }
 }
 
-/// A relinearisation key (lets the holder of ciphertexts multiply them).
+/// A relinearisation key (lets the holder of ciphertexts multiply them) for ciphertexts
+/// at one level, itself over that level's moduli.
 #[derive(Debug)]
-pub struct RelinKey(bfv::RelinearizationKey);
+pub struct RelinKey {
+    key: bfv::RelinearizationKey,
+    level: usize,
+}
 
 impl RelinKey {
+    fn new(key: bfv::RelinearizationKey, level: usize) -> Self {
+        Self { key, level }
+    }
+
     /// Serialised bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.0.to_bytes()
+        self.key.to_bytes()
+    }
+
+    /// The level of the ciphertexts it relinearises.
+    pub fn level(&self) -> usize {
+        self.level
     }
 }
 
@@ -172,7 +191,15 @@ impl SecretKey {
 
     /// A relinearisation key for ciphertexts at level 0.
     pub fn relin_key(&mut self) -> Result<RelinKey, HeError> {
-        bfv::RelinearizationKey::new(&self.sk, &mut self.rng).map(RelinKey).map_err(op_err)
+        self.relin_key_at(0)
+    }
+
+    /// A relinearisation key for ciphertexts at `level`, over that level's moduli (a
+    /// smaller key than level 0's: one part per modulus left, each over those moduli).
+    pub fn relin_key_at(&mut self, level: usize) -> Result<RelinKey, HeError> {
+        bfv::RelinearizationKey::new_leveled(&self.sk, level, level, &mut self.rng)
+            .map(|key| RelinKey::new(key, level))
+            .map_err(op_err)
     }
 
     /// The noise of `ct` in bits (log2 of its largest noise coefficient), for tests
@@ -187,17 +214,18 @@ impl SecretKey {
     }
 }
 
-/// Homomorphic operations on ciphertexts: products and relinearisation at level 0 (the
-/// relinearisation key's), dot products with plaintexts at the plaintexts' level.
+/// Homomorphic operations on ciphertexts: products, relinearised at the levels its
+/// relinearisation keys are for, and dot products with plaintexts at the plaintexts' level.
 #[derive(Debug)]
 pub struct Evaluator<'a> {
-    rk: Option<&'a RelinKey>,
+    keys: &'a [RelinKey],
 }
 
 impl<'a> Evaluator<'a> {
-    /// An evaluator; `rk` is needed only for ciphertext products.
-    pub fn new(rk: Option<&'a RelinKey>) -> Self {
-        Self { rk }
+    /// An evaluator; `keys` (at most one per level) are needed only for ciphertext
+    /// products.
+    pub fn new(keys: &'a [RelinKey]) -> Self {
+        Self { keys }
     }
 
     /// `a·b`, relinearised.
@@ -229,8 +257,11 @@ impl<'a> Evaluator<'a> {
         if c.parts() == 2 {
             return Ok(());
         }
-        let rk = self.rk.ok_or_else(|| HeError::Op("a ciphertext product needs a relinearisation key".into()))?;
-        rk.0.relinearizes(&mut c.0).map_err(op_err)
+        let level = c.level();
+        let rk = self.keys.iter().find(|k| k.level == level).ok_or_else(|| {
+            HeError::Op(format!("a ciphertext product at level {level} needs a relinearisation key for that level"))
+        })?;
+        rk.key.relinearizes(&mut c.0).map_err(op_err)
     }
 
     /// `a + b`.
@@ -306,7 +337,7 @@ mod tests {
         let rk = sk.relin_key().unwrap();
         let v: Vec<u64> = (0..4096u64).map(|i| (i * 31 + 7) % t).collect();
         let c = sk.encrypt(&v).unwrap();
-        let ev = Evaluator::new(Some(&rk));
+        let ev = Evaluator::new(std::slice::from_ref(&rk));
         let c2 = ev.mul(&c, &c).unwrap();
         let w: Vec<u64> = (0..4096u64).map(|i| (i + 1) % t).collect();
         let pts = ctx.encode_rows(&[w.clone(), w.clone(), vec![1; 4096]].concat(), 0).unwrap();
@@ -318,6 +349,27 @@ mod tests {
             let (x, y) = (v[i] as u128, w[i] as u128);
             let want = ((x * y + x * x % t as u128 * y + 1) % t as u128) as u64;
             assert_eq!(got[i], want, "slot {i}");
+        }
+    }
+
+    #[test]
+    fn products_below_level_zero_take_that_levels_key() {
+        let ctx = HeContext::new(&small()).unwrap();
+        let t = ctx.plain_modulus();
+        let mut sk = SecretKey::generate(&ctx);
+        let v: Vec<u64> = (0..4096u64).map(|i| (i * 29 + 5) % t).collect();
+        let mut c = sk.encrypt(&v).unwrap();
+        c.switch_to_level(1).unwrap();
+        assert_eq!(c.level(), 1);
+        let level0 = [sk.relin_key().unwrap()];
+        let e = Evaluator::new(&level0).mul(&c, &c).unwrap_err().to_string();
+        assert!(e.contains("level 1"), "{e}");
+        let keys = [sk.relin_key().unwrap(), sk.relin_key_at(1).unwrap()];
+        let sq = Evaluator::new(&keys).mul(&c, &c).unwrap();
+        assert_eq!((sq.parts(), sq.level()), (2, 1));
+        let got = sk.decrypt(&sq).unwrap();
+        for (i, &x) in v.iter().enumerate() {
+            assert_eq!(got[i] as u128, x as u128 * x as u128 % t as u128, "slot {i}");
         }
     }
 
@@ -341,7 +393,7 @@ mod tests {
         let mut last = c.clone();
         last.mod_switch_to_last().unwrap();
         assert!(ctx.ciphertext_from_wire(&last.to_bytes(), ctx.last_level(), "result").is_ok());
-        assert!(ctx.relin_key_from_wire(&[1, 2, 3]).is_err());
+        assert!(ctx.relin_key_from_wire(&[1, 2, 3], 0).is_err());
     }
 
     #[test]
@@ -350,7 +402,7 @@ mod tests {
         let t = ctx.plain_modulus();
         let mut sk = SecretKey::generate(&ctx);
         let rk = sk.relin_key().unwrap();
-        let ev = Evaluator::new(Some(&rk));
+        let ev = Evaluator::new(std::slice::from_ref(&rk));
         let v: Vec<u64> = (0..4096u64).map(|i| (i * 17 + 3) % t).collect();
         let c = sk.encrypt(&v).unwrap();
         let sq = ev.mul_lazy(&c, &c).unwrap();

@@ -128,6 +128,12 @@ impl PowerPlan {
         self.steps.len()
     }
 
+    /// The levels its products need relinearisation keys for: level 0, where the powers
+    /// are derived, if it has any.
+    pub fn key_levels(&self) -> &'static [usize] {
+        if self.products() > 0 { &[0] } else { &[] }
+    }
+
     /// Checks the plan: every step multiplies two powers already present, at the
     /// recorded depth, and every target ends up present. Used by tests.
     pub fn verify(&self) -> bool {

@@ -109,33 +109,32 @@ impl HeContext {
     }
 
     /// Decodes a relinearisation key from the peer: at most 16 level-0 ciphertexts'
-    /// bytes; for level-0 ciphertexts and a level-0 key; the decomposition base fhe uses
-    /// for these parameters; `c1` expanded from a seed (not sent); one `c0` per modulus
-    /// (or decomposition digit), each in NTT-Shoup form over the level-0 moduli.
-    pub fn relin_key_from_wire(&self, bytes: &[u8]) -> Result<RelinKey, HeError> {
+    /// bytes; for ciphertexts at `level` and itself at `level`, which has at least two
+    /// moduli; no decomposition base; `c1` expanded from a seed (not sent); one `c0` per
+    /// modulus of the level, each in NTT-Shoup form over the level's moduli.
+    pub fn relin_key_from_wire(&self, bytes: &[u8], level: usize) -> Result<RelinKey, HeError> {
         let what = "relinearisation key";
         let bad = |why: String| HeError::Malformed { what, why };
         let max_bytes = 16 * self.ciphertext_bytes(0, true);
         if bytes.len() > max_bytes {
             return Err(bad(format!("{} bytes, limit {max_bytes}", bytes.len())));
         }
+        // fhe relinearises only where at least two moduli are left.
+        let digits = self.bfv.moduli().len().saturating_sub(level);
+        if digits < 2 {
+            return Err(bad(format!("level {level} leaves {digits} moduli; fhe relinearises only where 2 are left")));
+        }
         let rk = RelinearizationKey::decode(bytes).map_err(|e| bad(format!("does not decode: {e}")))?;
         let ksk = rk.ksk.ok_or_else(|| bad("no key-switching key".into()))?;
-        if ksk.ciphertext_level != 0 || ksk.ksk_level != 0 {
-            return Err(bad(format!("for levels {} and {}, not 0 and 0", ksk.ciphertext_level, ksk.ksk_level)));
+        if ksk.ciphertext_level as usize != level || ksk.ksk_level as usize != level {
+            return Err(bad(format!(
+                "for levels {} and {}, not {level} and {level}",
+                ksk.ciphertext_level, ksk.ksk_level
+            )));
         }
-        // fhe decomposes by a base only when level 0 has a single modulus.
-        let moduli = self.bfv.moduli();
-        let (log_base, digits) = if moduli.len() == 1 {
-            let log_modulus = moduli[0].next_power_of_two().ilog2() as usize;
-            (log_modulus / 2, log_modulus.div_ceil(log_modulus / 2))
-        } else {
-            (0, moduli.len())
-        };
-        if ksk.log_base as usize != log_base {
-            // log_base 0: no digit decomposition (one key part per modulus).
-            let base = |b: u32| if b == 0 { "none (one part per modulus)".to_string() } else { format!("2^{b}") };
-            return Err(bad(format!("decomposition base {} instead of {}", base(ksk.log_base), base(log_base as u32))));
+        // One key part per modulus, with no decomposition by a base.
+        if ksk.log_base != 0 {
+            return Err(bad(format!("decomposition base 2^{} instead of none (one part per modulus)", ksk.log_base)));
         }
         if ksk.seed.len() != SEED_BYTES || !ksk.c1.is_empty() {
             return Err(bad("c1 must come from a 32-byte seed, not be sent".into()));
@@ -143,9 +142,10 @@ impl HeContext {
         if ksk.c0.len() != digits {
             return Err(bad(format!("{} c0 polynomials instead of {digits}", ksk.c0.len())));
         }
-        let c0 = ksk.c0.iter().map(|p| self.checked_poly(p, 0, NTT_SHOUP, what)).collect::<Result<Vec<_>, _>>()?;
+        let c0 = ksk.c0.iter().map(|p| self.checked_poly(p, level, NTT_SHOUP, what)).collect::<Result<Vec<_>, _>>()?;
         let clean = RelinearizationKey { ksk: Some(KeySwitchingKey { c0, ..ksk }) }.encode_to_vec();
-        bfv::RelinearizationKey::from_bytes(&clean, &self.bfv).map(RelinKey).map_err(|e| bad(e.to_string()))
+        let key = bfv::RelinearizationKey::from_bytes(&clean, &self.bfv).map_err(|e| bad(e.to_string()))?;
+        Ok(RelinKey::new(key, level))
     }
 
     /// Decodes a ciphertext from the peer: at `level`; two polynomials, or one and the
@@ -198,7 +198,19 @@ mod tests {
         let he = ctx();
         let mut sk = SecretKey::generate(&he);
         let good = sk.relin_key().unwrap().to_bytes();
-        assert!(he.relin_key_from_wire(&good).is_ok());
+        assert!(he.relin_key_from_wire(&good, 0).is_ok());
+        // A key is for one level: each is refused at the other.
+        let lower = sk.relin_key_at(1).unwrap().to_bytes();
+        assert!(lower.len() < good.len(), "fewer moduli, fewer bytes");
+        assert_eq!(he.relin_key_from_wire(&lower, 1).unwrap().level(), 1);
+        for (bytes, level) in [(&lower, 0), (&good, 1)] {
+            let e = he.relin_key_from_wire(bytes, level).unwrap_err().to_string();
+            assert!(e.contains("levels"), "{e}");
+        }
+        // No key at a level of one modulus (fhe makes none).
+        assert!(sk.relin_key_at(he.last_level()).is_err());
+        let e = he.relin_key_from_wire(&good, he.last_level()).unwrap_err().to_string();
+        assert!(e.contains("only where 2 are left"), "{e}");
         let edit = |f: &dyn Fn(&mut KeySwitchingKey)| {
             let mut rk = RelinearizationKey::decode(&good[..]).unwrap();
             f(rk.ksk.as_mut().unwrap());
@@ -221,12 +233,12 @@ mod tests {
             ("does not decode", vec![0xff; 64]),
         ];
         for (why, bytes) in cases {
-            let e = he.relin_key_from_wire(&bytes).unwrap_err().to_string();
+            let e = he.relin_key_from_wire(&bytes, 0).unwrap_err().to_string();
             assert!(e.contains(why), "{why}: {e}");
         }
         // The variable-time flag a peer sets is dropped, not refused.
         let flagged = edit(&|k| k.c0[0] = edit_poly(&k.c0[0], |p| p.allow_variable_time = true));
-        assert!(he.relin_key_from_wire(&flagged).is_ok());
+        assert!(he.relin_key_from_wire(&flagged, 0).is_ok());
     }
 
     #[test]

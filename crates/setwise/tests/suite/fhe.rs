@@ -71,7 +71,7 @@ fn noise_budget_at_the_deepest_chunk() {
                 sk.encrypt(&v).unwrap()
             })
             .collect();
-        let ev = Evaluator::new(Some(&rk));
+        let ev = Evaluator::new(std::slice::from_ref(&rk));
         let powers = p.plan().evaluate(&ev, query).unwrap();
         let polys = vec![roots.iter().map(|r| from_roots(Zp::new(t), r)).collect::<Vec<_>>()];
         let result = evaluate_group(&ev, &ctx, &p, &polys, 0, &powers).unwrap();

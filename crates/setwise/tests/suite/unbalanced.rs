@@ -100,9 +100,26 @@ fn labelled_queries_match_at_every_evaluation_level() {
     let labels: Vec<Vec<u8>> = (0..sender.len()).map(|i| format!("label of {i}").into_bytes()).collect();
     let receiver = [items("s", 300..340), items("z", 0..20)].concat();
     let want: Vec<(usize, Vec<u8>)> = (0..40).map(|i| (i, format!("label of {}", 300 + i).into_bytes())).collect();
-    for (p, level, derived) in [(small(), 1, false), (preset("1M-256"), 0, true), (n8192, 2, true)] {
+    // Paterson–Stockmeyer below level 0: powers derived at level 0 (keys for level 0
+    // and the evaluation level), or every power sent (a key for the evaluation level
+    // only); and at level 0, where two moduli leave it no lower level with a key.
+    let keyed = setwise::testing::keyed_unbalanced_params();
+    let mut sent = keyed.clone();
+    sent.query_params.query_powers = vec![1, 2, 3, 4, 8, 12];
+    let mut two = sent.clone();
+    two.seal_params.coeff_modulus_bits = vec![60, 60];
+    let cases = [
+        (small(), 1, vec![]),
+        (preset("1M-256"), 0, vec![0]),
+        (n8192, 2, vec![0]),
+        (keyed, 2, vec![0, 2]),
+        (sent, 2, vec![2]),
+        (two, 0, vec![0]),
+    ];
+    for (p, level, keys) in cases {
+        p.validate().unwrap();
         assert_eq!(p.eval_level().unwrap(), level);
-        assert_eq!(p.plan().unwrap().products() > 0, derived);
+        assert_eq!(p.key_levels().unwrap(), keys);
         let db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], p.clone(), "test").unwrap();
         assert_eq!(db.eval_level(), level);
         assert_eq!(labelled_query(&db, &receiver), want, "level {level}");

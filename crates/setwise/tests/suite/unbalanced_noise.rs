@@ -18,8 +18,8 @@ fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
     let t = ctx.plain_modulus();
     let n = ctx.slots();
     let mut sk = SecretKey::generate(&ctx);
-    let rk = sk.relin_key().unwrap();
-    let ev = Evaluator::new(Some(&rk));
+    let keys: Vec<_> = p.key_levels().unwrap().into_iter().map(|l| sk.relin_key_at(l).unwrap()).collect();
+    let ev = Evaluator::new(&keys);
     let plan = p.plan().unwrap();
     let x: Vec<u64> = (0..n as u64).map(|i| (i * 7919 + 13) % t).collect();
     let sources = plan

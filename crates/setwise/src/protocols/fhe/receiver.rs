@@ -45,7 +45,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 .map(move |&e| base.iter().map(|&v| zp.pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
-        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, plan.products() > 0, vectors)
+        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, plan.key_levels(), vectors)
     })?;
     let chunks = ctx.sender_size().div_ceil(p.degree);
     report.phase("decrypt results", ch, |ch| {

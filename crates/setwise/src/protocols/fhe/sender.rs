@@ -51,15 +51,15 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
             })
             .collect::<Vec<_>>()
     });
-    let (key, query) = report.phase("receive query", ch, |ch| {
+    let (keys, query) = report.phase("receive query", ch, |ch| {
         recv_query::<{ messages::KEY }, { messages::QUERY }>(
             ch,
             &bfv,
-            plan.products() > 0,
+            plan.key_levels(),
             p.receiver_cts * plan.sources().len(),
         )
     })?;
-    let ev = Evaluator::new(key.as_ref());
+    let ev = Evaluator::new(&keys);
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {
         query
             .par_chunks(plan.sources().len())

@@ -9,12 +9,15 @@
 //!   t(ct×pt)) \+ \[direct at level 0, products > 0\] · t(relin) + t(mod-switch)), where
 //!   t(sum) is a sum's fixed part (its reduction and constant term), t(ct×pt) one more term
 //!   of a long sum and share the [evaluation level](UnbalancedParams::eval_level)'s
-//!   fraction of the moduli; below level 0, plus per index B switches of the powers (the
-//!   products' term already relinearises each one); plus per result
+//!   fraction of the moduli; below level 0, plus per index a switch of each power used
+//!   (the products' term already relinearises each one); plus per result
 //!   with Paterson–Stockmeyer of low degree L, B/(L+1) blocks after the first, each a sum of
-//!   its own and a ct×ct, and one relinearisation;
+//!   its own and a ct×ct (at the level's share), and one relinearisation (at the share
+//!   squared);
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
-//! - bytes = indices · sources · |fresh ct| + \[products > 0\] · |relin key| + results · |trimmed result|;
+//! - bytes = indices · sources · |fresh ct| + a relinearisation key per
+//!   [key level](UnbalancedParams::key_levels) (its share squared of level 0's) + results ·
+//!   |trimmed result|;
 //! - where the plaintexts served encoded would not fit in the [`Serving`] memory (less
 //!   the queries' share, `db::plaintext_budget`), the database serves the rest from its
 //!   encoded copy on disk, each query reading it at [`DISK_READ_BYTES_PER_SEC`] (added to
@@ -176,7 +179,7 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             let ctx = HeContext::new(&he).expect("built-in configuration");
             let mut sk = SecretKey::generate(&ctx);
             let rk = sk.relin_key().expect("relin key");
-            let ev = Evaluator::new(Some(&rk));
+            let ev = Evaluator::new(std::slice::from_ref(&rk));
             let v: Vec<u64> = (0..n as u64).collect();
             let time = |reps: usize, f: &mut dyn FnMut()| {
                 let t = Instant::now();
@@ -392,11 +395,15 @@ pub fn choose(
                     // products' term).
                     // Paterson–Stockmeyer: the powers are relinearised once per index (the
                     // products' term), then a product per block after the first, summed
-                    // and relinearised once per result.
+                    // and relinearised once per result, at the level: a product costs its
+                    // share of the moduli, a relinearisation (a part per modulus, each
+                    // over the moduli) the share squared.
                     let relin = if products > 0 && shape.ps_low_degree == 0 && level == 0 { c.relin_ms } else { 0.0 };
-                    let switch_powers_ms = if level > 0 { (degree * indices) as f64 * c.mod_switch_ms } else { 0.0 };
+                    let used = super::params::needed_powers(degree, shape.ps_low_degree).len();
+                    let switch_powers_ms = if level > 0 { (used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
                     let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
-                    let ps_ms = ps_blocks as f64 * c.mul_ms + if ps_blocks > 0 { c.relin_ms } else { 0.0 };
+                    let ps_ms = ps_blocks as f64 * c.mul_ms * share
+                        + if ps_blocks > 0 { c.relin_ms * share * share } else { 0.0 };
                     let sender_ms = (indices * products) as f64 * (c.mul_ms + c.relin_ms)
                         + switch_powers_ms
                         + results
@@ -406,7 +413,12 @@ pub fn choose(
                                 + c.mod_switch_ms
                                 + encode_ms);
                     let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
-                    let key = if products > 0 { c.bytes[2] } else { 0 };
+                    // A key per level, a part per modulus there, each over those moduli.
+                    let key: usize = p
+                        .key_levels_in(&shape.plan)
+                        .iter()
+                        .map(|&l| c.bytes[2] * p.moduli_at(l).pow(2) / he.moduli_bits.len().pow(2))
+                        .sum();
                     let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
                     let seconds = sender_ms / 2e3 + receiver_ms / 1e3 + read_s;
                     let cost = seconds + serving.link.seconds(bytes);

@@ -6,8 +6,8 @@ use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plains, PowerPlan, Po
 /// takes them for low degree `low` at `level` (the set's
 /// [`eval_level`](super::UnbalancedParams::eval_level)): with Paterson–Stockmeyer, which
 /// uses each power in many products, all relinearised here once, as APSI does; below
-/// level 0 all relinearised (a product at the lower level has no key to relinearise
-/// with) and switched there, as APSI's sender switches its powers before the products.
+/// level 0 all relinearised (with the level-0 key, while their third parts are still at
+/// level 0) and switched there, as APSI's sender switches its powers before the products.
 pub fn derive_powers(
     ev: &Evaluator<'_>,
     plan: &PowerPlan,
@@ -29,7 +29,8 @@ pub fn derive_powers(
 /// 0) as one dot product, or by Paterson–Stockmeyer with low degree `low`: for each
 /// `j`, the inner sum `Σ_{i<low+1} a_{j(low+1)+i} x^i` times the high power
 /// `x^{j(low+1)}`, so only `low + B/(low+1)` powers are needed. The blocks' products
-/// are summed unrelinearised and relinearised once, as APSI's `eval_patstock` does. With
+/// are summed unrelinearised and relinearised once (at the powers' level, with that
+/// level's key), as APSI's `eval_patstock` does. With
 /// the powers already relinearised (the sender does that once per bundle index,
 /// [`Powers::relinearize_all`]), that is the result's only key switch: none in the inner
 /// sums, none in the products.

@@ -300,20 +300,40 @@ impl UnbalancedParams {
     /// APSI's sender does (`sender.cpp`, after the powers are computed: "modulus switch
     /// down"), so each plaintext product and each plaintext a sender holds costs that
     /// level's moduli, not all of them. The powers are derived at level 0, where their depth
-    /// needs every modulus, then relinearised and switched down. Only a direct
-    /// evaluation goes below level 0: Paterson–Stockmeyer's block products at a lower
-    /// level would need a relinearisation key for it, which the receiver does not send.
+    /// needs every modulus, then relinearised and switched down. Paterson–Stockmeyer's
+    /// block products there are relinearised with a key for that level, which the
+    /// receiver sends beside level 0's ([`key_levels`](Self::key_levels)).
     pub fn eval_level(&self) -> Result<usize> {
         Ok(self.eval_level_in(&self.plan()?))
     }
 
     /// [`eval_level`](Self::eval_level) with this set's `plan` already built.
     pub(crate) fn eval_level_in(&self, plan: &PowerPlan) -> usize {
-        if self.query_params.ps_low_degree > 0 {
-            return 0;
-        }
-        let last = self.seal_params.coeff_modulus_bits.len().saturating_sub(1);
+        let moduli = self.seal_params.coeff_modulus_bits.len();
+        // Block products are relinearised at the level, which needs two moduli there.
+        let lowest = if self.query_params.ps_low_degree > 0 { 2 } else { 1 };
+        let last = moduli.saturating_sub(lowest);
         (1..=last).rev().find(|&level| self.budget_left_at(plan, level) >= NOISE_MARGIN_BITS).unwrap_or(0)
+    }
+
+    /// The levels the receiver sends relinearisation keys for, in order: level 0 when the
+    /// sender derives powers (or multiplies Paterson–Stockmeyer blocks there), and the
+    /// [`eval_level`](Self::eval_level) when Paterson–Stockmeyer multiplies its blocks
+    /// below level 0. Both sides compute it from the agreed parameters.
+    pub fn key_levels(&self) -> Result<Vec<usize>> {
+        Ok(self.key_levels_in(&self.plan()?))
+    }
+
+    /// [`key_levels`](Self::key_levels) with this set's `plan` already built.
+    pub(crate) fn key_levels_in(&self, plan: &PowerPlan) -> Vec<usize> {
+        let mut levels = plan.key_levels().to_vec();
+        if self.query_params.ps_low_degree > 0 {
+            let level = self.eval_level_in(plan);
+            if !levels.contains(&level) {
+                levels.push(level);
+            }
+        }
+        levels
     }
 
     /// Noise (log2 of the largest noise coefficient) of a bundle's result at its
@@ -328,7 +348,8 @@ impl UnbalancedParams {
     /// every product and a bit to the rounding (both grow with N), which the test also
     /// checks with Paterson–Stockmeyer at N = 8192 and 16384. With Paterson–Stockmeyer
     /// every power is relinearised before use, and below level 0 every power is
-    /// relinearised, then switched down before the plaintext products.
+    /// relinearised, then switched down before the plaintext products (and
+    /// Paterson–Stockmeyer's block products, relinearised there with that level's key).
     pub fn noise_bits(&self) -> Result<(f64, f64)> {
         let plan = self.plan()?;
         Ok(self.noise_bits_at(&plan, self.eval_level_in(&plan)))
@@ -340,7 +361,9 @@ impl UnbalancedParams {
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
         let log_q = |level: usize| self.log_q_at(level);
-        let relin = *bits.iter().max().unwrap_or(&0) as f64 + 10.0;
+        // Relinearisation noise at a level: its largest modulus plus 10 bits.
+        let relin_at = |level: usize| *bits[..self.moduli_at(level)].iter().max().unwrap_or(&0) as f64 + 10.0;
+        let relin = relin_at(0);
         let wider = 0.5 * (self.seal_params.poly_modulus_degree as f64 / 4096.0).log2().max(0.0);
         let lt = lt + wider;
         let rounding = 10.0 + 2.0 * wider;
@@ -353,25 +376,33 @@ impl UnbalancedParams {
             if relinearised && d > 0 { n.max(relin) + 1.0 } else { n }
         };
         let relin_sum = |n: f64| if plan.products() > 0 { n.max(relin) + 1.0 } else { n };
+        // A power relinearised at level 0, then switched to `level`: its noise scaled down
+        // by the dropped moduli, plus the switch's rounding.
+        let at_level = |n: f64| {
+            if level == 0 {
+                return n;
+            }
+            let scaled = n - (log_q(0) - log_q(level));
+            scaled.max(rounding) + (1.0 + (-(scaled - rounding).abs()).exp2()).log2()
+        };
         let b = self.table_params.max_items_per_bin as f64;
         let noise = if ps {
             let l = self.query_params.ps_low_degree as f64;
             let low_d = d_max(&(1..=l as u32).collect::<Vec<_>>(), |e| plan.depth_of(e));
-            // The sender relinearises every power before the blocks (`relinearize_all`), so
-            // the inner sums are of relinearised powers and need no key switch.
-            let low = power(low_d, true) + lt + 10.0 + (l + 1.0).log2();
-            let high = power(depth - 1, true);
-            // The blocks' products are summed, then relinearised once (`eval::evaluate`).
+            // The sender relinearises every power before the blocks (`relinearize_all`)
+            // and switches it to the level, so the inner sums are of relinearised powers
+            // and need no key switch.
+            let low = at_level(power(low_d, true)) + lt + 10.0 + (l + 1.0).log2();
+            let high = at_level(power(depth - 1, true));
+            // The blocks' products are summed, then relinearised once at the level
+            // (`eval::evaluate`).
             let blocks = (b / (l + 1.0)).ceil() + 1.0;
-            (low.max(high) + lt + 14.0 + blocks.log2()).max(relin) + 1.0
+            (low.max(high) + lt + 14.0 + blocks.log2()).max(relin_at(level)) + 1.0
         } else if level == 0 {
             relin_sum(power(depth, false) + lt + 10.0 + (b + 1.0).log2())
         } else {
-            // Relinearised at level 0, switched down (the scaled noise plus the rounding),
-            // then summed with no key switch.
-            let scaled: f64 = power(depth, true) - (log_q(0) - log_q(level));
-            let switched = scaled.max(rounding) + (1.0 + (-(scaled - rounding).abs()).exp2()).log2();
-            switched + lt + 10.0 + (b + 1.0).log2()
+            // Relinearised at level 0, switched down, then summed with no key switch.
+            at_level(power(depth, true)) + lt + 10.0 + (b + 1.0).log2()
         };
         let dropped = log_q(level) - bits[0] as f64;
         (noise, (noise - dropped).max(rounding))
@@ -558,9 +589,17 @@ mod tests {
         two.seal_params.coeff_modulus_bits.truncate(2);
         // Two moduli: one left is too few for the sum, so level 0.
         assert_eq!(two.eval_level().unwrap(), 0);
-        // Paterson–Stockmeyer stays at level 0 (no relinearisation key below it).
+        // Paterson–Stockmeyer goes down too, to a level of at least two moduli, where a
+        // second key relinearises its block products.
         let apsi = UnbalancedParams::from_json(APSI_16M_1024).unwrap();
-        assert_eq!(apsi.eval_level().unwrap(), 0);
+        assert_eq!(apsi.eval_level().unwrap(), 1);
+        assert_eq!(apsi.key_levels().unwrap(), [0, 1]);
+        let mut sent = apsi.clone();
+        sent.query_params.query_powers = needed_powers(1304, 44);
+        assert_eq!(sent.key_levels().unwrap(), [1], "every power sent: no products at level 0");
+        let mut three = apsi.clone();
+        three.seal_params.coeff_modulus_bits = vec![56, 56, 56];
+        assert!(three.eval_level().unwrap() <= 1, "never a level of one modulus");
         // The same chain evaluated directly at depth 1 goes down to two of its four moduli.
         let mut direct = apsi.clone();
         direct.table_params.max_items_per_bin = 192;

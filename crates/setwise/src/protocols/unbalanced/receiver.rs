@@ -86,8 +86,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 .map(move |&e| slots.iter().map(|&v| zp.pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
-        let need_key = plan.products() > 0 || p.query_params.ps_low_degree > 0;
-        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, need_key, vectors)
+        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, &p.key_levels_in(&plan), vectors)
     })?;
     let (outcome, worst_bundles) = report.phase("decrypt results", ch, |ch| {
         let n = p.bundle_indices();

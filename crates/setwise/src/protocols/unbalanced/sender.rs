@@ -35,16 +35,15 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
     let he = db.context();
     let low = p.query_params.ps_low_degree;
     let level = db.eval_level();
-    let (key, query) = report.phase("receive query", ch, |ch| {
-        let need_key = plan.products() > 0 || low > 0;
+    let (keys, query) = report.phase("receive query", ch, |ch| {
         recv_query::<{ messages::KEY }, { messages::QUERY }>(
             ch,
             he,
-            need_key,
+            &p.key_levels_in(&plan),
             p.bundle_indices() * plan.sources().len(),
         )
     })?;
-    let ev = Evaluator::new(key.as_ref());
+    let ev = Evaluator::new(&keys);
     let powers: Vec<Powers> = report.phase("derive powers", ch, |_| {
         query
             .par_chunks(plan.sources().len())

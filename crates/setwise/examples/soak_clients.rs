@@ -110,7 +110,9 @@ struct KeyFrame {
 
 impl Decoration for KeyFrame {
     fn send<C: Channel + ?Sized>(&mut self, inner: &mut C, frame: &[u8]) -> Result<(), NetError> {
-        if frame.first() != Some(&setwise::protocols::unbalanced::messages::KEY) {
+        // Only the first key frame (level 0's, or the evaluation level's when it is the
+        // only one): a crafted key is refused there, before any later one is read.
+        if frame.first() != Some(&setwise::protocols::unbalanced::messages::KEY) || self.sent.is_some() {
             return inner.send(frame);
         }
         self.sent = Some(frame[1..].to_vec());
@@ -275,6 +277,6 @@ fn crafted_keys(addr: &str) -> Vec<(&'static str, Vec<u8>)> {
         session::run(&mut ch, &job(), Role::Receiver, Input::Items(&[item(0)])).expect("a first honest session");
     assert_eq!(outcome, Outcome::Intersection(vec![0]), "the first honest session's answer");
     let key =
-        ch.decoration.sent.expect("the sender's parameters need a relinearisation key (products or ps_low_degree > 0)");
+        ch.decoration.sent.expect("the sender's parameters need a relinearisation key (UnbalancedParams::key_levels)");
     setwise::testing::crafted_relin_keys(&key)
 }

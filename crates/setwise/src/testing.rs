@@ -256,7 +256,7 @@ pub fn crafted_relin_keys(good: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("c0 marked NTT", edit(&|k| remark(k, 0, 2))),
         ("c0 in the power basis", edit(&|k| remark(k, 1, 1))),
-        ("another level", edit(&|k| k.ciphertext_level = 1)),
+        ("another level", edit(&|k| k.ciphertext_level += 1)),
         ("a decomposition base", edit(&|k| k.log_base = 20)),
         ("c1 sent instead of its seed", edit(&|k| k.c1 = k.c0.clone())),
     ]

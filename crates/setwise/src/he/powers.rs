@@ -30,7 +30,8 @@ impl Powers {
 
     /// Relinearises every power left in 3 parts, in parallel: for an evaluation that
     /// uses each power in many products (Paterson–Stockmeyer), once here instead of at
-    /// every use; and before a switch below level 0, where no key relinearises.
+    /// every use; and before a switch below level 0, with the level-0 key, while the
+    /// powers are still at its level.
     pub fn relinearize_all(&mut self, ev: &Evaluator<'_>) -> Result<(), HeError> {
         self.0.par_iter_mut().flatten().try_for_each(|c| ev.relinearize(c))
     }

@@ -634,7 +634,8 @@ fn single_item_parameters_use_one_hash_function() {
 
 /// A relinearisation key whose `c0` polynomials claim the NTT form instead of NTT-Shoup
 /// (or another level, a decomposition base, explicit `c1`): refused by name before any
-/// product, never a panic in the sender.
+/// product, never a panic in the sender; so is each of those as the second key, for the
+/// evaluation level of Paterson–Stockmeyer below level 0, and level 0's key sent there.
 #[test]
 fn crafted_relinearisation_keys_are_refused() {
     use setwise::he::{HeContext, SecretKey};
@@ -646,17 +647,28 @@ fn crafted_relinearisation_keys_are_refused() {
     let he = HeContext::new(&p.he()).unwrap();
     let mut sk = SecretKey::generate(&he);
     let good = sk.relin_key().unwrap().to_bytes();
+    let level = p.eval_level().unwrap();
+    assert_eq!(p.key_levels().unwrap(), [0, level]);
+    let good_at_level = sk.relin_key_at(level).unwrap().to_bytes();
     let crafted = setwise::testing::crafted_relin_keys(&good);
     assert_eq!(crafted.len(), 5);
+    let mut cases: Vec<(String, Vec<Vec<u8>>)> =
+        crafted.into_iter().map(|(what, key)| (what.to_string(), vec![key])).collect();
+    for (what, key) in setwise::testing::crafted_relin_keys(&good_at_level) {
+        cases.push((format!("level {level}: {what}"), vec![good.clone(), key]));
+    }
+    cases.push((format!("level 0's key for level {level}"), vec![good.clone(), good.clone()]));
     let plan = p.plan().unwrap();
     let t = p.seal_params.plain_modulus;
-    for (what, key) in crafted {
+    for (what, keys) in cases {
         let (mut a, mut b) = MemoryChannel::pair(64 << 20);
         let e = std::thread::scope(|s| {
             let db = &db;
             let t_sender = s.spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)));
             open_query(&mut b);
-            b.send(&[&[0x33][..], &key].concat()).unwrap();
+            for key in &keys {
+                let _ = b.send(&[&[0x33][..], key].concat());
+            }
             // Valid query ciphertexts follow, so a key that passed would be used.
             for _ in 0..p.bundle_indices() {
                 for &e in plan.sources() {

@@ -94,6 +94,11 @@ fn the_noise_model_bounds_measured_noise_with_paterson_stockmeyer() {
     check("8192 L=26 B=215", &ps(8192, &apsi, 215, 26, &[1, 5, 8, 27, 135]));
     check("8192 L=10 B=43", &ps(8192, &apsi, 43, 10, &[1, 3, 11]));
     check("16384 L=44 B=1304", &ps(16384, &[56, 56, 56, 56, 50], 1304, 44, &[1, 3, 11, 18, 45, 225]));
+    // Every one of them runs below level 0, with a key for its level.
+    for (b, l, sources) in [(1304, 44, &[1, 3, 11, 18, 45, 225][..]), (43, 10, &[1, 3, 11])] {
+        let p = ps(8192, &apsi, b, l, sources);
+        assert!(p.eval_level().unwrap() > 0 && p.key_levels().unwrap().len() == 2, "B={b}");
+    }
 }
 
 /// A direct set (no Paterson–Stockmeyer): bin degree `b` from `sources` over N and a chain.

@@ -16,7 +16,8 @@
 //!   squared);
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + a relinearisation key per
-//!   [key level](UnbalancedParams::key_levels) (its share squared of level 0's) + results ·
+//!   [key level](UnbalancedParams::key_levels) (a part per modulus there, each over
+//!   those moduli's bits: a share of level 0's) + results ·
 //!   |trimmed result|;
 //! - where the plaintexts served encoded would not fit in the [`Serving`] memory (less
 //!   the queries' share, `db::plaintext_budget`), the database serves the rest from its
@@ -413,11 +414,10 @@ pub fn choose(
                                 + c.mod_switch_ms
                                 + encode_ms);
                     let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
-                    // A key per level, a part per modulus there, each over those moduli.
                     let key: usize = p
-                        .key_levels_in(&shape.plan)
+                        .key_levels_at(&shape.plan, level)
                         .iter()
-                        .map(|&l| c.bytes[2] * p.moduli_at(l).pow(2) / he.moduli_bits.len().pow(2))
+                        .map(|&l| (c.bytes[2] as f64 * p.key_bytes_share(l)) as usize)
                         .sum();
                     let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
                     let seconds = sender_ms / 2e3 + receiver_ms / 1e3 + read_s;

@@ -26,7 +26,8 @@ pub const OPRF_RESPONSE: Stream<32> = Stream::new(0x32, "OprfResponse");
 pub const KEY: u8 = 0x33;
 /// Tag of [`Query`].
 pub const QUERY: u8 = 0x34;
-/// Receiver → sender: the relinearisation key.
+/// Receiver → sender: a relinearisation key, one frame per
+/// [key level](super::UnbalancedParams::key_levels).
 pub type Key = KeyMessage<KEY>;
 /// Receiver → sender: one query ciphertext (bundle index-major, then source power).
 pub type Query = CiphertextMessage<QUERY>;

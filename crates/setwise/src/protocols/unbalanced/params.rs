@@ -326,14 +326,27 @@ impl UnbalancedParams {
 
     /// [`key_levels`](Self::key_levels) with this set's `plan` already built.
     pub(crate) fn key_levels_in(&self, plan: &PowerPlan) -> Vec<usize> {
+        self.key_levels_at(plan, self.eval_level_in(plan))
+    }
+
+    /// [`key_levels`](Self::key_levels) with the plan built and the evaluation `level`
+    /// known.
+    pub(crate) fn key_levels_at(&self, plan: &PowerPlan, level: usize) -> Vec<usize> {
         let mut levels = plan.key_levels().to_vec();
-        if self.query_params.ps_low_degree > 0 {
-            let level = self.eval_level_in(plan);
-            if !levels.contains(&level) {
-                levels.push(level);
-            }
+        // Paterson–Stockmeyer multiplies a block only if one after the first has more
+        // than its constant (B ≥ L + 2; a file can give B = L + 1).
+        let low = self.query_params.ps_low_degree;
+        if low > 0 && self.table_params.max_items_per_bin >= low + 2 && !levels.contains(&level) {
+            levels.push(level);
         }
         levels
+    }
+
+    /// Bytes of a relinearisation key for `level` as a share of level 0's: a part per
+    /// modulus of the level, each over those moduli's bits.
+    pub(crate) fn key_bytes_share(&self, level: usize) -> f64 {
+        let moduli = self.seal_params.coeff_modulus_bits.len() as f64;
+        self.moduli_at(level) as f64 * self.log_q_at(level) / (moduli * self.log_q_at(0))
     }
 
     /// Noise (log2 of the largest noise coefficient) of a bundle's result at its
@@ -597,6 +610,12 @@ mod tests {
         let mut sent = apsi.clone();
         sent.query_params.query_powers = needed_powers(1304, 44);
         assert_eq!(sent.key_levels().unwrap(), [1], "every power sent: no products at level 0");
+        // A last block of its constant only, and no other after the first: no block
+        // product, so no key for the level (only a file gives B = L + 1).
+        let mut constant = sent.clone();
+        constant.table_params.max_items_per_bin = 45;
+        constant.query_params.query_powers = needed_powers(45, 44);
+        assert_eq!(constant.key_levels().unwrap(), Vec::<usize>::new());
         let mut three = apsi.clone();
         three.seal_params.coeff_modulus_bits = vec![56, 56, 56];
         assert!(three.eval_level().unwrap() <= 1, "never a level of one modulus");

@@ -252,12 +252,14 @@ pub struct Choice {
 }
 
 /// One shape of evaluation the search tries: the bin degree B, the Paterson–Stockmeyer
-/// low degree (0: none) and the powers the receiver sends, with their plan built once.
+/// low degree (0: none) and the powers the receiver sends, with their plan built once
+/// and how many powers the evaluation uses.
 struct Shape {
     degree: usize,
     ps_low_degree: usize,
     sources: Vec<u32>,
     plan: PowerPlan,
+    used: usize,
 }
 
 /// Extremal postage-stamp bases for sums of at most 4 (so every exponent up to the range
@@ -289,7 +291,7 @@ fn shapes() -> Vec<Shape> {
         // The set's own plan, as `UnbalancedParams::plan` builds it (`validate_with` needs it).
         let targets = super::params::needed_powers(degree, ps_low_degree);
         if let Ok(plan) = PowerPlan::for_targets(&sources, &targets) {
-            out.push(Shape { degree, ps_low_degree, sources, plan });
+            out.push(Shape { degree, ps_low_degree, sources, plan, used: targets.len() });
         }
     };
     for d in DEGREES {
@@ -400,8 +402,8 @@ pub fn choose(
                     // share of the moduli, a relinearisation (a part per modulus, each
                     // over the moduli) the share squared.
                     let relin = if products > 0 && shape.ps_low_degree == 0 && level == 0 { c.relin_ms } else { 0.0 };
-                    let used = super::params::needed_powers(degree, shape.ps_low_degree).len();
-                    let switch_powers_ms = if level > 0 { (used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
+                    let switch_powers_ms =
+                        if level > 0 { (shape.used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
                     let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
                     let ps_ms = ps_blocks as f64 * c.mul_ms * share
                         + if ps_blocks > 0 { c.relin_ms * share * share } else { 0.0 };

@@ -20,7 +20,9 @@
 //!   those moduli's bits: a share of level 0's) + results ·
 //!   |trimmed result|;
 //! - where the plaintexts served encoded would not fit in the [`Serving`] memory (less
-//!   the queries' share, `db::plaintext_budget`), the database serves the rest from its
+//!   what the database holds besides them, `db::resident_bytes`: each item's digest,
+//!   label record and bin ids; and less the queries' share, `db::plaintext_budget`),
+//!   the database serves the rest from its
 //!   encoded copy on disk, each query reading it at [`DISK_READ_BYTES_PER_SEC`] (added to
 //!   the time, not spread over the cores), or, where its coefficients fit and that is
 //!   cheaper, in compact mode, the sender encoding each result's B + 1 plaintexts per
@@ -367,7 +369,8 @@ pub fn choose(
                     if p.false_match_log2(p.receiver_max(), margin) > super::params::MAX_FALSE_MATCH_LOG2 {
                         continue;
                     }
-                    let parts = if label_bytes > 0 { LabelLayout::new(&p, Vec::new(), label_bytes).parts } else { 0 };
+                    let layout = (label_bytes > 0).then(|| LabelLayout::new(&p, Vec::new(), label_bytes));
+                    let (parts, record_bytes) = layout.map_or((0, 0), |l| (l.parts, l.record_bytes));
                     let products = shape.plan.products();
                     let results = (indices * bundles * (1 + parts)) as f64;
                     // Products (and plaintexts) at the evaluation level cost its share of
@@ -379,13 +382,16 @@ pub fn choose(
                         p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1), level);
                     // What does not fit is read from the encoded copy on disk, unless
                     // compact mode fits and encoding per query is cheaper.
+                    // The memory left once the database's digests, records and bins are
+                    // read, which is what its load budgets the plaintexts from.
+                    let resident = super::db::resident_bytes(sender, h, record_bytes, indices * bundles * bpb);
+                    let memory = serving.memory.map(|m| m.saturating_sub(resident));
                     let bundle = p.serving_bytes((1 + parts) * (degree + 1), level).0;
-                    let fit = |bytes| super::db::fits(bytes, serving.memory, bundle);
+                    let fit = |bytes| super::db::fits(bytes, memory, bundle);
                     let on_disk = if fit(encoded) {
                         0
                     } else {
-                        encoded
-                            .saturating_sub(super::db::plaintext_budget(serving.memory, bundle).unwrap_or(usize::MAX))
+                        encoded.saturating_sub(super::db::plaintext_budget(memory, bundle).unwrap_or(usize::MAX))
                     };
                     let read_s = on_disk as f64 / DISK_READ_BYTES_PER_SEC;
                     let encode_all_ms = results * (degree + 1) as f64 * c.encode_ms;

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
-pub(crate) use storage::{available_memory, fits, plaintext_budget};
+pub(crate) use storage::{available_memory, fits, plaintext_budget, resident_bytes};
 use zeroize::Zeroize;
 
 /// One change to one bin of a bundle whose coefficients are known, applied in

@@ -547,6 +547,11 @@ impl SenderDb {
                 Err(e) => read_key(&path.join(BUILD_KEY), &check).map_err(|_| e)?,
             });
         }
+        let manifest_hash: [u8; 32] =
+            bytes[bytes.len() - 32..].try_into().expect("a checked manifest ends in its hash");
+        // The manifest holds every digest, record and bin: freed before the plaintexts'
+        // budget is taken from the memory left, which `auto` predicts without it.
+        drop(bytes);
         let (p, len) = (&db.params, db.segment_len());
         match how {
             Open::Serve | Open::ServeWithin(_) => {
@@ -555,7 +560,6 @@ impl SenderDb {
                     Open::ServeWithin(cap) => Some(budget.map_or(cap, |b| b.min(cap))),
                     _ => budget,
                 };
-                let manifest_hash = bytes[bytes.len() - 32..].try_into().expect("a checked manifest ends in its hash");
                 db.load_encoded(path, manifest_hash, budget)?;
             }
             Open::Compact => {
@@ -741,6 +745,17 @@ pub(crate) fn plaintext_budget(available: Option<usize>, bundle_bytes: usize) ->
     available.map(|a| a.saturating_sub((a / 8).max(in_flight)))
 }
 
+/// Bytes a database of `items` items, each in `hash_funcs` bins, with label records of
+/// `record_bytes` (0 unlabelled), over `bins` bins in all (bundles · bins per bundle),
+/// holds while it serves besides its plaintexts: each item's digest and record, an id
+/// per bin it is in, and each bin's vector. A load budgets its plaintexts from the
+/// memory left once these are read ([`plaintext_budget`] after the manifest), so `auto`
+/// takes them from the memory it predicts with.
+pub(crate) fn resident_bytes(items: usize, hash_funcs: usize, record_bytes: usize, bins: usize) -> usize {
+    let per_item = size_of::<super::super::Digest>() + record_bytes + hash_funcs * size_of::<u32>();
+    items.saturating_mul(per_item).saturating_add(bins.saturating_mul(size_of::<Vec<u32>>()))
+}
+
 /// Whether `bytes` of coefficients or plaintexts fit in the memory `available`
 /// (unknown: assumed to), by [`plaintext_budget`]: the rule `auto` predicts with.
 pub(crate) fn fits(bytes: usize, available: Option<usize>, bundle_bytes: usize) -> bool {
@@ -793,5 +808,28 @@ mod tests {
         // Where the kernel does not say, everything is held.
         assert!(fits(usize::MAX, None, 1) && plaintext_budget(None, 1).is_none());
         assert!(available_memory().is_none_or(|m| m > 0));
+    }
+
+    /// `auto`'s estimate of what a served database holds besides its plaintexts bounds
+    /// what a loaded one holds (each item in at most its hash functions' bins) and is
+    /// that exactly when every item is in as many bins as it has hash functions.
+    #[test]
+    fn resident_bytes_are_what_a_loaded_database_holds_besides_its_plaintexts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        let p = crate::protocols::unbalanced::params::small_test_params();
+        let items: Vec<Vec<u8>> = (0..3000u32).map(|i| format!("item{i}").into_bytes()).collect();
+        let labels: Vec<Vec<u8>> = items.iter().map(|k| [b"label:", &k[..]].concat()).collect();
+        SenderDb::build_labelled(&items, &labels, vec!["l".into()], p.clone(), "t").unwrap().save(&path).unwrap();
+        let db = SenderDb::load(&path).unwrap();
+        let labels = db.labels.as_ref().unwrap();
+        let bins: Vec<&Vec<u32>> = db.indices.iter().flatten().flat_map(|b| &b.bins).collect();
+        let ids: usize = bins.iter().map(|b| b.capacity()).sum();
+        let held = size_of_val(&db.items[..]) + labels.records.len() + ids * 4 + bins.len() * size_of::<Vec<u32>>();
+        let h = p.table_params.hash_func_count;
+        let estimate = resident_bytes(items.len(), h, labels.layout.record_bytes, bins.len());
+        assert!(held <= estimate, "held {held} > estimated {estimate}");
+        let short = (items.len() * h - bins.iter().map(|b| b.len()).sum::<usize>()) * 4;
+        assert_eq!(held + short, estimate, "the estimate less the bin slots two hash functions shared");
     }
 }

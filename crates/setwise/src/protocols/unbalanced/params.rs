@@ -227,6 +227,24 @@ impl UnbalancedParams {
         sender.div_ceil(t.table_size.saturating_mul(t.max_items_per_bin).max(1))
     }
 
+    /// The fewest bundles the fullest bundle index all but surely needs for `sender`
+    /// items, known before any work: each item fills its distinct candidate bins (h, fewer
+    /// where two of its hashes meet: table · (1 − (1 − 1/table)^h) expected), which its
+    /// OPRF output picks uniformly, so some bin holds at least the mean load, and a bundle
+    /// holds at most `max_items_per_bin` of a bin's items. 99 % of the expected count
+    /// leaves room for fewer distinct bins than expected (their count concentrates: a
+    /// percent short is out of reach above a few hundred items). At least
+    /// [`min_bundles_per_index`](Self::min_bundles_per_index). A set this breaks the
+    /// false-match bound for is refused before its OPRF, not after it.
+    pub fn likely_bundles_per_index(&self, sender: usize) -> usize {
+        let t = &self.table_params;
+        let table = t.table_size.max(1) as f64;
+        let distinct = table * (1.0 - (1.0 - 1.0 / table).powi(t.hash_func_count as i32));
+        let mean_load = 0.99 * sender as f64 * distinct / table;
+        let likely = (mean_load / t.max_items_per_bin.max(1) as f64).ceil() as usize;
+        likely.max(self.min_bundles_per_index(sender))
+    }
+
     /// Refuses the parameters when a query at the receiver maximum against a database
     /// with `bundles_per_index` bundles at a bundle index (`shown` says how that count is
     /// known) could falsely match with probability above 2^-40.
@@ -673,6 +691,14 @@ mod tests {
         v12.check_false_matches(v12.min_bundles_per_index(1 << 22), "at least ").unwrap();
         // The older file breaks the bound at one bundle: refused before any work.
         assert!(p.check_false_matches(p.min_bundles_per_index(1), "at least ").is_err());
+        // At 2^24 the fullest index of APSI 0.12's file fills at least 24 bundles (a
+        // build here filled 25: 2^-38.5), so it is refused before the OPRF, which the
+        // item count alone (8 bundles) did not do.
+        assert_eq!(v12.min_bundles_per_index(1 << 24), 8);
+        assert_eq!(v12.likely_bundles_per_index(1 << 24), 24);
+        let e = v12.check_false_matches(v12.likely_bundles_per_index(1 << 24), "at least ").unwrap_err();
+        assert!(e.to_string().contains("at least 24 bundles"), "{e}");
+        v12.check_false_matches(v12.likely_bundles_per_index(1 << 22), "at least ").unwrap();
         // No prime of 14 bits is ≡ 1 mod 16384, and 70 bits is no SEAL size.
         for bits in [0, 14, 70] {
             let e = refused(

@@ -27,7 +27,7 @@ use crate::crypto::ristretto::SecretScalar;
 use crate::crypto::rng::PerIndex;
 use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows};
-use crate::protocols::{Meter, PhaseObserver, Progress};
+use crate::protocols::{Meter, PhaseObserver, Progress, WORK_PIECE};
 use coefficients::{apply_edits, interpolate_bundle};
 use journal::Journal;
 use placement::{Layouts, place, place_index, placing};
@@ -38,7 +38,7 @@ use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
 pub(crate) use storage::{available_memory, fits, plaintext_budget, resident_bytes};
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 /// One change to one bin of a bundle whose coefficients are known, applied in
 /// O(B) per polynomial ([`add_point`], [`remove_point`]) instead of re-interpolating.
@@ -260,7 +260,7 @@ fn check_build(items: usize, labels: Option<&[Vec<u8>]>, params: &UnbalancedPara
     }
     params.validate()?;
     // Parameters that too many items would break are refused before any work.
-    params.check_false_matches(params.min_bundles_per_index(items), "at least ")?;
+    params.check_false_matches(params.likely_bundles_per_index(items), "at least ")?;
     HeContext::new(&params.he()).map_err(|e| Error::params("he_params", e.to_string()))
 }
 
@@ -272,7 +272,10 @@ fn label_layout(params: &UnbalancedParams, labels: &Option<(&[Vec<u8>], Vec<Stri
 }
 
 /// The items' OPRF digests and, with `layout`, their labels sealed under their OPRF
-/// outputs (which are dropped here: the database keeps only digests).
+/// outputs. Piece by piece ([`WORK_PIECE`] items): a piece's outputs, which would open
+/// its labels, are hashed, used to seal and wiped before the next piece, so the build
+/// never holds every output (32 bytes an item) and leaves none in freed memory (the
+/// database keeps only digests).
 fn oprf_items<I: AsRef<[u8]> + Sync>(
     oprf: &OprfKey,
     items: &[I],
@@ -280,23 +283,34 @@ fn oprf_items<I: AsRef<[u8]> + Sync>(
     layout: Option<LabelLayout>,
     observer: &Option<PhaseObserver>,
 ) -> (Vec<Digest>, Option<Labels>) {
-    let outputs = Meter::new(observer.clone(), items.len()).map_pieces(items, |piece| oprf.evaluate_items(piece));
-    let digests = outputs.par_iter().map(digest).collect();
-    let labels = labels.zip(layout).map(|(l, layout)| {
-        let mut records = vec![0u8; outputs.len() * layout.record_bytes];
-        // Nonces from one keyed stream per item instead of a system call each.
-        let nonces = PerIndex::draw();
-        records.par_chunks_mut(layout.record_bytes).zip(outputs.par_iter().zip(l)).enumerate().for_each(
-            |(i, (r, (o, label)))| {
-                let (mut stream, mut nonce) = (nonces.stream(i as u64), [0u8; LABEL_NONCE]);
-                stream.fill(&mut nonce);
-                stream.zeroize();
-                seal_label_into(o, label, &nonce, r);
-            },
-        );
-        Labels { layout, records }
+    let meter = Meter::new(observer.clone(), items.len());
+    let mut digests = Vec::with_capacity(items.len());
+    let mut sealed = labels.zip(layout).map(|(l, layout)| {
+        let records = vec![0u8; items.len() * layout.record_bytes];
+        (l, Labels { layout, records })
     });
-    (digests, labels)
+    // Nonces from one keyed stream per item instead of a system call each.
+    let nonces = PerIndex::draw();
+    for (k, piece) in items.chunks(WORK_PIECE).enumerate() {
+        let start = k * WORK_PIECE;
+        let outputs = Zeroizing::new(oprf.evaluate_items(piece));
+        digests.par_extend(outputs.par_iter().map(digest));
+        if let Some((labels, sealed)) = &mut sealed {
+            let rb = sealed.layout.record_bytes;
+            let records = &mut sealed.records[start * rb..(start + piece.len()) * rb];
+            let labels = &labels[start..start + piece.len()];
+            records.par_chunks_mut(rb).zip(outputs.par_iter().zip(labels)).enumerate().for_each(
+                |(i, (r, (o, label)))| {
+                    let (mut stream, mut nonce) = (nonces.stream((start + i) as u64), [0u8; LABEL_NONCE]);
+                    stream.fill(&mut nonce);
+                    stream.zeroize();
+                    seal_label_into(o, label, &nonce, r);
+                },
+            );
+        }
+        meter.add(piece.len());
+    }
+    (digests, sealed.map(|(_, labels)| labels))
 }
 
 /// A bundle's coefficients interpolated from its bins.
@@ -705,7 +719,8 @@ impl SenderDb {
                 ));
             }
         }
-        let outputs = self.key()?.evaluate_items(items);
+        // The outputs open labels: wiped when dropped, on every path.
+        let outputs = Zeroizing::new(self.key()?.evaluate_items(items));
         let digests: Vec<Digest> = outputs.par_iter().map(digest).collect();
         let index = self.find(&digests);
         // Placing an item compares its felts only with the items of bins that have room,
@@ -776,7 +791,8 @@ impl SenderDb {
     /// Removes `items`; only the bundles that held them are recomputed (bundles left
     /// empty are dropped).
     pub fn remove<I: AsRef<[u8]> + Sync>(&mut self, items: &[I]) -> Result<UpdateStats> {
-        let outputs = self.key()?.evaluate_items(items);
+        // The outputs open labels: wiped when dropped, on every path.
+        let outputs = Zeroizing::new(self.key()?.evaluate_items(items));
         let digests: Vec<Digest> = outputs.par_iter().map(digest).collect();
         let index = self.find(&digests);
         let mut gone = vec![false; self.items.len()];
@@ -889,7 +905,7 @@ impl SenderDb {
 
     /// The false-match bound depends on how many bundles the items fill, so it is checked
     /// on the built database, not only on the parameters (before the build, only what
-    /// the item count alone implies: [`UnbalancedParams::min_bundles_per_index`]).
+    /// the item count all but surely implies: [`UnbalancedParams::likely_bundles_per_index`]).
     fn check_false_matches(&self) -> Result<()> {
         self.params.check_false_matches(self.info.max_bundles_per_index, "")
     }
@@ -1007,6 +1023,18 @@ mod tests {
 
     fn keys(prefix: &str, range: std::ops::Range<u32>) -> Vec<Vec<u8>> {
         range.map(|i| format!("{prefix}{i}").into_bytes()).collect()
+    }
+
+    /// The bundle count refused before a build's OPRF is one that real builds reach.
+    #[test]
+    fn builds_fill_at_least_the_likely_bundles_per_index() {
+        let p = params();
+        for n in [300u32, 3000, 20000] {
+            let db = SenderDb::build(&keys("b", 0..n), p.clone(), "t").unwrap();
+            let likely = p.likely_bundles_per_index(n as usize);
+            assert!(likely > p.min_bundles_per_index(n as usize) || n < 1000, "{n}: {likely}");
+            assert!(db.info.max_bundles_per_index >= likely, "{n}: {} < {likely}", db.info.max_bundles_per_index);
+        }
     }
 
     /// Every bundle's coefficients after point-by-point edits equal interpolating its

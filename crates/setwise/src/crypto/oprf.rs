@@ -50,7 +50,8 @@ impl OprfKey {
 
     /// The outputs of the key holder's own items.
     pub fn evaluate_items<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<Output> {
-        let points = self.key.hash_and_mul(&self.hasher, items);
+        // k·H(x) gives the output to anyone (`finish` is a public hash): wiped.
+        let points = zeroize::Zeroizing::new(self.key.hash_and_mul(&self.hasher, items));
         items.par_iter().zip(points.par_iter()).map(|(x, p)| finish(&self.out, x.as_ref(), p)).collect()
     }
 

@@ -17,7 +17,7 @@ use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::Identity;
 use rayon::prelude::*;
 use sha2::{Digest, Sha512};
-use zeroize::{Zeroize, ZeroizeOnDrop};
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 /// A compressed ristretto255 point as it travels on the wire.
 pub type Encoded = [u8; 32];
@@ -125,15 +125,16 @@ impl SecretScalar {
     }
 
     /// `k·H(item)` for every item, in parallel, compressed.
+    /// Written in place, with the multiples wiped from the working buffers: for the key
+    /// holder's own items (an OPRF) they are as secret as its outputs.
     pub fn hash_and_mul<I: AsRef<[u8]> + Sync>(&self, hasher: &ItemHasher, items: &[I]) -> Vec<Encoded> {
         let half = self.half();
-        items
-            .par_chunks(BATCH)
-            .flat_map_iter(|chunk| {
-                let points: Vec<RistrettoPoint> = chunk.iter().map(|i| hasher.hash(i.as_ref())).collect();
-                mul_compress(&half, &points)
-            })
-            .collect()
+        let mut out = vec![[0u8; 32]; items.len()];
+        out.par_chunks_mut(BATCH).zip(items.par_chunks(BATCH)).for_each(|(out, chunk)| {
+            let points: Vec<RistrettoPoint> = chunk.iter().map(|i| hasher.hash(i.as_ref())).collect();
+            mul_compress_into(&half, &points, out);
+        });
+        out
     }
 
     /// `k·P` for every encoded point from the peer, in parallel, compressed. Fails with
@@ -159,8 +160,19 @@ impl SecretScalar {
 /// `2·h·P` for each point, compressed: with `h = k/2` this is `k·P`, and dalek's batched
 /// double-and-compress shares one field inversion across the batch.
 fn mul_compress(half: &Scalar, points: &[RistrettoPoint]) -> Vec<Encoded> {
-    let scaled: Vec<RistrettoPoint> = points.iter().map(|p| half * p).collect();
-    RistrettoPoint::double_and_compress_batch(&scaled).into_iter().map(|c| c.0).collect()
+    let mut out = vec![[0u8; 32]; points.len()];
+    mul_compress_into(half, points, &mut out);
+    out
+}
+
+/// [`mul_compress`] into `out` (as long as `points`), wiping its intermediate multiples.
+fn mul_compress_into(half: &Scalar, points: &[RistrettoPoint], out: &mut [Encoded]) {
+    let scaled: Zeroizing<Vec<RistrettoPoint>> = Zeroizing::new(points.iter().map(|p| half * p).collect());
+    let mut compressed = RistrettoPoint::double_and_compress_batch(&*scaled);
+    for (o, c) in out.iter_mut().zip(&compressed) {
+        *o = c.0;
+    }
+    compressed.zeroize();
 }
 
 #[cfg(test)]

@@ -232,8 +232,10 @@ impl UnbalancedParams {
     /// where two of its hashes meet: table · (1 − (1 − 1/table)^h) expected), which its
     /// OPRF output picks uniformly, so some bin holds at least the mean load, and a bundle
     /// holds at most `max_items_per_bin` of a bin's items. 99 % of the expected count
-    /// leaves room for fewer distinct bins than expected (their count concentrates: a
-    /// percent short is out of reach above a few hundred items). At least
+    /// leaves room for fewer distinct bins than expected: only items whose hashes meet
+    /// have fewer (about h(h−1)/2 · n/table of them), and h·n/100 more of those than that
+    /// is out of reach but for a handful of items, where the count rounds up to one
+    /// bundle anyway. At least
     /// [`min_bundles_per_index`](Self::min_bundles_per_index). A set this breaks the
     /// false-match bound for is refused before its OPRF, not after it.
     pub fn likely_bundles_per_index(&self, sender: usize) -> usize {

@@ -1033,7 +1033,14 @@ mod tests {
             let db = SenderDb::build(&keys("b", 0..n), p.clone(), "t").unwrap();
             let likely = p.likely_bundles_per_index(n as usize);
             assert!(likely > p.min_bundles_per_index(n as usize) || n < 1000, "{n}: {likely}");
-            assert!(db.info.max_bundles_per_index >= likely, "{n}: {} < {likely}", db.info.max_bundles_per_index);
+            // The argument's steps on the built database: its mean bin load, over B, is
+            // at most the fullest index's bundles, and the estimate is at most that
+            // (and not far below it).
+            let slots: usize = db.indices.iter().flatten().flat_map(|b| &b.bins).map(Vec::len).sum();
+            let (table, b) = (p.table_params.table_size, p.table_params.max_items_per_bin);
+            let from_mean = slots.div_ceil(table * b);
+            assert!(db.info.max_bundles_per_index >= from_mean, "{n}: {} < {from_mean}", db.info.max_bundles_per_index);
+            assert!(likely <= from_mean && likely + 1 >= from_mean, "{n}: likely {likely}, from the mean {from_mean}");
         }
     }
 

@@ -413,7 +413,7 @@ pub fn decoders() -> &'static BTreeMap<u8, Decode> {
             (ecdh::messages::DOUBLE_BLINDED.tag, |b| chunk32(ecdh::messages::DOUBLE_BLINDED, b)),
             (ecdh::messages::Request::TAG, |b| ecdh::messages::Request::decode(b, ()).map(drop)),
             (ecdh::messages::Response::TAG, |b| ecdh::messages::Response::decode(b, N).map(drop)),
-            (fhe::messages::Key::TAG, |b| fhe::messages::Key::decode(b, (he_context(false), 0)).map(drop)),
+            (fhe::messages::Key::TAG, |b| fhe::messages::Key::decode(b, (he_context(false), 0, 0)).map(drop)),
             (fhe::messages::Query::TAG, |b| fhe::messages::Query::decode(b, (he_context(false), 0)).map(drop)),
             (fhe::messages::Result::TAG, |b| {
                 fhe::messages::Result::decode(b, (he_context(false), he_context(false).last_level())).map(drop)
@@ -421,7 +421,7 @@ pub fn decoders() -> &'static BTreeMap<u8, Decode> {
             (ub::Params::TAG, |b| ub::Params::decode(b, ()).map(drop)),
             (ub::OPRF_REQUEST.tag, |b| chunk32(ub::OPRF_REQUEST, b)),
             (ub::OPRF_RESPONSE.tag, |b| chunk32(ub::OPRF_RESPONSE, b)),
-            (ub::Key::TAG, |b| ub::Key::decode(b, (he_context(true), 0)).map(drop)),
+            (ub::Key::TAG, |b| ub::Key::decode(b, (he_context(true), 0, 0)).map(drop)),
             (ub::Query::TAG, |b| ub::Query::decode(b, (he_context(true), 0)).map(drop)),
             (ub::ResultHeader::TAG, |b| ub::ResultHeader::decode(b, (4, 2)).map(drop)),
             (ub::ResultPart::TAG, |b| ub::ResultPart::decode(b, (4, 2)).map(drop)),
@@ -525,14 +525,16 @@ pub fn messages(data: &[u8]) {
 
 /// The `he_wire` target: a relinearisation key or a ciphertext at some level of either
 /// context, decoded field by field. The first byte selects: bit 0 the context
-/// (unbalanced or fhe), bit 1 a ciphertext rather than a key, bits 2.. the level (of the
-/// ciphertext, or of the ciphertexts the key is for).
+/// (unbalanced or fhe), bit 1 a ciphertext rather than a key, bits 2..=6 the level (of
+/// the ciphertext, or of the ciphertexts the key is for), bit 7 a key over every modulus
+/// (a special modulus) rather than over its level's.
 pub fn he_wire(data: &[u8]) {
     let Some((&select, bytes)) = data.split_first() else { return };
     let ctx = he_context(select & 1 == 1);
-    let level = (select as usize >> 2) % (ctx.last_level() + 1);
+    let level = ((select & 0x7f) as usize >> 2) % (ctx.last_level() + 1);
     if select & 2 == 0 {
-        let _ = ctx.relin_key_from_wire(bytes, level);
+        let over = if select & 0x80 != 0 { 0 } else { level };
+        let _ = ctx.relin_key_from_wire(bytes, level, over);
     } else {
         let _ = ctx.ciphertext_from_wire(bytes, level, "fuzz");
     }

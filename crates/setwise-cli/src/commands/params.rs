@@ -30,8 +30,9 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
     let costs = auto::calibrate();
     for (he, c) in &costs {
         eprintln!(
-            "measured {}: ct×ct {:.2} ms, relinearisation {:.2} ms, ct×pt {:.3} ms (+ {:.3} ms a sum), mod-switch {:.2} ms, encode {:.3} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
+            "measured {}{}: ct×ct {:.2} ms, relinearisation {:.2} ms, ct×pt {:.3} ms (+ {:.3} ms a sum), mod-switch {:.2} ms, encode {:.3} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
             he.describe(),
+            if c.query_level > 0 { " (last a special modulus; at level 1)" } else { "" },
             c.mul_ms,
             c.relin_ms,
             c.mul_plain_ms,

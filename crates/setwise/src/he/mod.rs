@@ -77,12 +77,12 @@ impl HeContext {
     }
 
     /// `fhe`'s plaintext of slot values (each < t) at level 0, for an encryption.
-    fn fhe_plaintext(&self, values: &[u64]) -> Result<bfv::Plaintext, HeError> {
+    fn fhe_plaintext(&self, values: &[u64], level: usize) -> Result<bfv::Plaintext, HeError> {
         let t = self.plain_modulus();
         if values.len() > self.slots() || values.iter().any(|&v| v >= t) {
             return Err(HeError::Op(format!("encode: need at most {} values below {t}", self.slots())));
         }
-        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(0), &self.bfv).map_err(op_err)
+        bfv::Plaintext::try_encode(values, Encoding::simd_at_level(level), &self.bfv).map_err(op_err)
     }
 
     /// Serialised size bound of a ciphertext at `level` (both polynomials, plus slack
@@ -154,6 +154,33 @@ impl RelinKey {
     }
 }
 
+/// Where a query's ciphertexts and relinearisation keys are, as both sides derive them
+/// from the agreed parameters: the receiver encrypts at `query` and sends a key for each
+/// of `keys` (the levels of the ciphertexts each relinearises), each over the moduli of
+/// [`over`](Self::over).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueryLevels {
+    /// The level the query's ciphertexts are encrypted at.
+    pub query: usize,
+    /// The levels of the ciphertexts the keys relinearise, in the order they are sent.
+    pub keys: Vec<usize>,
+    /// Whether every key is over every modulus (the moduli below the query level kept
+    /// for key switching, as SEAL's special modulus) rather than over its level's own.
+    pub keys_over_every_modulus: bool,
+}
+
+impl QueryLevels {
+    /// Level-0 ciphertexts, with a key over its own moduli for each of `keys`.
+    pub fn at_level_zero(keys: &[usize]) -> Self {
+        Self { query: 0, keys: keys.to_vec(), keys_over_every_modulus: false }
+    }
+
+    /// The level whose moduli the key for ciphertexts at `level` is over.
+    pub fn over(&self, level: usize) -> usize {
+        if self.keys_over_every_modulus { 0 } else { level }
+    }
+}
+
 /// A BFV secret key with its own CSPRNG (seeded from the OS); zeroized on drop by `fhe`.
 pub struct SecretKey {
     ctx: HeContext,
@@ -179,7 +206,13 @@ impl SecretKey {
 
     /// Encrypts slot values (each < t) at level 0 (secret-key, seeded: half the bytes).
     pub fn encrypt(&mut self, values: &[u64]) -> Result<Ciphertext, HeError> {
-        let pt = self.ctx.fhe_plaintext(values)?;
+        self.encrypt_at(values, 0)
+    }
+
+    /// Encrypts slot values (each < t) at `level`, over that level's moduli only (a
+    /// fresh ciphertext's noise, not a switched one's rounding).
+    pub fn encrypt_at(&mut self, values: &[u64], level: usize) -> Result<Ciphertext, HeError> {
+        let pt = self.ctx.fhe_plaintext(values, level)?;
         self.sk.try_encrypt(&pt, &mut self.rng).map(Ciphertext).map_err(op_err)
     }
 
@@ -197,7 +230,15 @@ impl SecretKey {
     /// A relinearisation key for ciphertexts at `level`, over that level's moduli (a
     /// smaller key than level 0's: one part per modulus left, each over those moduli).
     pub fn relin_key_at(&mut self, level: usize) -> Result<RelinKey, HeError> {
-        bfv::RelinearizationKey::new_leveled(&self.sk, level, level, &mut self.rng)
+        self.relin_key_over(level, level)
+    }
+
+    /// A relinearisation key for ciphertexts at `level`, itself over the moduli of
+    /// `over` ≤ `level`: one part per modulus of `level`, each over `over`'s moduli. With
+    /// `over` below `level` the moduli in between act as SEAL's special modulus: `fhe`
+    /// switches each key switch's result down over them, dividing its noise.
+    pub fn relin_key_over(&mut self, level: usize, over: usize) -> Result<RelinKey, HeError> {
+        bfv::RelinearizationKey::new_leveled(&self.sk, level, over, &mut self.rng)
             .map(|key| RelinKey::new(key, level))
             .map_err(op_err)
     }
@@ -381,6 +422,12 @@ mod tests {
         let bytes = c.to_bytes();
         assert!(ctx.ciphertext_from_wire(&bytes, 0, "query").is_ok());
         assert!(ctx.ciphertext_from_wire(&bytes, 1, "query").is_err(), "wrong level");
+        // Encrypted at level 1: fewer bytes, read at level 1 only, and it decrypts.
+        let one = sk.encrypt_at(&[1, 2, 3], 1).unwrap();
+        assert!(one.to_bytes().len() < bytes.len());
+        assert!(ctx.ciphertext_from_wire(&one.to_bytes(), 0, "query").is_err());
+        let back = ctx.ciphertext_from_wire(&one.to_bytes(), 1, "query").unwrap();
+        assert_eq!(sk.decrypt(&back).unwrap()[..3], [1, 2, 3]);
         for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
             assert!(ctx.ciphertext_from_wire(&bytes[..cut], 0, "query").is_err());
         }
@@ -393,7 +440,7 @@ mod tests {
         let mut last = c.clone();
         last.mod_switch_to_last().unwrap();
         assert!(ctx.ciphertext_from_wire(&last.to_bytes(), ctx.last_level(), "result").is_ok());
-        assert!(ctx.relin_key_from_wire(&[1, 2, 3], 0).is_err());
+        assert!(ctx.relin_key_from_wire(&[1, 2, 3], 0, 0).is_err());
     }
 
     #[test]

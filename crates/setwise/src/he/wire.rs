@@ -109,10 +109,11 @@ impl HeContext {
     }
 
     /// Decodes a relinearisation key from the peer: at most 16 level-0 ciphertexts'
-    /// bytes; for ciphertexts at `level` and itself at `level`, which has at least two
-    /// moduli; no decomposition base; `c1` expanded from a seed (not sent); one `c0` per
-    /// modulus of the level, each in NTT-Shoup form over the level's moduli.
-    pub fn relin_key_from_wire(&self, bytes: &[u8], level: usize) -> Result<RelinKey, HeError> {
+    /// bytes; for ciphertexts at `level`, which has at least two moduli, and itself over
+    /// the moduli of `over` (≤ `level`: [`SecretKey::relin_key_over`]); no decomposition
+    /// base; `c1` expanded from a seed (not sent); one `c0` per modulus of `level`, each
+    /// in NTT-Shoup form over `over`'s moduli.
+    pub fn relin_key_from_wire(&self, bytes: &[u8], level: usize, over: usize) -> Result<RelinKey, HeError> {
         let what = "relinearisation key";
         let bad = |why: String| HeError::Malformed { what, why };
         let max_bytes = 16 * self.ciphertext_bytes(0, true);
@@ -126,9 +127,12 @@ impl HeContext {
         }
         let rk = RelinearizationKey::decode(bytes).map_err(|e| bad(format!("does not decode: {e}")))?;
         let ksk = rk.ksk.ok_or_else(|| bad("no key-switching key".into()))?;
-        if ksk.ciphertext_level as usize != level || ksk.ksk_level as usize != level {
+        if over > level {
+            return Err(bad(format!("a key over level {over} cannot serve ciphertexts at level {level}")));
+        }
+        if ksk.ciphertext_level as usize != level || ksk.ksk_level as usize != over {
             return Err(bad(format!(
-                "for levels {} and {}, not {level} and {level}",
+                "for ciphertexts at level {} over level {}, not at {level} over {over}",
                 ksk.ciphertext_level, ksk.ksk_level
             )));
         }
@@ -142,7 +146,7 @@ impl HeContext {
         if ksk.c0.len() != digits {
             return Err(bad(format!("{} c0 polynomials instead of {digits}", ksk.c0.len())));
         }
-        let c0 = ksk.c0.iter().map(|p| self.checked_poly(p, level, NTT_SHOUP, what)).collect::<Result<Vec<_>, _>>()?;
+        let c0 = ksk.c0.iter().map(|p| self.checked_poly(p, over, NTT_SHOUP, what)).collect::<Result<Vec<_>, _>>()?;
         let clean = RelinearizationKey { ksk: Some(KeySwitchingKey { c0, ..ksk }) }.encode_to_vec();
         let key = bfv::RelinearizationKey::from_bytes(&clean, &self.bfv).map_err(|e| bad(e.to_string()))?;
         Ok(RelinKey::new(key, level))
@@ -198,18 +202,25 @@ mod tests {
         let he = ctx();
         let mut sk = SecretKey::generate(&he);
         let good = sk.relin_key().unwrap().to_bytes();
-        assert!(he.relin_key_from_wire(&good, 0).is_ok());
-        // A key is for one level: each is refused at the other.
+        assert!(he.relin_key_from_wire(&good, 0, 0).is_ok());
+        // A key is for one level over one level's moduli: each is refused at the others.
         let lower = sk.relin_key_at(1).unwrap().to_bytes();
         assert!(lower.len() < good.len(), "fewer moduli, fewer bytes");
-        assert_eq!(he.relin_key_from_wire(&lower, 1).unwrap().level(), 1);
-        for (bytes, level) in [(&lower, 0), (&good, 1)] {
-            let e = he.relin_key_from_wire(bytes, level).unwrap_err().to_string();
-            assert!(e.contains("levels"), "{e}");
+        assert_eq!(he.relin_key_from_wire(&lower, 1, 1).unwrap().level(), 1);
+        // For level-1 ciphertexts over every modulus (a special modulus): a part fewer
+        // than level 0's, each over every modulus.
+        let special = sk.relin_key_over(1, 0).unwrap().to_bytes();
+        assert!(lower.len() < special.len() && special.len() < good.len());
+        assert_eq!(he.relin_key_from_wire(&special, 1, 0).unwrap().level(), 1);
+        for (bytes, level, over) in [(&lower, 0, 0), (&good, 1, 1), (&special, 1, 1), (&lower, 1, 0), (&good, 1, 0)] {
+            let e = he.relin_key_from_wire(bytes, level, over).unwrap_err().to_string();
+            assert!(e.contains("not at"), "{e}");
         }
+        let e = he.relin_key_from_wire(&lower, 0, 1).unwrap_err().to_string();
+        assert!(e.contains("cannot serve"), "{e}");
         // No key at a level of one modulus (fhe makes none).
         assert!(sk.relin_key_at(he.last_level()).is_err());
-        let e = he.relin_key_from_wire(&good, he.last_level()).unwrap_err().to_string();
+        let e = he.relin_key_from_wire(&good, he.last_level(), 0).unwrap_err().to_string();
         assert!(e.contains("only where 2 are left"), "{e}");
         let edit = |f: &dyn Fn(&mut KeySwitchingKey)| {
             let mut rk = RelinearizationKey::decode(&good[..]).unwrap();
@@ -221,7 +232,7 @@ mod tests {
             ("degree", edit(&|k| k.c0[1] = edit_poly(&k.c0[1], |p| p.degree = 8))),
             ("end early", edit(&|k| k.c0[0] = edit_poly(&k.c0[0], |p| p.coefficients.truncate(100)))),
             ("below its modulus", edit(&|k| k.c0[0] = edit_poly(&k.c0[0], |p| p.coefficients[..8].fill(0xff)))),
-            ("levels", edit(&|k| k.ksk_level = 2)),
+            ("not at", edit(&|k| k.ksk_level = 2)),
             ("decomposition", edit(&|k| k.log_base = 7)),
             ("seed", edit(&|k| k.seed.clear())),
             (
@@ -233,12 +244,12 @@ mod tests {
             ("does not decode", vec![0xff; 64]),
         ];
         for (why, bytes) in cases {
-            let e = he.relin_key_from_wire(&bytes, 0).unwrap_err().to_string();
+            let e = he.relin_key_from_wire(&bytes, 0, 0).unwrap_err().to_string();
             assert!(e.contains(why), "{why}: {e}");
         }
         // The variable-time flag a peer sets is dropped, not refused.
         let flagged = edit(&|k| k.c0[0] = edit_poly(&k.c0[0], |p| p.allow_variable_time = true));
-        assert!(he.relin_key_from_wire(&flagged, 0).is_ok());
+        assert!(he.relin_key_from_wire(&flagged, 0, 0).is_ok());
     }
 
     #[test]

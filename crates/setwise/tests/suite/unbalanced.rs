@@ -81,7 +81,7 @@ fn queries_match_the_plain_intersection() {
 /// derived powers: all powers sent over three moduli (level 1), the 1M-256 preset's
 /// depth-one basis over two (level 0: the sum is relinearised once), and a depth-one
 /// basis at N = 8192 over APSI's chain (level 2: the powers relinearised and switched
-/// down before the products).
+/// down before the products), and with a special modulus (the query at level 1).
 #[test]
 fn labelled_queries_match_at_every_evaluation_level() {
     let preset = |name: &str| {
@@ -108,6 +108,15 @@ fn labelled_queries_match_at_every_evaluation_level() {
     sent.query_params.query_powers = vec![1, 2, 3, 4, 8, 12];
     let mut two = sent.clone();
     two.seal_params.coeff_modulus_bits = vec![60, 60];
+    // A special modulus (auto's chain for slow links): the query at level 1 with one key
+    // over every modulus; Paterson–Stockmeyer evaluated there, a direct set lower.
+    let mut special_direct = n8192.clone();
+    special_direct.seal_params.coeff_modulus_bits = vec![49, 49, 48, 48, 24];
+    special_direct.seal_params.special_modulus = true;
+    let mut special_ps = special_direct.clone();
+    special_ps.table_params.max_items_per_bin = 43;
+    special_ps.query_params =
+        setwise::protocols::unbalanced::params::QueryParams { ps_low_degree: 10, query_powers: vec![1, 3, 11] };
     let cases = [
         (small(), 1, vec![]),
         (preset("1M-256"), 0, vec![0]),
@@ -115,11 +124,13 @@ fn labelled_queries_match_at_every_evaluation_level() {
         (keyed, 2, vec![0, 2]),
         (sent, 2, vec![2]),
         (two, 0, vec![0]),
+        (special_direct, 3, vec![1]),
+        (special_ps, 1, vec![1]),
     ];
     for (p, level, keys) in cases {
         p.validate().unwrap();
         assert_eq!(p.eval_level().unwrap(), level);
-        assert_eq!(p.key_levels().unwrap(), keys);
+        assert_eq!(p.query_levels().unwrap().keys, keys);
         let db = SenderDb::build_labelled(&sender, &labels, vec!["l".into()], p.clone(), "test").unwrap();
         assert_eq!(db.eval_level(), level);
         assert_eq!(labelled_query(&db, &receiver), want, "level {level}");
@@ -512,6 +523,7 @@ fn fixed_costs() -> Vec<(setwise::he::HeParams, setwise::protocols::unbalanced::
                 encrypt_ms: 1.1,
                 decrypt_ms: 0.4,
                 bytes: [55_857, 36_896, 167_507],
+                query_level: 0,
             },
         ),
         (
@@ -530,6 +542,7 @@ fn fixed_costs() -> Vec<(setwise::he::HeParams, setwise::protocols::unbalanced::
                 encrypt_ms: 3.5,
                 decrypt_ms: 1.5,
                 bytes: [223_281, 88_096, 1_116_273],
+                query_level: 0,
             },
         ),
     ]
@@ -648,7 +661,7 @@ fn crafted_relinearisation_keys_are_refused() {
     let mut sk = SecretKey::generate(&he);
     let good = sk.relin_key().unwrap().to_bytes();
     let level = p.eval_level().unwrap();
-    assert_eq!(p.key_levels().unwrap(), [0, level]);
+    assert_eq!(p.query_levels().unwrap().keys, [0, level]);
     let good_at_level = sk.relin_key_at(level).unwrap().to_bytes();
     let crafted = setwise::testing::crafted_relin_keys(&good);
     assert_eq!(crafted.len(), 5);
@@ -683,6 +696,48 @@ fn crafted_relinearisation_keys_are_refused() {
         let (e, told) = e;
         assert!(matches!(e, Error::He(HeError::Malformed { what: "relinearisation key", .. })), "{what}: {e}");
         assert_eq!(told.ok().flatten(), Some(0xff), "{what}: the receiver is told (abort)");
+    }
+}
+
+/// With a special modulus the sender takes one key, for level-1 ciphertexts over every
+/// modulus, and level-1 query ciphertexts: what a receiver that ignores the special
+/// modulus sends (level 0's key, or a level-0 query) is refused by name, never a panic.
+#[test]
+fn a_special_modulus_query_is_checked_for_its_level() {
+    use setwise::he::{HeContext, SecretKey};
+    let mut p = setwise::testing::keyed_unbalanced_params();
+    p.seal_params.poly_modulus_degree = 8192;
+    p.seal_params.coeff_modulus_bits = vec![49, 49, 48, 48, 24];
+    p.seal_params.plain_modulus = setwise::he::HeParams::batching_prime(8192, 22);
+    p.seal_params.special_modulus = true;
+    p.item_params.felts_per_item = 5;
+    p.table_params.table_size = 1638;
+    let levels = p.query_levels().unwrap();
+    assert_eq!((levels.query, levels.keys.as_slice()), (1, &[1][..]));
+    let db = SenderDb::build(&items("s", 0..300), p.clone(), "test").unwrap();
+    let he = HeContext::new(&p.he()).unwrap();
+    let mut sk = SecretKey::generate(&he);
+    let plan = p.plan().unwrap();
+    let special = sk.relin_key_over(1, 0).unwrap().to_bytes();
+    let cases = [
+        ("level 0's key", sk.relin_key().unwrap().to_bytes(), 1, "relinearisation key"),
+        ("level 1's own key", sk.relin_key_at(1).unwrap().to_bytes(), 1, "relinearisation key"),
+        ("a level-0 query", special, 0, "Ciphertext"),
+    ];
+    for (what, key, query_level, refused) in cases {
+        let (mut a, mut b) = MemoryChannel::pair(64 << 20);
+        let e = std::thread::scope(|s| {
+            let db = &db;
+            let t_sender = s.spawn(move || session::run(&mut a, &job(), Role::Sender, Input::<Vec<u8>>::Database(db)));
+            open_query(&mut b);
+            let _ = b.send(&[&[0x33][..], &key].concat());
+            for _ in 0..p.bundle_indices() * plan.sources().len() {
+                let ct = sk.encrypt_at(&[1, 2, 3], query_level).unwrap();
+                let _ = b.send(&[&[0x34][..], &ct.to_bytes()].concat());
+            }
+            t_sender.join().expect("the sender must not panic").unwrap_err()
+        });
+        assert!(matches!(&e, Error::He(HeError::Malformed { what: w, .. }) if *w == refused), "{what}: {e}");
     }
 }
 

@@ -18,14 +18,17 @@ fn measure(name: &str, p: &UnbalancedParams) -> (f64, f64) {
     let t = ctx.plain_modulus();
     let n = ctx.slots();
     let mut sk = SecretKey::generate(&ctx);
-    let keys: Vec<_> = p.key_levels().unwrap().into_iter().map(|l| sk.relin_key_at(l).unwrap()).collect();
+    let levels = p.query_levels().unwrap();
+    let keys: Vec<_> = levels.keys.iter().map(|&l| sk.relin_key_over(l, levels.over(l)).unwrap()).collect();
     let ev = Evaluator::new(&keys);
     let plan = p.plan().unwrap();
     let x: Vec<u64> = (0..n as u64).map(|i| (i * 7919 + 13) % t).collect();
     let sources = plan
         .sources()
         .iter()
-        .map(|&e| sk.encrypt(&x.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<_>>()).unwrap())
+        .map(|&e| {
+            sk.encrypt_at(&x.iter().map(|&v| Zp::new(t).pow(v, e as u64)).collect::<Vec<_>>(), levels.query).unwrap()
+        })
         .collect();
     let low = p.query_params.ps_low_degree;
     let level = p.eval_level().unwrap();
@@ -77,6 +80,7 @@ fn ps(n: usize, moduli: &[usize], b: usize, l: usize, sources: &[u32]) -> Unbala
             poly_modulus_degree: n,
             coeff_modulus_bits: moduli.to_vec(),
             plain_modulus: HeParams::batching_prime(n, 22),
+            special_modulus: false,
         },
     }
 }
@@ -97,7 +101,7 @@ fn the_noise_model_bounds_measured_noise_with_paterson_stockmeyer() {
     // Every one of them runs below level 0, with a key for its level.
     for (b, l, sources) in [(1304, 44, &[1, 3, 11, 18, 45, 225][..]), (43, 10, &[1, 3, 11])] {
         let p = ps(8192, &apsi, b, l, sources);
-        assert!(p.eval_level().unwrap() > 0 && p.key_levels().unwrap().len() == 2, "B={b}");
+        assert!(p.eval_level().unwrap() > 0 && p.query_levels().unwrap().keys.len() == 2, "B={b}");
     }
 }
 
@@ -126,4 +130,38 @@ fn the_noise_model_bounds_measured_noise_below_level_zero() {
         assert!(p.eval_level().unwrap() > 0, "{name} is evaluated at level 0");
         check(name, p);
     }
+}
+
+/// `auto`'s chain with a special modulus (49, 49, 48, 48 bits and a 24-bit special one):
+/// the query at level 1 and one key over every modulus.
+fn special(b: usize, l: usize, sources: &[u32]) -> UnbalancedParams {
+    let mut p = ps(8192, &[49, 49, 48, 48, 24], b, l, sources);
+    p.seal_params.special_modulus = true;
+    p
+}
+
+#[test]
+fn the_noise_model_bounds_measured_noise_with_a_special_modulus() {
+    let depth_one = |b: u32| setwise::he::depth_one_sources(b, 300);
+    let sets = [
+        // Paterson–Stockmeyer, as `auto` picks it at 2^22 × 1024 on slow links, and
+        // APSI's 16M-1024 shape; the depth 4 that APSI's chain does not hold at level 1.
+        ("special L=70 B=1135", special(1135, 70, &[1, 3, 11, 15, 32, 71, 355])),
+        ("special L=44 B=1304", special(1304, 44, &[1, 3, 11, 18, 45, 225])),
+        ("special L=44 B=1079", special(1079, 44, &[1, 3, 11, 18, 45, 225])),
+        ("special L=26 B=701", special(701, 26, &[1, 5, 8, 27, 135])),
+        ("special L=10 B=43", special(43, 10, &[1, 3, 11])),
+        // Direct: derived at level 1, then switched down for the plaintext products.
+        ("special depth 1 B=192", special(192, 0, &depth_one(192))),
+        ("special depth 2 B=70", special(70, 0, &[1, 3, 11, 15, 32])),
+    ];
+    for (name, p) in &sets {
+        let levels = p.query_levels().unwrap();
+        assert_eq!((levels.query, levels.keys.as_slice(), levels.over(1)), (1, &[1][..], 0), "{name}");
+        p.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+        check(name, p);
+    }
+    // Paterson–Stockmeyer stays at the query level (one key); direct sets go lower.
+    assert_eq!(sets[0].1.eval_level().unwrap(), 1);
+    assert!(sets[5].1.eval_level().unwrap() > 1);
 }

@@ -3,7 +3,7 @@
 use super::messages;
 use super::{FheParams, item_felts, slot};
 use crate::error::{Error, Result};
-use crate::he::{HeContext, SecretKey};
+use crate::he::{HeContext, QueryLevels, SecretKey};
 use crate::math::zp::Zp;
 use crate::net::Channel;
 use crate::protocols::Outcome;
@@ -45,7 +45,12 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 .map(move |&e| base.iter().map(|&v| zp.pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
-        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, plan.key_levels(), vectors)
+        send_query::<{ messages::KEY }, { messages::QUERY }>(
+            ch,
+            &mut sk,
+            &QueryLevels::at_level_zero(plan.key_levels()),
+            vectors,
+        )
     })?;
     let chunks = ctx.sender_size().div_ceil(p.degree);
     report.phase("decrypt results", ch, |ch| {

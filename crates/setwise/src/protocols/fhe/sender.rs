@@ -4,7 +4,7 @@ use super::messages;
 use super::{FheParams, item_felts, slot};
 use crate::crypto::rng::{csprng, shuffle};
 use crate::error::{Error, Result};
-use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Powers};
+use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Powers, QueryLevels};
 use crate::math::poly::from_roots;
 use crate::math::zp::Zp;
 use crate::net::Channel;
@@ -55,7 +55,7 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         recv_query::<{ messages::KEY }, { messages::QUERY }>(
             ch,
             &bfv,
-            plan.key_levels(),
+            &QueryLevels::at_level_zero(plan.key_levels()),
             p.receiver_cts * plan.sources().len(),
         )
     })?;

@@ -6,18 +6,20 @@
 //! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
 //!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
 //! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (share · (t(sum) + B ·
-//!   t(ct×pt)) \+ \[direct at level 0, products > 0\] · t(relin) + t(mod-switch)), where
+//!   t(ct×pt)) \+ \[direct at the query level, products > 0\] · t(relin) + t(mod-switch)), where
 //!   t(sum) is a sum's fixed part (its reduction and constant term), t(ct×pt) one more term
 //!   of a long sum and share the [evaluation level](UnbalancedParams::eval_level)'s
-//!   fraction of the moduli; below level 0, plus per index a switch of each power used
+//!   fraction of the query level's moduli (the costs are measured there: level 0, or 1 with a
+//!   special modulus); below the query level, plus per index a switch of each power used
 //!   (the products' term already relinearises each one); plus per result
 //!   with Paterson–Stockmeyer of low degree L, B/(L+1) blocks after the first, each a sum of
 //!   its own and a ct×ct (at the level's share), and one relinearisation (at the share
 //!   squared);
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + a relinearisation key per
-//!   [key level](UnbalancedParams::key_levels) (a part per modulus there, each over
-//!   those moduli's bits: a share of level 0's) + results ·
+//!   key level of [`query_levels`](UnbalancedParams::query_levels) (a part per modulus
+//!   there, each over the bits of the moduli it is over: a share of the query level's) +
+//!   results ·
 //!   |trimmed result|;
 //! - where the plaintexts served encoded would not fit in the [`Serving`] memory (less
 //!   what the database holds besides them, `db::resident_bytes`: each item's digest,
@@ -144,21 +146,31 @@ pub struct OpCosts {
     pub decrypt_ms: f64,
     /// Bytes of a fresh seeded ciphertext, a trimmed last-level result and a relinearisation key.
     pub bytes: [usize; 3],
+    /// The level the query is encrypted at (1 with a special modulus,
+    /// [`SealParams::special_modulus`](super::params::SealParams::special_modulus)): the
+    /// products, the fresh ciphertext and the key above are measured there, with the
+    /// key over every modulus.
+    pub query_level: usize,
 }
 
-/// The BFV configurations the search considers: N, moduli, and the plain modulus bits.
-/// A large t suits depth 0 (all powers sent); the smallest t for N=4096 leaves room
-/// for one product level (a few sources, powers derived by the sender). N = 8192 with
-/// APSI's chain for its 16M files (56, 56, 56, 50 bits, t of 22 bits) holds the depth 4
-/// of Paterson–Stockmeyer over depth-2 bases; N = 16384 doubles the bins per bundle for
-/// the largest databases. Every chain is within the 128-bit bound for its N
-/// ([`SECURITY_128`](crate::he::SECURITY_128)).
-const CONFIGS: &[(usize, &[usize], u32)] = &[
-    (4096, &[42, 32], 21),
-    (4096, &[47, 47], 16),
-    (8192, &[43, 43, 44, 44, 44], 21),
-    (8192, &[56, 56, 56, 50], 22),
-    (16384, &[56, 56, 56, 56, 50], 22),
+/// The BFV configurations the search considers: N, moduli, the plain modulus bits, and
+/// whether the last modulus is a special modulus. A large t suits depth 0 (all powers
+/// sent); the smallest t for N=4096 leaves room for one product level (a few sources,
+/// powers derived by the sender). N = 8192 with APSI's chain for its 16M files (56, 56,
+/// 56, 50 bits, t of 22 bits) holds the depth 4 of Paterson–Stockmeyer over depth-2
+/// bases; the same depth fits with the query at level 1 (three 62-bit moduli) and keys
+/// over a 32-bit special modulus, for a t of 20 bits (`tests/suite/unbalanced_noise.rs`
+/// measures 146–148 bits of the 165 there; with APSI's chain it is 146 of 145): a
+/// smaller query and one key of 3/4 of level 0's, for the slow links. N = 16384 doubles
+/// the bins per bundle for the largest databases. Every chain is within the 128-bit bound
+/// for its N ([`SECURITY_128`](crate::he::SECURITY_128)).
+const CONFIGS: &[(usize, &[usize], u32, bool)] = &[
+    (4096, &[42, 32], 21, false),
+    (4096, &[47, 47], 16, false),
+    (8192, &[43, 43, 44, 44, 44], 21, false),
+    (8192, &[56, 56, 56, 50], 22, false),
+    (8192, &[49, 49, 48, 48, 24], 22, true),
+    (16384, &[56, 56, 56, 56, 50], 22, false),
 ];
 
 /// `OpCosts` for each configuration, measured once per process (about a second in all)
@@ -176,12 +188,14 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
     const TERMS: usize = 96;
     CONFIGS
         .iter()
-        .map(|&(n, moduli, bits)| {
+        .map(|&(n, moduli, bits, special)| {
             let he =
                 HeParams { degree: n, plain_modulus: HeParams::batching_prime(n, bits), moduli_bits: moduli.to_vec() };
             let ctx = HeContext::new(&he).expect("built-in configuration");
             let mut sk = SecretKey::generate(&ctx);
-            let rk = sk.relin_key().expect("relin key");
+            // Measured where the query arrives: at level 1 with a special modulus.
+            let query = usize::from(special);
+            let rk = sk.relin_key_over(query, 0).expect("relin key");
             let ev = Evaluator::new(std::slice::from_ref(&rk));
             let v: Vec<u64> = (0..n as u64).collect();
             let time = |reps: usize, f: &mut dyn FnMut()| {
@@ -191,10 +205,10 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 }
                 t.elapsed().as_secs_f64() * 1e3 / reps as f64
             };
-            let c = sk.encrypt(&v).expect("encrypt");
+            let c = sk.encrypt_at(&v, query).expect("encrypt");
             let fresh = c.to_bytes().len();
-            let encrypt_ms = time(5, &mut || drop(sk.encrypt(&v)));
-            let pts = ctx.encode_rows(&v.repeat(TERMS + 1), 0).expect("encode");
+            let encrypt_ms = time(5, &mut || drop(sk.encrypt_at(&v, query)));
+            let pts = ctx.encode_rows(&v.repeat(TERMS + 1), query).expect("encode");
             let encode_ms = time(3, &mut || drop(ctx.encode_rows(&v.repeat(8), 0))) / 8.0;
             let mul_ms = time(3, &mut || drop(ev.mul_lazy(&c, &c)));
             let product = ev.mul_lazy(&c, &c).expect("product");
@@ -226,6 +240,7 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 encrypt_ms,
                 decrypt_ms,
                 bytes: [fresh, ctx.trimmed_bytes(ctx.result_trim()), rk.to_bytes().len()],
+                query_level: query,
             };
             (he, costs)
         })
@@ -358,6 +373,7 @@ pub fn choose(
                             poly_modulus_degree: n,
                             coeff_modulus_bits: he.moduli_bits.clone(),
                             plain_modulus: he.plain_modulus,
+                            special_modulus: c.query_level > 0,
                         },
                     };
                     let indices = p.bundle_indices();
@@ -376,7 +392,8 @@ pub fn choose(
                     // Products (and plaintexts) at the evaluation level cost its share of
                     // the moduli: each modulus is its own row of N products.
                     let level = p.eval_level_in(&shape.plan);
-                    let share = p.moduli_at(level) as f64 / he.moduli_bits.len() as f64;
+                    let query = p.query_level();
+                    let share = p.moduli_at(level) as f64 / p.moduli_at(query) as f64;
                     // `bundles` is the fullest index's: every index at it bounds the total.
                     let (encoded, coefficients) =
                         p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1), level);
@@ -407,9 +424,10 @@ pub fn choose(
                     // and relinearised once per result, at the level: a product costs its
                     // share of the moduli, a relinearisation (a part per modulus, each
                     // over the moduli) the share squared.
-                    let relin = if products > 0 && shape.ps_low_degree == 0 && level == 0 { c.relin_ms } else { 0.0 };
+                    let relin =
+                        if products > 0 && shape.ps_low_degree == 0 && level == query { c.relin_ms } else { 0.0 };
                     let switch_powers_ms =
-                        if level > 0 { (shape.used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
+                        if level > query { (shape.used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
                     let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
                     let ps_ms = ps_blocks as f64 * c.mul_ms * share
                         + if ps_blocks > 0 { c.relin_ms * share * share } else { 0.0 };
@@ -423,7 +441,8 @@ pub fn choose(
                                 + encode_ms);
                     let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
                     let key: usize = p
-                        .key_levels_at(&shape.plan, level)
+                        .query_levels_at(&shape.plan, level)
+                        .keys
                         .iter()
                         .map(|&l| (c.bytes[2] as f64 * p.key_bytes_share(l)) as usize)
                         .sum();

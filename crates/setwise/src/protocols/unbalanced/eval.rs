@@ -6,8 +6,9 @@ use crate::he::{Ciphertext, Evaluator, HeContext, HeError, Plains, PowerPlan, Po
 /// takes them for low degree `low` at `level` (the set's
 /// [`eval_level`](super::UnbalancedParams::eval_level)): with Paterson–Stockmeyer, which
 /// uses each power in many products, all relinearised here once, as APSI does; below
-/// level 0 all relinearised (with the level-0 key, while their third parts are still at
-/// level 0) and switched there, as APSI's sender switches its powers before the products.
+/// the sources' level (the query's) all relinearised (with that level's key, while their
+/// third parts are still there) and switched to `level`, as APSI's sender switches its
+/// powers before the products.
 pub fn derive_powers(
     ev: &Evaluator<'_>,
     plan: &PowerPlan,
@@ -15,11 +16,13 @@ pub fn derive_powers(
     low: usize,
     level: usize,
 ) -> Result<Powers, HeError> {
+    // The powers are derived where the query arrived (its level).
+    let below = sources.first().is_some_and(|c| level > c.level());
     let mut powers = plan.evaluate(ev, sources)?;
-    if low > 0 || level > 0 {
+    if low > 0 || below {
         powers.relinearize_all(ev)?;
     }
-    if level > 0 {
+    if below {
         powers.switch_all_to(level)?;
     }
     Ok(powers)

@@ -27,7 +27,7 @@ pub const KEY: u8 = 0x33;
 /// Tag of [`Query`].
 pub const QUERY: u8 = 0x34;
 /// Receiver → sender: a relinearisation key, one frame per
-/// [key level](super::UnbalancedParams::key_levels).
+/// key level of [`query_levels`](super::UnbalancedParams::query_levels).
 pub type Key = KeyMessage<KEY>;
 /// Receiver → sender: one query ciphertext (bundle index-major, then source power).
 pub type Query = CiphertextMessage<QUERY>;

@@ -3,7 +3,7 @@
 use crate::crypto::dst::{self, fingerprint};
 use crate::error::{Error, Result};
 use crate::hashing::cuckoo;
-use crate::he::{HeParams, PowerPlan};
+use crate::he::{HeParams, PowerPlan, QueryLevels};
 use serde::{Deserialize, Serialize};
 
 /// Per-query false-match probability setwise requires: 2^-40.
@@ -62,6 +62,13 @@ pub struct SealParams {
     pub coeff_modulus_bits: Vec<usize>,
     /// Plaintext modulus t (prime, ≡ 1 mod 2N).
     pub plain_modulus: u64,
+    /// The last modulus is kept for key switching, as SEAL's special modulus (setwise's
+    /// own field; absent, false): the receiver encrypts its query at level 1, over every
+    /// modulus but the last, and its relinearisation keys are over every modulus, so
+    /// each relinearisation's noise is divided by the last modulus, and the query and
+    /// keys are smaller (a key has a part per modulus at level 1). Needs 3 moduli or more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub special_modulus: bool,
 }
 
 /// `seal_params` as a file writes them: APSI's schema, with the plaintext modulus or
@@ -73,6 +80,8 @@ struct SealParamsFile {
     coeff_modulus_bits: Vec<usize>,
     plain_modulus: Option<u64>,
     plain_modulus_bits: Option<u32>,
+    #[serde(default)]
+    special_modulus: bool,
 }
 
 impl TryFrom<SealParamsFile> for SealParams {
@@ -91,7 +100,12 @@ impl TryFrom<SealParamsFile> for SealParams {
             (Some(_), Some(_)) => return Err("seal_params: give plain_modulus or plain_modulus_bits, not both".into()),
             (None, None) => return Err("seal_params: missing plain_modulus (or APSI's plain_modulus_bits)".into()),
         };
-        Ok(Self { poly_modulus_degree: n, coeff_modulus_bits: f.coeff_modulus_bits, plain_modulus })
+        Ok(Self {
+            poly_modulus_degree: n,
+            coeff_modulus_bits: f.coeff_modulus_bits,
+            plain_modulus,
+            special_modulus: f.special_modulus,
+        })
     }
 }
 
@@ -319,10 +333,11 @@ impl UnbalancedParams {
     /// encoded at: the lowest (fewest moduli) whose noise budget still holds them, as
     /// APSI's sender does (`sender.cpp`, after the powers are computed: "modulus switch
     /// down"), so each plaintext product and each plaintext a sender holds costs that
-    /// level's moduli, not all of them. The powers are derived at level 0, where their depth
-    /// needs every modulus, then relinearised and switched down. Paterson–Stockmeyer's
-    /// block products there are relinearised with a key for that level, which the
-    /// receiver sends beside level 0's ([`key_levels`](Self::key_levels)).
+    /// level's moduli, not all of them. The powers are derived at the
+    /// [`query_level`](Self::query_level), where their depth needs every modulus there,
+    /// then relinearised and switched down. Paterson–Stockmeyer's block products there are
+    /// relinearised with a key for that level, which the receiver sends beside the query
+    /// level's ([`query_levels`](Self::query_levels)).
     pub fn eval_level(&self) -> Result<usize> {
         Ok(self.eval_level_in(&self.plan()?))
     }
@@ -333,40 +348,60 @@ impl UnbalancedParams {
         // Block products are relinearised at the level, which needs two moduli there.
         let lowest = if self.query_params.ps_low_degree > 0 { 2 } else { 1 };
         let last = moduli.saturating_sub(lowest);
-        (1..=last).rev().find(|&level| self.budget_left_at(plan, level) >= NOISE_MARGIN_BITS).unwrap_or(0)
+        let query = self.query_level();
+        // With a special modulus Paterson–Stockmeyer multiplies its blocks where the
+        // query arrives, with the query's one key, which is what that mode is for: a
+        // second key for a lower level would add two thirds of the first's bytes.
+        if self.seal_params.special_modulus && self.query_params.ps_low_degree > 0 {
+            return query;
+        }
+        (query + 1..=last).rev().find(|&level| self.budget_left_at(plan, level) >= NOISE_MARGIN_BITS).unwrap_or(query)
     }
 
-    /// The levels the receiver sends relinearisation keys for, in order: level 0 when the
-    /// sender derives powers (or multiplies Paterson–Stockmeyer blocks there), and the
-    /// [`eval_level`](Self::eval_level) when Paterson–Stockmeyer multiplies its blocks
-    /// below level 0. Both sides compute it from the agreed parameters.
-    pub fn key_levels(&self) -> Result<Vec<usize>> {
-        Ok(self.key_levels_in(&self.plan()?))
+    /// The level the receiver encrypts its query at: 1 with a
+    /// [`special_modulus`](SealParams::special_modulus), else 0.
+    pub fn query_level(&self) -> usize {
+        usize::from(self.seal_params.special_modulus)
     }
 
-    /// [`key_levels`](Self::key_levels) with this set's `plan` already built.
-    pub(crate) fn key_levels_in(&self, plan: &PowerPlan) -> Vec<usize> {
-        self.key_levels_at(plan, self.eval_level_in(plan))
+    /// Where the query travels: the [`query_level`](Self::query_level) its ciphertexts
+    /// are at, and the levels the receiver sends relinearisation keys for, in order: the
+    /// query level when the sender derives powers (or multiplies Paterson–Stockmeyer
+    /// blocks there), and the [`eval_level`](Self::eval_level) when Paterson–Stockmeyer
+    /// multiplies its blocks below it; the keys are over every modulus with a
+    /// [`special_modulus`](SealParams::special_modulus). Both sides compute it from the
+    /// agreed parameters.
+    pub fn query_levels(&self) -> Result<QueryLevels> {
+        Ok(self.query_levels_in(&self.plan()?))
     }
 
-    /// [`key_levels`](Self::key_levels) with the plan built and the evaluation `level`
-    /// known.
-    pub(crate) fn key_levels_at(&self, plan: &PowerPlan, level: usize) -> Vec<usize> {
-        let mut levels = plan.key_levels().to_vec();
+    /// [`query_levels`](Self::query_levels) with this set's `plan` already built.
+    pub(crate) fn query_levels_in(&self, plan: &PowerPlan) -> QueryLevels {
+        self.query_levels_at(plan, self.eval_level_in(plan))
+    }
+
+    /// [`query_levels`](Self::query_levels) with the plan built and the evaluation
+    /// `level` known.
+    pub(crate) fn query_levels_at(&self, plan: &PowerPlan, level: usize) -> QueryLevels {
+        let query = self.query_level();
+        // The plan's products run where the query arrives.
+        let mut keys: Vec<usize> = plan.key_levels().iter().map(|_| query).collect();
         // Paterson–Stockmeyer multiplies a block only if one after the first has more
         // than its constant (B ≥ L + 2; a file can give B = L + 1).
         let low = self.query_params.ps_low_degree;
-        if low > 0 && self.table_params.max_items_per_bin >= low + 2 && !levels.contains(&level) {
-            levels.push(level);
+        if low > 0 && self.table_params.max_items_per_bin >= low + 2 && !keys.contains(&level) {
+            keys.push(level);
         }
-        levels
+        QueryLevels { query, keys, keys_over_every_modulus: self.seal_params.special_modulus }
     }
 
-    /// Bytes of a relinearisation key for `level` as a share of level 0's: a part per
-    /// modulus of the level, each over those moduli's bits.
+    /// Bytes of a relinearisation key for ciphertexts at `level` as a share of the key
+    /// for the query level's: a part per modulus of the level, each over the bits of
+    /// the moduli the key is over.
     pub(crate) fn key_bytes_share(&self, level: usize) -> f64 {
-        let moduli = self.seal_params.coeff_modulus_bits.len() as f64;
-        self.moduli_at(level) as f64 * self.log_q_at(level) / (moduli * self.log_q_at(0))
+        let over = |l: usize| if self.seal_params.special_modulus { 0 } else { l };
+        let bytes = |l: usize| self.moduli_at(l) as f64 * self.log_q_at(over(l));
+        bytes(level) / bytes(self.query_level())
     }
 
     /// Noise (log2 of the largest noise coefficient) of a bundle's result at its
@@ -380,9 +415,12 @@ impl UnbalancedParams {
     /// bits of rounding noise. Fitted at N = 4096; each doubling of N adds half a bit to
     /// every product and a bit to the rounding (both grow with N), which the test also
     /// checks with Paterson–Stockmeyer at N = 8192 and 16384. With Paterson–Stockmeyer
-    /// every power is relinearised before use, and below level 0 every power is
+    /// every power is relinearised before use, and below the query level every power is
     /// relinearised, then switched down before the plaintext products (and
     /// Paterson–Stockmeyer's block products, relinearised there with that level's key).
+    /// With a [`special_modulus`](SealParams::special_modulus) the query is at level 1
+    /// and a relinearisation's noise is divided by the moduli its key has beyond the
+    /// ciphertext's, plus the switch's rounding.
     pub fn noise_bits(&self) -> Result<(f64, f64)> {
         let plan = self.plan()?;
         Ok(self.noise_bits_at(&plan, self.eval_level_in(&plan)))
@@ -394,12 +432,17 @@ impl UnbalancedParams {
         let lt = (self.seal_params.plain_modulus as f64).log2();
         let bits = &self.seal_params.coeff_modulus_bits;
         let log_q = |level: usize| self.log_q_at(level);
-        // Relinearisation noise at a level: its largest modulus plus 10 bits.
-        let relin_at = |level: usize| *bits[..self.moduli_at(level)].iter().max().unwrap_or(&0) as f64 + 10.0;
-        let relin = relin_at(0);
         let wider = 0.5 * (self.seal_params.poly_modulus_degree as f64 / 4096.0).log2().max(0.0);
         let lt = lt + wider;
         let rounding = 10.0 + 2.0 * wider;
+        // Relinearisation noise at a level: its largest modulus plus 10 bits; a key over
+        // every modulus divides it by the moduli beyond the level's (then rounds).
+        let query = self.query_level();
+        let relin_at = |level: usize| {
+            let own = *bits[..self.moduli_at(level)].iter().max().unwrap_or(&0) as f64 + 10.0;
+            if self.seal_params.special_modulus { (own - (log_q(0) - log_q(level))).max(rounding) + 1.0 } else { own }
+        };
+        let relin = relin_at(query);
         // Noise of a power at depth d, relinearised when `relinearised`.
         let power = |d: u32, relinearised: bool| {
             let mut n = 4.0;
@@ -409,13 +452,13 @@ impl UnbalancedParams {
             if relinearised && d > 0 { n.max(relin) + 1.0 } else { n }
         };
         let relin_sum = |n: f64| if plan.products() > 0 { n.max(relin) + 1.0 } else { n };
-        // A power relinearised at level 0, then switched to `level`: its noise scaled down
-        // by the dropped moduli, plus the switch's rounding.
+        // A power relinearised at the query level, then switched to `level`: its noise
+        // scaled down by the dropped moduli, plus the switch's rounding.
         let at_level = |n: f64| {
-            if level == 0 {
+            if level == query {
                 return n;
             }
-            let scaled = n - (log_q(0) - log_q(level));
+            let scaled = n - (log_q(query) - log_q(level));
             scaled.max(rounding) + (1.0 + (-(scaled - rounding).abs()).exp2()).log2()
         };
         let b = self.table_params.max_items_per_bin as f64;
@@ -431,10 +474,10 @@ impl UnbalancedParams {
             // (`eval::evaluate`).
             let blocks = (b / (l + 1.0)).ceil() + 1.0;
             (low.max(high) + lt + 14.0 + blocks.log2()).max(relin_at(level)) + 1.0
-        } else if level == 0 {
+        } else if level == query {
             relin_sum(power(depth, false) + lt + 10.0 + (b + 1.0).log2())
         } else {
-            // Relinearised at level 0, switched down, then summed with no key switch.
+            // Relinearised at the query level, switched down, then summed with no key switch.
             at_level(power(depth, true)) + lt + 10.0 + (b + 1.0).log2()
         };
         let dropped = log_q(level) - bits[0] as f64;
@@ -479,6 +522,15 @@ impl UnbalancedParams {
                 format!(
                     "seal_params.plain_modulus = {}: must be below 2^32 (the database stores coefficients in 32 bits)",
                     self.seal_params.plain_modulus
+                ),
+            ));
+        }
+        if self.seal_params.special_modulus && self.seal_params.coeff_modulus_bits.len() < 3 {
+            return Err(Error::params(
+                "special_modulus",
+                format!(
+                    "seal_params.special_modulus needs 3 moduli or more (the query and its keys at level 1 keep two), not {}",
+                    self.seal_params.coeff_modulus_bits.len()
                 ),
             ));
         }
@@ -626,16 +678,16 @@ mod tests {
         // second key relinearises its block products.
         let apsi = UnbalancedParams::from_json(APSI_16M_1024).unwrap();
         assert_eq!(apsi.eval_level().unwrap(), 1);
-        assert_eq!(apsi.key_levels().unwrap(), [0, 1]);
+        assert_eq!(apsi.query_levels().unwrap(), QueryLevels::at_level_zero(&[0, 1]));
         let mut sent = apsi.clone();
         sent.query_params.query_powers = needed_powers(1304, 44);
-        assert_eq!(sent.key_levels().unwrap(), [1], "every power sent: no products at level 0");
+        assert_eq!(sent.query_levels().unwrap().keys, [1], "every power sent: no products at level 0");
         // A last block of its constant only, and no other after the first: no block
         // product, so no key for the level (only a file gives B = L + 1).
         let mut constant = sent.clone();
         constant.table_params.max_items_per_bin = 45;
         constant.query_params.query_powers = needed_powers(45, 44);
-        assert_eq!(constant.key_levels().unwrap(), Vec::<usize>::new());
+        assert_eq!(constant.query_levels().unwrap().keys, Vec::<usize>::new());
         let mut three = apsi.clone();
         three.seal_params.coeff_modulus_bits = vec![56, 56, 56];
         assert!(three.eval_level().unwrap() <= 1, "never a level of one modulus");
@@ -647,6 +699,41 @@ mod tests {
         assert_eq!(direct.moduli_at(2), 2);
         // Each level down is a modulus fewer in every plaintext a sender holds.
         assert_eq!(direct.serving_bytes(10, 2).0 * 2, direct.serving_bytes(10, 0).0);
+    }
+
+    #[test]
+    fn a_special_modulus_puts_the_query_and_its_keys_at_level_one() {
+        let mut p = UnbalancedParams::from_json(APSI_16M_1024).unwrap();
+        p.seal_params.coeff_modulus_bits = vec![62, 62, 62, 32];
+        p.seal_params.plain_modulus = HeParams::batching_prime(8192, 20);
+        // 19 bits a felt: five make an item.
+        p.item_params.felts_per_item = 5;
+        p.table_params.table_size = 1638;
+        let plain = p.clone();
+        p.seal_params.special_modulus = true;
+        assert_eq!(p.query_level(), 1);
+        // Powers derived and blocks multiplied at level 1, with one key over every modulus.
+        assert_eq!(p.eval_level().unwrap(), 1);
+        let levels = p.query_levels().unwrap();
+        assert_eq!(levels, QueryLevels { query: 1, keys: vec![1], keys_over_every_modulus: true });
+        assert_eq!(levels.over(1), 0);
+        // The key has three parts over four moduli, against level 0's four parts and level 1's own three over three.
+        assert_eq!(p.key_bytes_share(1), 1.0);
+        assert!((plain.key_bytes_share(1) - 3.0 * 186.0 / (4.0 * 218.0)).abs() < 1e-9);
+        // The division of every relinearisation's noise is what lets the product chain run in 186 bits.
+        assert!(p.noise_budget_left().unwrap() >= NOISE_MARGIN_BITS);
+        // Without it the same chain derives at level 0 and needs a second key below.
+        let levels = plain.query_levels().unwrap();
+        assert_eq!((levels.query, levels.keys.len(), levels.over(2)), (0, 2, 2));
+        // The field is written only when set, so other sets keep their fingerprints.
+        assert!(!plain.to_json().contains("special_modulus"));
+        let back = UnbalancedParams::from_json(&p.to_json()).unwrap();
+        assert!(back.seal_params.special_modulus && back.fingerprint() != plain.fingerprint());
+        // Two moduli leave none for the keys at level 1.
+        let mut two = p.clone();
+        two.seal_params.coeff_modulus_bits = vec![60, 60];
+        let e = two.validate().unwrap_err().to_string();
+        assert!(e.contains("special_modulus needs 3 moduli"), "{e}");
     }
 
     /// APSI's `parameters/16M-1024.json` before 0.12 (commit a104124), its plaintext

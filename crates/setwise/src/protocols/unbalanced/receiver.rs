@@ -86,7 +86,7 @@ pub fn receiver<I: AsRef<[u8]> + Sync>(
                 .map(move |&e| slots.iter().map(|&v| zp.pow(v, e as u64)).collect::<Vec<u64>>())
                 .collect::<Vec<_>>()
         });
-        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, &p.key_levels_in(&plan), vectors)
+        send_query::<{ messages::KEY }, { messages::QUERY }>(ch, &mut sk, &p.query_levels_in(&plan), vectors)
     })?;
     let (outcome, worst_bundles) = report.phase("decrypt results", ch, |ch| {
         let n = p.bundle_indices();

@@ -39,7 +39,7 @@ pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut 
         recv_query::<{ messages::KEY }, { messages::QUERY }>(
             ch,
             he,
-            &p.key_levels_at(&plan, level),
+            &p.query_levels_at(&plan, level),
             p.bundle_indices() * plan.sources().len(),
         )
     })?;

@@ -225,8 +225,15 @@ fn print_info(db: &SenderDb) {
     );
     println!("  BFV:               {}", p.he().describe());
     let (level, moduli) = (db.eval_level(), p.seal_params.coeff_modulus_bits.len());
+    let query = p.query_level();
+    if query > 0 {
+        println!("  query at:          level {query}, the last modulus kept for key switching (special_modulus)");
+    }
     match level {
         0 => println!("  products at:       level 0, over all {moduli} moduli"),
+        _ if level == query => {
+            println!("  products at:       level {level}, over {} of the {moduli} moduli", p.moduli_at(level))
+        }
         _ => println!(
             "  products at:       level {level}, over {} of the {moduli} moduli (the powers are switched down to it)",
             p.moduli_at(level)

@@ -76,7 +76,7 @@ impl HeContext {
         self.bfv.max_level()
     }
 
-    /// `fhe`'s plaintext of slot values (each < t) at level 0, for an encryption.
+    /// `fhe`'s plaintext of slot values (each < t) at `level`, for an encryption.
     fn fhe_plaintext(&self, values: &[u64], level: usize) -> Result<bfv::Plaintext, HeError> {
         let t = self.plain_modulus();
         if values.len() > self.slots() || values.iter().any(|&v| v >= t) {
@@ -131,7 +131,8 @@ impl Ciphertext {
 }
 
 /// A relinearisation key (lets the holder of ciphertexts multiply them) for ciphertexts
-/// at one level, itself over that level's moduli.
+/// at one level, itself over that level's moduli or over every modulus
+/// ([`SecretKey::relin_key_over`]).
 #[derive(Debug)]
 pub struct RelinKey {
     key: bfv::RelinearizationKey,

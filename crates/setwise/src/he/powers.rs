@@ -30,8 +30,8 @@ impl Powers {
 
     /// Relinearises every power left in 3 parts, in parallel: for an evaluation that
     /// uses each power in many products (Paterson–Stockmeyer), once here instead of at
-    /// every use; and before a switch below level 0, with the level-0 key, while the
-    /// powers are still at its level.
+    /// every use; and before a switch below the level they were derived at, with that
+    /// level's key, while the powers are still there.
     pub fn relinearize_all(&mut self, ev: &Evaluator<'_>) -> Result<(), HeError> {
         self.0.par_iter_mut().flatten().try_for_each(|c| ev.relinearize(c))
     }
@@ -129,8 +129,9 @@ impl PowerPlan {
         self.steps.len()
     }
 
-    /// The levels its products need relinearisation keys for: level 0, where the powers
-    /// are derived, if it has any.
+    /// The levels its products need relinearisation keys for, with the query at level 0:
+    /// level 0, where the powers are derived, if it has any (`unbalanced` moves it to its
+    /// query level).
     pub fn key_levels(&self) -> &'static [usize] {
         if self.products() > 0 { &[0] } else { &[] }
     }

@@ -218,6 +218,11 @@ mod tests {
         }
         let e = he.relin_key_from_wire(&lower, 0, 1).unwrap_err().to_string();
         assert!(e.contains("cannot serve"), "{e}");
+        // Level 1's own key relabelled as over every modulus: its parts are a modulus short.
+        let mut relabelled = RelinearizationKey::decode(&lower[..]).unwrap();
+        relabelled.ksk.as_mut().unwrap().ksk_level = 0;
+        let e = he.relin_key_from_wire(&relabelled.encode_to_vec(), 1, 0).unwrap_err().to_string();
+        assert!(e.contains("more coefficients than") || e.contains("end early"), "{e}");
         // No key at a level of one modulus (fhe makes none).
         assert!(sk.relin_key_at(he.last_level()).is_err());
         let e = he.relin_key_from_wire(&good, he.last_level(), 0).unwrap_err().to_string();

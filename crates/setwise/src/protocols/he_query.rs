@@ -31,8 +31,8 @@ impl<const T: u8> Message for KeyMessage<T> {
     }
 }
 
-/// A ciphertext at an agreed level, message tag `T`: a query ciphertext (level 0) or a
-/// result (the last level).
+/// A ciphertext at an agreed level, message tag `T`: a query ciphertext (at the query
+/// level) or a result (the last level).
 #[derive(Debug)]
 pub struct CiphertextMessage<const T: u8>(pub Ciphertext);
 

@@ -587,6 +587,46 @@ fn auto_parameters_are_valid_across_a_grid() {
     }
 }
 
+/// On a slow link `auto` takes the special-modulus chain (this machine's costs for it,
+/// `setwise params`), whose query and key are smaller: fewer bytes than the best set
+/// without it, one key, for level-1 ciphertexts over every modulus.
+#[test]
+fn auto_takes_a_special_modulus_where_bytes_cost_most() {
+    use setwise::he::HeParams;
+    use setwise::protocols::unbalanced::auto::{Link, OpCosts, Serving, choose};
+    let special = (
+        HeParams {
+            degree: 8192,
+            plain_modulus: HeParams::batching_prime(8192, 22),
+            moduli_bits: vec![49, 49, 48, 48, 24],
+        },
+        OpCosts {
+            mul_ms: 15.6,
+            relin_ms: 7.4,
+            mul_plain_ms: 0.12,
+            result_ms: 0.94,
+            mod_switch_ms: 3.5,
+            encode_ms: 0.71,
+            encrypt_ms: 3.55,
+            decrypt_ms: 0.94,
+            bytes: [198_707, 63_488, 893_028],
+            query_level: 1,
+        },
+    );
+    let slow = Serving::unbounded(Link::new(1e6).unwrap());
+    let without = choose(1 << 22, 1024, 0, &fixed_costs(), slow).unwrap();
+    let with = choose(1 << 22, 1024, 0, &[fixed_costs(), vec![special.clone()]].concat(), slow).unwrap();
+    let p = &with.params;
+    assert!(p.seal_params.special_modulus && p.query_params.ps_low_degree > 0, "{p:?}");
+    p.validate().unwrap();
+    let levels = p.query_levels().unwrap();
+    assert_eq!((levels.query, levels.keys.as_slice(), levels.over(1)), (1, &[1][..], 0));
+    assert!(with.bytes < without.bytes, "{} against {}", with.bytes, without.bytes);
+    // On a fast link its larger plaintexts cost more than its bytes save.
+    let fast = choose(1 << 22, 1024, 0, &[fixed_costs(), vec![special]].concat(), Serving::unbounded(Link::GIGABIT));
+    assert!(!fast.unwrap().params.seal_params.special_modulus);
+}
+
 #[test]
 fn auto_serves_what_would_not_fit_in_memory_from_disk_or_compact_and_charges_it() {
     use setwise::protocols::unbalanced::auto::{DISK_READ_BYTES_PER_SEC, Link, Serving, choose};
@@ -720,11 +760,11 @@ fn a_special_modulus_query_is_checked_for_its_level() {
     let plan = p.plan().unwrap();
     let special = sk.relin_key_over(1, 0).unwrap().to_bytes();
     let cases = [
-        ("level 0's key", sk.relin_key().unwrap().to_bytes(), 1, "relinearisation key"),
-        ("level 1's own key", sk.relin_key_at(1).unwrap().to_bytes(), 1, "relinearisation key"),
-        ("a level-0 query", special, 0, "Ciphertext"),
+        ("level 0's key", sk.relin_key().unwrap().to_bytes(), 1, "relinearisation key", "not at 1 over 0"),
+        ("level 1's own key", sk.relin_key_at(1).unwrap().to_bytes(), 1, "relinearisation key", "not at 1 over 0"),
+        ("a level-0 query", special, 0, "Ciphertext", "level 0 instead of 1"),
     ];
-    for (what, key, query_level, refused) in cases {
+    for (what, key, query_level, refused, why) in cases {
         let (mut a, mut b) = MemoryChannel::pair(64 << 20);
         let e = std::thread::scope(|s| {
             let db = &db;
@@ -738,6 +778,7 @@ fn a_special_modulus_query_is_checked_for_its_level() {
             t_sender.join().expect("the sender must not panic").unwrap_err()
         });
         assert!(matches!(&e, Error::He(HeError::Malformed { what: w, .. }) if *w == refused), "{what}: {e}");
+        assert!(e.to_string().contains(why), "{what}: {e}");
     }
 }
 

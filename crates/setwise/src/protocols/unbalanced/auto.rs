@@ -134,8 +134,8 @@ pub struct OpCosts {
     /// A dot product's fixed part (reducing the sum, adding the constant term), ms: a
     /// result's sum of B products costs `result_ms + B · mul_plain_ms`.
     pub result_ms: f64,
-    /// Mod-switch from level 0 to the last level, ms (charged for every switch: an upper
-    /// bound for a switch to a level above the last).
+    /// Mod-switch from the query level to the last level, ms (charged for every switch:
+    /// an upper bound for a switch to a level above the last).
     pub mod_switch_ms: f64,
     /// Encoding one plaintext at level 0 (per query in compact mode), ms: an upper bound
     /// for a plaintext encoded at a lower level.
@@ -158,10 +158,11 @@ pub struct OpCosts {
 /// sent); the smallest t for N=4096 leaves room for one product level (a few sources,
 /// powers derived by the sender). N = 8192 with APSI's chain for its 16M files (56, 56,
 /// 56, 50 bits, t of 22 bits) holds the depth 4 of Paterson–Stockmeyer over depth-2
-/// bases; the same depth fits with the query at level 1 (three 62-bit moduli) and keys
-/// over a 32-bit special modulus, for a t of 20 bits (`tests/suite/unbalanced_noise.rs`
-/// measures 146–148 bits of the 165 there; with APSI's chain it is 146 of 145): a
-/// smaller query and one key of 3/4 of level 0's, for the slow links. N = 16384 doubles
+/// bases; the same depth fits with the query at level 1 over four data moduli (49, 49,
+/// 48, 48 bits) and keys over a 24-bit special modulus (`tests/suite/unbalanced_noise.rs`
+/// measures 148–150 bits of the 171 there, the model 159; over APSI's chain the model
+/// leaves no margin at level 1): a smaller query and one key of 4 parts instead of APSI's
+/// chain's two (4 + 3 parts), for the slow links. N = 16384 doubles
 /// the bins per bundle for the largest databases. Every chain is within the 128-bit bound
 /// for its N ([`SECURITY_128`](crate::he::SECURITY_128)).
 const CONFIGS: &[(usize, &[usize], u32, bool)] = &[

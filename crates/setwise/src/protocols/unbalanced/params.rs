@@ -351,7 +351,8 @@ impl UnbalancedParams {
         let query = self.query_level();
         // With a special modulus Paterson–Stockmeyer multiplies its blocks where the
         // query arrives, with the query's one key, which is what that mode is for: a
-        // second key for a lower level would add two thirds of the first's bytes.
+        // second key for level 2 (over every modulus) would add three quarters of the
+        // first's bytes.
         if self.seal_params.special_modulus && self.query_params.ps_low_degree > 0 {
             return query;
         }

@@ -110,7 +110,7 @@ impl HeContext {
 
     /// Decodes a relinearisation key from the peer: at most 16 level-0 ciphertexts'
     /// bytes; for ciphertexts at `level`, which has at least two moduli, and itself over
-    /// the moduli of `over` (≤ `level`: [`SecretKey::relin_key_over`]); no decomposition
+    /// the moduli of `over` (≤ `level`: [`SecretKey::relin_key_over`](super::SecretKey::relin_key_over)); no decomposition
     /// base; `c1` expanded from a seed (not sent); one `c0` per modulus of `level`, each
     /// in NTT-Shoup form over `over`'s moduli.
     pub fn relin_key_from_wire(&self, bytes: &[u8], level: usize, over: usize) -> Result<RelinKey, HeError> {

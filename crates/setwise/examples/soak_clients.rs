@@ -276,7 +276,9 @@ fn crafted_keys(addr: &str) -> Vec<(&'static str, Vec<u8>)> {
     let (outcome, _) =
         session::run(&mut ch, &job(), Role::Receiver, Input::Items(&[item(0)])).expect("a first honest session");
     assert_eq!(outcome, Outcome::Intersection(vec![0]), "the first honest session's answer");
-    let key =
-        ch.decoration.sent.expect("the sender's parameters need a relinearisation key (UnbalancedParams::key_levels)");
+    let key = ch
+        .decoration
+        .sent
+        .expect("the sender's parameters need a relinearisation key (UnbalancedParams::query_levels)");
     setwise::testing::crafted_relin_keys(&key)
 }

@@ -437,7 +437,9 @@ impl UnbalancedParams {
         let lt = lt + wider;
         let rounding = 10.0 + 2.0 * wider;
         // Relinearisation noise at a level: its largest modulus plus 10 bits; a key over
-        // every modulus divides it by the moduli beyond the level's (then rounds).
+        // every modulus divides it by the moduli beyond the level's (then rounds). A
+        // special set's keys are all over every modulus, and it relinearises only at its
+        // query level (`eval_level_in` keeps Paterson–Stockmeyer there).
         let query = self.query_level();
         let relin_at = |level: usize| {
             let own = *bits[..self.moduli_at(level)].iter().max().unwrap_or(&0) as f64 + 10.0;

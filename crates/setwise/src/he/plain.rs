@@ -17,6 +17,7 @@ use fhe_math::ntt::NttOperator;
 use fhe_math::rq::traits::TryConvertFrom;
 use fhe_math::rq::{Poly, Representation};
 use fhe_math::zq::Modulus;
+use std::ops::Range;
 use zeroize::{Zeroize, Zeroizing};
 
 /// What encoding needs of a context: the SIMD slot order, the NTT modulo t, the moduli
@@ -261,26 +262,26 @@ pub(super) fn dot(
     {
         return Err(HeError::Op(format!("dot product: operands not all of {parts} parts at level {level}")));
     }
-    // A product of two words below 2^b is below 2^2b: 2^(128 − 2b) of them fit.
-    let bits = moduli.iter().map(|m| m.bits).max().unwrap_or(64);
-    let room = 1usize.checked_shl(128 - 2 * bits).unwrap_or(usize::MAX).max(1);
+    // `fhe`'s moduli have at most 62 bits, which the limb sums below rely on.
+    let bits = moduli.iter().map(|m| m.bits as usize).max().unwrap_or(64);
+    if bits > 62 {
+        return Err(HeError::Op(format!("dot product over a modulus of {bits} bits: at most 62")));
+    }
+    // Each term's polynomials as one slice each (modulus-major rows of n).
+    let rows = terms
+        .iter()
+        .map(|(c, _)| {
+            c.0.iter()
+                .map(|p| {
+                    p.coefficients().to_slice().ok_or_else(|| HeError::Op("a ciphertext is not contiguous".into()))
+                })
+                .collect::<Result<Vec<&[u64]>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let pts: Vec<&[u64]> = terms.iter().map(|&(_, pt)| pt).collect();
     // The running sums are of the database's values: zeroized when dropped.
     let mut acc = Zeroizing::new(vec![0u128; parts * moduli.len() * n]);
-    for (k, &(ct, pt)) in terms.iter().enumerate() {
-        if k > 0 && k % room == 0 {
-            reduce_in_place(&mut acc, moduli, n);
-        }
-        for (p, poly) in ct.0.iter().enumerate() {
-            let c = poly.coefficients();
-            for (j, (row, pj)) in c.outer_iter().zip(pt.chunks(n)).enumerate() {
-                let row = row.as_slice().ok_or_else(|| HeError::Op("a ciphertext row is not contiguous".into()))?;
-                let a = &mut acc[(p * moduli.len() + j) * n..][..n];
-                for ((a, &x), &y) in a.iter_mut().zip(row).zip(pj) {
-                    *a += x as u128 * y as u128;
-                }
-            }
-        }
-    }
+    pulp::Arch::new().dispatch(Sums { moduli, bits, n, rows: &rows, pts: &pts, acc: &mut acc });
     let polys = (0..parts)
         .map(|p| {
             let mut v = vec![0u64; moduli.len() * n];
@@ -302,10 +303,108 @@ pub(super) fn dot(
     bfv::Ciphertext::new(polys, &ctx.bfv).map(Ciphertext).map_err(super::op_err)
 }
 
-/// Reduces every running sum modulo its modulus, making room for more products.
-fn reduce_in_place(acc: &mut [u128], moduli: &[ModulusOps], n: usize) {
-    for (row, m) in acc.chunks_mut(n).zip(moduli.iter().cycle()) {
-        row.iter_mut().for_each(|a| *a = m.q.reduce_u128(*a) as u128);
+/// Coefficients a tile of [`Sums`] covers: its 64-bit sums (3 a part) and 128-bit
+/// totals (one a part) stay in the first-level cache, 40 KiB for 2 parts.
+const TILE: usize = 512;
+
+/// `acc[p][i]` ≡ `Σ_k rows[k][p][i] · pts[k][i]` modulo the row's modulus, in 128-bit
+/// integers (every value below 2^bits), for `dot`. A 64×64→128-bit product is one
+/// scalar multiplication a coefficient; here each word is split into two limbs of
+/// w = ⌈bits/2⌉ bits, so that every product is of two 32-bit values, which AVX-512 and
+/// AVX2 multiply 8 or 4 at a time (`pulp` runs this in the widest SIMD context the CPU
+/// has, chosen at run time, where the loop below vectorises). The limb products are
+/// summed in 64-bit words, folded into the 128-bit totals every `room` terms before
+/// they could overflow, and the totals reduced before they could; tile by tile over
+/// the coefficients, so that the sums stay in the first-level cache while each term's
+/// operands stream through once.
+struct Sums<'a> {
+    moduli: &'a [ModulusOps],
+    bits: usize,
+    n: usize,
+    rows: &'a [Vec<&'a [u64]>],
+    pts: &'a [&'a [u64]],
+    acc: &'a mut [u128],
+}
+
+impl pulp::WithSimd for Sums<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Sums { moduli, bits, n, rows, pts, acc } = self;
+        let w = bits.div_ceil(2);
+        let mask = (1u64 << w) - 1;
+        // Limb products are below 2^2w; the middle sum takes two a term.
+        let room = 1usize << (63 - 2 * w).min(20);
+        let parts = rows.first().map_or(0, Vec::len);
+        let width = pts.first().map_or(0, |p| p.len());
+        let mut low = Zeroizing::new(vec![0u64; 3 * parts * TILE]);
+        // A term adds less than 2^(2·bits) to a total: 2^(127 − 2·bits) of them fit
+        // between reductions (8 at 62 bits, each fold bringing `room`, 2, of them).
+        let between = 1usize << (127 - 2 * bits).min(40);
+        // A tile within one modulus's row (n, a power of two from 1024, is a multiple of it).
+        let tile = TILE.min(n);
+        for start in (0..width).step_by(tile) {
+            let len = tile.min(width - start);
+            let q = &moduli[start / n].q;
+            let mut unreduced = 0;
+            for (k, (polys, pt)) in rows.iter().zip(pts).enumerate() {
+                if k % room == 0 && k > 0 {
+                    unreduced += room;
+                    let reduce = unreduced + room > between;
+                    fold(&mut low, &mut acc[..], q, parts, width, start..start + len, w, reduce);
+                    if reduce {
+                        unreduced = 0;
+                    }
+                }
+                let y = &pt[start..start + len];
+                for (p, poly) in polys.iter().enumerate() {
+                    let x = &poly[start..start + len];
+                    let (s00, rest) = low[3 * p * TILE..3 * (p + 1) * TILE].split_at_mut(TILE);
+                    let (s01, s11) = rest.split_at_mut(TILE);
+                    let sums = s00[..len].iter_mut().zip(&mut s01[..len]).zip(&mut s11[..len]);
+                    for (((s00, s01), s11), (&x, &y)) in sums.zip(x.iter().zip(y)) {
+                        // Limbs below 2^32, so that each product is a 32×32→64-bit one.
+                        let (x0, x1) = ((x & mask) as u32 as u64, (x >> w) as u32 as u64);
+                        let (y0, y1) = ((y & mask) as u32 as u64, (y >> w) as u32 as u64);
+                        *s00 += x0 * y0;
+                        *s01 += x0 * y1 + x1 * y0;
+                        *s11 += x1 * y1;
+                    }
+                }
+            }
+            fold(&mut low, &mut acc[..], q, parts, width, start..start + len, w, false);
+        }
+    }
+}
+
+/// Adds a tile's 64-bit limb sums (of `range`, within one modulus `q`'s row) into the
+/// 128-bit totals and clears them; `reduce` reduces the totals modulo `q` too, which
+/// [`Sums`] asks for before they could overflow.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn fold(
+    low: &mut [u64],
+    acc: &mut [u128],
+    q: &Modulus,
+    parts: usize,
+    width: usize,
+    range: Range<usize>,
+    w: usize,
+    reduce: bool,
+) {
+    let len = range.len();
+    for p in 0..parts {
+        let (s00, rest) = low[3 * p * TILE..3 * (p + 1) * TILE].split_at_mut(TILE);
+        let (s01, s11) = rest.split_at_mut(TILE);
+        let a = &mut acc[p * width + range.start..][..len];
+        for (((a, s00), s01), s11) in a.iter_mut().zip(&mut s00[..len]).zip(&mut s01[..len]).zip(&mut s11[..len]) {
+            *a += *s00 as u128 + ((*s01 as u128) << w) + ((*s11 as u128) << (2 * w));
+            if reduce {
+                *a = q.reduce_u128(*a) as u128;
+            }
+            (*s00, *s01, *s11) = (0, 0, 0);
+        }
     }
 }
 
@@ -365,6 +464,35 @@ mod tests {
                 let x = |i: u64| values(&ctx, i + 7)[s] as u128;
                 let y = |k: usize| vals[k * degree + s] as u128;
                 assert_eq!(got[s] as u128, (x(0) * y(0) + x(1) * y(1) + y(2)) % t, "N = {degree}, slot {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_sums_of_both_kinds_of_terms_equal_fhes_to_the_bit() {
+        // 300 terms over 56-bit moduli: the 64-bit limb sums fold into the totals every
+        // 128 terms; 3-part terms (products) as well as 2-part ones.
+        for (degree, moduli, t_bits, terms) in [(8192, vec![56, 56, 56, 50], 22, 300), (4096, vec![42, 32], 21, 300)] {
+            let ctx = ctx(degree, moduli, t_bits);
+            let mut sk = SecretKey::generate(&ctx);
+            let rk = sk.relin_key().unwrap();
+            let fresh: Vec<Ciphertext> = (0..3).map(|i| sk.encrypt(&values(&ctx, i + 11)[..degree]).unwrap()).collect();
+            let products: Vec<Ciphertext> =
+                fresh.iter().map(|c| Evaluator::new(std::slice::from_ref(&rk)).mul_lazy(c, c).unwrap()).collect();
+            let t = ctx.plain_modulus();
+            let vals: Vec<u64> = (0..(terms * degree) as u64).map(|i| (i * 2_654_435_761 + 5) % t).collect();
+            let rows = ctx.encode_rows(&vals, 0).unwrap();
+            let theirs: Vec<bfv::Plaintext> = vals
+                .chunks(degree)
+                .map(|v| bfv::Plaintext::try_encode(v, bfv::Encoding::simd_at_level(0), &ctx.bfv).unwrap())
+                .collect();
+            for cts in [&fresh, &products] {
+                let at: Vec<&Ciphertext> = (0..terms).map(|k| &cts[k % 3]).collect();
+                let want = bfv::dot_product_scalar(at.iter().map(|c| &c.0), theirs.iter()).unwrap();
+                let pairs: Vec<_> = at.iter().enumerate().map(|(k, &c)| (c, rows.all().get(k))).collect();
+                let got = dot(&ctx, 0, &pairs, None).unwrap();
+                let coeffs = |c: &bfv::Ciphertext| c.iter().map(|p| p.coefficients().to_owned()).collect::<Vec<_>>();
+                assert_eq!(coeffs(&got.0), coeffs(&want), "N = {degree}, {} parts", cts[0].parts());
             }
         }
     }

@@ -151,8 +151,8 @@ impl PlainRows {
 impl<'a> Plains<'a> {
     /// Plaintexts at `level` of `ctx` viewed in stored `words` (as
     /// [`PlainRows::words`] gave them), checked: whole plaintexts, and every word below
-    /// its modulus, which is what keeps the lazy 128-bit sums of products from
-    /// overflowing.
+    /// its modulus, which is what keeps the sums of products exact: their limbs fit
+    /// 32 bits and their 64-bit and 128-bit sums never overflow (`Sums`).
     pub fn from_words(ctx: &HeContext, level: usize, words: &'a [u64]) -> Result<Self, HeError> {
         let (moduli, _) = ctx.encoder.level(level)?;
         let n = ctx.encoder.degree;
@@ -240,9 +240,11 @@ impl HeContext {
 }
 
 /// `Σ cᵢ·pᵢ` over `terms` (each a ciphertext and a plaintext's rows at `level`), plus
-/// `constant` (a plaintext's rows) if given: the products summed in 128 bits and
-/// reduced once, as `fhe`'s `dot_product_scalar` does. Every ciphertext has the same
-/// number of parts, at `level`.
+/// `constant` (a plaintext's rows) if given, exactly as `fhe`'s `dot_product_scalar`
+/// gives it: the products summed unreduced (in 64-bit limb sums folded into 128-bit
+/// totals, `Sums`) and reduced at the end, and every 2^(127 − 2·bits) terms where
+/// the totals could overflow (8 at 62 bits). Every ciphertext has the same number of
+/// parts, at `level`.
 pub(super) fn dot(
     ctx: &HeContext,
     level: usize,
@@ -303,8 +305,8 @@ pub(super) fn dot(
     bfv::Ciphertext::new(polys, &ctx.bfv).map(Ciphertext).map_err(super::op_err)
 }
 
-/// Coefficients a tile of [`Sums`] covers: its 64-bit sums (3 a part) and 128-bit
-/// totals (one a part) stay in the first-level cache, 40 KiB for 2 parts.
+/// Coefficients a tile of [`Sums`] covers: its 64-bit limb sums, which every term
+/// updates, stay in the first-level cache (3 words a part: 24 KiB for 2 parts).
 const TILE: usize = 512;
 
 /// `acc[p][i]` ≡ `Σ_k rows[k][p][i] · pts[k][i]` modulo the row's modulus, in 128-bit
@@ -312,11 +314,12 @@ const TILE: usize = 512;
 /// scalar multiplication a coefficient; here each word is split into two limbs of
 /// w = ⌈bits/2⌉ bits, so that every product is of two 32-bit values, which AVX-512 and
 /// AVX2 multiply 8 or 4 at a time (`pulp` runs this in the widest SIMD context the CPU
-/// has, chosen at run time, where the loop below vectorises). The limb products are
-/// summed in 64-bit words, folded into the 128-bit totals every `room` terms before
-/// they could overflow, and the totals reduced before they could; tile by tile over
-/// the coefficients, so that the sums stay in the first-level cache while each term's
-/// operands stream through once.
+/// has, chosen at run time, where the loop below vectorises; scalar without AVX2). The
+/// limb products are summed in 64-bit words, folded into the 128-bit totals every
+/// `room` terms before they could overflow, and the totals reduced before they could;
+/// tile by tile over the coefficients, so that the sums stay in the first-level cache
+/// while each term's operands stream through once. Above 58 bits the limb sums would
+/// fold every few terms, so there each product is summed in 128 bits directly.
 struct Sums<'a> {
     moduli: &'a [ModulusOps],
     bits: usize,
@@ -335,20 +338,38 @@ impl pulp::WithSimd for Sums<'_> {
         let w = bits.div_ceil(2);
         let mask = (1u64 << w) - 1;
         // Limb products are below 2^2w; the middle sum takes two a term.
-        let room = 1usize << (63 - 2 * w).min(20);
+        let room = 1u64 << (63 - 2 * w).min(20);
         let parts = rows.first().map_or(0, Vec::len);
         let width = pts.first().map_or(0, |p| p.len());
         let mut low = Zeroizing::new(vec![0u64; 3 * parts * TILE]);
         // A term adds less than 2^(2·bits) to a total: 2^(127 − 2·bits) of them fit
-        // between reductions (8 at 62 bits, each fold bringing `room`, 2, of them).
-        let between = 1usize << (127 - 2 * bits).min(40);
+        // between reductions (8 at 62 bits, 2048 at 58).
+        let between = 1u64 << (127 - 2 * bits).min(40);
+        let wide = room < 32;
         // A tile within one modulus's row (n, a power of two from 1024, is a multiple of it).
         let tile = TILE.min(n);
         for start in (0..width).step_by(tile) {
             let len = tile.min(width - start);
             let q = &moduli[start / n].q;
             let mut unreduced = 0;
-            for (k, (polys, pt)) in rows.iter().zip(pts).enumerate() {
+            for (k, (polys, pt)) in (0u64..).zip(rows.iter().zip(pts)) {
+                let y = &pt[start..start + len];
+                if wide {
+                    // Each product in 128 bits; the totals reduced every `between` terms.
+                    if k % between == 0 && k > 0 {
+                        for p in 0..parts {
+                            let a = &mut acc[p * width + start..][..len];
+                            a.iter_mut().for_each(|a| *a = q.reduce_u128(*a) as u128);
+                        }
+                    }
+                    for (p, poly) in polys.iter().enumerate() {
+                        let a = &mut acc[p * width + start..][..len];
+                        for ((a, &x), &y) in a.iter_mut().zip(&poly[start..start + len]).zip(y) {
+                            *a += x as u128 * y as u128;
+                        }
+                    }
+                    continue;
+                }
                 if k % room == 0 && k > 0 {
                     unreduced += room;
                     let reduce = unreduced + room > between;
@@ -357,7 +378,6 @@ impl pulp::WithSimd for Sums<'_> {
                         unreduced = 0;
                     }
                 }
-                let y = &pt[start..start + len];
                 for (p, poly) in polys.iter().enumerate() {
                     let x = &poly[start..start + len];
                     let (s00, rest) = low[3 * p * TILE..3 * (p + 1) * TILE].split_at_mut(TILE);
@@ -373,7 +393,9 @@ impl pulp::WithSimd for Sums<'_> {
                     }
                 }
             }
-            fold(&mut low, &mut acc[..], q, parts, width, start..start + len, w, false);
+            if !wide {
+                fold(&mut low, &mut acc[..], q, parts, width, start..start + len, w, false);
+            }
         }
     }
 }
@@ -412,6 +434,7 @@ fn fold(
 mod tests {
     use super::super::*;
     use super::dot;
+    use super::{Poly, Representation, TryConvertFrom};
     use fhe_traits::FheEncoder;
 
     fn ctx(degree: usize, moduli_bits: Vec<usize>, t_bits: u32) -> HeContext {
@@ -498,8 +521,38 @@ mod tests {
     }
 
     #[test]
+    fn sums_of_the_largest_words_are_exact_at_every_width() {
+        // Every word q − 1, the largest a checked word can be, in 2- and 3-part terms:
+        // (q − 1)² ≡ 1, so each sum of k terms is k mod q. The widest modulus sets the
+        // limbs: 52 and 57–58 bits fold the limb sums every 2048, 64 and 32 terms and
+        // (57–58) reduce the totals every 8192 and 2048; 59 and 62 bits sum in 128 bits,
+        // reducing every 512 and 8 terms. An overflow anywhere changes the count.
+        for (widest, terms) in [(52usize, 5000usize), (57, 3 * 8192), (58, 3 * 2048), (59, 3 * 512), (62, 40)] {
+            let ctx = ctx(4096, vec![widest, 47], 20);
+            let (moduli, _) = ctx.encoder.level(0).unwrap();
+            let words: Vec<u64> = moduli.iter().flat_map(|m| std::iter::repeat_n(m.value - 1, 4096)).collect();
+            let context = ctx.bfv.context_at_level(0).unwrap();
+            for parts in [2, 3] {
+                let polys = (0..parts)
+                    .map(|_| Poly::try_convert_from(words.clone(), context, true, Representation::Ntt).unwrap())
+                    .collect::<Vec<_>>();
+                let c = Ciphertext(bfv::Ciphertext::new(polys, &ctx.bfv).unwrap());
+                let pairs: Vec<(&Ciphertext, &[u64])> = (0..terms).map(|_| (&c, &words[..])).collect();
+                let got = dot(&ctx, 0, &pairs, None).unwrap();
+                for poly in got.0.iter() {
+                    for (row, m) in poly.coefficients().outer_iter().zip(moduli) {
+                        let want = terms as u64 % m.value;
+                        assert!(row.iter().all(|&v| v == want), "{widest} bits, {parts} parts, {terms} terms");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn long_sums_reduce_before_128_bits_overflow() {
-        // 62-bit moduli leave room for 16 products in 128 bits: 40 terms must reduce twice.
+        // 62-bit moduli leave room for 8 products between reductions of the 128-bit
+        // sums: 40 terms reduce four times.
         let ctx = ctx(4096, vec![62, 47], 20);
         let mut sk = SecretKey::generate(&ctx);
         let v = values(&ctx, 3);

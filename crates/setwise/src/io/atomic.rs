@@ -1,6 +1,8 @@
 //! Output files that appear complete or not at all: written to a temporary file beside
 //! the target, synced, renamed over it (the atomic step), and the directory synced so the
-//! rename survives a crash. Dropping an uncommitted file removes the temporary.
+//! rename survives a crash. Dropping an uncommitted file removes the temporary. A pipe or
+//! a character device at the path (`--output /dev/null`, `/dev/stdout`) is written to
+//! directly: it cannot be replaced, only fed.
 
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, RandomState};
@@ -14,7 +16,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
-    tmp: PathBuf,
+    /// The temporary beside the path; `None` when the path is a pipe or a character
+    /// device, written to directly.
+    tmp: Option<PathBuf>,
     file: Option<io::BufWriter<File>>,
     /// Permissions set before the rename (Unix), whatever the umask.
     #[cfg_attr(not(unix), allow(dead_code))]
@@ -37,6 +41,13 @@ impl AtomicFile {
     }
 
     fn open(path: &Path, private: bool, mode: Option<u32>) -> io::Result<Self> {
+        if is_stream(path) {
+            // Nothing to rename over a pipe or a character device: the bytes go to it as
+            // they are written (a reader of a pipe sees them whether or not they end).
+            let file = OpenOptions::new().write(true).open(path)?;
+            let writer = Some(io::BufWriter::with_capacity(1 << 16, file));
+            return Ok(Self { path: path.to_path_buf(), tmp: None, file: writer, mode: None });
+        }
         let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
         // Unique, not secret: RandomState is keyed from the OS per thread.
         let nonce = RandomState::new().hash_one((std::process::id(), path));
@@ -45,13 +56,21 @@ impl AtomicFile {
         let mut options = if private { private_options() } else { OpenOptions::new() };
         options.write(true).create_new(true);
         let file = options.open(&tmp)?;
-        Ok(Self { path: path.to_path_buf(), tmp, file: Some(io::BufWriter::with_capacity(1 << 16, file)), mode })
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp: Some(tmp),
+            file: Some(io::BufWriter::with_capacity(1 << 16, file)),
+            mode,
+        })
     }
 
     /// Flushes, syncs and renames the file into place, then syncs its directory. On an
     /// error nothing appears at the path and the temporary is removed.
     pub fn commit(mut self) -> io::Result<()> {
         let writer = self.file.take().expect("committed once");
+        let Some(tmp) = self.tmp.clone() else {
+            return writer.into_inner().map(drop).map_err(io::IntoInnerError::into_error);
+        };
         let placed = (|| {
             let file = writer.into_inner().map_err(io::IntoInnerError::into_error)?;
             #[cfg(unix)]
@@ -61,10 +80,10 @@ impl AtomicFile {
             }
             file.sync_all()?;
             drop(file);
-            std::fs::rename(&self.tmp, &self.path)
+            std::fs::rename(&tmp, &self.path)
         })();
         if placed.is_err() {
-            let _ = std::fs::remove_file(&self.tmp);
+            let _ = std::fs::remove_file(&tmp);
         }
         placed?;
         sync_dir(&self.path)
@@ -83,9 +102,25 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let (Some(_), Some(tmp)) = (self.file.take(), &self.tmp) {
+            let _ = std::fs::remove_file(tmp);
         }
+    }
+}
+
+/// Whether `path` is a pipe or a character device (`/dev/null`, a terminal), itself or
+/// where its symbolic link leads: written to in place, never replaced. A link to a
+/// regular file is still replaced, not followed.
+fn is_stream(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
     }
 }
 
@@ -144,6 +179,34 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         }
+    }
+
+    /// A pipe or a device named as the output (`--output /dev/null`, `/dev/stdout`, a
+    /// FIFO) is written to, not replaced: renaming a file over it would leave a regular
+    /// file where the device was (as root, a `/dev/null` that every later program reads
+    /// text from; a benchmark's `--output /dev/null` did that to this machine). A FIFO
+    /// stands for both here, reached directly and through a symbolic link.
+    #[cfg(unix)]
+    #[test]
+    fn a_pipe_or_device_is_written_to_not_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        for path in [&fifo, &link] {
+            let reader = {
+                let fifo = fifo.clone();
+                std::thread::spawn(move || std::fs::read(fifo).unwrap())
+            };
+            write_atomic(path, b"rows\n", true).unwrap();
+            // Checked before joining: a replaced pipe would leave the reader waiting.
+            assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "still a pipe");
+            assert_eq!(reader.join().unwrap(), b"rows\n");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "no temporary left");
+        }
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link kept");
     }
 
     /// An exact mode is set whatever the umask, and a symbolic link at the path is

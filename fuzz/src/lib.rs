@@ -769,7 +769,7 @@ pub fn staged_files(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else { return };
     let (stage, role) = ((which >> 2) & 3, if which & 16 == 0 { Role::Sender } else { Role::Receiver });
     let key = ExchangeKey::from_bytes(STAGED_FUZZ_KEY);
-    let path = Path::new("fuzz.json");
+    let path = "fuzz.json";
     let check = |r: setwise::Result<Marker>| match r {
         Ok(m) => {
             let _ = (m.content_digest(), m.total_items());

@@ -23,7 +23,8 @@ use setwise::staged::ExchangeKey;
 use setwise::staged::message::{decode_part, frames, max_part_bytes, part_digest};
 use setwise::staged::runner::stage_name;
 use setwise::staged::store::AbortNote;
-use setwise::staged::store::{Exchange, MAX_MARKER_BYTES, Marker, shown};
+use setwise::staged::Location;
+use setwise::staged::store::{MAX_MARKER_BYTES, Marker, shown};
 use setwise::staged::{BucketKey, Buckets, Plan, RunSeed, Settings, ecdh};
 use setwise::wire::stream::Stream;
 use setwise::{Operation, Protocol, Role};
@@ -194,9 +195,8 @@ pub fn staged_read_marker(
 ) -> PyResult<(String, String)> {
     let who = role(role_name)?;
     let key = parse_key(exchange_key)?;
-    let path = std::path::Path::new(path);
     if data.len() as u64 > MAX_MARKER_BYTES {
-        let why = format!("{}: {} bytes, too large for a marker", path.display(), data.len());
+        let why = format!("{path}: {} bytes, too large for a marker", data.len());
         return Err(to_py(Deviation::StagedMessage { why }.into()));
     }
     let m = Marker::open(data, stage, who, path, &key, run_id).map_err(to_py)?;
@@ -238,7 +238,7 @@ pub fn staged_read_abort(
     exchange_key: &[u8],
 ) -> PyResult<String> {
     let key = parse_key(exchange_key)?;
-    AbortNote::open(data, role(role_name)?, std::path::Path::new(path), &key, run_id).map_err(to_py)
+    AbortNote::open(data, role(role_name)?, path, &key, run_id).map_err(to_py)
 }
 
 /// A new exchange key: 64 hexadecimal digits (what `setwise stage keygen` writes).
@@ -270,8 +270,8 @@ pub fn staged_read_local<'py>(
     path: &str,
     limit: u64,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let e = Exchange::unauthenticated(std::path::Path::new(root));
-    let got = py.detach(|| e.read_file(std::path::Path::new(path), limit)).map_err(to_py)?;
+    let (at, name) = below(root, path)?;
+    let got = py.detach(|| at.get(&name, limit)).map_err(to_py)?;
     Ok(got.map(|b| PyBytes::new(py, &b)))
 }
 
@@ -280,8 +280,18 @@ pub fn staged_read_local<'py>(
 /// `root`.
 #[pyfunction]
 pub fn staged_write_local(py: Python<'_>, root: &str, path: &str, data: &[u8]) -> PyResult<()> {
-    let e = Exchange::unauthenticated(std::path::Path::new(root));
-    py.detach(|| e.write_file(std::path::Path::new(path), data)).map_err(to_py)
+    let (at, name) = below(root, path)?;
+    py.detach(|| at.put_replace(&name, data)).map_err(to_py)
+}
+
+/// The directory `root` and the name of `path` in it (`/`-separated).
+fn below(root: &str, path: &str) -> PyResult<(Location, String)> {
+    let rel = std::path::Path::new(path)
+        .strip_prefix(root)
+        .map_err(|_| input_error(format!("{path} is not below {root}")))?;
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    let name = parts.map(|p| p.join("/")).ok_or_else(|| input_error(format!("{path}: not a UTF-8 path")))?;
+    Ok((Location::dir(std::path::Path::new(root)), name))
 }
 
 /// What both parties agreed for a staged ecdh run, computed from this side's settings

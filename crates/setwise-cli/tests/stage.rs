@@ -372,12 +372,22 @@ fn an_interrupted_stage_resumes_with_the_same_bytes_and_finished_stages_stay_don
         .map(|&(st, who)| r.marker(st, who))
         .collect();
 
-    // The sender's stage 2 is cut short: its marker never written, one part half
-    // written, one missing. Run again, it redoes stage 2 only, with the same bytes.
+    // The sender's stage 2 is cut short: its marker never written, one part missing.
+    // Run again, it redoes stage 2 only, with the same bytes: the parts there are kept
+    // (each is written once), the missing one written.
     let ex = s.exchange();
     std::fs::remove_file(ex.join("stage-2/sender.done.json")).unwrap();
-    std::fs::write(ex.join("stage-2/sender/part-00003.bin"), &parts[3][..parts[3].len() / 2]).unwrap();
     std::fs::remove_file(ex.join("stage-2/sender/part-00005.bin")).unwrap();
+    // A part damaged meanwhile (a writer's crash cannot leave one half written: each
+    // appears whole or not at all) is never replaced: refused by name, until removed.
+    std::fs::write(ex.join("stage-2/sender/part-00003.bin"), &parts[3][..parts[3].len() / 2]).unwrap();
+    let damaged = s.next();
+    assert!(
+        text(&damaged.stderr).contains("stage-2/sender/part-00003.bin: already holds other bytes"),
+        "{}",
+        text(&damaged.stderr)
+    );
+    std::fs::remove_file(ex.join("stage-2/sender/part-00003.bin")).unwrap();
     s.next_ok("stage 2 (re-blind) done");
     for (b, p) in parts.iter().enumerate() {
         assert_eq!(&std::fs::read(ex.join(format!("stage-2/sender/part-{b:05}.bin"))).unwrap(), p, "part {b}");

@@ -157,6 +157,28 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
     f.commit()
 }
 
+/// Writes `bytes` to `path` only if nothing is there, whole or not at all: to a
+/// temporary file beside it (readable by its owner only with `private`), synced, then
+/// hard-linked into place, which fails if a file is already there, so an existing file
+/// is never replaced and two writers never both succeed. `Ok(false)`: `path` existed
+/// and is left as it was.
+pub fn write_new(path: &Path, bytes: &[u8], private: bool) -> io::Result<bool> {
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
+    let nonce = RandomState::new().hash_one((std::process::id(), path));
+    let tmp = path.with_file_name(format!(".{}.{nonce:016x}.tmp", name.to_string_lossy()));
+    let mut options = if private { private_options() } else { OpenOptions::new() };
+    let mut f = options.write(true).create_new(true).open(&tmp)?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    drop(f);
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => sync_dir(path).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

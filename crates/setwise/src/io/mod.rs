@@ -14,7 +14,7 @@ pub(crate) use rows::split_with;
 
 pub use crate::error::InputError;
 pub(crate) use atomic::private_options;
-pub use atomic::{AtomicFile, sync_dir, write_atomic};
+pub use atomic::{AtomicFile, sync_dir, write_atomic, write_new};
 pub use distinct::{check_distinct, first_occurrences};
 pub use hex::{from_hex, hex};
 pub use items::{Format, ItemSet, ReadStats, split_key};

@@ -24,11 +24,10 @@
 use crate::crypto::dst;
 use crate::crypto::rng::fill_os;
 use crate::error::{Deviation, Error, Result};
-use crate::io::{from_hex, hex, sync_dir};
+use crate::io::{from_hex, hex};
 use crate::protocols::Role;
 use std::fmt;
-use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
@@ -158,11 +157,12 @@ impl ExchangeKey {
         hex(blake3::keyed_hash(&self.derive(what, run), &fields.0).as_bytes())
     }
 
-    /// Checks, in constant time, that `mac` (hexadecimal, as read from `path`) is the MAC
-    /// of `fields` as `what` in run `run`; the refusal names `path`.
-    pub(crate) fn verify(&self, what: Sealed, run: &str, fields: &Fields, mac: &str, path: &Path) -> Result<()> {
+    /// Checks, in constant time, that `mac` (hexadecimal, as read from `at`, a file's path
+    /// or an object's address) is the MAC of `fields` as `what` in run `run`; the refusal
+    /// names `at`.
+    pub(crate) fn verify(&self, what: Sealed, run: &str, fields: &Fields, mac: &str, at: &str) -> Result<()> {
         let want = blake3::keyed_hash(&self.derive(what, run), &fields.0);
-        check(want.as_bytes(), mac, path)
+        check(want.as_bytes(), mac, at)
     }
 }
 
@@ -189,26 +189,11 @@ pub(crate) enum Sealed {
 /// file is already there (so two invocations never create two different secrets). False
 /// if `path` existed.
 pub fn create_private(path: &Path, bytes: &[u8]) -> Result<bool> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f =
-        crate::io::private_options().write(true).create_new(true).open(&tmp).map_err(|e| Error::file(&tmp, e))?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all());
-    drop(f);
-    let linked = written.and_then(|()| fs::hard_link(&tmp, path));
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => {
-            sync_dir(path).map_err(|e| Error::file(path, e))?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(Error::file(path, e)),
-    }
+    crate::io::write_new(path, bytes, true).map_err(|e| Error::file(path, e))
 }
 
 /// The refusal of a file whose MAC does not verify, naming it.
-fn check(want: &[u8; 32], got: &str, path: &Path) -> Result<()> {
+fn check(want: &[u8; 32], got: &str, at: &str) -> Result<()> {
     let ok = match from_hex(got).and_then(|v| <[u8; 32]>::try_from(v).ok()) {
         Some(tag) => bool::from(tag.ct_eq(want)),
         None => false,
@@ -221,7 +206,7 @@ fn check(want: &[u8; 32], got: &str, path: &Path) -> Result<()> {
         why: format!(
             "{}: its MAC does not verify under the exchange key{none}: written by someone without the key, \
              or the two parties hold different keys (or give different run ids)",
-            path.display()
+            at
         ),
     }
     .into())
@@ -235,7 +220,7 @@ mod tests {
     fn macs_are_separated_by_kind_stage_role_run_and_key() {
         let k = ExchangeKey::from_bytes([7; 32]);
         let f = Fields::default().text("x").num(1);
-        let p = Path::new("f.json");
+        let p = "f.json";
         let m = |stage, role| Sealed::Marker { stage, role };
         let mac = k.seal(m(1, Role::Sender), "run-1", &f);
         k.verify(m(1, Role::Sender), "run-1", &f, &mac, p).unwrap();

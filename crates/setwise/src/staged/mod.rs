@@ -15,6 +15,8 @@
 //! - [`replay`]: any other protocol's role, replayed stage by stage from the run seed
 //!   over the messages in the exchange (`rounds`: its stages in the runner);
 //! - [`message`]: a bucket's message as bytes (the protocol's stream frames);
+//! - [`location`]: where the exchange is (a directory or an S3 prefix), and its
+//!   bounded reads and write-once creates;
 //! - [`store`]: the exchange's and workdir's files, markers, journal;
 //! - [`auth`]: the operators' exchange key and the MACs on markers and abort notes;
 //! - [`work`]: a bucket's round apart from the runner: in its process, or in a
@@ -47,6 +49,7 @@
 pub mod auth;
 pub mod bucket;
 pub mod ecdh;
+pub mod location;
 pub mod message;
 pub mod plan;
 pub mod replay;
@@ -58,6 +61,7 @@ pub mod store;
 pub mod work;
 
 pub use auth::ExchangeKey;
+pub use location::Location;
 pub use plan::{BucketKey, Buckets, Plan, Settings, choose_buckets};
 pub use runner::{Remote, Runner, Step};
 pub use seed::RunSeed;

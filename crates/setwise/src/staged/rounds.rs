@@ -13,7 +13,7 @@ use super::replay::BucketInput;
 use super::replay::MAX_STAGES;
 use super::runner::{MAX_LIVE_BUCKETS, RunResult, Runner, not_there, peer_of};
 use super::seed::RunSeed;
-use super::store::{Marker, PartId, PartInfo, Workdir};
+use super::store::{Exchange, Marker, PartId, PartInfo, Workdir};
 use super::work::{Done, Learned, PartRef, Task, Worker, check_ids_kept, keep, read_ids, read_rows};
 use crate::error::{Deviation, Error, Result};
 use crate::io::hex;
@@ -112,7 +112,7 @@ impl<I: Item> Runner<'_, I> {
         {
             return Ok(None);
         }
-        Ok(Some(self.exchange.marker_path(want, peer).display().to_string()))
+        Ok(Some(self.exchange.show(&Exchange::marker_name(want, peer))))
     }
 
     /// The peer's last stage if it came before `stage` (its rounds start at 2).
@@ -171,7 +171,7 @@ impl<I: Item> Runner<'_, I> {
 
     /// Writes an empty part `i` of this party's stage `stage` that counts `items`.
     fn empty_part(&self, plan: &Plan, stage: u8, i: u32, items: u64) -> Result<PartInfo> {
-        let path = self.exchange.part_path(stage, self.role, i);
+        let path = Exchange::part_name(stage, self.role, i);
         let id = PartId { stage, role: self.role, part: i };
         let items =
             usize::try_from(items).map_err(|_| Error::usage("bucket", "a bucket too large for this machine"))?;

@@ -21,6 +21,7 @@
 use super::auth::ExchangeKey;
 use super::bucket::{assign, select};
 use super::ecdh;
+use super::location::Location;
 use super::message::{decode_part, encode_part, max_part_bytes};
 use super::plan::{Plan, Settings};
 use super::seed::RunSeed;
@@ -158,7 +159,7 @@ impl<'a> Runner<'a, Vec<u8>> {
     pub fn open_remote(
         settings: Settings,
         role: Role,
-        exchange: &Path,
+        exchange: impl Into<Location>,
         workdir: &Path,
         (size, fingerprint): (u64, String),
         key: ExchangeKey,
@@ -193,7 +194,7 @@ impl<'a, I: Item> Runner<'a, I> {
     pub fn open(
         settings: Settings,
         role: Role,
-        exchange: &Path,
+        exchange: impl Into<Location>,
         workdir: &Path,
         items: &'a [I],
         key: ExchangeKey,
@@ -206,7 +207,7 @@ impl<'a, I: Item> Runner<'a, I> {
     pub fn open_input(
         settings: Settings,
         role: Role,
-        exchange: &Path,
+        exchange: impl Into<Location>,
         workdir: &Path,
         input: Input<'a, I>,
         key: ExchangeKey,
@@ -234,7 +235,7 @@ impl<'a, I: Item> Runner<'a, I> {
     fn start(
         settings: Settings,
         role: Role,
-        exchange: &Path,
+        exchange: impl Into<Location>,
         workdir: &Path,
         items: &'a [I],
         (size, fingerprint): (u64, String),
@@ -348,7 +349,7 @@ impl<'a, I: Item> Runner<'a, I> {
         };
         for &(s, r) in needs {
             if self.exchange.read_marker(s, r).map_err(self.at_stage(stage, ""))?.is_none() {
-                return Ok(Some(self.exchange.marker_path(s, r).display().to_string()));
+                return Ok(Some(self.exchange.show(&Exchange::marker_name(s, r))));
             }
         }
         Ok(None)
@@ -426,7 +427,7 @@ impl<'a, I: Item> Runner<'a, I> {
         let seed = if self.workdir.has_seed() { self.seed()? } else { self.workdir.create_seed()? };
         self.workdir.write_json("run.json", &self.record)?;
         let hello = self.settings.hello(self.role, self.size(), &seed).encode();
-        let path = self.exchange.hello_path(self.role);
+        let path = Exchange::hello_name(self.role);
         let info = self.exchange.write_part(
             &path,
             SessionId::default(),
@@ -452,7 +453,7 @@ impl<'a, I: Item> Runner<'a, I> {
                 ));
             }
         };
-        let path = self.exchange.hello_path(peer);
+        let path = Exchange::hello_name(peer);
         let bytes = self
             .exchange
             .read_part(&path, info, SessionId::default(), PartId { stage: 0, role: peer, part: 0 })
@@ -484,7 +485,7 @@ impl<'a, I: Item> Runner<'a, I> {
     /// Writes part `i` of this party's stage `stage` and returns its marker entry.
     fn put(&self, plan: &Plan, stage: u8, stream: Stream<32>, i: u32, values: &[Encoded]) -> Result<PartInfo> {
         let bytes = encode_part(stream, values);
-        let path = self.exchange.part_path(stage, self.role, i);
+        let path = Exchange::part_name(stage, self.role, i);
         self.exchange.write_part(&path, plan.session, PartId { stage, role: self.role, part: i }, &bytes, values.len())
     }
 
@@ -550,7 +551,7 @@ impl<'a, I: Item> Runner<'a, I> {
                 }
                 .into());
             }
-            let path = self.exchange.part_path(m.stage, peer, i);
+            let path = Exchange::part_name(m.stage, peer, i);
             let bytes =
                 self.exchange.read_part(&path, info, plan.session, PartId { stage: m.stage, role: peer, part: i })?;
             let n = usize::try_from(info.items).map_err(|_| Error::usage("part", "part too large for this machine"))?;

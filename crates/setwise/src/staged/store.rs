@@ -29,6 +29,7 @@
 //! and no file is read or written through a symbolic link below the exchange's root.
 
 use super::auth::{ExchangeKey, Fields, Sealed, create_private};
+use super::location::{Location, Put, Unreadable, read_limited, why_unreadable};
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
 use super::seed::RunSeed;
@@ -39,7 +40,6 @@ use crate::protocols::Role;
 use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The marker format's name and version (v2: markers and abort notes carry a MAC).
@@ -123,13 +123,13 @@ impl Marker {
         h.finalize().to_hex().to_string()
     }
 
-    /// The marker of `role`'s stage `stage` in `bytes`, read from `path` (for errors),
+    /// The marker of `role`'s stage `stage` in `bytes`, read from `at` (for errors),
     /// authenticated: its MAC must verify under `key` for run `run`, that stage and that
     /// role before any of its fields is looked at.
-    pub fn open(bytes: &[u8], stage: u8, role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<Marker> {
-        let m = Self::from_json(bytes, path)?;
-        key.verify(Sealed::Marker { stage, role }, run, &m.mac_fields(), &m.mac, path)?;
-        m.check(stage, role, path)?;
+    pub fn open(bytes: &[u8], stage: u8, role: Role, at: &str, key: &ExchangeKey, run: &str) -> Result<Marker> {
+        let m = Self::from_json(bytes, at)?;
+        key.verify(Sealed::Marker { stage, role }, run, &m.mac_fields(), &m.mac, at)?;
+        m.check(stage, role, at)?;
         Ok(m)
     }
 
@@ -165,24 +165,23 @@ impl Marker {
 
     /// The marker in `bytes` **without** authenticating it (for `setwise stage status`
     /// without the key): checked for its stage and role only.
-    pub fn parse(bytes: &[u8], stage: u8, role: Role, path: &Path) -> Result<Marker> {
-        let m = Self::from_json(bytes, path)?;
-        m.check(stage, role, path)?;
+    pub fn parse(bytes: &[u8], stage: u8, role: Role, at: &str) -> Result<Marker> {
+        let m = Self::from_json(bytes, at)?;
+        m.check(stage, role, at)?;
         Ok(m)
     }
 
-    fn from_json(bytes: &[u8], path: &Path) -> Result<Marker> {
+    fn from_json(bytes: &[u8], at: &str) -> Result<Marker> {
         // serde's messages quote the offending value: the peer's text, shown escaped.
         serde_json::from_slice(bytes)
-            .map_err(|e| message_error(format!("{}: not a stage marker ({})", path.display(), shown(&e.to_string()))))
+            .map_err(|e| message_error(format!("{at}: not a stage marker ({})", shown(&e.to_string()))))
     }
 
-    fn check(&self, stage: u8, role: Role, path: &Path) -> Result<()> {
+    fn check(&self, stage: u8, role: Role, at: &str) -> Result<()> {
         let m = self;
         if m.format != FORMAT || m.stage != stage || m.role != role.name() {
             return Err(message_error(format!(
-                "{}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
-                path.display(),
+                "{at}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
                 shown(&m.format),
                 m.stage,
                 shown(&m.role)
@@ -207,127 +206,12 @@ fn message_error(why: String) -> Error {
     Deviation::StagedMessage { why }.into()
 }
 
-/// Why a file could not be read as a small regular file.
-enum Unreadable {
-    /// The path is a symbolic link (not followed).
-    Link,
-    /// Not a regular file: a FIFO, a device, a directory, a socket.
-    NotRegular,
-    /// More than the bytes allowed.
-    TooLarge(u64),
-    /// Any other I/O failure.
-    Io(std::io::Error),
-}
-
-/// Opens `path` for reading without following a final symbolic link and without waiting
-/// on a FIFO (so neither a link to `/dev/zero` nor a FIFO is ever read), and requires a
-/// regular file.
-fn open_regular(path: &Path) -> std::result::Result<fs::File, Unreadable> {
-    let mut o = fs::OpenOptions::new();
-    o.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let f = o.open(path).map_err(|e| {
-        // O_NOFOLLOW fails with ELOOP on Linux and EMLINK on some BSDs: ask the path.
-        if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-            Unreadable::Link
-        } else {
-            Unreadable::Io(e)
-        }
-    })?;
-    // O_NONBLOCK changes nothing for a regular file, the only kind read on.
-    match f.metadata() {
-        Ok(m) if m.is_file() => Ok(f),
-        Ok(_) => Err(Unreadable::NotRegular),
-        Err(e) => Err(Unreadable::Io(e)),
-    }
-}
-
-/// Reads `path` whole if it exists: a regular file (not a link) of at most `max` bytes,
-/// read through a limit of `max + 1` bytes whatever its metadata claims.
-fn read_limited(path: &Path, max: u64) -> std::result::Result<Option<Vec<u8>>, Unreadable> {
-    let f = match open_regular(path) {
-        Ok(f) => f,
-        Err(Unreadable::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let hint = f.metadata().map_or(0, |m| m.len()).min(max).min(1 << 20);
-    let mut buf = Vec::with_capacity(hint as usize);
-    f.take(max.saturating_add(1)).read_to_end(&mut buf).map_err(Unreadable::Io)?;
-    if buf.len() as u64 > max {
-        return Err(Unreadable::TooLarge(max));
-    }
-    Ok(Some(buf))
-}
-
-/// [`read_limited`] for a file of the exchange, which anyone with write access to it may
-/// have put there: a link, a FIFO, a device or an oversized file is the peer's doing (or
-/// an intruder's), named by its path.
-fn read_exchange_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    read_limited(path, max).map_err(|e| match e {
-        Unreadable::Io(e) => Error::file(path, e),
-        other => message_error(format!("{}: {}", path.display(), why_unreadable(&other))),
-    })
-}
-
 /// [`read_limited`] for a file of this party's own workdir: a bad file there is damage.
 fn read_own_file(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
     read_limited(path, max).map_err(|e| match e {
         Unreadable::Io(e) => Error::file(path, e),
         other => Error::damaged(path, why_unreadable(&other)),
     })
-}
-
-fn why_unreadable(e: &Unreadable) -> String {
-    match e {
-        Unreadable::Link => "a symbolic link (a staged run reads and writes plain files only)".into(),
-        Unreadable::NotRegular => "not a regular file (a FIFO, a device or a directory is never read)".into(),
-        Unreadable::TooLarge(max) => format!("more than the {max} bytes it can hold"),
-        Unreadable::Io(e) => e.to_string(),
-    }
-}
-
-/// Refuses a path in the exchange that is, or passes through, a symbolic link below the
-/// exchange's root (the root itself is the operator's choice). With `create`, missing
-/// directories are created one at a time and each checked, so nothing is written
-/// through a link planted in the exchange.
-fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
-    let rel = path.strip_prefix(root).map_err(|_| {
-        Error::usage("exchange", format!("{} is not in the exchange {}", path.display(), root.display()))
-    })?;
-    if create {
-        fs::create_dir_all(root).map_err(|e| Error::file(root, e))?;
-    }
-    let mut at = root.to_path_buf();
-    let n = rel.components().count();
-    for (i, c) in rel.components().enumerate() {
-        at.push(c);
-        let last = i + 1 == n;
-        match fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(message_error(format!("{}: {}", at.display(), why_unreadable(&Unreadable::Link))));
-            }
-            Ok(m) if last || m.is_dir() => {}
-            Ok(_) => return Err(message_error(format!("{}: not a directory", at.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if !create || last {
-                    return Ok(());
-                }
-                match fs::create_dir(&at) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        // Created meanwhile: checked like any other.
-                        if fs::symlink_metadata(&at).map(|m| !m.is_dir()).unwrap_or(true) {
-                            return Err(message_error(format!("{}: not a directory", at.display())));
-                        }
-                    }
-                    Err(e) => return Err(Error::file(&at, e)),
-                }
-            }
-            Err(e) => return Err(Error::file(&at, e)),
-        }
-    }
-    Ok(())
 }
 
 /// An abort note as the exchange holds it (`abort-<role>.json`): why a party stopped
@@ -357,11 +241,11 @@ impl AbortNote {
         Fields::default().text(&self.format).text(&self.role).text(&self.error)
     }
 
-    /// The note of `role` in `bytes`, read from `path`, authenticated under `key` for run
+    /// The note of `role` in `bytes`, read from `at`, authenticated under `key` for run
     /// `run`; its reason as it may be shown ([`shown`]).
-    pub fn open(bytes: &[u8], role: Role, path: &Path, key: &ExchangeKey, run: &str) -> Result<String> {
-        let note = Self::from_json(bytes, path)?;
-        key.verify(Sealed::Abort { role }, run, &note.mac_fields(), &note.mac, path)?;
+    pub fn open(bytes: &[u8], role: Role, at: &str, key: &ExchangeKey, run: &str) -> Result<String> {
+        let note = Self::from_json(bytes, at)?;
+        key.verify(Sealed::Abort { role }, run, &note.mac_fields(), &note.mac, at)?;
         Ok(shown(&note.error))
     }
 
@@ -374,31 +258,37 @@ impl AbortNote {
         }
     }
 
-    fn from_json(bytes: &[u8], path: &Path) -> Result<Self> {
+    fn from_json(bytes: &[u8], at: &str) -> Result<Self> {
         serde_json::from_slice(bytes)
-            .map_err(|e| message_error(format!("{}: not an abort note ({})", path.display(), shown(&e.to_string()))))
+            .map_err(|e| message_error(format!("{at}: not an abort note ({})", shown(&e.to_string()))))
     }
 }
 
-/// The shared exchange location of one run: where it is, and the key and run id under
-/// which what is read there is authenticated and what is written is sealed.
+/// The shared exchange of one run: where it is ([`Location`]), and the key and run id
+/// under which what is read there is authenticated and what is written is sealed.
+///
+/// Every part and marker is written once ([`Location::put_new`]): a second write of a
+/// name (a retried task, a party restarted after writing it) succeeds only if what is
+/// there is what it would write (the same bytes for a part, the same content for a
+/// marker), so no name ever holds two versions a reader could see. Readers never list:
+/// they read a marker by its name, then the parts it lists by theirs.
 #[derive(Debug, Clone)]
 pub struct Exchange {
-    root: PathBuf,
+    location: Location,
     auth: Option<(ExchangeKey, String)>,
 }
 
 impl Exchange {
-    /// The exchange of run `run` at `root` (created when written to), whose markers and
-    /// abort notes are authenticated under `key`.
-    pub fn new(root: &Path, key: ExchangeKey, run: &str) -> Self {
-        Self { root: root.to_path_buf(), auth: Some((key, run.to_owned())) }
+    /// The exchange of run `run` at `location` (a directory is created when written to),
+    /// whose markers and abort notes are authenticated under `key`.
+    pub fn new(location: impl Into<Location>, key: ExchangeKey, run: &str) -> Self {
+        Self { location: location.into(), auth: Some((key, run.to_owned())) }
     }
 
-    /// The exchange at `root` without the key, to look at only: markers and notes are
-    /// read without being authenticated, and nothing can be written.
-    pub fn unauthenticated(root: &Path) -> Self {
-        Self { root: root.to_path_buf(), auth: None }
+    /// The exchange at `location` without the key, to look at only: markers and notes
+    /// are read without being authenticated, and nothing can be written.
+    pub fn unauthenticated(location: impl Into<Location>) -> Self {
+        Self { location: location.into(), auth: None }
     }
 
     /// Whether what is read is authenticated.
@@ -412,78 +302,100 @@ impl Exchange {
             .ok_or_else(|| Error::usage("exchange_key", "writing to a staged exchange needs the exchange key"))
     }
 
-    /// The exchange's directory.
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// Where the exchange is.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
-    /// The marker of `role`'s stage `stage`.
-    pub fn marker_path(&self, stage: u8, role: Role) -> PathBuf {
-        self.root.join(format!("stage-{stage}")).join(format!("{role}.done.json"))
+    /// Object `name` as messages show it (its path, or its `s3://` address).
+    pub fn show(&self, name: &str) -> String {
+        self.location.show(name)
     }
 
-    /// `role`'s hello.
-    pub fn hello_path(&self, role: Role) -> PathBuf {
-        self.root.join("stage-0").join(format!("{role}.hello"))
+    /// The name of the marker of `role`'s stage `stage`.
+    pub fn marker_name(stage: u8, role: Role) -> String {
+        format!("stage-{stage}/{role}.done.json")
     }
 
-    /// Part `part` of `role`'s stage `stage`.
-    pub fn part_path(&self, stage: u8, role: Role, part: u32) -> PathBuf {
-        self.root.join(format!("stage-{stage}")).join(role.name()).join(format!("part-{part:05}.bin"))
+    /// The name of `role`'s hello.
+    pub fn hello_name(role: Role) -> String {
+        format!("stage-0/{role}.hello")
     }
 
-    /// The file in which `role` says why it stopped the run.
-    pub fn abort_path(&self, role: Role) -> PathBuf {
-        self.root.join(format!("abort-{role}.json"))
+    /// The name of part `part` of `role`'s stage `stage`.
+    pub fn part_name(stage: u8, role: Role, part: u32) -> String {
+        format!("stage-{stage}/{}/part-{part:05}.bin", role.name())
     }
 
-    /// Reads the exchange's file at `path` (a regular file, not a link, reached through
-    /// no link below the root) if it exists, at most `max` bytes. Also for a front end
-    /// that moves the small files itself (the Spark driver on a local path).
-    pub fn read_file(&self, path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-        check_below(&self.root, path, false)?;
-        read_exchange_file(path, max)
+    /// The name of the note in which `role` says why it stopped the run.
+    pub fn abort_name(role: Role) -> String {
+        format!("abort-{role}.json")
     }
 
-    /// Writes the exchange's file at `path` atomically, creating its directories; refuses
-    /// a path that is, or passes through, a symbolic link below the root.
-    pub fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<()> {
-        check_below(&self.root, path, true)?;
-        write_atomic(path, bytes, false).map_err(|e| Error::file(path, e))
+    /// Reads the exchange's object `name` if it exists, at most `max` bytes (see
+    /// [`Location::get`]).
+    pub fn read(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        self.location.get(name, max)
     }
 
     /// `role`'s marker of stage `stage`, if written.
     pub fn read_marker(&self, stage: u8, role: Role) -> Result<Option<Marker>> {
-        let path = self.marker_path(stage, role);
-        let Some(bytes) = self.read_file(&path, MAX_MARKER_BYTES)? else { return Ok(None) };
+        let name = Self::marker_name(stage, role);
+        let Some(bytes) = self.read(&name, MAX_MARKER_BYTES)? else { return Ok(None) };
+        let at = self.show(&name);
         match &self.auth {
-            Some((key, run)) => Marker::open(&bytes, stage, role, &path, key, run).map(Some),
-            None => Marker::parse(&bytes, stage, role, &path).map(Some),
+            Some((key, run)) => Marker::open(&bytes, stage, role, &at, key, run).map(Some),
+            None => Marker::parse(&bytes, stage, role, &at).map(Some),
         }
     }
 
-    /// Seals a marker under the exchange key and writes it (atomically: it appears
-    /// complete or not at all).
+    /// Seals a marker under the exchange key and writes it (whole or not at all). A
+    /// marker already there is kept if it says the same (its
+    /// [`content_digest`](Marker::content_digest)), which is what a party restarted
+    /// after writing it would write again; another is refused by name.
     pub fn write_marker(&self, m: &Marker) -> Result<()> {
         let (key, run) = self.sealer()?;
         let role = if m.role == "sender" { Role::Sender } else { Role::Receiver };
-        let path = self.marker_path(m.stage, role);
+        let name = Self::marker_name(m.stage, role);
         let mut m = m.clone();
         m.seal(key, run)?;
         let bytes = serde_json::to_vec_pretty(&m).map_err(|e| Error::usage("internal", format!("marker: {e}")))?;
-        self.write_file(&path, &bytes)
+        if self.location.put_new(&name, &bytes)? == Put::Created {
+            return Ok(());
+        }
+        match self.read_marker(m.stage, role)? {
+            Some(there) if there.content_digest() == m.content_digest() => Ok(()),
+            // This party's own object, not the peer's message: damage to fix (the peer
+            // is not told to stop).
+            _ => Err(Error::damaged(
+                Path::new(&self.show(&name)),
+                "already holds another marker of this stage (a marker is written once; is another process \
+                 writing this party's side of the run?)",
+            )),
+        }
     }
 
-    /// Writes a part (atomically) and returns what its marker entry says of it.
+    /// Writes part `name` (whole or not at all, once) and returns what its marker entry
+    /// says of it. A part already there is kept if it holds these bytes (a retried
+    /// task's or a restarted party's: every byte comes from the run seed); another is
+    /// refused by name.
     pub fn write_part(
         &self,
-        path: &Path,
+        name: &str,
         session: SessionId,
         id: PartId,
         bytes: &[u8],
         items: usize,
     ) -> Result<PartInfo> {
-        self.write_file(path, bytes)?;
+        if self.location.put_new(name, bytes)? == Put::Exists
+            && self.read(name, bytes.len() as u64).ok().flatten().as_deref() != Some(bytes)
+        {
+            return Err(Error::damaged(
+                Path::new(&self.show(name)),
+                "already holds other bytes (a part is written once, and a rerun writes the same bytes: damaged, \
+                 or written by another run; remove it to have it written again)",
+            ));
+        }
         Ok(PartInfo {
             items: items as u64,
             bytes: bytes.len() as u64,
@@ -491,21 +403,17 @@ impl Exchange {
         })
     }
 
-    /// Reads the part at `path` that `info` describes and checks its length and digest.
-    pub fn read_part(&self, path: &Path, info: &PartInfo, session: SessionId, id: PartId) -> Result<Vec<u8>> {
-        let bytes = self.read_file(path, info.bytes)?.ok_or_else(|| {
-            message_error(format!("message missing ({} is listed in the marker but absent)", path.display()))
-        })?;
+    /// Reads part `name` that `info` describes and checks its length and digest.
+    pub fn read_part(&self, name: &str, info: &PartInfo, session: SessionId, id: PartId) -> Result<Vec<u8>> {
+        let at = || self.show(name);
+        let bytes = self
+            .read(name, info.bytes)?
+            .ok_or_else(|| message_error(format!("message missing ({} is listed in the marker but absent)", at())))?;
         if bytes.len() as u64 != info.bytes {
-            return Err(message_error(format!(
-                "{}: {} bytes, the marker says {}",
-                path.display(),
-                bytes.len(),
-                info.bytes
-            )));
+            return Err(message_error(format!("{}: {} bytes, the marker says {}", at(), bytes.len(), info.bytes)));
         }
         if hex(&part_digest(session, id.stage, id.role, id.part, &bytes)) != info.digest {
-            return Err(message_error(format!("{}: digest mismatch (damaged or replaced)", path.display())));
+            return Err(message_error(format!("{}: digest mismatch (damaged or replaced)", at())));
         }
         Ok(bytes)
     }
@@ -513,20 +421,21 @@ impl Exchange {
     /// Why `role` stopped the run, if it did: its reason as it may be shown ([`shown`]),
     /// authenticated (a note that does not verify is refused by name).
     pub fn read_abort(&self, role: Role) -> Result<Option<String>> {
-        let path = self.abort_path(role);
-        let Some(bytes) = self.read_file(&path, MAX_STATE_BYTES)? else { return Ok(None) };
+        let name = Self::abort_name(role);
+        let Some(bytes) = self.read(&name, MAX_STATE_BYTES)? else { return Ok(None) };
         match &self.auth {
-            Some((key, run)) => AbortNote::open(&bytes, role, &path, key, run).map(Some),
+            Some((key, run)) => AbortNote::open(&bytes, role, &self.show(&name), key, run).map(Some),
             None => Ok(Some(AbortNote::shown_unverified(&bytes))),
         }
     }
 
-    /// Records, sealed, that `role` stopped the run because of `error`.
+    /// Records, sealed, that `role` stopped the run because of `error` (replacing an
+    /// earlier note: the latest reason is the one that counts).
     pub fn write_abort(&self, role: Role, error: &str) -> Result<()> {
         let (key, run) = self.sealer()?;
         let note = AbortNote::sealed(key, run, role, error);
         let bytes = serde_json::to_vec(&note).map_err(|e| Error::usage("internal", format!("abort note: {e}")))?;
-        self.write_file(&self.abort_path(role), &bytes)
+        self.location.put_replace(&Self::abort_name(role), &bytes)
     }
 }
 
@@ -673,6 +582,11 @@ pub(crate) mod tests {
         rx.recv_timeout(std::time::Duration::from_secs(10)).expect("no answer within 10 s: the read hangs")
     }
 
+    /// The path of object `name` of a directory exchange.
+    pub(crate) fn at(e: &Exchange, name: &str) -> PathBuf {
+        e.location().as_dir().expect("a directory exchange").join(name)
+    }
+
     /// The exchange at `root` of run `r` under a test key.
     pub(crate) fn exchange(root: &Path) -> Exchange {
         Exchange::new(root, ExchangeKey::from_bytes([3; 32]), "r")
@@ -690,10 +604,10 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = exchange(dir.path());
         fs::create_dir_all(dir.path().join("stage-1")).unwrap();
-        symlink("/dev/zero", e.abort_path(Role::Sender)).unwrap();
+        symlink("/dev/zero", at(&e, &Exchange::abort_name(Role::Sender))).unwrap();
         let e2 = e.clone();
         refused(within(move || e2.read_abort(Role::Sender)), "abort-sender.json: a symbolic link");
-        symlink("/dev/zero", e.marker_path(1, Role::Sender)).unwrap();
+        symlink("/dev/zero", at(&e, &Exchange::marker_name(1, Role::Sender))).unwrap();
         refused(within(move || e.read_marker(1, Role::Sender)), "sender.done.json: a symbolic link");
     }
 
@@ -703,11 +617,11 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = exchange(dir.path());
         fs::create_dir_all(dir.path().join("stage-1/receiver")).unwrap();
-        let fifo = e.part_path(1, Role::Receiver, 0);
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let name = Exchange::part_name(1, Role::Receiver, 0);
+        assert!(std::process::Command::new("mkfifo").arg(at(&e, &name)).status().unwrap().success());
         let info = PartInfo { items: 1, bytes: 41, digest: "00".repeat(32) };
         refused(
-            within(move || e.read_part(&fifo, &info, SessionId([5; 32]), id(0))),
+            within(move || e.read_part(&name, &info, SessionId([5; 32]), id(0))),
             "part-00000.bin: not a regular file",
         );
     }
@@ -725,15 +639,15 @@ pub(crate) mod tests {
         fs::create_dir_all(elsewhere.join("sender")).unwrap();
         symlink(&elsewhere, root.join("stage-2")).unwrap();
         let (sid, pid) = (SessionId([5; 32]), PartId { stage: 2, role: Role::Sender, part: 0 });
-        refused(e.write_part(&e.part_path(2, Role::Sender, 0), sid, pid, b"x", 0), "stage-2: a symbolic link");
+        refused(e.write_part(&Exchange::part_name(2, Role::Sender, 0), sid, pid, b"x", 0), "stage-2: a symbolic link");
         assert_eq!(fs::read_dir(elsewhere.join("sender")).unwrap().count(), 0, "nothing written through the link");
         fs::write(elsewhere.join("sender.done.json"), b"{}").unwrap();
         refused(e.read_marker(2, Role::Sender), "stage-2: a symbolic link");
         // A part path that is itself a link: refused for writing, its target untouched.
         let target = dir.path().join("target.bin");
         fs::write(&target, b"keep").unwrap();
-        let linked = e.part_path(1, Role::Receiver, 1);
-        symlink(&target, &linked).unwrap();
+        let linked = Exchange::part_name(1, Role::Receiver, 1);
+        symlink(&target, at(&e, &linked)).unwrap();
         refused(e.write_part(&linked, sid, id(1), b"new", 0), "part-00001.bin: a symbolic link");
         assert_eq!(fs::read(&target).unwrap(), b"keep");
     }
@@ -760,7 +674,7 @@ pub(crate) mod tests {
         assert_shown_safely(&shown);
         assert!(shown.starts_with("\\u{1b}[2J"), "escaped, not dropped: {shown:.40}");
         assert_shown_safely(&Exchange::unauthenticated(dir.path()).read_abort(Role::Sender).unwrap().unwrap());
-        fs::write(e.abort_path(Role::Sender), hostile()).unwrap(); // not even JSON
+        fs::write(at(&e, &Exchange::abort_name(Role::Sender)), hostile()).unwrap(); // not even JSON
         assert_shown_safely(&e.read_abort(Role::Sender).unwrap_err().to_string());
         assert_shown_safely(&Exchange::unauthenticated(dir.path()).read_abort(Role::Sender).unwrap().unwrap());
 
@@ -783,13 +697,13 @@ pub(crate) mod tests {
             mac: String::new(),
         };
         m.seal(&ExchangeKey::from_bytes([3; 32]), "r").unwrap();
-        fs::write(e.marker_path(1, Role::Sender), serde_json::to_vec(&m).unwrap()).unwrap();
+        fs::write(at(&e, &Exchange::marker_name(1, Role::Sender)), serde_json::to_vec(&m).unwrap()).unwrap();
         let refusal = e.read_marker(1, Role::Sender).unwrap_err().to_string();
         assert!(refusal.contains("a marker of"), "{refusal:.100}");
         assert_shown_safely(&refusal);
         let mut v = serde_json::to_value(&m).unwrap();
         v["stage"] = hostile().into();
-        fs::write(e.marker_path(1, Role::Sender), v.to_string()).unwrap();
+        fs::write(at(&e, &Exchange::marker_name(1, Role::Sender)), v.to_string()).unwrap();
         assert_shown_safely(&e.read_marker(1, Role::Sender).unwrap_err().to_string());
     }
 
@@ -813,7 +727,7 @@ pub(crate) mod tests {
     #[test]
     fn a_marker_opens_for_its_run_stage_and_role_under_its_key_only() {
         let k = ExchangeKey::from_bytes([7; 32]);
-        let p = Path::new("stage-1/sender.done.json");
+        let p = "stage-1/sender.done.json";
         let json = |m: &Marker| serde_json::to_vec(m).unwrap();
         let mut m = marker(1, "sender");
         let none = Marker::open(&json(&m), 1, Role::Sender, p, &k, "run-1").unwrap_err().to_string();
@@ -850,6 +764,25 @@ pub(crate) mod tests {
         assert!(AbortNote::open(&forged, Role::Sender, p, &k, "run-1").is_err());
     }
 
+    #[test]
+    fn a_marker_is_written_once_and_a_rewrite_must_say_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Exchange::new(dir.path(), ExchangeKey::from_bytes([3; 32]), "run-1");
+        let m = marker(1, "sender");
+        e.write_marker(&m).unwrap();
+        // A party restarted after writing it writes it again from another invocation.
+        e.write_marker(&Marker { attempt: "ffff".into(), ..m.clone() }).unwrap();
+        assert_eq!(e.read_marker(1, Role::Sender).unwrap().unwrap().attempt, m.attempt, "the first is kept");
+        let mut other = m.clone();
+        other.parts[0].items = 4;
+        let why = e.write_marker(&other).unwrap_err().to_string();
+        assert!(why.contains("stage-1/sender.done.json: already holds another marker"), "{why}");
+        // Abort notes are replaced: the latest reason counts.
+        e.write_abort(Role::Sender, "first").unwrap();
+        e.write_abort(Role::Sender, "second").unwrap();
+        assert_eq!(e.read_abort(Role::Sender).unwrap().as_deref(), Some("second"));
+    }
+
     fn id(part: u32) -> PartId {
         PartId { stage: 1, role: Role::Receiver, part }
     }
@@ -859,19 +792,24 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = exchange(dir.path());
         let sid = SessionId([5; 32]);
-        let path = e.part_path(1, Role::Receiver, 3);
-        let info = e.write_part(&path, sid, id(3), b"0123456789", 0).unwrap();
-        assert_eq!(e.read_part(&path, &info, sid, id(3)).unwrap(), b"0123456789");
-        assert!(e.read_part(&path, &info, sid, id(4)).unwrap_err().to_string().contains("digest"));
+        let name = Exchange::part_name(1, Role::Receiver, 3);
+        let path = at(&e, &name);
+        let info = e.write_part(&name, sid, id(3), b"0123456789", 0).unwrap();
+        assert_eq!(e.read_part(&name, &info, sid, id(3)).unwrap(), b"0123456789");
+        assert!(e.read_part(&name, &info, sid, id(4)).unwrap_err().to_string().contains("digest"));
+        // Written once: the same bytes again (a retried task) are fine, others refused.
+        assert_eq!(e.write_part(&name, sid, id(3), b"0123456789", 0).unwrap(), info);
+        let other = e.write_part(&name, sid, id(3), b"0123456780", 0).unwrap_err().to_string();
+        assert!(other.contains("part-00003.bin: already holds other bytes"), "{other}");
         fs::write(&path, b"0123456780").unwrap();
-        assert!(e.read_part(&path, &info, sid, id(3)).unwrap_err().to_string().contains("digest"));
+        assert!(e.read_part(&name, &info, sid, id(3)).unwrap_err().to_string().contains("digest"));
         fs::write(&path, b"01234567890").unwrap();
-        assert!(e.read_part(&path, &info, sid, id(3)).is_err());
+        assert!(e.read_part(&name, &info, sid, id(3)).is_err());
         fs::remove_file(&path).unwrap();
-        assert!(e.read_part(&path, &info, sid, id(3)).unwrap_err().to_string().contains("missing"));
+        assert!(e.read_part(&name, &info, sid, id(3)).unwrap_err().to_string().contains("missing"));
         assert!(e.read_marker(1, Role::Sender).unwrap().is_none());
         fs::create_dir_all(dir.path().join("stage-1")).unwrap();
-        fs::write(e.marker_path(1, Role::Sender), b"{").unwrap();
+        fs::write(at(&e, &Exchange::marker_name(1, Role::Sender)), b"{").unwrap();
         assert!(e.read_marker(1, Role::Sender).is_err());
     }
 }

@@ -11,6 +11,7 @@
 //! which the runner [`collect`]s. The exchange key stays with the runner: workers read
 //! the peer's parts checked against the digests the runner took from its markers.
 
+use super::location::Location;
 use super::plan::Plan;
 use super::plan::Settings;
 use super::replay::{
@@ -211,19 +212,20 @@ impl Worker {
         settings: &Settings,
         role: Role,
         size: usize,
-        exchange: &Path,
+        exchange: impl Into<Location>,
         workdir: &Workdir,
         session: &str,
     ) -> Result<Self> {
         let seed = workdir.read_seed()?;
         let exchange = Exchange::unauthenticated(exchange);
         let ours = settings.hello(role, size, &seed);
-        let path = exchange.hello_path(peer_of(role));
+        let name = Exchange::hello_name(peer_of(role));
+        let at = exchange.show(&name);
         let theirs =
-            exchange.read_file(&path, MAX_HELLO_FRAME as u64)?.ok_or_else(|| Error::damaged(&path, "missing"))?;
+            exchange.read(&name, MAX_HELLO_FRAME as u64)?.ok_or_else(|| Error::damaged(Path::new(&at), "missing"))?;
         let plan = Plan::agree(settings, &ours, &Hello::decode(&theirs)?)?;
         if hex(&plan.session.0) != session {
-            return Err(Error::damaged(&path, "not the hello the runner agreed on (replaced since)"));
+            return Err(Error::damaged(Path::new(&at), "not the hello the runner agreed on (replaced since)"));
         }
         let mut job = Job::new(settings.protocol, settings.operation);
         job.key_columns = settings.key_columns;
@@ -266,7 +268,7 @@ impl Worker {
             self.advance(task, input).map_err(self.at(k, format!("bucket {bucket}")))?
         };
         let role = self.plan.role;
-        let path = self.exchange.part_path(k, role, bucket);
+        let path = Exchange::part_name(k, role, bucket);
         let id = PartId { stage: k, role, part: bucket };
         let part = self
             .exchange
@@ -294,7 +296,7 @@ impl Worker {
                 }
                 .into());
             }
-            let path = self.exchange.part_path(r.stage, from, bucket);
+            let path = Exchange::part_name(r.stage, from, bucket);
             let id = PartId { stage: r.stage, role: from, part: bucket };
             let bytes = self.exchange.read_part(&path, &r.info, self.plan.session, id)?;
             Ok(decode_frames(&bytes, r.info.items)?)

@@ -1,5 +1,6 @@
 //! `setwise stage run | next | status | keygen`: a staged run from files, through an
-//! exchange directory shared with the peer (any mounted storage) instead of a connection.
+//! exchange shared with the peer instead of a connection: a directory (any mounted
+//! storage) or a prefix in an S3-compatible bucket (`s3://bucket/prefix`).
 //! Each invocation works out from the markers which stage comes next, so a run that
 //! stopped resumes where it stopped. What each party writes there is authenticated under
 //! the exchange key both operators hold (`--exchange-key`, made by `keygen`);
@@ -15,7 +16,7 @@ use setwise::session::Input;
 use setwise::staged::auth::HOW_TO_MAKE;
 use setwise::staged::runner;
 use setwise::staged::store::Exchange;
-use setwise::staged::{BucketKey, Buckets, ExchangeKey, Runner, Settings, Step};
+use setwise::staged::{BucketKey, Buckets, ExchangeKey, Location, Runner, Settings, Step};
 use setwise::{Operation, Protocol, Role};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -62,14 +63,18 @@ pub struct StageArgs {
     /// modulus).
     #[arg(long, default_value_t = u32::MAX as u64)]
     value_bound: u64,
-    /// The exchange directory both parties read and write (one per run).
-    #[arg(long)]
-    exchange: PathBuf,
+    /// The exchange both parties read and write (one per run): a directory, or
+    /// `s3://bucket/prefix` in an S3-compatible store, reached with the AWS variables
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// `AWS_ALLOW_HTTP=true` for a server on plain HTTP).
+    #[arg(long, value_parser = parse_location)]
+    exchange: Location,
     /// This party's own working directory for the run (seed, journal, result); keep it
     /// private.
     #[arg(long)]
     workdir: PathBuf,
-    /// The run id both operators agreed (default: the exchange directory's name).
+    /// The run id both operators agreed (default: the exchange directory's name, or the
+    /// last segment of its S3 prefix).
     #[arg(long)]
     run_id: Option<String>,
     /// Number of buckets: auto (from both set sizes, about 2^20 items a bucket) or a
@@ -96,14 +101,14 @@ pub struct StageArgs {
 /// What `stage status` takes.
 #[derive(Args)]
 pub struct StatusArgs {
-    /// The exchange directory of the run.
-    #[arg(long)]
-    exchange: PathBuf,
+    /// The exchange of the run: a directory or `s3://bucket/prefix`.
+    #[arg(long, value_parser = parse_location)]
+    exchange: Location,
     /// The exchange key file: with it, each marker and abort note is checked; without
     /// it, what they say is shown marked as not authenticated.
     #[arg(long, value_name = "FILE")]
     exchange_key: Option<PathBuf>,
-    /// The run id (default: the exchange directory's name); needed to check the markers.
+    /// The run id (default: the exchange's last segment); needed to check the markers.
     #[arg(long)]
     run_id: Option<String>,
 }
@@ -146,14 +151,18 @@ fn usage(msg: String) -> Failure {
     Failure::usage(anyhow::anyhow!("{msg}"))
 }
 
-/// The run id given, or the exchange directory's name.
-fn run_id(given: &Option<String>, exchange: &Path) -> Result<String, Failure> {
+/// `--exchange`: a directory or an S3 prefix.
+fn parse_location(s: &str) -> Result<Location, String> {
+    Location::parse(s).map_err(|e| e.to_string())
+}
+
+/// The run id given, or the exchange's last segment (the directory's name).
+fn run_id(given: &Option<String>, exchange: &Location) -> Result<String, Failure> {
     match given {
         Some(r) => Ok(r.clone()),
         None => exchange
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| usage("--run-id ID is needed (the exchange path has no name)".into())),
+            .last_segment()
+            .ok_or_else(|| usage(format!("--run-id ID is needed ({exchange} has no last segment to take it from)"))),
     }
 }
 

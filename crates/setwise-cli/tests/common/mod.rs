@@ -1,6 +1,8 @@
 //! Helpers shared by the CLI's test crates (each uses its own subset).
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 """One organisation's Spark driver for the tests and scripts/bench-spark.sh: reads its
-rows from a Parquet file, runs `setwise.spark.run` in local[2] and writes the
+rows from a Parquet file, runs `setwise.spark.run` in local[2] (or on the standalone
+cluster SETWISE_SPARK_MASTER names, with SETWISE_SPARK_CORES of its cores) and writes the
 receiver's matching rows to a Parquet file.
 
     python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] \
@@ -35,15 +36,29 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    spark = (
-        SparkSession.builder.master("local[2]")
+    # A standalone cluster's master (spark://…) or, by default, local mode.
+    master = os.environ.get("SETWISE_SPARK_MASTER", "local[2]")
+    builder = (
+        SparkSession.builder.master(master)
         .appName(f"setwise-{role}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", os.environ.get("SETWISE_SPARK_DRIVER_MEMORY", "1g"))
-        .getOrCreate()
     )
+    if master.startswith("spark://"):
+        # Each organisation's share of the cluster: both drivers hold their executors at
+        # once (each waits for the other's stages), so neither may take every core.
+        cores = os.environ.get("SETWISE_SPARK_CORES", "2")
+        builder = (
+            builder.config("spark.cores.max", cores)
+            .config("spark.executor.cores", "1")
+            .config("spark.executor.memory", os.environ.get("SETWISE_SPARK_EXECUTOR_MEMORY", "1g"))
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.pyspark.python", sys.executable)
+        )
+    spark = builder.getOrCreate()
+    print(f"setwise-spark {role}: master {spark.sparkContext.master}", flush=True)
     spark.sparkContext.setLogLevel("WARN")
     t = time.monotonic()
     with open(os.environ["SETWISE_EXCHANGE_KEY_FILE"], encoding="ascii") as f:

@@ -1,5 +1,6 @@
-"""setwise.spark: two organisations as two Spark drivers (local[2]) on one machine,
-meeting only through an exchange directory. One 10^5 × 10^5 run, with the sender killed
+"""setwise.spark: two organisations as two Spark drivers (local[2], and at the end on a
+standalone cluster, spark_cluster.py) on one machine, meeting only through an exchange
+directory. One 10^5 × 10^5 run, with the sender killed
 inside its stage 2 and started again, is shared by the assertions; the damaged and
 missing messages and the forged marker are re-runs of the receiver's finish on copies of
 its exchange."""
@@ -566,3 +567,58 @@ def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:
     wait_all({"s": s, "r": r}, tmp_path)
     xs = {k for _, k in sx if k}
     assert ids(out) == {i for i, k in rx if k and k in xs}
+
+
+# --- on a standalone cluster --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A Spark standalone master and two workers (2 cores each) on this machine, shared by
+    both organisations' drivers, each of which takes 2 cores (spark_party.py): the
+    master's URL and the cluster's directory."""
+    from spark_cluster import standalone
+
+    work = tmp_path_factory.mktemp("cluster")
+    with standalone(work) as master:
+        yield master, work
+
+
+@pytest.mark.parametrize(
+    ("protocol", "op"),
+    [("ecdh", "intersection"), ("vole", "intersection"), ("mqrpmt", "cardinality")],
+)
+def test_on_a_standalone_cluster_each_protocol_equals_the_plain_computation(
+    cluster: tuple[str, Path], tmp_path: Path, protocol: str, op: str
+) -> None:
+    """Both organisations' jobs submitted to one standalone cluster (executors in the
+    workers' JVMs, Python workers from the package's environment); the same answers as
+    the plain computation."""
+    sx, rx = rows("s", 0, 8_000), rows("r", 3_000, 8_000)
+    s_pq, _ = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    xs = {k for _, k in sx if k}
+    ex, out = tmp_path / f"{protocol}-cluster", tmp_path / "r-out"
+    paths = {
+        "receiver": (uri(ex), uri(tmp_path / "rw"), uri(out) if op == "intersection" else "-"),
+        "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
+    }
+    master, work = cluster
+    before = set(work.glob("worker-*/app-*"))
+    on = {"SETWISE_SPARK_MASTER": master}
+    r, s = (
+        party(who, data, paths[who], tmp_path / f"{who}.log", op, protocol=protocol, **on)
+        for who, data in (("receiver", r_pq), ("sender", s_pq))
+    )
+    wait_all({"sender": s, "receiver": r}, tmp_path)
+    log = (tmp_path / "receiver.log").read_text(errors="replace")
+    if op == "intersection":
+        assert ids(out) == {i for i, k in rx if k and k in xs}
+    else:
+        want = len(xs & {k for _, k in rx if k})
+        assert f"setwise-spark result: {want}\n" in log, log[-2000:]
+    # Each driver ran on the cluster, its executors in the workers' directories.
+    for who in ("sender", "receiver"):
+        text = (tmp_path / f"{who}.log").read_text(errors="replace")
+        assert f"setwise-spark {who}: master {master}" in text, text[-2000:]
+    assert len(set(work.glob("worker-*/app-*")) - before) >= 2, "an application per organisation"

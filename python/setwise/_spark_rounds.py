@@ -78,6 +78,35 @@ def _served_input(valued: bool) -> Any:
     return pa.schema(cols + ([("value", pa.int64())] if valued else []))
 
 
+# Testing hook (as spark.py's for the driver): the stage in which one executor of this
+# party is SIGKILLed, once a part of its first task is written, to show that Spark's
+# retry of the task (on another executor) writes the same parts and the run stays exact.
+EXECUTOR_KILL_HOOK = "SETWISE_SPARK_TEST_KILL_EXECUTOR"
+
+
+def _kill_executor_once(part: str, flag: str) -> None:
+    """The testing hook in an executor's Python worker: once `part` exists, kills the
+    executor JVM above this process, unless `flag` says an earlier attempt did."""
+
+    def watch() -> None:
+        while not os.path.exists(part):
+            time.sleep(0.005)
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return
+        pid = os.getppid()
+        while pid > 1:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"CoarseGrainedExecutorBackend" in f.read():
+                    os.kill(pid, signal.SIGKILL)
+                    return
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+
+    threading.Thread(target=watch, name="setwise-test-kill", daemon=True).start()
+
+
 def _path(p: str) -> str:
     """A ``file:`` URI or path as the path the native module and executors use."""
     for prefix in ("file://", "file:"):
@@ -221,6 +250,8 @@ class _Rounds:
         keys = self.task_keys(groups)
         bound = None if self.value is None else self.value[1]
         valued = bound is not None
+        kill_in = os.environ.get(EXECUTOR_KILL_HOOK)
+        ex, wd, role = self.ex, self.wd, self.base.role
 
         def serve(batches: Any) -> Any:
             from pyspark import TaskContext
@@ -231,6 +262,9 @@ class _Rounds:
             context = TaskContext.get()
             assert context is not None
             task = context.partitionId()
+            if kill_in is not None and task == 0:
+                part = f"{ex}/stage-{kill_in}/{role}/part-00000.bin"
+                _kill_executor_once(part, f"{wd}/test-executor-killed-{kill_in}")
             t = pa.Table.from_batches(list(batches), schema=_served_input(valued))
             t = t.filter(pc.greater_equal(t.column("part"), 0))
             items = t.column("item").combine_chunks()

@@ -622,3 +622,50 @@ def test_on_a_standalone_cluster_each_protocol_equals_the_plain_computation(
         text = (tmp_path / f"{who}.log").read_text(errors="replace")
         assert f"setwise-spark {who}: master {master}" in text, text[-2000:]
     assert len(set(work.glob("worker-*/app-*")) - before) >= 2, "an application per organisation"
+
+
+def test_on_a_standalone_cluster_a_killed_executor_is_replaced_and_the_result_is_exact(
+    cluster: tuple[str, Path], tmp_path: Path
+) -> None:
+    """vole with one of the sender's executors SIGKILLed in its stage 2 as soon as a part
+    of its first task is there (the hook SETWISE_SPARK_TEST_KILL_EXECUTOR): Spark runs
+    the task again on another executor, whose role replays the run and writes the same
+    parts (each is written once: different bytes would fail the run), and the answer is
+    the plain intersection."""
+    sx, rx = rows("s", 0, 8_000), rows("r", 3_000, 8_000)
+    s_pq, _ = write_inputs(tmp_path, "sender", sx)
+    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    xs = {k for _, k in sx if k}
+    ex, out = tmp_path / "vole-killed", tmp_path / "r-out"
+    master, work = cluster
+    before = set(work.glob("worker-*/app-*"))
+    on = {"SETWISE_SPARK_MASTER": master}
+    r = party(
+        "receiver",
+        r_pq,
+        (uri(ex), uri(tmp_path / "rw"), uri(out)),
+        tmp_path / "r.log",
+        protocol="vole",
+        **on,
+    )
+    s = party(
+        "sender",
+        s_pq,
+        (uri(ex), uri(tmp_path / "sw"), "-"),
+        tmp_path / "s.log",
+        protocol="vole",
+        **on,
+        SETWISE_SPARK_TEST_KILL_EXECUTOR="2",
+    )
+    wait_all({"s": s, "r": r}, tmp_path)
+    assert (tmp_path / "sw" / "test-executor-killed-2").exists(), "the hook killed an executor"
+    assert ids(out) == {i for i, k in rx if k and k in xs}
+    # The sender's application lost an executor and was given another: three executor
+    # directories (ids 0, 1 and the replacement) under one application.
+    apps = set(work.glob("worker-*/app-*")) - before
+    executors: dict[str, int] = {}
+    for app in apps:
+        executors[app.name] = executors.get(app.name, 0) + sum(
+            1 for e in app.iterdir() if e.is_dir()
+        )
+    assert max(executors.values()) >= 3, executors

@@ -1,14 +1,14 @@
-//! A real S3-compatible server for a test: SeaweedFS (`weed mini`) on loopback ports of
-//! its own, with its own data directory, stopped when dropped. `scripts/s3-server
-//! --install` puts the binary in a cache directory (scripts/test does it first);
-//! `SETWISE_WEED` names another.
+//! A real S3-compatible server for a test: SeaweedFS (`weed mini`, run by
+//! `scripts/s3-server --serve`) on loopback ports of its own, with its own data
+//! directory, stopped when dropped. The script installs the binary into a cache
+//! directory once (scripts/test does it first); `SETWISE_WEED` names another.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The bucket every server here has from its start.
+/// The bucket every server here has from its start (the script's).
 pub const BUCKET: &str = "exchange";
 /// The credentials it accepts.
 pub const ACCESS_KEY: &str = "setwise-test";
@@ -30,21 +30,6 @@ impl Drop for S3Server {
     }
 }
 
-fn weed() -> PathBuf {
-    if let Some(p) = std::env::var_os("SETWISE_WEED") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("SETWISE_S3_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"))
-            .join("setwise-s3")
-    });
-    let p = cache.join("seaweedfs-4.48/bin/weed");
-    assert!(p.exists(), "no S3 server at {}: run scripts/s3-server --install (scripts/test does)", p.display());
-    p
-}
-
 /// Ten consecutive loopback ports free a moment ago (the server's HTTP and gRPC pairs).
 fn free_ports() -> u16 {
     for _ in 0..50 {
@@ -60,42 +45,24 @@ fn free_ports() -> u16 {
 }
 
 impl S3Server {
-    /// Starts a server and waits until its S3 port answers.
+    /// Starts a server (`scripts/s3-server --serve`) and waits until its bucket answers.
     pub fn start() -> S3Server {
         let data = tempfile::tempdir().unwrap();
-        let config = data.path().join("s3.json");
-        let identities = format!(
-            r#"{{"identities":[{{"name":"test","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","Write","List"]}}]}}"#
-        );
-        std::fs::write(&config, identities).unwrap();
-        let b = free_ports();
-        let port = |k: u16| (b + k).to_string();
-        let mut cmd = Command::new(weed());
-        cmd.arg("mini")
-            .arg(format!("-dir={}", data.path().join("data").display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-            .args(["-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"])
-            .arg(format!("-s3.config={}", config.display()))
-            .arg(format!("-bucket={BUCKET}"));
-        let names = [
-            "master.port",
-            "master.port.grpc",
-            "volume.port",
-            "volume.port.grpc",
-            "filer.port",
-            "filer.port.grpc",
-            "s3.port",
-            "s3.port.grpc",
-            "admin.port",
-            "admin.port.grpc",
-        ];
-        for (k, name) in names.iter().enumerate() {
-            cmd.arg(format!("-{name}={}", port(k as u16)));
-        }
-        std::fs::create_dir_all(data.path().join("data")).unwrap();
+        let base = free_ports();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-server");
         let log = std::fs::File::create(data.path().join("weed.log")).unwrap();
-        let child = cmd.stdout(Stdio::null()).stderr(log).spawn().expect("start weed mini");
-        let endpoint = format!("http://127.0.0.1:{}", port(6));
+        let child = Command::new("bash")
+            .arg(script)
+            .arg("--serve")
+            .arg(data.path())
+            .arg(base.to_string())
+            .env("SETWISE_S3_ACCESS_KEY", ACCESS_KEY)
+            .env("SETWISE_S3_SECRET_KEY", SECRET_KEY)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start scripts/s3-server --serve");
+        let endpoint = format!("http://127.0.0.1:{}", base + 6);
         let mut server = S3Server { child, endpoint, _data: data };
         server.wait_ready();
         server
@@ -109,7 +76,7 @@ impl S3Server {
                 let log = std::fs::read_to_string(self._data.path().join("weed.log")).unwrap_or_default();
                 panic!("weed mini exited ({status}) before it was ready:\n{log}");
             }
-            // The bucket is created once the S3 gateway answers; a listing of it says so.
+            // The bucket exists once a read of a missing object in it is answered.
             if std::net::TcpStream::connect(&addr).is_ok() && self.bucket_ready() {
                 return;
             }

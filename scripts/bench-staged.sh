@@ -5,31 +5,16 @@
 # party's stages, wall times and peak memory, and the ratio staged / connected.
 #
 # Usage: scripts/bench-staged.sh [LOG] [PROTOCOL] [BUCKETS]   (defaults: 20, vole, auto)
-# With SETWISE_BENCH_EXCHANGE=s3 the exchange is a bucket of an S3-compatible server on
-# loopback (SeaweedFS, scripts/s3-server) instead of a directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=${1:-20}; protocol=${2:-vole}; buckets=${3:-auto}
 n=$((1 << log))
 source scripts/bench-common.sh
-dir=$(mktemp -d)
-s3=
-trap '[ -n "$s3" ] && kill "$s3" 2>/dev/null; rm -rf "$dir"' EXIT
-exchange=$dir/exchange
-if [ "${SETWISE_BENCH_EXCHANGE:-dir}" = s3 ]; then
-  base=$((20000 + RANDOM % 30000))
-  scripts/s3-server --serve "$dir/s3" "$base" 2> "$dir/s3.log" &
-  s3=$!
-  export AWS_ACCESS_KEY_ID=setwise-test AWS_SECRET_ACCESS_KEY=setwise-test-secret AWS_REGION=us-east-1 \
-    AWS_ENDPOINT_URL=http://127.0.0.1:$((base + 6)) AWS_ALLOW_HTTP=true
-  until curl -s -o /dev/null "$AWS_ENDPOINT_URL/exchange/"; do sleep 0.2; done
-  sleep 1
-  exchange=s3://exchange/bench
-fi
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) printf "user%07d@example.org\n", i }' > "$dir/s.txt"
 awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) if (i < n / 2) printf "user%07d@example.org\n", i; else printf "member%07d@example.net\n", i }' > "$dir/r.txt"
 "$bin" stage keygen "$dir/exchange.key" 2>/dev/null
-common=(--protocol "$protocol" --exchange "$exchange" --run-id bench --buckets "$buckets" --exchange-key "$dir/exchange.key")
+common=(--protocol "$protocol" --exchange "$dir/exchange" --run-id bench --buckets "$buckets" --exchange-key "$dir/exchange.key")
 start=$(date +%s.%N)
 /usr/bin/time -f "staged sender   wall %e s, peak RSS %M KiB" "$bin" stage run --role sender "${common[@]}" \
   --input "$dir/s.txt" --workdir "$dir/s-work" 2> "$dir/s.err" &
@@ -40,7 +25,7 @@ wait "$spid" || { cat "$dir/s.err"; exit 1; }
 staged_s=$(echo "$(date +%s.%N) - $start" | bc)
 echo "2^$log × 2^$log $protocol intersection, staged (buckets $buckets):"
 cat "$dir/s.err" "$dir/r.err" | grep -E "done in [0-9]*[1-9]\.|done in 0\.[1-9]|wall|intersection size"
-echo "exchange ($exchange): $(du -sh "$dir/exchange" "$dir/s3/data" 2>/dev/null | cut -f1 | head -1); start to finish: ${staged_s} s"
+echo "exchange: $(du -sh "$dir/exchange" | cut -f1); start to finish: ${staged_s} s"
 port=$((20000 + RANDOM % 20000))
 start=$(date +%s.%N)
 /usr/bin/time -f "cli sender   wall %e s, peak RSS %M KiB" "$bin" sender --protocol "$protocol" --insecure-no-tls \

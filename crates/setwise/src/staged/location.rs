@@ -4,14 +4,14 @@
 //! Both hold objects by name (`stage-1/sender/part-00007.bin`) and offer the same three
 //! operations, none of which lists, because object stores list only eventually and a
 //! reader must never act on a partial listing: a bounded read, a write-once create, and a
-//! replacing write (abort notes only). An object appears whole or not at all in both: a
+//! replacing write (abort notes; every part and marker is created once). An object appears whole or not at all in both: a
 //! directory's are written to a temporary file and linked (created) or renamed
 //! (replaced) into place, and an S3 PUT is atomic. Write-once is what lets a retried task
 //! or a restarted party write again safely: the second write of a name finds the first's
 //! object, and the caller compares what is there with what it would have written.
 //!
-//! The bucket is reached through `object_store`'s S3 client, configured from the
-//! environment as the AWS tools are (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! The bucket is reached through `object_store`'s S3 client, configured from the AWS
+//! environment variables (not from `~/.aws` profiles: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //! `AWS_REGION`, `AWS_ENDPOINT_URL` for an S3-compatible server, `AWS_ALLOW_HTTP=true` for
 //! one on plain HTTP); write-once is S3's conditional create (`If-None-Match: *`), which
 //! AWS S3 and the servers the tests run (SeaweedFS) honour atomically.
@@ -109,8 +109,8 @@ impl Location {
         }
     }
 
-    /// The last segment of the directory's path or the bucket's prefix (the bucket's name
-    /// without one): the run id a run takes by default.
+    /// The last segment of the directory's path or the bucket's prefix (none for a bucket
+    /// without a prefix): the run id a run takes by default.
     pub fn last_segment(&self) -> Option<String> {
         match &self.0 {
             Where::Dir(root) => root.file_name().map(|n| n.to_string_lossy().into_owned()),
@@ -162,7 +162,8 @@ impl Location {
     }
 
     /// Writes object `name`, replacing any there (for abort notes, which say the latest
-    /// reason a party stopped; every other object is written once).
+    /// reason a party stopped, and a front end's own small files; every part and marker
+    /// of an exchange is created once).
     pub fn put_replace(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name)?;
         match &self.0 {

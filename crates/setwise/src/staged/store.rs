@@ -52,6 +52,11 @@ const MAX_STATE_BYTES: u64 = 1 << 20;
 /// with a large intersection's positions, a cluster's tasks): a bound against damage.
 const MAX_OWN_STATE_BYTES: u64 = 1 << 32;
 
+/// Why a create found an object that a read then did not: another write of the name was
+/// in flight (S3 answers a conditional create that meets one with 409, which the client
+/// reports as an existing object).
+const IN_FLIGHT: &str = "another write of this name was in progress when this one was made: run again";
+
 /// One part of a stage's message, as the marker lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartInfo {
@@ -363,15 +368,20 @@ impl Exchange {
         if self.location.put_new(&name, &bytes)? == Put::Created {
             return Ok(());
         }
-        match self.read_marker(m.stage, role)? {
-            Some(there) if there.content_digest() == m.content_digest() => Ok(()),
-            // This party's own object, not the peer's message: damage to fix (the peer
-            // is not told to stop).
-            _ => Err(Error::damaged(
-                Path::new(&self.show(&name)),
+        // This party's own object, not the peer's message: what is wrong with it is
+        // damage to fix here (exit 2), and the peer is not told to stop.
+        let at = self.show(&name);
+        match self.read_marker(m.stage, role) {
+            Ok(Some(there)) if there.content_digest() == m.content_digest() => Ok(()),
+            Ok(Some(_)) => Err(Error::damaged(
+                Path::new(&at),
                 "already holds another marker of this stage (a marker is written once; is another process \
                  writing this party's side of the run?)",
             )),
+            Ok(None) => Err(Error::damaged(Path::new(&at), IN_FLIGHT)),
+            // A storage failure is told as it is (it may pass: run again).
+            Err(e) if e.is_local() => Err(e),
+            Err(e) => Err(Error::damaged(Path::new(&at), format!("already holds a marker that does not open ({e})"))),
         }
     }
 
@@ -387,14 +397,21 @@ impl Exchange {
         bytes: &[u8],
         items: usize,
     ) -> Result<PartInfo> {
-        if self.location.put_new(name, bytes)? == Put::Exists
-            && self.read(name, bytes.len() as u64).ok().flatten().as_deref() != Some(bytes)
-        {
-            return Err(Error::damaged(
-                Path::new(&self.show(name)),
-                "already holds other bytes (a part is written once, and a rerun writes the same bytes: damaged, \
-                 or written by another run; remove it to have it written again)",
-            ));
+        if self.location.put_new(name, bytes)? == Put::Exists {
+            let at = self.show(name);
+            match self.read(name, bytes.len() as u64) {
+                Ok(Some(there)) if there == bytes => {}
+                Ok(None) => return Err(Error::damaged(Path::new(&at), IN_FLIGHT)),
+                // A storage failure is told as it is, never as damage to remove.
+                Err(e) if e.is_local() => return Err(e),
+                _ => {
+                    return Err(Error::damaged(
+                        Path::new(&at),
+                        "already holds other bytes (a part is written once, and a rerun writes the same bytes: \
+                         damaged, or written by another run; remove it to have it written again)",
+                    ));
+                }
+            }
         }
         Ok(PartInfo {
             items: items as u64,

@@ -42,7 +42,6 @@ def standalone(work: Path, workers: int = 2, cores: int = 2, memory: str = "2g")
         SPARK_HOME=str(home),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOG_DIR=str(work / "logs"),
-        SPARK_NO_DAEMONIZE="1",
     )
     port, ui = _port(), _port()
     url = f"spark://127.0.0.1:{port}"

@@ -101,6 +101,8 @@ fn staged_runs_through_an_s3_bucket_equal_the_plain_computation() {
     let refused = text(&refused.stdout);
     assert!(refused.contains("s3://exchange/runs/ecdh-rows/stage-0/receiver.done.json: "), "{refused}");
     assert!(refused.contains("403") && refused.lines().all(|l| l.len() < 2000), "{refused}");
+    // The server's XML error document has line breaks: shown escaped, none starts a line.
+    assert!(refused.contains("<Error>") && !refused.lines().any(|l| l.starts_with("<Error>")), "{refused}");
 }
 
 /// A reader takes a stage only by its marker: parts without one are never read (the

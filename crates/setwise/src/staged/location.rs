@@ -188,7 +188,8 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-fn refused(why: String) -> Error {
+/// What someone who can write the exchange put there, refused for `why`.
+pub(super) fn refused(why: String) -> Error {
     Deviation::StagedMessage { why }.into()
 }
 

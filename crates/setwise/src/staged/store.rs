@@ -29,12 +29,12 @@
 //! and no file is read or written through a symbolic link below the exchange's root.
 
 use super::auth::{ExchangeKey, Fields, Sealed, create_private};
-use super::location::{Location, Put, Unreadable, read_limited, why_unreadable};
+use super::location::{Location, Put, Unreadable, read_limited, refused, why_unreadable};
 use super::message::part_digest;
 use super::plan::MAX_BUCKETS;
 use super::seed::RunSeed;
 use crate::crypto::dst::{self, SessionId};
-use crate::error::{Deviation, Error, Result};
+use crate::error::{Error, Result};
 use crate::io::{hex, write_atomic};
 use crate::protocols::Role;
 use crate::wire::text::{MAX_SHOWN, printable, printable_bytes};
@@ -179,13 +179,13 @@ impl Marker {
     fn from_json(bytes: &[u8], at: &str) -> Result<Marker> {
         // serde's messages quote the offending value: the peer's text, shown escaped.
         serde_json::from_slice(bytes)
-            .map_err(|e| message_error(format!("{at}: not a stage marker ({})", shown(&e.to_string()))))
+            .map_err(|e| refused(format!("{at}: not a stage marker ({})", shown(&e.to_string()))))
     }
 
     fn check(&self, stage: u8, role: Role, at: &str) -> Result<()> {
         let m = self;
         if m.format != FORMAT || m.stage != stage || m.role != role.name() {
-            return Err(message_error(format!(
+            return Err(refused(format!(
                 "{at}: a marker of {} stage {} by {}, expected {FORMAT} stage {stage} by {role}",
                 shown(&m.format),
                 m.stage,
@@ -205,10 +205,6 @@ impl Marker {
 /// format characters escaped, at most [`MAX_SHOWN`] characters.
 pub fn shown(text: &str) -> String {
     printable(text, MAX_SHOWN)
-}
-
-fn message_error(why: String) -> Error {
-    Deviation::StagedMessage { why }.into()
 }
 
 /// [`read_limited`] for a file of this party's own workdir: a bad file there is damage.
@@ -265,7 +261,7 @@ impl AbortNote {
 
     fn from_json(bytes: &[u8], at: &str) -> Result<Self> {
         serde_json::from_slice(bytes)
-            .map_err(|e| message_error(format!("{at}: not an abort note ({})", shown(&e.to_string()))))
+            .map_err(|e| refused(format!("{at}: not an abort note ({})", shown(&e.to_string()))))
     }
 }
 
@@ -425,12 +421,12 @@ impl Exchange {
         let at = || self.show(name);
         let bytes = self
             .read(name, info.bytes)?
-            .ok_or_else(|| message_error(format!("message missing ({} is listed in the marker but absent)", at())))?;
+            .ok_or_else(|| refused(format!("message missing ({} is listed in the marker but absent)", at())))?;
         if bytes.len() as u64 != info.bytes {
-            return Err(message_error(format!("{}: {} bytes, the marker says {}", at(), bytes.len(), info.bytes)));
+            return Err(refused(format!("{}: {} bytes, the marker says {}", at(), bytes.len(), info.bytes)));
         }
         if hex(&part_digest(session, id.stage, id.role, id.part, &bytes)) != info.digest {
-            return Err(message_error(format!("{}: digest mismatch (damaged or replaced)", at())));
+            return Err(refused(format!("{}: digest mismatch (damaged or replaced)", at())));
         }
         Ok(bytes)
     }

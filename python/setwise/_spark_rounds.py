@@ -8,8 +8,9 @@ once), serves the rounds the driver posts in the party's workdir (``StagedWorker
 roles kept alive between stages while the peer keeps pace. When no round comes for
 ``linger`` seconds the tasks end and give their executors back; the next stage starts
 the job again, and its roles replay the run from the seed and the exchange
-(docs/scale-out.md). The exchange and the workdir must be on a filesystem every executor
-mounts at the same path.
+(docs/scale-out.md). The workdir must be on a filesystem every executor mounts at the
+same path; the exchange may be such a path or an S3 prefix, which the executors' workers
+read and write themselves.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ._setwise import (
     NetworkError,
     StagedDriver,
     StagedWorker,
+    staged_exchange_read,
     staged_read_ids,
     staged_read_rows,
 )
@@ -84,13 +86,13 @@ def _served_input(valued: bool) -> Any:
 EXECUTOR_KILL_HOOK = "SETWISE_SPARK_TEST_KILL_EXECUTOR"
 
 
-def _kill_executor_once(part: str, flag: str) -> None:
-    """The testing hook in an executor's Python worker: once `part` exists, kills the
-    executor JVM above this process, unless `flag` says an earlier attempt did."""
+def _kill_executor_once(exchange: str, part: str, flag: str) -> None:
+    """The testing hook in an executor's Python worker: once `part` is in the exchange,
+    kills the executor JVM above this process, unless `flag` says an earlier attempt did."""
 
     def watch() -> None:
-        while not os.path.exists(part):
-            time.sleep(0.005)
+        while staged_exchange_read(exchange, part, 1 << 30) is None:
+            time.sleep(0.01)
         try:
             os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
@@ -263,8 +265,8 @@ class _Rounds:
             assert context is not None
             task = context.partitionId()
             if kill_in is not None and task == 0:
-                part = f"{ex}/stage-{kill_in}/{role}/part-00000.bin"
-                _kill_executor_once(part, f"{wd}/test-executor-killed-{kill_in}")
+                part = f"stage-{kill_in}/{role}/part-00000.bin"
+                _kill_executor_once(ex, part, f"{wd}/test-executor-killed-{kill_in}")
             t = pa.Table.from_batches(list(batches), schema=_served_input(valued))
             t = t.filter(pc.greater_equal(t.column("part"), 0))
             items = t.column("item").combine_chunks()

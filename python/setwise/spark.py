@@ -922,10 +922,14 @@ def run(
       writes), or one the runner replays (``"vole"``: intersection; ``"mqrpmt"``:
       intersection, cardinality, sum, union, private-id; ``"compact"``: intersection), as ``setwise
       stage`` runs them. These run in one Spark job whose tasks keep each bucket's role
-      alive between stages; the exchange and the workdir must then be paths every
-      executor mounts at the same place.
-    - `exchange`: the location both organisations read and write (one per run), any
-      path Spark can write (``file:``, ``hdfs:``, ``s3a:``, ``gs:``).
+      alive between stages; the workdir must then be a path every executor mounts at
+      the same place, and the exchange such a path or ``s3://bucket/prefix``.
+    - `exchange`: the location both organisations read and write (one per run). For
+      ecdh any path Spark writes (``file:``, ``hdfs:``, ``s3a:``, ``gs:``, through
+      Hadoop's FileSystem); for the replayed protocols a shared path or
+      ``s3://bucket/prefix`` (``s3a://`` alike), which the driver and the executors
+      reach with setwise's own S3 client, configured from the AWS variables in their
+      environment (docs/scale-out.md).
     - `workdir`: this organisation's private location for the run (seed, journal, result).
     - `operation`: ``"intersection"``, ``"cardinality"`` (with ecdh the sender mixes its
       messages across parts, so the receiver learns only the total; replayed, the

@@ -16,7 +16,7 @@ use setwise::error::{Error, ErrorKind};
 use setwise::io::hex;
 use setwise::staged::store::Workdir;
 use setwise::staged::work::{self, Done, Served, Task, Worker};
-use setwise::staged::{Plan, Remote, Runner, Settings, Step};
+use setwise::staged::{Location, Plan, Remote, Runner, Settings, Step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -103,11 +103,36 @@ fn local(path: &str, what: &str) -> PyResult<PathBuf> {
     if p.contains("://") || !p.starts_with('/') {
         return Err(input_error(format!(
             "{what} {path}: a staged run of this protocol on a cluster needs an absolute path on a filesystem \
-             every executor mounts at the same place (its executors read and write the exchange and the workdir \
-             directly; object stores are not supported for it yet)"
+             every executor mounts at the same place (the driver posts each bucket's rounds to the executors \
+             there; the exchange may be s3://bucket/prefix)"
         )));
     }
     Ok(PathBuf::from(p))
+}
+
+/// The exchange of a replayed run on a cluster: `s3://bucket/prefix` (or `s3a://`),
+/// which the driver and every executor reach themselves with the AWS variables in their
+/// environment, or an absolute path every executor mounts.
+fn exchange_at(spec: &str) -> PyResult<Location> {
+    if spec.starts_with("s3://") || spec.starts_with("s3a://") {
+        return Location::parse(spec).map_err(to_py);
+    }
+    Ok(Location::dir(&local(spec, "exchange")?))
+}
+
+/// Object `name` of the exchange `exchange` (a path or `s3://bucket/prefix`), at most
+/// `limit` bytes, read as the workers read it; None if there is none. For tools and
+/// tests that watch a run from outside it.
+#[pyfunction]
+pub fn staged_exchange_read<'py>(
+    py: Python<'py>,
+    exchange: &str,
+    name: &str,
+    limit: u64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let at = exchange_at(exchange)?;
+    let got = py.detach(|| at.get(name, limit)).map_err(to_py)?;
+    Ok(got.map(|b| PyBytes::new(py, &b)))
 }
 
 /// One party's replayed staged run driven from a cluster's driver: the library's runner,
@@ -123,7 +148,8 @@ pub struct StagedDriver {
 impl StagedDriver {
     /// Opens the party's side of the run (`size` distinct items whose fingerprint the
     /// caller computed the same way at every call). Refuses ecdh (its own Spark path),
-    /// unknown settings, and paths not on a shared filesystem.
+    /// unknown settings, and a workdir (or a directory exchange) not on a shared
+    /// filesystem.
     #[new]
     #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, exchange, workdir, exchange_key, size, fingerprint, remote))]
     #[allow(clippy::too_many_arguments)]
@@ -143,7 +169,7 @@ impl StagedDriver {
         remote: Py<PyAny>,
     ) -> PyResult<Self> {
         let settings = settings_for(run_id, protocol, operation, key_columns, buckets, bucket_key)?;
-        let (ex, wd) = (local(exchange, "exchange")?, local(workdir, "workdir")?);
+        let (ex, wd) = (exchange_at(exchange)?, local(workdir, "workdir")?);
         let key = parse_key(exchange_key)?;
         let who = role(role_name)?;
         let w = Workdir::create(&wd).map_err(to_py)?;
@@ -220,7 +246,7 @@ impl StagedWorker {
         if guard.is_none() {
             let settings = self.settings()?;
             let a = &self.args;
-            let ex = local(&a.8, "exchange")?;
+            let ex = exchange_at(&a.8)?;
             let w = Worker::open(&settings, role(&a.6)?, a.7, &ex, &self.workdir()?, &a.10).map_err(to_py)?;
             *guard = Some(w);
         }

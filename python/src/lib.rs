@@ -38,6 +38,7 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cluster::StagedWorker>()?;
     m.add_function(wrap_pyfunction!(cluster::staged_read_rows, m)?)?;
     m.add_function(wrap_pyfunction!(cluster::staged_read_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::staged_exchange_read, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_hello, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_new_seed, m)?)?;
     m.add_function(wrap_pyfunction!(staged::staged_fingerprint, m)?)?;

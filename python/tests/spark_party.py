@@ -1,7 +1,8 @@
 """One organisation's Spark driver for the tests and scripts/bench-spark.sh: reads its
 rows from a Parquet file, runs `setwise.spark.run` in local[2] (or on the standalone
-cluster SETWISE_SPARK_MASTER names, with SETWISE_SPARK_CORES of its cores) and writes the
-receiver's matching rows to a Parquet file.
+cluster SETWISE_SPARK_MASTER names, with SETWISE_SPARK_CORES of its cores, passing its AWS_*
+variables to the executors for an s3:// exchange) and writes the receiver's matching rows
+to a Parquet file.
 
     python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] \
         [OP] [PROTOCOL] [VALUE_COLUMN]
@@ -57,6 +58,11 @@ def main(argv: list[str]) -> int:
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.pyspark.python", sys.executable)
         )
+        # An s3:// exchange is reached by the executors themselves: they need the AWS
+        # settings this driver has (Spark redacts the secret in its UI and logs).
+        for name, setting in os.environ.items():
+            if name.startswith("AWS_"):
+                builder = builder.config(f"spark.executorEnv.{name}", setting)
     spark = builder.getOrCreate()
     print(f"setwise-spark {role}: master {spark.sparkContext.master}", flush=True)
     spark.sparkContext.setLogLevel("WARN")

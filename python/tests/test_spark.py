@@ -1,6 +1,6 @@
 """setwise.spark: two organisations as two Spark drivers (local[2], and at the end on a
-standalone cluster, spark_cluster.py) on one machine, meeting only through an exchange
-directory. One 10^5 × 10^5 run, with the sender killed
+standalone cluster, spark_cluster.py, with an S3 server, s3_server.py) on one machine,
+meeting only through an exchange directory (or bucket). One 10^5 × 10^5 run, with the sender killed
 inside its stage 2 and started again, is shared by the assertions; the damaged and
 missing messages and the forged marker are re-runs of the receiver's finish on copies of
 its exchange."""
@@ -538,7 +538,13 @@ def test_mqrpmt_sum_on_spark_is_the_plain_sum(tmp_path: Path) -> None:
     assert len(common) > 500
 
 
-def test_a_replayed_protocol_needs_paths_the_executors_share(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("exchange", "workdir"),
+    [("gs://bucket/run-1", "file://{tmp}/w"), ("file://{tmp}/ex", "s3a://bucket/work")],
+)
+def test_a_replayed_protocol_needs_a_workdir_the_executors_share_and_a_known_exchange(
+    spark: Any, tmp_path: Path, exchange: str, workdir: str
+) -> None:
     df = spark.createDataFrame([("a",)], "email string")
     with pytest.raises(setwise.InputError, match="a filesystem every executor mounts"):
         setwise.spark.run(
@@ -547,8 +553,8 @@ def test_a_replayed_protocol_needs_paths_the_executors_share(spark: Any, tmp_pat
             key="email",
             role="receiver",
             protocol="vole",
-            exchange="s3a://bucket/run-1",
-            workdir=f"file://{tmp_path}/w",
+            exchange=exchange.format(tmp=tmp_path),
+            workdir=workdir.format(tmp=tmp_path),
             exchange_key=EXCHANGE_KEY,
         )
 
@@ -575,91 +581,100 @@ def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A Spark standalone master and two workers (2 cores each) on this machine, shared by
-    both organisations' drivers, each of which takes 2 cores (spark_party.py): the
-    master's URL and the cluster's directory."""
+    both organisations' drivers, each of which takes 2 cores (spark_party.py), and an S3
+    server (s3_server.py) for their exchanges: the master's URL and the cluster's
+    directory. The AWS variables stay set while the module runs, so each driver has
+    them and passes them to its executors."""
+    from s3_server import serving
     from spark_cluster import standalone
 
     work = tmp_path_factory.mktemp("cluster")
-    with standalone(work) as master:
+    with serving(work / "s3"), standalone(work) as master:
         yield master, work
 
 
-@pytest.mark.parametrize(
-    ("protocol", "op"),
-    [("ecdh", "intersection"), ("vole", "intersection"), ("mqrpmt", "cardinality")],
-)
-def test_on_a_standalone_cluster_each_protocol_equals_the_plain_computation(
-    cluster: tuple[str, Path], tmp_path: Path, protocol: str, op: str
-) -> None:
-    """Both organisations' jobs submitted to one standalone cluster (executors in the
-    workers' JVMs, Python workers from the package's environment); the same answers as
-    the plain computation."""
+def bucket_exchange(name: str) -> str:
+    """A fresh prefix in the test server's bucket for one run's exchange."""
+    from s3_server import BUCKET
+
+    return f"s3://{BUCKET}/{name}-{os.urandom(4).hex()}"
+
+
+def cluster_run(
+    cluster: tuple[str, Path], d: Path, protocol: str, op: str, **sender_extra: str
+) -> tuple[set[str], set[str], int, str]:
+    """Both organisations' drivers on the cluster, exchanging through a bucket: the ids
+    the receiver's output holds (intersection), the ids of the plain intersection, the
+    number of keys both hold, and the receiver's log. Checks that each driver ran on the
+    cluster, its executors in the workers' directories."""
     sx, rx = rows("s", 0, 8_000), rows("r", 3_000, 8_000)
-    s_pq, _ = write_inputs(tmp_path, "sender", sx)
-    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
+    s_pq, _ = write_inputs(d, "sender", sx)
+    r_pq, _ = write_inputs(d, "receiver", rx)
     xs = {k for _, k in sx if k}
-    ex, out = tmp_path / f"{protocol}-cluster", tmp_path / "r-out"
+    ex, out = bucket_exchange(f"{protocol}-{op}"), d / "r-out"
     paths = {
-        "receiver": (uri(ex), uri(tmp_path / "rw"), uri(out) if op == "intersection" else "-"),
-        "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
+        "receiver": (ex, uri(d / "rw"), uri(out) if op == "intersection" else "-"),
+        "sender": (ex, uri(d / "sw"), "-"),
     }
     master, work = cluster
     before = set(work.glob("worker-*/app-*"))
     on = {"SETWISE_SPARK_MASTER": master}
-    r, s = (
-        party(who, data, paths[who], tmp_path / f"{who}.log", op, protocol=protocol, **on)
-        for who, data in (("receiver", r_pq), ("sender", s_pq))
-    )
-    wait_all({"sender": s, "receiver": r}, tmp_path)
-    log = (tmp_path / "receiver.log").read_text(errors="replace")
-    if op == "intersection":
-        assert ids(out) == {i for i, k in rx if k and k in xs}
-    else:
-        want = len(xs & {k for _, k in rx if k})
-        assert f"setwise-spark result: {want}\n" in log, log[-2000:]
-    # Each driver ran on the cluster, its executors in the workers' directories.
+    procs = {
+        "receiver": party(
+            "receiver", r_pq, paths["receiver"], d / "receiver.log", op, protocol=protocol, **on
+        ),
+        "sender": party(
+            "sender",
+            s_pq,
+            paths["sender"],
+            d / "sender.log",
+            op,
+            protocol=protocol,
+            **on,
+            **sender_extra,
+        ),
+    }
+    wait_all(procs, d)
     for who in ("sender", "receiver"):
-        text = (tmp_path / f"{who}.log").read_text(errors="replace")
+        text = (d / f"{who}.log").read_text(errors="replace")
         assert f"setwise-spark {who}: master {master}" in text, text[-2000:]
     assert len(set(work.glob("worker-*/app-*")) - before) >= 2, "an application per organisation"
+    got = ids(out) if op == "intersection" else set()
+    want = {i for i, k in rx if k and k in xs}
+    common = len(xs & {k for _, k in rx if k})
+    return got, want, common, (d / "receiver.log").read_text(errors="replace")
+
+
+@pytest.mark.parametrize(("protocol", "op"), [("vole", "intersection"), ("mqrpmt", "cardinality")])
+def test_on_a_standalone_cluster_through_a_bucket_each_protocol_equals_the_plain_computation(
+    cluster: tuple[str, Path], tmp_path: Path, protocol: str, op: str
+) -> None:
+    """Both organisations' jobs submitted to one standalone cluster (executors in the
+    workers' JVMs, Python workers from the package's environment), exchanging through an
+    S3 bucket that the driver and the executors reach themselves; the same answers as the
+    plain computation. (ecdh's cluster path is Hadoop's FileSystem, as in local mode.)"""
+    got, want, common, log = cluster_run(cluster, tmp_path, protocol, op)
+    if op == "intersection":
+        assert got == want
+    else:
+        assert f"setwise-spark result: {common}\n" in log, log[-2000:]
 
 
 def test_on_a_standalone_cluster_a_killed_executor_is_replaced_and_the_result_is_exact(
     cluster: tuple[str, Path], tmp_path: Path
 ) -> None:
-    """vole with one of the sender's executors SIGKILLed in its stage 2 as soon as a part
-    of its first task is there (the hook SETWISE_SPARK_TEST_KILL_EXECUTOR): Spark runs
-    the task again on another executor, whose role replays the run and writes the same
-    parts (each is written once: different bytes would fail the run), and the answer is
-    the plain intersection."""
-    sx, rx = rows("s", 0, 8_000), rows("r", 3_000, 8_000)
-    s_pq, _ = write_inputs(tmp_path, "sender", sx)
-    r_pq, _ = write_inputs(tmp_path, "receiver", rx)
-    xs = {k for _, k in sx if k}
-    ex, out = tmp_path / "vole-killed", tmp_path / "r-out"
-    master, work = cluster
+    """vole through a bucket, with one of the sender's executors SIGKILLed in its stage 2
+    as soon as a part of its first task is in the bucket (the hook
+    SETWISE_SPARK_TEST_KILL_EXECUTOR): Spark runs the task again on another executor,
+    whose role replays the run and writes the same parts (each is created once: different
+    bytes would fail the run), and the answer is the plain intersection."""
+    work = cluster[1]
     before = set(work.glob("worker-*/app-*"))
-    on = {"SETWISE_SPARK_MASTER": master}
-    r = party(
-        "receiver",
-        r_pq,
-        (uri(ex), uri(tmp_path / "rw"), uri(out)),
-        tmp_path / "r.log",
-        protocol="vole",
-        **on,
+    got, want, _, _ = cluster_run(
+        cluster, tmp_path, "vole", "intersection", SETWISE_SPARK_TEST_KILL_EXECUTOR="2"
     )
-    s = party(
-        "sender",
-        s_pq,
-        (uri(ex), uri(tmp_path / "sw"), "-"),
-        tmp_path / "s.log",
-        protocol="vole",
-        **on,
-        SETWISE_SPARK_TEST_KILL_EXECUTOR="2",
-    )
-    wait_all({"s": s, "r": r}, tmp_path)
     assert (tmp_path / "sw" / "test-executor-killed-2").exists(), "the hook killed an executor"
-    assert ids(out) == {i for i, k in rx if k and k in xs}
+    assert got == want
     # The sender's application lost an executor and was given another: three executor
     # directories (ids 0, 1 and the replacement) under one application.
     apps = set(work.glob("worker-*/app-*")) - before

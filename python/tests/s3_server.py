@@ -1,0 +1,93 @@
+"""An S3-compatible server for the Spark tests of the exchange on object storage:
+SeaweedFS (`weed mini`, run by ``scripts/s3-server --serve``, which installs it into a
+cache directory once) on loopback ports of its own, with the bucket ``exchange``. The
+same server and settings as the CLI's tests (crates/setwise-cli/tests/common/s3.rs)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from setwise._setwise import Error, staged_exchange_read
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "s3-server"
+BUCKET = "exchange"
+ACCESS_KEY, SECRET_KEY = "setwise-test", "setwise-test-secret"
+
+
+def _ten_free_ports() -> int:
+    """The first of ten consecutive loopback ports free a moment ago."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if not 1024 <= base <= 65_000:
+            continue
+        free = True
+        for p in range(base, base + 10):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    free = False
+                    break
+        if free:
+            return base
+    raise RuntimeError("no ten free consecutive loopback ports")
+
+
+@contextlib.contextmanager
+def serving(data: Path) -> Iterator[dict[str, str]]:
+    """Runs a server with its data in `data` until the block ends; yields the AWS
+    variables that reach it (also set in this process's environment meanwhile, so that
+    the parties it starts inherit them)."""
+    data.mkdir(parents=True, exist_ok=True)
+    base = _ten_free_ports()
+    env = {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{base + 6}",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    log = open(data / "weed.log", "wb")
+    server = subprocess.Popen(
+        ["bash", str(SCRIPT), "--serve", str(data), str(base)],
+        env=dict(os.environ, SETWISE_S3_ACCESS_KEY=ACCESS_KEY, SETWISE_S3_SECRET_KEY=SECRET_KEY),
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        deadline = time.monotonic() + 120  # the first use installs the server
+        while True:
+            if server.poll() is not None:
+                text = (data / "weed.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"weed mini exited ({server.returncode}):\n{text}")
+            # Ready once a read of a missing object in the bucket is answered.
+            with contextlib.suppress(Error, OSError):
+                if staged_exchange_read(f"s3://{BUCKET}/.ready", "probe", 16) is None:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"weed mini not ready in 120 s (see {data / 'weed.log'})")
+            time.sleep(0.2)
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()

@@ -23,10 +23,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from setwise._spark_rounds import task_keys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from spark_party import session  # the tests' driver settings, cluster or local
 
 TARGET_BUCKET_ITEMS = 1 << 20
 
@@ -50,15 +53,7 @@ def main(argv: list[str]) -> int:
     role, data = argv[1], argv[2]
     output = argv[5] if len(argv) > 5 and argv[5] != "-" else None
     bucket_arg = argv[6] if len(argv) > 6 else "16"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(f"setwise-floor-{role}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", os.environ.get("SETWISE_SPARK_DRIVER_MEMORY", "1g"))
-        .getOrCreate()
-    )
+    spark = session(f"setwise-floor-{role}")
     spark.sparkContext.setLogLevel("WARN")
     start = time.monotonic()
     df = spark.read.parquet(data)

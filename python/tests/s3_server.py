@@ -91,3 +91,25 @@ def serving(data: Path) -> Iterator[dict[str, str]]:
             server.kill()
             server.wait()
         log.close()
+
+
+def main(argv: list[str]) -> int:
+    """``python s3_server.py DIR`` (the benchmarks): runs a server with its data in DIR
+    until SIGTERM or SIGINT; prints the AWS variables that reach it (NAME=VALUE lines,
+    then an empty line) once it is ready."""
+    import signal
+
+    def stop(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    with serving(Path(argv[1])) as env:
+        print("".join(f"{k}={v}\n" for k, v in env.items()), flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv))

@@ -90,3 +90,27 @@ def standalone(work: Path, workers: int = 2, cores: int = 2, memory: str = "2g")
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def main(argv: list[str]) -> int:
+    """``python spark_cluster.py DIR [WORKER_MEMORY]`` (the benchmarks): runs a cluster
+    with its files in DIR until SIGTERM or SIGINT; prints the master's URL once it is up."""
+    import signal
+
+    work = Path(argv[1])
+    memory = argv[2] if len(argv) > 2 else "2g"
+
+    def stop(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    with standalone(work, memory=memory) as url:
+        print(url, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv))

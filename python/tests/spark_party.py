@@ -26,22 +26,15 @@ from pyspark.sql import SparkSession
 import setwise.spark
 
 
-def main(argv: list[str]) -> int:
-    role, data, exchange, workdir = argv[1:5]
-    output = argv[5] if len(argv) > 5 and argv[5] != "-" else None
-    buckets = argv[6] if len(argv) > 6 else "16"
-    operation = argv[7] if len(argv) > 7 else "intersection"
-    protocol = argv[8] if len(argv) > 8 else "ecdh"
-    # The sender of sum: the column of its values.
-    value = argv[9] if len(argv) > 9 else None
+def session(app: str) -> SparkSession:
+    """The Spark session of one organisation's driver: local[2], or on the standalone
+    cluster SETWISE_SPARK_MASTER names (also python/bench/spark_floor.py's)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     # A standalone cluster's master (spark://…) or, by default, local mode.
     master = os.environ.get("SETWISE_SPARK_MASTER", "local[2]")
     builder = (
         SparkSession.builder.master(master)
-        .appName(f"setwise-{role}")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
@@ -63,7 +56,20 @@ def main(argv: list[str]) -> int:
         for name, setting in os.environ.items():
             if name.startswith("AWS_"):
                 builder = builder.config(f"spark.executorEnv.{name}", setting)
-    spark = builder.getOrCreate()
+    return builder.getOrCreate()
+
+
+def main(argv: list[str]) -> int:
+    role, data, exchange, workdir = argv[1:5]
+    output = argv[5] if len(argv) > 5 and argv[5] != "-" else None
+    buckets = argv[6] if len(argv) > 6 else "16"
+    operation = argv[7] if len(argv) > 7 else "intersection"
+    protocol = argv[8] if len(argv) > 8 else "ecdh"
+    # The sender of sum: the column of its values.
+    value = argv[9] if len(argv) > 9 else None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark = session(f"setwise-{role}")
     print(f"setwise-spark {role}: master {spark.sparkContext.master}", flush=True)
     spark.sparkContext.setLogLevel("WARN")
     t = time.monotonic()

@@ -333,3 +333,51 @@ pub struct ReportArgs {
     #[arg(long, short)]
     pub quiet: bool,
 }
+
+/// A size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB and K, M, G, T are
+/// powers of 1024; kB, MB, GB, TB of 1000).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    if split == 0 {
+        return Err(format!("{s:?} is not a size in bytes (e.g. 4GiB)"));
+    }
+    let (number, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "KiB" => 1024.0,
+        "M" | "MiB" => 1024f64.powi(2),
+        "G" | "GiB" => 1024f64.powi(3),
+        "T" | "TiB" => 1024f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        u => {
+            return Err(format!("unknown unit {u:?}: use bytes, KiB, MiB, GiB, TiB (or K, M, G, T) or kB, MB, GB, TB"));
+        }
+    };
+    let n: f64 = number.parse().map_err(|_| format!("{s:?} is not a size in bytes (e.g. 4GiB)"))?;
+    let bytes = n * scale;
+    if !bytes.is_finite() || bytes >= usize::MAX as f64 {
+        return Err(format!("{s:?} is too large"));
+    }
+    Ok(bytes as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_with_or_without_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert!(parse_size("4 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("-1").unwrap_err().contains("not a size"));
+        assert!(parse_size("GiB").is_err() && parse_size("").is_err() && parse_size("1e400").is_err());
+    }
+}

@@ -7,7 +7,7 @@
 //! docs/scale-out.md explains the set-up and the trust model.
 
 use crate::Failure;
-use crate::args::{InputArgs, protocol_help};
+use crate::args::{InputArgs, parse_size, protocol_help};
 use crate::input::{read_items, sum_values};
 use crate::output::{OutputArgs, write_outcome};
 use clap::{Args, Subcommand};
@@ -96,6 +96,12 @@ pub struct StageArgs {
     /// `run`, 0 for `next`).
     #[arg(long)]
     wait_timeout: Option<u64>,
+    /// `run` of vole, mqrpmt, compact: the most memory the buckets' roles kept alive
+    /// between stages may hold together (bytes, or with a unit: 512MiB, 12GiB, 12GB);
+    /// the buckets beyond replay their rounds at each stage instead, slower. Default: the
+    /// memory available less an eighth.
+    #[arg(long, value_parser = parse_size)]
+    memory: Option<usize>,
 }
 
 /// What `stage status` takes.
@@ -229,6 +235,10 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let mut r = Runner::open_input(settings, role, &a.exchange, &a.workdir, input, key)?;
     if all {
         r.keep_roles_alive(); // one process runs every stage: no replay between them
+        let available = setwise::io::memory::available_memory().map(|m| m - m / 8);
+        if let Some(bytes) = a.memory.or(available) {
+            r.limit_live_roles(bytes as u64);
+        }
     }
     let timeout = Duration::from_secs(a.wait_timeout.unwrap_or(if all { 86_400 } else { 0 }));
     let mut summary = None;

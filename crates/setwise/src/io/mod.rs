@@ -1,11 +1,13 @@
 //! Users' files: items from CSV or text (key columns, values, labels) and matching rows
 //! written back ([`ItemSet`]), the check that a caller's items form a set, outputs that
-//! appear complete or not at all ([`AtomicFile`]), and hexadecimal text.
+//! appear complete or not at all ([`AtomicFile`]), hexadecimal text, and the memory the
+//! kernel says is left ([`memory`]).
 
 mod atomic;
 mod distinct;
 mod hex;
 mod items;
+pub mod memory;
 mod rows;
 mod small;
 

@@ -67,6 +67,7 @@ pub static AUTO: Spec = Spec {
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     staged: &[],
     own_stages: false,
+    live_role_bytes: 0,
     takes: values_for_sum,
     leakage: Leakage {
         model: "that of the protocol it picks",

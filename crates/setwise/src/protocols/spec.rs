@@ -26,6 +26,12 @@ pub struct Spec {
     /// Whether its staged runs use stages of its own (`staged::ecdh`, which work on any
     /// storage a cluster writes) rather than replaying its roles.
     pub own_stages: bool,
+    /// Bytes a role of a replayed staged run holds per item of its bucket (the larger
+    /// of its own and its peer's counts) while it is kept alive between stages, as
+    /// measured with `setwise stage run` (docs/scale-out.md, "Memory"); what a memory
+    /// budget counts ([`crate::staged::work::Worker::limit_live`]). 0 where no role is
+    /// kept alive.
+    pub live_role_bytes: usize,
     /// What a run leaks beyond its output.
     pub leakage: Leakage,
     /// Its page (the file [`Leakage::doc`] names), as the browser demo serves it.

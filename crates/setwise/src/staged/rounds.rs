@@ -332,7 +332,9 @@ impl<I: Item> Runner<'_, I> {
             let mut job = Job::new(self.settings.protocol, self.settings.operation);
             job.key_columns = self.settings.key_columns;
             let alive = self.keep_alive && plan.buckets <= MAX_LIVE_BUCKETS;
-            Worker::new(self.exchange.clone(), plan.clone(), seed.clone(), job, alive)
+            let mut w = Worker::new(self.exchange.clone(), plan.clone(), seed.clone(), job, alive);
+            w.limit_live(self.live_budget);
+            w
         });
         let buckets = self.buckets(plan);
         let values = |idx: &[u32]| {
@@ -640,6 +642,41 @@ mod tests {
         let lines = status(&crate::staged::store::Exchange::new(&ex, key(), "t")).unwrap();
         assert!(lines.iter().any(|l| l.contains("(round 1)")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("its last stage")), "{lines:?}");
+    }
+
+    /// A memory budget for about two of four buckets' roles: those that fit stay alive,
+    /// the others replay at each stage, and the answer is the plain intersection.
+    #[test]
+    fn a_memory_budget_keeps_alive_the_roles_that_fit_and_replays_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (items(0..800), items(400..1200));
+        let settings =
+            Settings { buckets: Buckets::Fixed(4), ..Settings::new("t", Protocol::Vole, Operation::Intersection) };
+        let ex = dir.path().join("exchange");
+        let mut r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.path().join("r"), &y, key()).unwrap();
+        let mut s = Runner::open(settings, Role::Sender, &ex, &dir.path().join("s"), &x, key()).unwrap();
+        let per_item = Protocol::Vole.spec().live_role_bytes as u64;
+        for p in [&mut r, &mut s] {
+            p.keep_roles_alive();
+            p.limit_live_roles(2 * 260 * per_item);
+        }
+        let (mut got, mut live) = (None, Vec::new());
+        for _ in 0..40 {
+            let rs = r.step(&mut |o: &Outcome| {
+                got = Some(o.clone());
+                Ok(())
+            });
+            let ss = s.step(&mut |_: &Outcome| Ok(()));
+            if let Some(w) = r.worker.borrow().as_ref() {
+                live.push(w.live_roles());
+            }
+            if rs.unwrap() == Step::Finished && ss.unwrap() == Step::Finished {
+                break;
+            }
+        }
+        assert_eq!(got, Some(Outcome::Intersection(plain(&x, &y))));
+        assert!(live.iter().any(|&n| (1..4).contains(&n)), "some roles alive, not all: {live:?}");
+        assert!(live.iter().all(|&n| n < 4), "never all four: {live:?}");
     }
 
     #[test]

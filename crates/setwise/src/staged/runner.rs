@@ -123,6 +123,8 @@ pub struct Runner<'a, I> {
     /// Replayed runs: whether buckets' roles stay alive between stages
     /// ([`Runner::keep_roles_alive`]), and those that are.
     pub(super) keep_alive: bool,
+    /// The most bytes the live roles may hold together ([`Runner::limit_live_roles`]).
+    pub(super) live_budget: u64,
     /// Replayed runs in this process: the worker that runs the buckets' rounds (and
     /// keeps their live roles), made at the first round.
     pub(super) worker: std::cell::RefCell<Option<super::work::Worker>>,
@@ -276,6 +278,7 @@ impl<'a, I: Item> Runner<'a, I> {
             record,
             attempt: hex(&attempt),
             keep_alive: false,
+            live_budget: u64::MAX,
             worker: Default::default(),
             remote: None,
             assigned: Default::default(),
@@ -300,6 +303,14 @@ impl<'a, I: Item> Runner<'a, I> {
     /// memory at once, as in a connected run). Another process still resumes by replay.
     pub fn keep_roles_alive(&mut self) {
         self.keep_alive = true;
+    }
+
+    /// With [`keep_roles_alive`](Self::keep_roles_alive): keeps alive only the roles
+    /// that fit in `bytes` together (in bucket order, counted as
+    /// [`Worker::limit_live`](super::work::Worker::limit_live) does); the others replay
+    /// at each stage. Bounds a large run's memory at the cost of repeated rounds.
+    pub fn limit_live_roles(&mut self, bytes: u64) {
+        self.live_budget = bytes;
     }
 
     /// Whether the run replays the protocol's roles ([`super::replay`]) rather than

@@ -193,14 +193,41 @@ pub struct Worker {
     seed: RunSeed,
     job: Job,
     keep_alive: bool,
-    live: BTreeMap<u32, Live>,
+    /// The most bytes the live roles may hold together ([`Worker::limit_live`]).
+    budget: u64,
+    /// Each live role and the bytes it is counted for.
+    live: BTreeMap<u32, (Live, u64)>,
 }
 
 impl Worker {
     /// A worker of `plan` writing to `exchange` (no key is needed to write parts). With
     /// `keep_alive`, each bucket's role stays running between stages.
     pub fn new(exchange: Exchange, plan: Plan, seed: RunSeed, job: Job, keep_alive: bool) -> Self {
-        Self { exchange, plan, seed, job, keep_alive, live: BTreeMap::new() }
+        Self { exchange, plan, seed, job, keep_alive, budget: u64::MAX, live: BTreeMap::new() }
+    }
+
+    /// Keeps roles alive only while they fit in `bytes` together, counting each at the
+    /// protocol's [`live_role_bytes`](crate::protocols::spec::Spec::live_role_bytes) per
+    /// item of its bucket and its peer's: a bucket whose role does not fit replays its
+    /// rounds from the start at each stage instead (slower, in the memory of one bucket).
+    pub fn limit_live(&mut self, bytes: u64) {
+        self.budget = bytes;
+    }
+
+    /// The bytes a live role of a bucket of `own` items whose peer has `peer` is counted
+    /// for.
+    fn role_bytes(&self, own: u64, peer: u64) -> u64 {
+        (self.job.protocol.spec().live_role_bytes as u64).saturating_mul(own.max(peer))
+    }
+
+    fn held(&self) -> u64 {
+        self.live.values().map(|(_, b)| b).sum()
+    }
+
+    /// How many buckets' roles are alive now.
+    #[cfg(test)]
+    pub(super) fn live_roles(&self) -> usize {
+        self.live.len()
     }
 
     /// An executor's worker (roles kept alive, up to [`MAX_LIVE_BUCKETS`] buckets in the
@@ -274,7 +301,7 @@ impl Worker {
             .exchange
             .write_part(&path, self.plan.session, id, &encode_frames(&run.fresh), run.fresh.len())
             .map_err(self.at(k, ""))?;
-        if let Some(live) = self.live.get_mut(&bucket) {
+        if let Some((live, _)) = self.live.get_mut(&bucket) {
             live.written = Some((k, part.digest.clone()));
         }
         let done = Done::new(bucket, part, run.outcome)?;
@@ -316,10 +343,10 @@ impl Worker {
         let from_here = |role: &Live| {
             task.ours.last().is_some_and(|r| r.stage == k - 1 && role.written == Some((k - 1, r.info.digest.clone())))
         };
-        if self.live.get(&bucket).is_some_and(|role| !from_here(role)) {
+        if self.live.get(&bucket).is_some_and(|(role, _)| !from_here(role)) {
             self.live.clear();
         }
-        if let Some(role) = self.live.get(&bucket) {
+        if let Some((role, _)) = self.live.get(&bucket) {
             let frames = match task.theirs.last().filter(|r| r.stage == k - 1) {
                 Some(r) => self.frames_of(k, peer, bucket, r)?,
                 None => Vec::new(),
@@ -341,7 +368,8 @@ impl Worker {
             .collect();
         let peer_size = usize::try_from(task.peer_size)
             .map_err(|_| Error::usage("bucket", "a bucket too large for this machine"))?;
-        if self.keep_alive {
+        let cost = self.role_bytes(task.own_size, task.peer_size);
+        if self.keep_alive && self.held().saturating_add(cost) <= self.budget {
             let (role, run) = Live::start(
                 self.job.clone(),
                 self.seed.clone(),
@@ -353,7 +381,7 @@ impl Worker {
                 sent,
             )?;
             if run.outcome.is_none() {
-                self.live.insert(bucket, role);
+                self.live.insert(bucket, (role, cost));
             }
             return Ok(run);
         }

@@ -270,6 +270,7 @@ pub static SPEC: Spec = Spec {
     reveal_both: &[],
     staged: &[],
     own_stages: false,
+    live_role_bytes: 0,
     takes: authorized_takes,
     leakage: Leakage {
         model: "malicious client",
@@ -294,6 +295,7 @@ pub static PARTIAL_SPEC: Spec = Spec {
     reveal_both: &[],
     staged: &[],
     own_stages: false,
+    live_role_bytes: 0,
     takes: authorized_takes,
     leakage: Leakage {
         model: "input-malicious client (it chooses its input, follows the protocol)",

@@ -142,6 +142,9 @@ pub static SPEC: Spec = Spec {
     reveal_both: &[Operation::Intersection],
     staged: &[Operation::Intersection],
     own_stages: false,
+    // Peak RSS of the larger role of a one-bucket `setwise stage run` ÷ its items (2^20;
+    // compact 2^15), an upper bound (docs/scale-out.md, "Memory").
+    live_role_bytes: 1176,
     takes: items_only,
     leakage: Leakage {
         model: "malicious",

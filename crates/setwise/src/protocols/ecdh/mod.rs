@@ -84,6 +84,7 @@ pub static SPEC: Spec = Spec {
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     staged: &[Operation::Intersection, Operation::Cardinality],
     own_stages: true,
+    live_role_bytes: 0,
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest",

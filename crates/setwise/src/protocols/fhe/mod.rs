@@ -103,6 +103,7 @@ pub static SPEC: Spec = Spec {
     // (fhe 0.1.1, SecretKey::try_encrypt), so a replay cannot repeat its messages.
     staged: &[],
     own_stages: false,
+    live_role_bytes: 0,
     takes: items_only,
     leakage: Leakage {
         model: "semi-honest",

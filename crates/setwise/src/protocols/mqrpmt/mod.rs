@@ -159,6 +159,9 @@ pub static SPEC: Spec = Spec {
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
     staged: &[Operation::Intersection, Operation::Cardinality, Operation::Sum, Operation::Union, Operation::PrivateId],
     own_stages: false,
+    // Peak RSS of the larger role of a one-bucket `setwise stage run` ÷ its items (2^20;
+    // compact 2^15), an upper bound (docs/scale-out.md, "Memory").
+    live_role_bytes: 344,
     takes: values_for_sum,
     leakage: Leakage {
         model: "semi-honest",

@@ -135,6 +135,7 @@ pub static SPEC: Spec = Spec {
     reveal_both: &[],
     staged: &[],
     own_stages: false,
+    live_role_bytes: 0,
     takes: |_, role| if role == Role::Sender { Takes::Database } else { Takes::Items },
     leakage: Leakage {
         model: "semi-honest sender, malicious receiver (no circuit privacy)",

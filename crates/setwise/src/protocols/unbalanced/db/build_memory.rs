@@ -5,8 +5,8 @@
 use super::super::Digest;
 use super::super::params::UnbalancedParams;
 use super::placement::Layouts;
-use super::storage::{available_memory, swap_free};
 use crate::error::{Error, Result};
+use crate::io::memory::{available_memory, swap_free};
 
 /// A lower bound on the bytes a build of `items` items holds beside its input at its
 /// peak, while it places them: each item's digest and sealed label record

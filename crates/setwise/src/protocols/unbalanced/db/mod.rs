@@ -27,6 +27,7 @@ use crate::crypto::ristretto::SecretScalar;
 use crate::crypto::rng::PerIndex;
 use crate::error::{Error, Result};
 use crate::he::{HeContext, PlainRows};
+pub(crate) use crate::io::memory::available_memory;
 use crate::protocols::{Meter, PhaseObserver, Progress, WORK_PIECE};
 use coefficients::{apply_edits, interpolate_bundle};
 use journal::Journal;
@@ -37,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 pub use storage::Open;
 use storage::{DirLock, KeyPlace, Segment, read_segment};
-pub(crate) use storage::{available_memory, fits, plaintext_budget, resident_bytes};
+pub(crate) use storage::{fits, plaintext_budget, resident_bytes};
 use zeroize::{Zeroize, Zeroizing};
 
 /// One change to one bin of a bundle whose coefficients are known, applied in

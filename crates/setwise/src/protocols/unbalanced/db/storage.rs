@@ -555,7 +555,7 @@ impl SenderDb {
         let (p, len) = (&db.params, db.segment_len());
         match how {
             Open::Serve | Open::ServeWithin(_) => {
-                let budget = plaintext_budget(available_memory(), db.bundle_bytes());
+                let budget = plaintext_budget(crate::io::memory::available_memory(), db.bundle_bytes());
                 let budget = match how {
                     Open::ServeWithin(cap) => Some(budget.map_or(cap, |b| b.min(cap))),
                     _ => budget,
@@ -762,38 +762,6 @@ pub(crate) fn fits(bytes: usize, available: Option<usize>, bundle_bytes: usize) 
     plaintext_budget(available, bundle_bytes).is_none_or(|budget| bytes <= budget)
 }
 
-/// The memory this process may still take, if the kernel says: Linux's `MemAvailable`,
-/// and within a container the cgroup's limit less its use but for its inactive page
-/// cache (cgroup v2), whichever is less.
-pub(crate) fn available_memory() -> Option<usize> {
-    let machine = meminfo("MemAvailable")?;
-    let read = |f: &str| std::fs::read_to_string(Path::new("/sys/fs/cgroup").join(f)).ok();
-    // The cgroup's use counts its page cache (the input just read, say); the part the
-    // kernel reclaims first, `inactive_file`, is room.
-    let reclaimable = read("memory.stat")
-        .and_then(|st| st.lines().find_map(|l| l.strip_prefix("inactive_file ")?.trim().parse::<usize>().ok()))
-        .unwrap_or(0);
-    // "max" (no limit) does not parse, and leaves the machine's figure.
-    let cgroup = read("memory.max")
-        .and_then(|m| m.trim().parse::<usize>().ok())
-        .zip(read("memory.current").and_then(|c| c.trim().parse::<usize>().ok()))
-        .map(|(max, used)| max.saturating_sub(used.saturating_sub(reclaimable)));
-    Some(cgroup.map_or(machine, |c| c.min(machine)))
-}
-
-/// The machine's free swap (Linux's `SwapFree`), if the kernel says.
-pub(crate) fn swap_free() -> Option<usize> {
-    meminfo("SwapFree")
-}
-
-/// A `/proc/meminfo` figure (`field: N kB`) in bytes.
-fn meminfo(field: &str) -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
-    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,7 +775,7 @@ mod tests {
         assert_eq!(plaintext_budget(Some(8 << 30), 1 << 30), Some((8usize << 30).saturating_sub(threads << 31)));
         // Where the kernel does not say, everything is held.
         assert!(fits(usize::MAX, None, 1) && plaintext_budget(None, 1).is_none());
-        assert!(available_memory().is_none_or(|m| m > 0));
+        assert!(crate::io::memory::available_memory().is_none_or(|m| m > 0));
     }
 
     /// `auto`'s estimate of what a served database holds besides its plaintexts bounds

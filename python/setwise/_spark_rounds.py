@@ -91,8 +91,14 @@ def _kill_executor_once(exchange: str, part: str, flag: str) -> None:
     kills the executor JVM above this process, unless `flag` says an earlier attempt did."""
 
     def watch() -> None:
-        while staged_exchange_read(exchange, part, 1 << 30) is None:
-            time.sleep(0.01)
+        # Each look opens the exchange afresh (an S3 client for a bucket): every 50 ms.
+        while True:
+            try:
+                if staged_exchange_read(exchange, part, 1 << 30) is not None:
+                    break
+            except Error as e:
+                log.warning("setwise test hook: %s", e)
+            time.sleep(0.05)
         try:
             os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
@@ -217,7 +223,7 @@ class _Rounds:
                 if starts == 3:
                     raise Error(
                         f"stage {stage}: the executors ran {starts} times without doing its "
-                        f"rounds; do they see {self.wd} and {self.ex} at the driver's paths?"
+                        f"rounds; do they see {self.wd} at the driver's path, and reach {self.ex}?"
                     )
                 self.start(session, attempt, stage)
                 starts += 1

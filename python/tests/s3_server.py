@@ -62,7 +62,12 @@ def serving(data: Path) -> Iterator[dict[str, str]]:
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
-    saved = {k: os.environ.get(k) for k in env}
+    # Other AWS settings of this machine (a profile, a session token, real keys) stay out
+    # of the test runs, which pass every AWS_* variable on to their executors.
+    saved: dict[str, str | None] = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    saved.update({k: os.environ.get(k) for k in env})
+    for k in saved:
+        os.environ.pop(k, None)
     os.environ.update(env)
     try:
         deadline = time.monotonic() + 120  # the first use installs the server
@@ -79,11 +84,9 @@ def serving(data: Path) -> Iterator[dict[str, str]]:
             time.sleep(0.2)
         yield env
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
         server.terminate()
         try:
             server.wait(timeout=30)

@@ -99,7 +99,7 @@ pub struct StageArgs {
     /// `run` of vole, mqrpmt, compact: the most memory the buckets' roles kept alive
     /// between stages may hold together (bytes, or with a unit: 512MiB, 12GiB, 12GB);
     /// the buckets beyond replay their rounds at each stage instead, slower. Default: the
-    /// memory available less an eighth.
+    /// memory available less an eighth (two parties on one machine: give each its share).
     #[arg(long, value_parser = parse_size)]
     memory: Option<usize>,
 }
@@ -202,6 +202,9 @@ fn read_small(p: &Path) -> Result<String, Failure> {
 fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let role = if a.role == "receiver" { Role::Receiver } else { Role::Sender };
     let learns = role == Role::Receiver || a.operation.sender_learns();
+    if !all && a.memory.is_some() {
+        return Err(usage("--memory is for `stage run`: `stage next` keeps no role alive between stages".into()));
+    }
     if !learns && a.out.any() {
         return Err(usage(format!("the sender of {} learns nothing: --output is for the receiver", a.operation)));
     }
@@ -234,7 +237,8 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     };
     let mut r = Runner::open_input(settings, role, &a.exchange, &a.workdir, input, key)?;
     if all {
-        r.keep_roles_alive(); // one process runs every stage: no replay between them
+        // One process runs every stage: the roles that fit the budget go on without replay.
+        r.keep_roles_alive();
         let available = setwise::io::memory::available_memory().map(|m| m - m / 8);
         if let Some(bytes) = a.memory.or(available) {
             r.limit_live_roles(bytes as u64);

@@ -308,7 +308,8 @@ impl<'a, I: Item> Runner<'a, I> {
     /// With [`keep_roles_alive`](Self::keep_roles_alive): keeps alive only the roles
     /// that fit in `bytes` together (in bucket order, counted as
     /// [`Worker::limit_live`](super::work::Worker::limit_live) does); the others replay
-    /// at each stage. Bounds a large run's memory at the cost of repeated rounds.
+    /// at each stage. Bounds a large run's memory at the cost of repeated rounds. Takes
+    /// effect if called before the run's first round (when its worker is made).
     pub fn limit_live_roles(&mut self, bytes: u64) {
         self.live_budget = bytes;
     }

@@ -130,9 +130,7 @@ pub fn staged_exchange_read<'py>(
     name: &str,
     limit: u64,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let at = exchange_at(exchange)?;
-    let got = py.detach(|| at.get(name, limit)).map_err(to_py)?;
-    Ok(got.map(|b| PyBytes::new(py, &b)))
+    crate::staged::read_object(py, &exchange_at(exchange)?, name, limit)
 }
 
 /// One party's replayed staged run driven from a cluster's driver: the library's runner,

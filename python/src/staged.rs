@@ -271,7 +271,17 @@ pub fn staged_read_local<'py>(
     limit: u64,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let (at, name) = below(root, path)?;
-    let got = py.detach(|| at.get(&name, limit)).map_err(to_py)?;
+    read_object(py, &at, &name, limit)
+}
+
+/// Object `name` at `at`, at most `limit` bytes, read without the GIL; None if absent.
+pub(crate) fn read_object<'py>(
+    py: Python<'py>,
+    at: &Location,
+    name: &str,
+    limit: u64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let got = py.detach(|| at.get(name, limit)).map_err(to_py)?;
     Ok(got.map(|b| PyBytes::new(py, &b)))
 }
 

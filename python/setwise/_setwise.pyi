@@ -243,6 +243,7 @@ class StagedWorker:
         first: int,
         values: Any | None = None,
         value_bound: int | None = None,
+        live_memory: int | None = None,
     ) -> str: ...
 
 def staged_read_rows(workdir: str, bucket: int) -> list[bytes]: ...

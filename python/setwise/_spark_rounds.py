@@ -143,9 +143,16 @@ class _Rounds:
     """One party's replayed staged run on Spark, driven by the native runner."""
 
     def __init__(
-        self, base: _Run, protocol: str, linger: float, value: tuple[str, int] | None = None
+        self,
+        base: _Run,
+        protocol: str,
+        linger: float,
+        value: tuple[str, int] | None = None,
+        live_memory: int | None = None,
     ) -> None:
         self.base, self.protocol, self.linger = base, protocol, linger
+        # The bytes each task's live roles may hold (None: the task's default).
+        self.live_memory = live_memory
         # `sum`, the value holder: the value column and the bound of every value.
         self.value = value
         self.ex, self.wd = _path(base.ex), _path(base.wd)
@@ -259,7 +266,7 @@ class _Rounds:
         bound = None if self.value is None else self.value[1]
         valued = bound is not None
         kill_in = os.environ.get(EXECUTOR_KILL_HOOK)
-        ex, wd, role = self.ex, self.wd, self.base.role
+        ex, wd, role, live_memory = self.ex, self.wd, self.base.role, self.live_memory
 
         def serve(batches: Any) -> Any:
             from pyspark import TaskContext
@@ -278,7 +285,9 @@ class _Rounds:
             items = t.column("item").combine_chunks()
             parts = t.column("part").combine_chunks()
             values = t.column("value").combine_chunks() if valued else None
-            outcome = spec.serve(items, parts, task, groups, linger, stage, values, bound)
+            outcome = spec.serve(
+                items, parts, task, groups, linger, stage, values, bound, live_memory
+            )
             yield pa.RecordBatch.from_arrays([pa.array([outcome])], names=["served"])
 
         spark = self.base.spark

@@ -904,6 +904,7 @@ def run(
     timeout: float = 86_400.0,
     poll: float = 2.0,
     linger: float = 60.0,
+    live_memory: int | None = None,
     value: str | None = None,
     value_bound: int = 2**32 - 1,
 ) -> DataFrame | int | SumResult | PrivateIdResult | None:
@@ -950,6 +951,11 @@ def run(
     - `linger` (replayed protocols): seconds the executors wait for the next stage
       before they give their slots back (the next stage then starts them again, and
       they replay the run so far).
+    - `live_memory` (replayed protocols): the bytes each task's live roles may hold
+      together, counted as ``setwise stage run --memory`` counts them; the roles that do
+      not fit replay their rounds at each stage instead. Default: the Python worker's
+      limit if ``spark.executor.pyspark.memory`` is set (its share per core), else the
+      executor host's available memory ÷ its cores, an eighth left over.
 
     Finished stages (those with their marker in the exchange) are skipped, so calling it
     again after a failure resumes the run. Progress goes to the ``setwise.spark`` logger.
@@ -1005,4 +1011,7 @@ def run(
         return base.go()
     from ._spark_rounds import _Rounds
 
-    return _Rounds(base, protocol, linger, None if value is None else (value, value_bound)).go()
+    if live_memory is not None and live_memory < 0:
+        raise InputError(f"live_memory={live_memory}: a number of bytes, 0 or more")
+    valued = None if value is None else (value, value_bound)
+    return _Rounds(base, protocol, linger, valued, live_memory).go()

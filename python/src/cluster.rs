@@ -318,8 +318,10 @@ impl StagedWorker {
     /// `first` on, until they end (`"ended"`), no task comes for `linger` seconds
     /// (`"lingered"`), or a later driver of the party posts its own (`"superseded"`).
     /// With `values` (an Arrow `int64` array, one non-negative value per item) and
-    /// `value_bound`, it is the value holder of `sum`.
-    #[pyo3(signature = (items, parts, task, tasks, linger, first, values=None, value_bound=None))]
+    /// `value_bound`, it is the value holder of `sum`. The task keeps alive only the
+    /// roles that fit in `live_memory` bytes together (default [`task_budget`]); the
+    /// others replay their rounds at each stage.
+    #[pyo3(signature = (items, parts, task, tasks, linger, first, values=None, value_bound=None, live_memory=None))]
     #[allow(clippy::too_many_arguments)] // the items, the task's place, the timing, the values
     fn serve(
         &self,
@@ -332,6 +334,7 @@ impl StagedWorker {
         first: u8,
         values: Option<&Bound<'_, PyAny>>,
         value_bound: Option<u64>,
+        live_memory: Option<u64>,
     ) -> PyResult<&'static str> {
         let (items, parts) = (import_arrow(items)?, import_arrow(parts)?);
         let vals = values_of(items.as_ref())?;
@@ -362,6 +365,7 @@ impl StagedWorker {
         let attempt = self.args.11.clone();
         let mut guard = self.worker()?;
         let worker = guard.as_mut().expect("opened");
+        worker.limit_live(live_memory.unwrap_or_else(task_budget));
         let served = py.detach(|| {
             // A role replays only on the same items in the same order, which Spark's
             // shuffles do not keep.
@@ -380,6 +384,20 @@ impl StagedWorker {
             Served::Superseded => Ok("superseded"),
         }
     }
+}
+
+/// The bytes an executor task's live roles may hold unless the job says: the Python
+/// worker's memory limit if Spark sets one (`spark.executor.pyspark.memory` ÷ the
+/// executor's cores, which Spark passes as `PYSPARK_EXECUTOR_MEMORY_MB`), else this
+/// host's available memory ÷ its cores (each core may run such a task); an eighth of
+/// either left for the task's items and the process itself.
+fn task_budget() -> u64 {
+    let limit = std::env::var("PYSPARK_EXECUTOR_MEMORY_MB").ok().and_then(|m| m.trim().parse::<u64>().ok());
+    let share = limit.map(|mb| mb.saturating_mul(1 << 20)).unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        setwise::io::memory::available_memory().map_or(u64::MAX, |m| m as u64 / cores)
+    });
+    share - share / 8
 }
 
 /// A bucket's private IDs on a cluster: its own items, each one's ID (in the same

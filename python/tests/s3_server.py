@@ -10,8 +10,10 @@ import os
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from setwise._setwise import Error, staged_exchange_read
 
@@ -41,11 +43,36 @@ def _ten_free_ports() -> int:
     raise RuntimeError("no ten free consecutive loopback ports")
 
 
+class Server(NamedTuple):
+    """A running server: the AWS variables that reach it, and its filer's address (the
+    storage's own HTTP API, without S3's checks: a storage operator's view, with which
+    the tests damage objects)."""
+
+    env: dict[str, str]
+    filer: str
+
+    def replace(self, uri: str, data: bytes) -> None:
+        """Puts `data` in place of the object at ``s3://BUCKET/KEY``, through the filer."""
+        request = urllib.request.Request(self._filer_url(uri), data=data, method="PUT")
+        with urllib.request.urlopen(request, timeout=30) as r:
+            r.read()
+
+    def delete(self, uri: str) -> None:
+        """Removes the object at ``s3://BUCKET/KEY``, through the filer."""
+        request = urllib.request.Request(self._filer_url(uri), method="DELETE")
+        with urllib.request.urlopen(request, timeout=30) as r:
+            r.read()
+
+    def _filer_url(self, uri: str) -> str:
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        return f"{self.filer}/buckets/{bucket}/{key}"
+
+
 @contextlib.contextmanager
-def serving(data: Path) -> Iterator[dict[str, str]]:
-    """Runs a server with its data in `data` until the block ends; yields the AWS
-    variables that reach it (also set in this process's environment meanwhile, so that
-    the parties it starts inherit them)."""
+def serving(data: Path) -> Iterator[Server]:
+    """Runs a server with its data in `data` until the block ends; yields it (its AWS
+    variables are also set in this process's environment meanwhile, so that the parties
+    it starts inherit them)."""
     data.mkdir(parents=True, exist_ok=True)
     base = _ten_free_ports()
     env = {
@@ -82,7 +109,7 @@ def serving(data: Path) -> Iterator[dict[str, str]]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"weed mini not ready in 120 s (see {data / 'weed.log'})")
             time.sleep(0.2)
-        yield env
+        yield Server(env, f"http://127.0.0.1:{base + 4}")
     finally:
         for k in env:
             os.environ.pop(k, None)
@@ -106,8 +133,8 @@ def main(argv: list[str]) -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    with serving(Path(argv[1])) as env:
-        print("".join(f"{k}={v}\n" for k, v in env.items()), flush=True)
+    with serving(Path(argv[1])) as server:
+        print("".join(f"{k}={v}\n" for k, v in server.env.items()), flush=True)
         while True:
             time.sleep(3600)
 

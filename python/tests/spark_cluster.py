@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 
 def _port() -> int:
@@ -31,10 +32,25 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+class Cluster(NamedTuple):
+    """A running standalone cluster: the master's URL and its web UI's."""
+
+    url: str
+    ui: str
+
+    def applications(self) -> list[dict[str, Any]]:
+        """The master's running applications, as its ``/json/`` lists them (each with
+        ``name`` and ``cores``, the cores its executors hold now)."""
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=5) as r:
+            return list(json.load(r).get("activeapps", []))
+
+
 @contextlib.contextmanager
-def standalone(work: Path, workers: int = 2, cores: int = 2, memory: str = "2g") -> Iterator[str]:
+def standalone(
+    work: Path, workers: int = 2, cores: int = 2, memory: str = "2g"
+) -> Iterator[Cluster]:
     """Runs a master and `workers` workers (`cores` cores and `memory` each) until the
-    block ends; yields the master's URL once every worker has registered."""
+    block ends; yields it once every worker has registered."""
     home = spark_home()
     work.mkdir(parents=True, exist_ok=True)
     env = dict(
@@ -80,7 +96,7 @@ def standalone(work: Path, workers: int = 2, cores: int = 2, memory: str = "2g")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Spark cluster did not come up in 120 s (see {work})")
             time.sleep(0.5)
-        yield url
+        yield Cluster(url, f"http://127.0.0.1:{ui}")
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -104,8 +120,8 @@ def main(argv: list[str]) -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    with standalone(work, memory=memory) as url:
-        print(url, flush=True)
+    with standalone(work, memory=memory) as cluster:
+        print(cluster.url, flush=True)
         while True:
             time.sleep(3600)
 

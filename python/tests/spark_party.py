@@ -1,7 +1,8 @@
 """One organisation's Spark driver for the tests and scripts/bench-spark.sh: reads its
 rows from a Parquet file, runs `setwise.spark.run` in local[2] (or on the standalone
 cluster SETWISE_SPARK_MASTER names, with SETWISE_SPARK_CORES of its cores, passing its AWS_*
-variables to the executors for an s3:// exchange) and writes the receiver's matching rows
+variables to the executors for an s3:// exchange; with SETWISE_SPARK_DYNAMIC=1 its executors
+go back to the cluster when idle) and writes the receiver's matching rows
 to a Parquet file.
 
     python spark_party.py ROLE INPUT.parquet EXCHANGE WORKDIR [OUTPUT.parquet|-] [BUCKETS] \
@@ -11,7 +12,8 @@ For cardinality (and sum) the receiver prints `setwise-spark result: N`, the sen
 `setwise-spark result: N SUM`. For private-id each party writes its rows with their IDs
 to OUTPUT and the union's IDs to OUTPUT-union. The exchange key is read
 from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or
-written from setwise.spark.new_exchange_key()).
+written from setwise.spark.new_exchange_key()). SETWISE_SPARK_LINGER and
+SETWISE_SPARK_LIVE_MEMORY set `linger` and `live_memory`.
 """
 
 from __future__ import annotations
@@ -51,6 +53,20 @@ def session(app: str) -> SparkSession:
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.pyspark.python", sys.executable)
         )
+        if os.environ.get("SETWISE_SPARK_DYNAMIC") == "1":
+            # Executors go back to the cluster a moment after their last task, cached
+            # blocks and shuffle files or not (they are recomputed if needed): an
+            # organisation that waits for its peer then holds none.
+            for name, setting in {
+                "enabled": "true",
+                "shuffleTracking.enabled": "true",
+                "shuffleTracking.timeout": "1s",
+                "executorIdleTimeout": "1s",
+                "cachedExecutorIdleTimeout": "1s",
+                "minExecutors": "0",
+                "schedulerBacklogTimeout": "1s",
+            }.items():
+                builder = builder.config(f"spark.dynamicAllocation.{name}", setting)
         # An s3:// exchange is reached by the executors themselves: they need the AWS
         # settings this driver has (Spark redacts the secret in its UI and logs).
         for name, setting in os.environ.items():
@@ -89,6 +105,10 @@ def main(argv: list[str]) -> int:
         exchange_key=exchange_key,
         timeout=float(os.environ.get("SETWISE_SPARK_TIMEOUT", "600")),
         poll=0.5,
+        linger=float(os.environ.get("SETWISE_SPARK_LINGER", "60")),
+        live_memory=int(os.environ["SETWISE_SPARK_LIVE_MEMORY"])
+        if "SETWISE_SPARK_LIVE_MEMORY" in os.environ
+        else None,
         value=value,
     )
     if isinstance(got, setwise.spark.SumResult):

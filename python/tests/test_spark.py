@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -31,6 +31,7 @@ if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
 
 import setwise  # noqa: E402
 import setwise.spark  # noqa: E402
+from setwise._setwise import staged_exchange_read  # noqa: E402
 
 ROWS = 100_000
 BUCKETS = 16
@@ -364,8 +365,9 @@ def vole_sender(d: Path, s_pq: Path, s_csv: Path, ex: Path) -> Any:
 @pytest.fixture(scope="module")
 def vole_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """vole on Spark, 20 000 × 20 000 awkward keys in 16 buckets; the receiver killed
-    after its stage 4 and started again (its executors then replay the rounds so far);
-    the sender as `vole_sender` runs it."""
+    after its stage 4 and started again (its executors then replay the rounds so far),
+    the second time with no memory for live roles (every stage replays); the sender as
+    `vole_sender` runs it."""
     d = tmp_path_factory.mktemp("spark-vole")
     sx, rx = rows("s", 0, 20_000), rows("r", 9_000, 20_000)
     s_pq, s_csv = write_inputs(d, "sender", sx)
@@ -377,7 +379,7 @@ def vole_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     r = party("receiver", r_pq, paths, d / "r1.log", protocol="vole", **{KILL: "4"})
     killed = r.wait(timeout=600)
     after_kill = sorted(p.parent.name for p in ex.glob("stage-*/receiver.done.json"))
-    r = party("receiver", r_pq, paths, d / "r2.log", protocol="vole")
+    r = party("receiver", r_pq, paths, d / "r2.log", protocol="vole", SETWISE_SPARK_LIVE_MEMORY="0")
     wait_all({"s": s, "r2": r}, d)
     return {
         "dir": d,
@@ -401,6 +403,34 @@ def test_vole_on_spark_is_the_plain_intersection_and_resumes_after_a_kill(
     assert vole_run["got"] == vole_run["want"]
     assert "stage 4 (round 3) done" not in vole_run["log"], "finished stages are not run again"
     assert "stage 5 (round 4) done" in vole_run["log"], vole_run["log"][-2000:]
+
+
+def test_vole_on_spark_keeps_roles_alive_only_within_live_memory(
+    vole_run: dict[str, Any],
+) -> None:
+    """Each bucket's done file says whether its role replayed the run for the stage: none
+    did in the first driver's stages 3 and 4 (roles alive, the default budget); with
+    live_memory=0 every one that ran a round after the restart did (and the answer, in
+    the test above, is still exact)."""
+    rounds = vole_run["dir"] / "r-work" / "rounds"
+
+    def ran(stage: int) -> list[bool]:
+        """Whether each bucket that ran a round in `stage` replayed (waiting ones left out)."""
+        posted = json.loads((rounds / f"stage-{stage}" / "tasks.json").read_text())["tasks"]
+        done = [
+            json.loads(
+                (rounds / f"stage-{stage}" / f"bucket-{t['bucket']:05}.done.json").read_text()
+            )
+            for t in posted
+            if not t["wait"]
+        ]
+        return [d["replayed"] for d in done]
+
+    # The receiver runs rounds in even stages (it waits in odd ones).
+    first = ran(3) + ran(4)
+    assert first and not any(first), first
+    later = [r for k in range(6, 11) if (rounds / f"stage-{k}").is_dir() for r in ran(k)]
+    assert later and all(later), later
 
 
 def test_vole_on_spark_refuses_a_damaged_peer_part_by_stage_and_bucket(
@@ -578,19 +608,27 @@ def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:
 # --- on a standalone cluster --------------------------------------------------------------
 
 
+class Site(NamedTuple):
+    """The cluster both organisations submit to, the S3 server of their exchanges, and
+    the directory of both."""
+
+    spark: Any  # spark_cluster.Cluster
+    s3: Any  # s3_server.Server
+    work: Path
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """A Spark standalone master and two workers (2 cores each) on this machine, shared by
     both organisations' drivers, each of which takes 2 cores (spark_party.py), and an S3
-    server (s3_server.py) for their exchanges: the master's URL and the cluster's
-    directory. The AWS variables stay set while the module runs, so each driver has
-    them and passes them to its executors."""
+    server (s3_server.py) for their exchanges. The AWS variables stay set while the
+    module runs, so each driver has them and passes them to its executors."""
     from s3_server import serving
     from spark_cluster import standalone
 
     work = tmp_path_factory.mktemp("cluster")
-    with serving(work / "s3"), standalone(work) as master:
-        yield master, work
+    with serving(work / "s3") as s3, standalone(work) as spark:
+        yield Site(spark, s3, work)
 
 
 def bucket_exchange(name: str) -> str:
@@ -600,87 +638,209 @@ def bucket_exchange(name: str) -> str:
     return f"s3://{BUCKET}/{name}-{os.urandom(4).hex()}"
 
 
-def cluster_run(
-    cluster: tuple[str, Path], d: Path, protocol: str, op: str, **sender_extra: str
-) -> tuple[set[str], set[str], int, str]:
-    """Both organisations' drivers on the cluster, exchanging through a bucket: the ids
-    the receiver's output holds (intersection), the ids of the plain intersection, the
-    number of keys both hold, and the receiver's log. Checks that each driver ran on the
-    cluster, its executors in the workers' directories."""
+class ClusterRun(NamedTuple):
+    """One run's inputs and places on the cluster: each party's Parquet input and paths
+    (exchange, workdir, output), the ids of the plain intersection and the number of keys
+    both hold."""
+
+    inputs: dict[str, Path]
+    paths: dict[str, tuple[str, str, str]]
+    want: set[str]
+    common: int
+
+
+def cluster_inputs(d: Path, protocol: str, op: str) -> ClusterRun:
     sx, rx = rows("s", 0, 8_000), rows("r", 3_000, 8_000)
     s_pq, _ = write_inputs(d, "sender", sx)
     r_pq, _ = write_inputs(d, "receiver", rx)
     xs = {k for _, k in sx if k}
     ex, out = bucket_exchange(f"{protocol}-{op}"), d / "r-out"
-    paths = {
-        "receiver": (ex, uri(d / "rw"), uri(out) if op == "intersection" else "-"),
-        "sender": (ex, uri(d / "sw"), "-"),
-    }
-    master, work = cluster
-    before = set(work.glob("worker-*/app-*"))
-    on = {"SETWISE_SPARK_MASTER": master}
+    return ClusterRun(
+        inputs={"sender": s_pq, "receiver": r_pq},
+        paths={
+            "receiver": (ex, uri(d / "rw"), uri(out) if op == "intersection" else "-"),
+            "sender": (ex, uri(d / "sw"), "-"),
+        },
+        want={i for i, k in rx if k and k in xs},
+        common=len(xs & {k for _, k in rx if k}),
+    )
+
+
+def on_cluster(
+    site: Site, run: ClusterRun, who: str, log: Path, *, op: str, protocol: str, **extra: str
+) -> Any:
+    """`who`'s driver, submitted to the cluster (its log in `log`)."""
+    extra = {"SETWISE_SPARK_MASTER": site.spark.url, **extra}
+    return party(who, run.inputs[who], run.paths[who], log, op, protocol=protocol, **extra)
+
+
+def check_on_cluster(site: Site, logs: dict[str, Path], before: set[Path]) -> None:
+    """Each driver ran on the cluster, its executors in the workers' directories."""
+    for who, log in logs.items():
+        text = log.read_text(errors="replace")
+        assert f"setwise-spark {who}: master {site.spark.url}" in text, text[-2000:]
+    assert len(set(site.work.glob("worker-*/app-*")) - before) >= 2, "an app per organisation"
+
+
+def cluster_run(
+    site: Site, d: Path, protocol: str, op: str, **sender_extra: str
+) -> tuple[set[str], ClusterRun, str]:
+    """Both organisations' drivers on the cluster, exchanging through a bucket: the ids
+    the receiver's output holds (intersection), the run, and the receiver's log."""
+    run = cluster_inputs(d, protocol, op)
+    before = set(site.work.glob("worker-*/app-*"))
+    logs = {who: d / f"{who}.log" for who in ("receiver", "sender")}
     procs = {
-        "receiver": party(
-            "receiver", r_pq, paths["receiver"], d / "receiver.log", op, protocol=protocol, **on
-        ),
-        "sender": party(
-            "sender",
-            s_pq,
-            paths["sender"],
-            d / "sender.log",
-            op,
-            protocol=protocol,
-            **on,
-            **sender_extra,
+        "receiver": on_cluster(site, run, "receiver", logs["receiver"], op=op, protocol=protocol),
+        "sender": on_cluster(
+            site, run, "sender", logs["sender"], op=op, protocol=protocol, **sender_extra
         ),
     }
     wait_all(procs, d)
-    for who in ("sender", "receiver"):
-        text = (d / f"{who}.log").read_text(errors="replace")
-        assert f"setwise-spark {who}: master {master}" in text, text[-2000:]
-    assert len(set(work.glob("worker-*/app-*")) - before) >= 2, "an application per organisation"
-    got = ids(out) if op == "intersection" else set()
-    want = {i for i, k in rx if k and k in xs}
-    common = len(xs & {k for _, k in rx if k})
-    return got, want, common, (d / "receiver.log").read_text(errors="replace")
+    check_on_cluster(site, logs, before)
+    got = ids(d / "r-out") if op == "intersection" else set()
+    return got, run, logs["receiver"].read_text(errors="replace")
 
 
-@pytest.mark.parametrize(("protocol", "op"), [("vole", "intersection"), ("mqrpmt", "cardinality")])
-def test_on_a_standalone_cluster_through_a_bucket_each_protocol_equals_the_plain_computation(
-    cluster: tuple[str, Path], tmp_path: Path, protocol: str, op: str
+def test_on_a_standalone_cluster_through_a_bucket_mqrpmt_counts_the_plain_intersection(
+    cluster: Site, tmp_path: Path
 ) -> None:
     """Both organisations' jobs submitted to one standalone cluster (executors in the
     workers' JVMs, Python workers from the package's environment), exchanging through an
-    S3 bucket that the driver and the executors reach themselves; the same answers as the
-    plain computation. (ecdh's cluster path is Hadoop's FileSystem, as in local mode.)"""
-    got, want, common, log = cluster_run(cluster, tmp_path, protocol, op)
-    if op == "intersection":
-        assert got == want
-    else:
-        assert f"setwise-spark result: {common}\n" in log, log[-2000:]
+    S3 bucket that the driver and the executors reach themselves; the plain computation's
+    count. (vole's run on the cluster is `late_peer`'s; ecdh's cluster path is Hadoop's
+    FileSystem, as in local mode.)"""
+    _, run, log = cluster_run(cluster, tmp_path, "mqrpmt", "cardinality")
+    assert f"setwise-spark result: {run.common}\n" in log, log[-2000:]
 
 
 def test_on_a_standalone_cluster_a_killed_executor_is_replaced_and_the_result_is_exact(
-    cluster: tuple[str, Path], tmp_path: Path
+    cluster: Site, tmp_path: Path
 ) -> None:
     """vole through a bucket, with one of the sender's executors SIGKILLed in its stage 2
     as soon as a part of its first task is in the bucket (the hook
     SETWISE_SPARK_TEST_KILL_EXECUTOR): Spark runs the task again on another executor,
     whose role replays the run and writes the same parts (each is created once: different
     bytes would fail the run), and the answer is the plain intersection."""
-    work = cluster[1]
-    before = set(work.glob("worker-*/app-*"))
-    got, want, _, _ = cluster_run(
+    before = set(cluster.work.glob("worker-*/app-*"))
+    got, run, _ = cluster_run(
         cluster, tmp_path, "vole", "intersection", SETWISE_SPARK_TEST_KILL_EXECUTOR="2"
     )
     assert (tmp_path / "sw" / "test-executor-killed-2").exists(), "the hook killed an executor"
-    assert got == want
+    assert got == run.want
     # The sender's application lost an executor and was given another: three executor
     # directories (ids 0, 1 and the replacement) under one application.
-    apps = set(work.glob("worker-*/app-*")) - before
+    apps = set(cluster.work.glob("worker-*/app-*")) - before
     executors: dict[str, int] = {}
     for app in apps:
         executors[app.name] = executors.get(app.name, 0) + sum(
             1 for e in app.iterdir() if e.is_dir()
         )
     assert max(executors.values()) >= 3, executors
+
+
+@pytest.fixture(scope="module")
+def late_peer(cluster: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """vole through a bucket on the cluster, the sender's driver killed after its stage 4
+    (the hook SETWISE_SPARK_TEST_KILL_IN_STAGE) and started again only once the receiver,
+    waiting for the sender's stage 5, has held no executor for 5 s: the receiver's
+    executors go back to the cluster when idle (dynamic allocation), its tasks end after
+    `linger` (2 s) without a round."""
+    d = tmp_path_factory.mktemp("late")
+    run = cluster_inputs(d, "vole", "intersection")
+    before = set(cluster.work.glob("worker-*/app-*"))
+    logs = {"receiver": d / "receiver.log", "sender": d / "sender-1.log"}
+    waits = {"SETWISE_SPARK_DYNAMIC": "1", "SETWISE_SPARK_LINGER": "2"}
+    r = on_cluster(
+        cluster, run, "receiver", logs["receiver"], op="intersection", protocol="vole", **waits
+    )
+    s = on_cluster(
+        cluster, run, "sender", logs["sender"], op="intersection", protocol="vole", **{KILL: "4"}
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while s.poll() is None and time.monotonic() < deadline:
+            assert r.poll() is None, logs["receiver"].read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        killed = s.wait(timeout=1)
+        # The receiver's cores on the cluster from then on, every 0.5 s, until it has
+        # held none for 5 s (or a minute has gone by).
+        cores: list[int] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (len(cores) >= 10 and not any(cores[-10:])):
+            apps = [a for a in cluster.spark.applications() if a["name"] == "setwise-receiver"]
+            cores.append(sum(int(a["cores"]) for a in apps))
+            time.sleep(0.5)
+        waiting = r.poll() is None
+        logs["sender-2"] = d / "sender-2.log"
+        s = on_cluster(cluster, run, "sender", logs["sender-2"], op="intersection", protocol="vole")
+        wait_all({"receiver": r, "sender-2": s}, d)
+    finally:
+        for p in (r, s):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    check_on_cluster(cluster, {k: v for k, v in logs.items() if k != "sender-2"}, before)
+    return {
+        "dir": d,
+        "run": run,
+        "killed": killed,
+        "cores": cores,
+        "waiting": waiting,
+        "got": ids(d / "r-out"),
+        "logs": {k: v.read_text(errors="replace") for k, v in logs.items()},
+    }
+
+
+def test_on_a_standalone_cluster_vole_through_a_bucket_is_the_plain_intersection(
+    late_peer: dict[str, Any],
+) -> None:
+    assert len(late_peer["run"].want) > 2_000
+    assert late_peer["got"] == late_peer["run"].want
+
+
+def test_on_a_standalone_cluster_a_late_peer_holds_no_executor_and_a_killed_driver_resumes(
+    late_peer: dict[str, Any],
+) -> None:
+    """While the sender's driver was dead, the receiver's driver waited and its
+    application held no executor for 5 s (it had held some before); the sender's second
+    driver resumed after its last finished stage."""
+    assert late_peer["killed"] == -signal.SIGKILL
+    cores = late_peer["cores"]
+    assert len(cores) >= 10 and not any(cores[-10:]), cores
+    assert late_peer["waiting"], "the receiver kept waiting for the sender"
+    assert "waits for" in late_peer["logs"]["receiver"]
+    again = late_peer["logs"]["sender-2"]
+    assert "stage 4 (round 3) done" not in again, "finished stages are not run again"
+    assert "stage 5 (round 4) done" in again, again[-2000:]
+
+
+def test_on_a_standalone_cluster_a_damaged_peer_part_in_the_bucket_is_named(
+    cluster: Site, late_peer: dict[str, Any]
+) -> None:
+    """The receiver's last stage run again on the cluster (its marker removed from the
+    bucket, its rounds from its workdir) after a byte of the sender's part of bucket 3
+    before it was flipped in the bucket, through the storage's own API: an executor's
+    worker refuses it, and the driver's error names the stage, the bucket and the
+    object's address."""
+    run, d = late_peer["run"], late_peer["dir"]
+    ex = run.paths["receiver"][0]
+    done = [
+        k for k in range(32) if staged_exchange_read(ex, f"stage-{k}/receiver.done.json", 1 << 20)
+    ]
+    last = max(done)
+    cluster.s3.delete(f"{ex}/stage-{last}/receiver.done.json")
+    shutil.rmtree(d / "rw" / "rounds" / f"stage-{last}")
+    name = f"stage-{last - 1}/sender/part-00003.bin"
+    data = bytearray(staged_exchange_read(ex, name, 1 << 30) or b"")
+    assert data, f"{name} is in the bucket"
+    data[-1] ^= 0x01
+    cluster.s3.replace(f"{ex}/{name}", bytes(data))
+    log = d / "receiver-damaged.log"
+    r = on_cluster(
+        cluster, run, "receiver", log, op="intersection", protocol="vole", SETWISE_SPARK_LINGER="2"
+    )
+    assert r.wait(timeout=600) != 0, "the receiver refuses the damaged part"
+    text = log.read_text(errors="replace")
+    assert f"the sender's stage {last - 1} message, bucket 3" in text, text[-3000:]
+    assert f"{ex}/{name}: digest mismatch" in text, text[-3000:]

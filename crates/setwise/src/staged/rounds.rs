@@ -701,6 +701,8 @@ mod tests {
         std::fs::write(&part, &bytes).unwrap();
         let e = s.step(&mut none).unwrap_err().to_string();
         assert!(e.contains("the receiver's stage 2 message, bucket 1") && e.contains("digest"), "{e}");
+        // Named once: the worker's context for the part, not again the bucket's around it.
+        assert_eq!(e.matches("stage 3 (sender").count(), 1, "{e}");
     }
 
     /// Review finding: a live role fed from a stage other than the one before (here our

@@ -54,6 +54,10 @@ pub(super) fn at_named(
     let what = what.into();
     move |e| {
         let head = format!("stage {stage} ({role}: {name})");
+        // An error that names this stage already says more precisely where it was.
+        if matches!(&e, Error::Stage { at, .. } if at.starts_with(&head)) {
+            return e;
+        }
         let at = if what.is_empty() { head } else { format!("{head}, {what}") };
         Error::Stage { at, source: Box::new(e) }
     }

@@ -122,6 +122,11 @@ pub struct Done {
     /// Sum: the sum of the own values over the bucket's intersection.
     #[serde(default)]
     pub sum: u128,
+    /// Whether the role was started again from the run's start for this round (it was
+    /// not kept alive: over the memory budget, or in another process), rather than
+    /// carried on from the stage before.
+    #[serde(default)]
+    pub replayed: bool,
     /// What it learned beyond counts, to [`keep`] (not in the done file).
     #[serde(skip)]
     pub kept: Option<Kept>,
@@ -139,6 +144,7 @@ impl Done {
             matches: Vec::new(),
             count: 0,
             sum: 0,
+            replayed: false,
             kept: None,
         };
         match outcome {
@@ -289,8 +295,8 @@ impl Worker {
                 ),
             )));
         }
-        let run = if task.wait {
-            BucketRun { fresh: Vec::new(), outcome: None }
+        let (run, replayed) = if task.wait {
+            (BucketRun { fresh: Vec::new(), outcome: None }, false)
         } else {
             self.advance(task, input).map_err(self.at(k, format!("bucket {bucket}")))?
         };
@@ -304,7 +310,8 @@ impl Worker {
         if let Some((live, _)) = self.live.get_mut(&bucket) {
             live.written = Some((k, part.digest.clone()));
         }
-        let done = Done::new(bucket, part, run.outcome)?;
+        let mut done = Done::new(bucket, part, run.outcome)?;
+        done.replayed = replayed;
         if let (Learned::Union, Some(Kept::Rows(rows))) = (done.learned, &done.kept) {
             check_union_rows(&self.plan, bucket, rows).map_err(self.at(k, ""))?;
         }
@@ -332,8 +339,8 @@ impl Worker {
     }
 
     /// The bucket's role one round further: its live role given the peer's last part,
-    /// or a replay over all of them.
-    fn advance<I: Item>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<BucketRun> {
+    /// or a replay over all of them (then `true`, if there were earlier rounds).
+    fn advance<I: Item>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<(BucketRun, bool)> {
         let (k, bucket) = (task.stage, task.bucket);
         let peer = peer_of(self.plan.role);
         // A live role goes on only from the stage before this one, whose part on disk is
@@ -355,8 +362,10 @@ impl Worker {
             if !matches!(run, Ok(BucketRun { outcome: None, .. })) {
                 self.live.remove(&bucket);
             }
-            return run;
+            return Ok((run?, false));
         }
+        // Earlier rounds of this role, if any, are run again.
+        let replayed = !task.ours.is_empty();
         let mut inbound = Vec::new();
         for r in &task.theirs {
             inbound.extend(self.frames_of(k, peer, bucket, r)?);
@@ -383,9 +392,9 @@ impl Worker {
             if run.outcome.is_none() {
                 self.live.insert(bucket, (role, cost));
             }
-            return Ok(run);
+            return Ok((run, replayed));
         }
-        run_bucket(&self.job, &self.seed, &self.plan, bucket, input, peer_size, inbound, sent)
+        Ok((run_bucket(&self.job, &self.seed, &self.plan, bucket, input, peer_size, inbound, sent)?, replayed))
     }
 }
 

@@ -15,6 +15,8 @@
 # one-core executor (default 3g).
 # S3=1 puts the exchange in a bucket of a SeaweedFS server on loopback
 # (python/tests/s3_server.py; replayed protocols only).
+# SETWISE_SPARK_LIVE_MEMORY=BYTES: each task's live_memory (default: setwise.spark's).
+# CONNECTED=0 skips the CLI's run (at sizes whose connected run does not fit memory).
 # Needs Java 17 and a virtual environment with pyspark, pyarrow and setwise installed
 # (SETWISE_VENV, default target/python-venv, as scripts/test-python makes it).
 set -euo pipefail
@@ -110,6 +112,9 @@ echo "2^$log × 2^$log $protocol intersection, staged on Spark ($mode, buckets $
 grep -h -E "setwise.spark: .*(done in|waits for|finished)|setwise-spark|spark-floor|wall" "$dir/s.log" "$dir/r.log" | sed 's/^[0-9-]* [0-9:,]* //'
 echo "rows matched: $matched; both organisations, start to finish: ${spark_s} s"
 [ -s "$dir/executor-peak" ] && echo "largest executor's peak RSS (its JVM and Python workers): $(cat "$dir/executor-peak") KiB"
+[ -n "${S3:-}" ] && echo "exchange: the S3 server's files $(du -sh "$dir/s3" | cut -f1)"
+echo "workdirs: $(du -shc "$dir/s-work" "$dir/r-work" | tail -1 | cut -f1)"
+[ "${CONNECTED:-1}" = 0 ] && exit 0
 port=$((20000 + RANDOM % 20000))
 start=$(date +%s.%N)
 /usr/bin/time -f "cli sender   wall %e s, peak RSS %M KiB" "$bin" sender --protocol "$protocol" --insecure-no-tls \

@@ -345,16 +345,19 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     let (number, unit) = t.split_at(split);
     let scale: f64 = match unit.trim() {
         "" | "B" => 1.0,
-        "K" | "KiB" => 1024.0,
-        "M" | "MiB" => 1024f64.powi(2),
-        "G" | "GiB" => 1024f64.powi(3),
-        "T" | "TiB" => 1024f64.powi(4),
+        // Lower case as Spark and the JVM read `8g`.
+        "K" | "k" | "KiB" => 1024.0,
+        "M" | "m" | "MiB" => 1024f64.powi(2),
+        "G" | "g" | "GiB" => 1024f64.powi(3),
+        "T" | "t" | "TiB" => 1024f64.powi(4),
         "kB" | "KB" => 1e3,
         "MB" => 1e6,
         "GB" => 1e9,
         "TB" => 1e12,
         u => {
-            return Err(format!("unknown unit {u:?}: use bytes, KiB, MiB, GiB, TiB (or K, M, G, T) or kB, MB, GB, TB"));
+            return Err(format!(
+                "unknown unit {u:?}: use bytes, KiB, MiB, GiB, TiB (or K, M, G, T, or k, m, g, t) or kB, MB, GB, TB"
+            ));
         }
     };
     let n: f64 = number.parse().map_err(|_| format!("{s:?} is not a size in bytes (e.g. 4GiB)"))?;
@@ -373,6 +376,7 @@ mod tests {
     fn sizes_read_with_or_without_units() {
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("8g"), Ok(8 << 30));
         assert_eq!(parse_size("4G"), Ok(4 << 30));
         assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
         assert_eq!(parse_size("2GB"), Ok(2_000_000_000));

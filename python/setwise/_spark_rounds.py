@@ -255,7 +255,6 @@ class _Rounds:
         """Starts the job: the items shuffled once into a partition per task (the buckets
         b ≡ j mod T in partition j), each task serving its buckets' rounds from `stage`."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         spec = self.worker(session, attempt)
         sc = self.base.spark.sparkContext
@@ -281,10 +280,13 @@ class _Rounds:
                 part = f"stage-{kill_in}/{role}/part-00000.bin"
                 _kill_executor_once(ex, part, f"{wd}/test-executor-killed-{kill_in}")
             t = pa.Table.from_batches(list(batches), schema=_served_input(valued))
-            t = t.filter(pc.greater_equal(t.column("part"), 0))
+            # One contiguous copy of each column; the row of bucket -1 stays, the
+            # worker skips it (filtering would copy every item once more), and the
+            # batches go, so the task holds its items once while it serves.
             items = t.column("item").combine_chunks()
             parts = t.column("part").combine_chunks()
             values = t.column("value").combine_chunks() if valued else None
+            del t
             outcome = spec.serve(
                 items, parts, task, groups, linger, stage, values, bound, live_memory
             )

@@ -314,7 +314,8 @@ impl StagedWorker {
 
     /// Serves, as task `task` of `tasks`, the rounds of buckets `task`, `task + tasks`, …
     /// (those without items too), whose `items` (an Arrow binary or string array) it
-    /// holds with each item's bucket in `parts` (an Arrow `int32` array), from stage
+    /// holds with each item's bucket in `parts` (an Arrow `int32` array; rows of bucket
+    /// -1 are skipped), from stage
     /// `first` on, until they end (`"ended"`), no task comes for `linger` seconds
     /// (`"lingered"`), or a later driver of the party posts its own (`"superseded"`).
     /// With `values` (an Arrow `int64` array, one non-negative value per item) and
@@ -356,6 +357,9 @@ impl StagedWorker {
         let mut buckets: BTreeMap<u32, Vec<(&[u8], usize)>> =
             (task..n).step_by(tasks as usize).map(|b| (b, Vec::new())).collect();
         for (i, (v, &p)) in vals.iter().zip(parts.values().iter()).enumerate() {
+            if p == -1 {
+                continue; // the row that makes a task without items run
+            }
             let mine = u32::try_from(p).ok().and_then(|b| buckets.get_mut(&b));
             mine.ok_or_else(|| input_error(format!("an item of bucket {p} reached task {task} of {tasks}")))?
                 .push((v, i));

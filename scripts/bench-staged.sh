@@ -28,7 +28,7 @@ awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) printf "user%07d@example.org\n", 
 awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++) if (i < n / 2) printf "user%07d@example.org\n", i; else printf "member%07d@example.net\n", i }' > "$dir/r.txt"
 "$bin" stage keygen "$dir/exchange.key" 2>/dev/null
 exchange=$dir/exchange
-if [ -n "${S3:-}" ]; then
+if [ "${S3:-0}" = 1 ]; then
   py=${SETWISE_VENV:-$PWD/target/python-venv}/bin/python
   "$py" python/tests/s3_server.py "$dir/s3" > "$dir/s3.out" 2> "$dir/s3.err" &
   server=$!
@@ -51,9 +51,9 @@ spid=$!
   --input "$dir/r.txt" --workdir "$dir/r-work" --output "$dir/staged.txt" 2> "$dir/r.err" || { cat "$dir/r.err"; exit 1; }
 wait "$spid" || { cat "$dir/s.err"; exit 1; }
 staged_s=$(echo "$(date +%s.%N) - $start" | bc)
-echo "2^$log × 2^$log $protocol intersection, staged (buckets $buckets${MEMORY:+, --memory $MEMORY each}${S3:+, exchange in an S3 bucket}):"
-cat "$dir/s.err" "$dir/r.err" | grep -E "done in [0-9]*[1-9]\.|done in 0\.[1-9]|wall|intersection size|keeps"
-if [ -n "${S3:-}" ]; then
+echo "2^$log × 2^$log $protocol intersection, staged (buckets $buckets${MEMORY:+, --memory $MEMORY each}$([ "${S3:-0}" = 1 ] && echo ", exchange in an S3 bucket")):"
+cat "$dir/s.err" "$dir/r.err" | grep -E "done in [0-9]*[1-9]\.|done in 0\.[1-9]|wall|intersection size"
+if [ "${S3:-0}" = 1 ]; then
   echo "exchange: the S3 server's files $(du -sh "$dir/s3" | cut -f1); workdirs $(du -shc "$dir/s-work" "$dir/r-work" | tail -1 | cut -f1)"
 else
   echo "exchange: $(du -sh "$dir/exchange" | cut -f1); workdirs $(du -shc "$dir/s-work" "$dir/r-work" | tail -1 | cut -f1)"

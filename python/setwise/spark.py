@@ -953,9 +953,9 @@ def run(
       they replay the run so far).
     - `live_memory` (replayed protocols): the bytes each task's live roles may hold
       together, counted as ``setwise stage run --memory`` counts them; the roles that do
-      not fit replay their rounds at each stage instead. Default: the Python worker's
-      limit if ``spark.executor.pyspark.memory`` is set (its share per core), else the
-      executor host's available memory ÷ its cores, an eighth left over.
+      not fit replay their rounds at each stage instead. Default: the executor host's
+      available memory ÷ its cores or, if less, half the address space left under the
+      Python worker's limit (``spark.executor.pyspark.memory``), an eighth left over.
 
     Finished stages (those with their marker in the exchange) are skipped, so calling it
     again after a failure resumes the run. Progress goes to the ``setwise.spark`` logger.
@@ -1011,7 +1011,11 @@ def run(
         return base.go()
     from ._spark_rounds import _Rounds
 
-    if live_memory is not None and live_memory < 0:
-        raise InputError(f"live_memory={live_memory}: a number of bytes, 0 or more")
+    if live_memory is not None and (
+        not isinstance(live_memory, int)
+        or isinstance(live_memory, bool)
+        or not 0 <= live_memory < 2**64
+    ):
+        raise InputError(f"live_memory={live_memory!r}: a whole number of bytes, 0 to 2^64 - 1")
     valued = None if value is None else (value, value_bound)
     return _Rounds(base, protocol, linger, valued, live_memory).go()

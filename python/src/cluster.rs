@@ -390,17 +390,17 @@ impl StagedWorker {
     }
 }
 
-/// The bytes an executor task's live roles may hold unless the job says: the Python
-/// worker's memory limit if Spark sets one (`spark.executor.pyspark.memory` ÷ the
-/// executor's cores, which Spark passes as `PYSPARK_EXECUTOR_MEMORY_MB`), else this
-/// host's available memory ÷ its cores (each core may run such a task); an eighth of
-/// either left for the task's items and the process itself.
+/// The bytes an executor task's live roles may hold unless the job says: this host's
+/// available memory ÷ its cores (each core may run such a task), or, if less, half the
+/// address space left under the Python worker's limit (`spark.executor.pyspark.memory`
+/// sets `RLIMIT_AS`, which counts what threads and allocators reserve too); an eighth
+/// left for the task's items and the process itself.
 fn task_budget() -> u64 {
-    let limit = std::env::var("PYSPARK_EXECUTOR_MEMORY_MB").ok().and_then(|m| m.trim().parse::<u64>().ok());
-    let share = limit.map(|mb| mb.saturating_mul(1 << 20)).unwrap_or_else(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-        setwise::io::memory::available_memory().map_or(u64::MAX, |m| m as u64 / cores)
-    });
+    use setwise::io::memory::{address_space_left, available_memory};
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let host = available_memory().map(|m| m as u64 / cores);
+    let limited = address_space_left().map(|a| a as u64 / 2);
+    let share = host.into_iter().chain(limited).min().unwrap_or(u64::MAX);
     share - share / 8
 }
 

@@ -53,7 +53,12 @@ class Server(NamedTuple):
 
     def replace(self, uri: str, data: bytes) -> None:
         """Puts `data` in place of the object at ``s3://BUCKET/KEY``, through the filer."""
-        request = urllib.request.Request(self._filer_url(uri), data=data, method="PUT")
+        request = urllib.request.Request(
+            self._filer_url(uri),
+            data=data,
+            method="PUT",
+            headers={"Content-Type": "application/octet-stream"},
+        )
         with urllib.request.urlopen(request, timeout=30) as r:
             r.read()
 

@@ -86,7 +86,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = session(f"setwise-{role}")
-    print(f"setwise-spark {role}: master {spark.sparkContext.master}", flush=True)
+    sc = spark.sparkContext
+    print(f"setwise-spark {role}: master {sc.master}, application {sc.applicationId}", flush=True)
     spark.sparkContext.setLogLevel("WARN")
     t = time.monotonic()
     with open(os.environ["SETWISE_EXCHANGE_KEY_FILE"], encoding="ascii") as f:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -678,7 +679,7 @@ def check_on_cluster(site: Site, logs: dict[str, Path], before: set[Path]) -> No
     """Each driver ran on the cluster, its executors in the workers' directories."""
     for who, log in logs.items():
         text = log.read_text(errors="replace")
-        assert f"setwise-spark {who}: master {site.spark.url}" in text, text[-2000:]
+        assert f"setwise-spark {who}: master {site.spark.url}," in text, text[-2000:]
     assert len(set(site.work.glob("worker-*/app-*")) - before) >= 2, "an app per organisation"
 
 
@@ -757,19 +758,35 @@ def late_peer(cluster: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     s = on_cluster(
         cluster, run, "sender", logs["sender"], op="intersection", protocol="vole", **{KILL: "4"}
     )
+    app: str | None = None
+
+    def receiver_cores() -> int | None:
+        """The cores the receiver's application holds now (None before it is known)."""
+        nonlocal app
+        if app is None:
+            found = re.search(r"application (\S+)", logs["receiver"].read_text(errors="replace"))
+            app = found.group(1) if found else None
+        if app is None:
+            return None
+        apps = [a for a in cluster.spark.applications() if a["id"] == app]
+        assert len(apps) == 1, f"{app} is not running on the master: {apps}"
+        return int(apps[0]["cores"])
+
     try:
+        before_kill: list[int] = []
         deadline = time.monotonic() + 600
         while s.poll() is None and time.monotonic() < deadline:
             assert r.poll() is None, logs["receiver"].read_text(errors="replace")[-3000:]
+            if (c := receiver_cores()) is not None:
+                before_kill.append(c)
             time.sleep(0.5)
         killed = s.wait(timeout=1)
         # The receiver's cores on the cluster from then on, every 0.5 s, until it has
-        # held none for 5 s (or a minute has gone by).
+        # held none for 5 s (11 looks), or a minute has gone by.
         cores: list[int] = []
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (len(cores) >= 10 and not any(cores[-10:])):
-            apps = [a for a in cluster.spark.applications() if a["name"] == "setwise-receiver"]
-            cores.append(sum(int(a["cores"]) for a in apps))
+        while time.monotonic() < deadline and not (len(cores) >= 11 and not any(cores[-11:])):
+            cores.append(receiver_cores() or 0)
             time.sleep(0.5)
         waiting = r.poll() is None
         logs["sender-2"] = d / "sender-2.log"
@@ -785,6 +802,7 @@ def late_peer(cluster: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "dir": d,
         "run": run,
         "killed": killed,
+        "cores_before": before_kill,
         "cores": cores,
         "waiting": waiting,
         "got": ids(d / "r-out"),
@@ -806,8 +824,9 @@ def test_on_a_standalone_cluster_a_late_peer_holds_no_executor_and_a_killed_driv
     application held no executor for 5 s (it had held some before); the sender's second
     driver resumed after its last finished stage."""
     assert late_peer["killed"] == -signal.SIGKILL
+    assert max(late_peer["cores_before"], default=0) > 0, "it held executors while it ran"
     cores = late_peer["cores"]
-    assert len(cores) >= 10 and not any(cores[-10:]), cores
+    assert len(cores) >= 11 and not any(cores[-11:]), cores
     assert late_peer["waiting"], "the receiver kept waiting for the sender"
     assert "waits for" in late_peer["logs"]["receiver"]
     again = late_peer["logs"]["sender-2"]

@@ -334,8 +334,8 @@ pub struct ReportArgs {
     pub quiet: bool,
 }
 
-/// A size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB and K, M, G, T are
-/// powers of 1024; kB, MB, GB, TB of 1000).
+/// A size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB, K, M, G, T and, as
+/// Spark and the JVM write them, k, m, g, t are powers of 1024; kB, MB, GB, TB of 1000).
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());

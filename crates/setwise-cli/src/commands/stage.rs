@@ -97,7 +97,7 @@ pub struct StageArgs {
     #[arg(long)]
     wait_timeout: Option<u64>,
     /// `run` of vole, mqrpmt, compact: the most memory the buckets' roles kept alive
-    /// between stages may hold together (bytes, or with a unit: 512MiB, 12GiB, 12GB);
+    /// between stages may hold together (bytes, or with a unit: 512MiB, 12GiB, 12g, 12GB);
     /// the buckets beyond replay their rounds at each stage instead, slower. Default: the
     /// memory available less an eighth (two parties on one machine: give each its share).
     #[arg(long, value_parser = parse_size)]

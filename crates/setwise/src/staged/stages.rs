@@ -54,8 +54,8 @@ pub(super) fn at_named(
     let what = what.into();
     move |e| {
         let head = format!("stage {stage} ({role}: {name})");
-        // An error that names this stage already says more precisely where it was.
-        if matches!(&e, Error::Stage { at, .. } if at.starts_with(&head)) {
+        // An error that names this stage and what this would add says where it was.
+        if matches!(&e, Error::Stage { at, .. } if at.starts_with(&head) && at.contains(&what)) {
             return e;
         }
         let at = if what.is_empty() { head } else { format!("{head}, {what}") };

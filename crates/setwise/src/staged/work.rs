@@ -124,7 +124,7 @@ pub struct Done {
     pub sum: u128,
     /// Whether the role was started again from the run's start for this round (it was
     /// not kept alive: over the memory budget, or in another process), rather than
-    /// carried on from the stage before.
+    /// carried on from the stage before; false for a role's first round and a wait.
     #[serde(default)]
     pub replayed: bool,
     /// What it learned beyond counts, to [`keep`] (not in the done file).
@@ -295,6 +295,14 @@ impl Worker {
                 ),
             )));
         }
+        // A live role goes on only from the stage before this one, whose part on disk is
+        // the one it wrote: if another process ran a stage, or a marker changed, its
+        // state is not the run's, and feeding it would use its randomness on other
+        // messages. Every role then starts over by replay, checked against the disk. (A
+        // waiting role is checked too: its empty part would otherwise pass for current.)
+        if self.live.get(&bucket).is_some_and(|(role, _)| !goes_on(task, role)) {
+            self.live.clear();
+        }
         let (run, replayed) = if task.wait {
             (BucketRun { fresh: Vec::new(), outcome: None }, false)
         } else {
@@ -343,16 +351,7 @@ impl Worker {
     fn advance<I: Item>(&mut self, task: &Task, input: BucketInput<'_, I>) -> Result<(BucketRun, bool)> {
         let (k, bucket) = (task.stage, task.bucket);
         let peer = peer_of(self.plan.role);
-        // A live role goes on only from the stage before this one, whose part on disk is
-        // the one it wrote: if another process ran a stage, or a marker changed, its
-        // state is not the run's, and feeding it would use its randomness on other
-        // messages. Every role then starts over by replay, checked against the disk.
-        let from_here = |role: &Live| {
-            task.ours.last().is_some_and(|r| r.stage == k - 1 && role.written == Some((k - 1, r.info.digest.clone())))
-        };
-        if self.live.get(&bucket).is_some_and(|(role, _)| !from_here(role)) {
-            self.live.clear();
-        }
+        // Current, as `run` checked.
         if let Some((role, _)) = self.live.get(&bucket) {
             let frames = match task.theirs.last().filter(|r| r.stage == k - 1) {
                 Some(r) => self.frames_of(k, peer, bucket, r)?,
@@ -377,7 +376,8 @@ impl Worker {
             .collect();
         let peer_size = usize::try_from(task.peer_size)
             .map_err(|_| Error::usage("bucket", "a bucket too large for this machine"))?;
-        let cost = self.role_bytes(task.own_size, task.peer_size);
+        // At least a byte, so that a budget of 0 keeps no role alive, empty ones too.
+        let cost = self.role_bytes(task.own_size, task.peer_size).max(1);
         if self.keep_alive && self.held().saturating_add(cost) <= self.budget {
             let (role, run) = Live::start(
                 self.job.clone(),
@@ -396,6 +396,13 @@ impl Worker {
         }
         Ok((run_bucket(&self.job, &self.seed, &self.plan, bucket, input, peer_size, inbound, sent)?, replayed))
     }
+}
+
+/// Whether `role`, alive, is where `task` needs it: it wrote this party's part of the
+/// stage before, the one the task names.
+fn goes_on(task: &Task, role: &Live) -> bool {
+    let k = task.stage;
+    task.ours.last().is_some_and(|r| r.stage == k - 1 && role.written == Some((k - 1, r.info.digest.clone())))
 }
 
 /// Where a stage's tasks and done files are kept in the workdir.
@@ -575,8 +582,9 @@ pub enum Served {
 
 /// An executor's part of a cluster run: runs, from stage `from` on, the tasks the runner
 /// posts for the buckets it holds (`items`: each bucket's items in a fixed order), its
-/// roles kept alive between stages (with `values`, each bucket's values in the order of
-/// its items, and their bound: the value holder of `sum`), until none of its buckets has a task (each stage's
+/// roles kept alive between stages as far as the worker's budget allows
+/// ([`Worker::limit_live`]; with `values`, each bucket's values in the order of its
+/// items, and their bound: the value holder of `sum`), until none of its buckets has a task (each stage's
 /// tasks name every bucket whose role has not ended), no task comes for `linger`, or
 /// another driver than `attempt` posts. What a role learned beyond counts is kept per
 /// bucket when it ends ([`keep`]; the intersection as the matched items, [`read_rows`]).

@@ -394,6 +394,11 @@ class _Rounds:
                     driver.stage_label(stage),
                     time.monotonic() - t,
                 )
+                if stage == 1:
+                    # Named by auto only: a protocol named by a side comes without a why.
+                    agreed = driver.protocol_agreed()
+                    if agreed is not None and agreed[1]:
+                        log.info("setwise %s: auto runs %s in every bucket: %s", b.run_id, *agreed)
                 waiting_since, pause = None, min(b.poll, 0.02)
                 if kill is not None and kill == str(stage):
                     log.warning("setwise: killing this driver after stage %d (test hook)", stage)

@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._setwise import (
-    DEFAULT_PROTOCOL,
+    STAGED_DEFAULT_PROTOCOL,
     Error,
     InputError,
     NetworkError,
@@ -893,7 +893,7 @@ def run(
     *,
     key: str,
     role: str,
-    protocol: str = DEFAULT_PROTOCOL,
+    protocol: str = STAGED_DEFAULT_PROTOCOL,
     exchange: str,
     workdir: str,
     operation: str = "intersection",
@@ -919,12 +919,15 @@ def run(
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
     - `role`: ``"receiver"`` (learns the matching rows) or ``"sender"``.
-    - `protocol`: ``"ecdh"`` (its own stages: the exchange may be on any storage Spark
-      writes), or one the runner replays (``"vole"``: intersection; ``"mqrpmt"``:
-      intersection, cardinality, sum, union, private-id; ``"compact"``: intersection), as ``setwise
-      stage`` runs them. These run in one Spark job whose tasks keep each bucket's role
-      alive between stages; the workdir must then be a path every executor mounts at
-      the same place, and the exchange such a path or ``s3://bucket/prefix``.
+    - `protocol`: ``"auto"`` (the default: ``"vole"`` for intersection, ``"mqrpmt"`` for
+      the others, picked from both set sizes once the peer's hello is in; a peer that
+      names a replayed protocol is followed), ``"ecdh"`` (its own stages: the exchange may
+      be on any storage Spark writes), or one the runner replays (``"vole"``:
+      intersection; ``"mqrpmt"``: intersection, cardinality, sum, union, private-id;
+      ``"compact"``: intersection), as ``setwise stage`` runs them. The replayed ones
+      (``"auto"`` too) run in one Spark job whose tasks keep each bucket's role alive
+      between stages; the workdir must then be a path every executor mounts at the same
+      place, and the exchange such a path or ``s3://bucket/prefix``.
     - `exchange`: the location both organisations read and write (one per run). For
       ecdh any path Spark writes (``file:``, ``hdfs:``, ``s3a:``, ``gs:``, through
       Hadoop's FileSystem); for the replayed protocols a shared path or

@@ -201,6 +201,12 @@ impl StagedDriver {
         self.runner.stage_label(n)
     }
 
+    /// `(protocol, why)`: the protocol every bucket runs and why `auto` picked it (empty
+    /// when named), once both hellos are in the exchange; else None.
+    fn protocol_agreed(&self) -> PyResult<Option<(&'static str, &'static str)>> {
+        Ok(self.runner.protocol_agreed().map_err(to_py)?.map(|(p, why)| (p.name(), why)))
+    }
+
     /// The result size once the party finished (the cardinality, or the number of
     /// matched items or union rows), else None.
     fn result_size(&self) -> PyResult<Option<u64>> {

@@ -58,6 +58,7 @@ fn _setwise(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::protocol_bringing, m)?)?;
     m.add_function(wrap_pyfunction!(registry::protocol_spec, m)?)?;
     m.add("DEFAULT_PROTOCOL", setwise::protocols::registry::DEFAULT.name)?;
+    m.add("STAGED_DEFAULT_PROTOCOL", setwise::protocols::registry::STAGED_DEFAULT.name)?;
     m.add("PROTOCOLS", setwise::protocols::registry::ALL.iter().map(|s| s.name).collect::<Vec<_>>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

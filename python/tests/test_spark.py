@@ -453,8 +453,12 @@ def test_vole_on_spark_refuses_a_damaged_peer_part_by_stage_and_bucket(
     assert want in e and "digest mismatch" in e, e
 
 
-def test_mqrpmt_cardinality_on_spark_counts_the_plain_intersection(tmp_path: Path) -> None:
-    sx, rx = rows("s", 0, 5_000), rows("r", 2_000, 5_000)
+def test_auto_cardinality_on_spark_runs_mqrpmt_and_counts_the_plain_intersection(
+    tmp_path: Path,
+) -> None:
+    # The sender holds more than twice the receiver's keys: auto's mqrpmt takes the
+    # permuted OPRF (the cluster test runs mqrpmt named, with its default test).
+    sx, rx = rows("s", 0, 10_000), rows("r", 2_000, 4_000)
     s_pq, _ = write_inputs(tmp_path, "sender", sx)
     r_pq, _ = write_inputs(tmp_path, "receiver", rx)
     want = len({k for _, k in sx if k} & {k for _, k in rx if k})
@@ -464,13 +468,16 @@ def test_mqrpmt_cardinality_on_spark_counts_the_plain_intersection(tmp_path: Pat
         "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
     }
     r, s = (
-        party(who, data, paths[who], tmp_path / f"{who}.log", "cardinality", protocol="mqrpmt")
+        party(who, data, paths[who], tmp_path / f"{who}.log", "cardinality", protocol="auto")
         for who, data in (("receiver", r_pq), ("sender", s_pq))
     )
     wait_all({"s": s, "r": r}, tmp_path)
     log = (tmp_path / "receiver.log").read_text(errors="replace")
     assert f"setwise-spark result: {want}\n" in log, log[-2000:]
     assert want > 1_000
+    for who in ("receiver", "sender"):
+        log = (tmp_path / f"{who}.log").read_text(errors="replace")
+        assert "auto runs mqrpmt in every bucket" in log and "permuted OPRF" in log, log[-2000:]
 
 
 def test_mqrpmt_union_on_spark_is_the_plain_union(tmp_path: Path) -> None:

@@ -41,8 +41,8 @@ pub fn protocol_help(ops: fn(&Spec) -> &'static [Operation]) -> String {
     let auto = match ops(&registry::AUTO) {
         [] => "",
         _ => {
-            "; or auto (chosen after the hello from the operation, the security and both set sizes; against a \
-              peer that names its protocol, that one)"
+            "; or auto (chosen after the hello from the operation, both set sizes and the security asked for; \
+              against a peer that names a protocol auto can run, that one)"
         }
     };
     format!("Protocol: {}{auto}", list.join(", "))

@@ -262,6 +262,48 @@ fn vole_and_mqrpmt_run_staged_by_replay_and_equal_the_plain_computation() {
     assert!(!o.status.success() && text(&o.stderr).contains("vole (intersection)"), "{}", text(&o.stderr));
 }
 
+/// `auto`, the default of a staged run, runs vole for intersection and says so; against a
+/// peer that names a replayed protocol, it runs that one; both give the plain results.
+#[test]
+fn auto_is_the_staged_default_and_follows_a_peer_that_names_its_protocol() {
+    let d = data();
+    let party = |role, protocol, op, run| Party { protocol, buckets: "4", ..Party::new(&d, role, op, run) };
+    let (r, s) = (party("receiver", "auto", "intersection", "run-a"), party("sender", "auto", "intersection", "run-a"));
+    // The receiver names no protocol at all: the default.
+    let mut args = r.args("run");
+    let at = args.iter().position(|a| a == "--protocol").unwrap();
+    args.drain(at..at + 2);
+    let rc = bin().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let so = s.spawn("run").wait_with_output().unwrap();
+    let ro = rc.wait_with_output().unwrap();
+    assert!(so.status.success() && ro.status.success(), "{}\n{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(read_csv(&r.output()), d.want_rows, "the plain intersection's rows");
+    for o in [&ro, &so] {
+        assert!(
+            text(&o.stderr).contains("run-a: auto runs vole in every bucket: staged intersection"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    assert!(text(&ro.stderr).contains("stage 10 (round 9)"), "vole's rounds: {}", text(&ro.stderr));
+
+    let (r, s) =
+        (party("receiver", "auto", "cardinality", "run-am"), party("sender", "mqrpmt", "cardinality", "run-am"));
+    let ro = staged_pair(&r, &s);
+    assert_eq!(text(&ro.stdout), format!("{}\n", d.want_size));
+    assert!(text(&ro.stderr).contains("auto runs mqrpmt in every bucket: the peer named it"), "{}", text(&ro.stderr));
+
+    // A peer naming ecdh (stages of its own) is refused by both, naming what auto follows.
+    let (r, s) =
+        (party("receiver", "auto", "intersection", "run-ae"), party("sender", "ecdh", "intersection", "run-ae"));
+    let (rc, sc) = (r.spawn("run"), s.spawn("run"));
+    let (ro, so) = (rc.wait_with_output().unwrap(), sc.wait_with_output().unwrap());
+    for o in [&ro, &so] {
+        let e = text(&o.stderr);
+        assert!(!o.status.success() && e.contains("protocol") && e.contains("compact, mqrpmt, vole"), "{e}");
+    }
+}
+
 /// The CSV `email,amount` of the keys `range` (amount = 3·i mod 1000), and its rows.
 fn valued(dir: &Path, name: &str, range: std::ops::Range<usize>) -> (PathBuf, Vec<(String, u64)>) {
     let rows: Vec<(String, u64)> = range.map(|i| (key(i), (3 * i % 1000) as u64)).collect();

@@ -48,7 +48,7 @@ pub struct StageArgs {
     role: String,
     // The help lists the protocols the registry stages, with their staged operations
     // (docs/scale-out.md).
-    #[arg(long, default_value = setwise::protocols::registry::DEFAULT.name, help = protocol_help(|s| s.staged))]
+    #[arg(long, default_value = setwise::protocols::registry::STAGED_DEFAULT.name, help = protocol_help(|s| s.staged))]
     protocol: Protocol,
     /// Operation, as the protocol allows it staged.
     #[arg(long = "op", default_value = "intersection")]
@@ -219,6 +219,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let set = read_items(&a.input)?;
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();
+    let settings_auto = settings.protocol == Protocol::Auto;
     let items = set.items();
     let takes_values = a.protocol.spec().takes(a.operation, role) == Takes::Values;
     let values = match (&a.value, takes_values) {
@@ -267,6 +268,13 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                     r.stage_label(s),
                     t.elapsed().as_secs_f64()
                 );
+                if s == 1
+                    && settings_auto
+                    && let Some((protocol, why)) = r.protocol_agreed()?
+                {
+                    let why = if why.is_empty() { "the peer named it" } else { why };
+                    eprintln!("setwise {run_id}: auto runs {protocol} in every bucket: {why}");
+                }
                 waited_since = None;
                 pause = Duration::from_millis(20);
                 if !all {

@@ -29,6 +29,11 @@ pub static ALL: &[&Spec] = &[
 /// The protocol a run takes when none is named: the CLI's and Python's default.
 pub static DEFAULT: &Spec = &ecdh::SPEC;
 
+/// The protocol a staged run (`setwise stage`, `setwise.spark.run`) takes when none is
+/// named: `auto`, which picks a replayed protocol per operation and sizes
+/// (`session::auto::choose_staged`).
+pub static STAGED_DEFAULT: &Spec = &AUTO;
+
 impl Spec {
     /// The spec of the protocol a judge serves: its clients ask for authorisations in
     /// any mode, and the request says which.
@@ -65,7 +70,8 @@ pub static AUTO: Spec = Spec {
     // It picks a protocol that meets the job's security, malicious included.
     security: Security::Malicious,
     reveal_both: &[Operation::Intersection, Operation::Cardinality],
-    staged: &[],
+    // What the replayed protocols stage (`session::auto::choose_staged`).
+    staged: &[Operation::Intersection, Operation::Cardinality, Operation::Sum, Operation::Union, Operation::PrivateId],
     own_stages: false,
     live_role_bytes: 0,
     takes: values_for_sum,

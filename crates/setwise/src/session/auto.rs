@@ -91,18 +91,57 @@ pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize)
         Operation::Cardinality => {
             plain(Protocol::Ecdh, "cardinality: ecdh, as fast as mqrpmt's and with fewer round trips")
         }
-        _ if sender >= POPRF_FROM_RATIO.saturating_mul(receiver.max(1)) => Choice {
-            protocol: Protocol::Mqrpmt,
-            params: ProtocolParams::Mqrpmt(MqrpmtParams::of(Construction::Poprf)),
-            why: "sum, shares, union and private-id: only mqrpmt implements them; the sender holds at least twice \
-                  the receiver's items, so its test from a permuted OPRF (fewer multiplications and bytes)",
-        },
-        _ => Choice {
-            protocol: Protocol::Mqrpmt,
-            params: ProtocolParams::Mqrpmt(MqrpmtParams::default()),
-            why: "sum, shares, union and private-id: only mqrpmt implements them; its test from a commutative weak PRF \
-                  with a Bloom filter (the fewest bytes for balanced sets)",
-        },
+        _ => mqrpmt(
+            sender,
+            receiver,
+            "sum, shares, union and private-id: only mqrpmt implements them; the sender holds at least twice the \
+             receiver's items, so its test from a permuted OPRF (fewer multiplications and bytes)",
+            "sum, shares, union and private-id: only mqrpmt implements them; its test from a commutative weak PRF \
+             with a Bloom filter (the fewest bytes for balanced sets)",
+        ),
+    })
+}
+
+/// mqrpmt with the test that suits the sizes: from a permuted OPRF when the sender holds
+/// at least [`POPRF_FROM_RATIO`] times the receiver's items, else from a commutative weak
+/// PRF with a Bloom filter; `why` for each.
+fn mqrpmt(sender: usize, receiver: usize, poprf: &'static str, cwprf: &'static str) -> Choice {
+    let (construction, why) = match sender >= POPRF_FROM_RATIO.saturating_mul(receiver.max(1)) {
+        true => (Construction::Poprf, poprf),
+        false => (Construction::Cwprf, cwprf),
+    };
+    Choice { protocol: Protocol::Mqrpmt, params: ProtocolParams::Mqrpmt(MqrpmtParams::of(construction)), why }
+}
+
+/// The protocol `auto` runs in a staged run ([`crate::staged`]) of `op` between a sender
+/// of `sender` and a receiver of `receiver` items (semi-honest, as staged runs are).
+///
+/// Only protocols the runner replays are candidates: whether a run replays or runs stages
+/// of its own (ecdh's) is fixed when it starts, before the peer's hello tells its size.
+/// Intersection runs `vole` (the fastest at every size on loopback, docs/benchmarks.md
+/// "auto"; a staged run's stages wait for storage, not for a link's round trips), the
+/// other operations `mqrpmt`, with the test [`choose`] would take. The sizes are the
+/// whole sets': every bucket runs the same protocol, and the ratio that picks mqrpmt's
+/// test is the same in each bucket as in the whole.
+pub fn choose_staged(op: Operation, sender: usize, receiver: usize) -> Result<Choice> {
+    let plain = |protocol, why| Choice { protocol, params: ProtocolParams::None, why };
+    Ok(match op {
+        Operation::Intersection => plain(
+            Protocol::Vole,
+            "staged intersection: vole, the fastest replayed protocol (auto stages no ecdh, whose stages are its own)",
+        ),
+        Operation::Cardinality | Operation::Sum | Operation::Union | Operation::PrivateId => mqrpmt(
+            sender,
+            receiver,
+            "staged cardinality, sum, union and private-id: mqrpmt; the sender holds at least twice the receiver's \
+             items, so its test from a permuted OPRF",
+            "staged cardinality, sum, union and private-id: mqrpmt, its test from a commutative weak PRF with a \
+             Bloom filter (the fewest bytes for balanced sets)",
+        ),
+        op => {
+            let ops: Vec<&str> = Protocol::Auto.spec().staged.iter().map(|o| o.name()).collect();
+            return Err(Error::params("protocol", format!("auto stages no {op}: it stages {}", ops.join(", "))));
+        }
     })
 }
 

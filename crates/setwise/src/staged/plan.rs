@@ -16,8 +16,10 @@ use crate::crypto::dst::{self, Domain, SessionId, fingerprint, session_id};
 use crate::crypto::ristretto::Encoded;
 use crate::error::{Error, Result, UnknownName};
 use crate::io::from_hex;
+use crate::protocols::params::ProtocolParams;
 use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Role};
-use crate::session::Hello;
+use crate::session::auto::{Choice, choose_staged};
+use crate::session::{Hello, Job};
 use crate::wire::text::{MAX_SHOWN, printable};
 use std::fmt;
 use std::str::FromStr;
@@ -195,6 +197,13 @@ pub struct Plan {
     pub role: Role,
     /// The operation.
     pub operation: Operation,
+    /// The protocol every bucket runs: the one both named, or `auto`'s pick
+    /// ([`resolve`]).
+    pub protocol: Protocol,
+    /// Its parameters.
+    pub params: ProtocolParams,
+    /// Why `auto` picked it, for the log; empty when a side named it.
+    pub why: &'static str,
     /// The number of buckets B.
     pub buckets: u32,
     /// The sender's announced number of distinct items.
@@ -210,6 +219,8 @@ impl fmt::Debug for Plan {
         f.debug_struct("Plan")
             .field("role", &self.role)
             .field("operation", &self.operation)
+            .field("protocol", &self.protocol)
+            .field("params", &self.params)
             .field("buckets", &self.buckets)
             .field("sender_size", &self.sender_size)
             .field("receiver_size", &self.receiver_size)
@@ -236,9 +247,6 @@ impl Plan {
         };
         if ours.params != settings.hello_params() {
             return Err(Error::usage("settings", "this side's hello was made with other settings"));
-        }
-        if ours.protocol != theirs.protocol {
-            return Err(mismatch("protocol", &ours.protocol, &theirs.protocol));
         }
         if ours.operation != theirs.operation {
             return Err(mismatch("operation", &ours.operation, &theirs.operation));
@@ -271,6 +279,7 @@ impl Plan {
             return Err(crate::error::Deviation::SetTooLarge { announced: theirs.set_size, limit: MAX_SET_SIZE }.into());
         }
         let (sender, receiver) = if ours.role == Role::Sender { (ours, theirs) } else { (theirs, ours) };
+        let choice = resolve(settings.operation, &ours.protocol, &theirs.protocol, sender.set_size, receiver.set_size)?;
         let session = session_id(&sender.nonce, &receiver.nonce, None);
         let buckets = match settings.buckets {
             Buckets::Fixed(n) => n,
@@ -284,12 +293,23 @@ impl Plan {
             session,
             role: ours.role,
             operation: settings.operation,
+            protocol: choice.protocol,
+            params: choice.params,
+            why: choice.why,
             buckets,
             sender_size: sender.set_size,
             receiver_size: receiver.set_size,
             bucket_hash: Zeroizing::new(Domain::new(dst::STAGED_BUCKET, bucket_session).key()),
             mix_hash: Domain::new(dst::STAGED_MIX, session).key(),
         })
+    }
+
+    /// The job each bucket's role runs: the agreed protocol and parameters, with this
+    /// party's `key_columns`.
+    pub fn job(&self, key_columns: usize) -> Job {
+        let mut job = Job::new(self.protocol, self.operation).with_params(self.params.clone());
+        job.key_columns = key_columns;
+        job
     }
 
     /// The peer's announced number of items.
@@ -312,6 +332,50 @@ impl Plan {
     pub fn mix_part_of(&self, value: &Encoded) -> u32 {
         reduce(blake3::keyed_hash(&self.mix_hash, value).as_bytes(), self.buckets)
     }
+}
+
+/// The protocol of the run from both hellos' names: the one both name; `auto`'s pick
+/// ([`choose_staged`]) from the two set sizes when both say `auto`; the other's when one
+/// says `auto` and the other names a protocol the runner replays for the operation, with
+/// its default parameters (those a named staged run takes). Anything else is a mismatch
+/// naming both protocols. Both sides compute the same from the same two hellos.
+fn resolve(op: Operation, ours: &str, theirs: &str, sender: u64, receiver: u64) -> Result<Choice> {
+    let auto = Protocol::Auto.name();
+    let mismatch = |why: &str| Error::Mismatch {
+        field: "protocol",
+        ours: printable(ours, MAX_SHOWN),
+        theirs: format!("{}{why}", printable(theirs, MAX_SHOWN)),
+    };
+    if ours == auto && theirs == auto {
+        return choose_staged(op, sender as usize, receiver as usize);
+    }
+    let named = |protocol: Protocol| Choice { protocol, params: protocol.spec().default_params(), why: "" };
+    if ours != auto && theirs != auto {
+        // This side's settings were validated: its protocol stages the operation.
+        return match ours == theirs {
+            true => ours.parse().map(named).map_err(|_| mismatch("")),
+            false => Err(mismatch("")),
+        };
+    }
+    let other = if ours == auto { theirs } else { ours };
+    let replayed = other.parse::<Protocol>().ok().filter(|p| {
+        let spec = p.spec();
+        *p != Protocol::Auto && !spec.own_stages && spec.staged.contains(&op)
+    });
+    replayed.map(named).ok_or_else(|| {
+        mismatch(&format!(
+            " (auto stages {op} only with a protocol the runner replays, {}: name the same protocol on both sides)",
+            replayed_for(op)
+        ))
+    })
+}
+
+/// The replayed protocols that stage `op`, by name.
+fn replayed_for(op: Operation) -> String {
+    let able = crate::protocols::registry::ALL
+        .iter()
+        .filter(|s| !s.own_stages && s.staged.contains(&op) && s.protocol() != Protocol::Auto);
+    able.map(|s| s.name).collect::<Vec<_>>().join(", ")
 }
 
 /// The first 8 bytes of a hash as a number in `0..n` (multiply-shift: bias ≤ n/2^64).
@@ -389,7 +453,61 @@ mod tests {
         let e = Settings::new("a", Protocol::Vole, Operation::Cardinality).validate().unwrap_err().to_string();
         assert!(e.contains("vole (intersection)") && e.contains("ecdh (intersection, cardinality)"), "{e}");
         assert!(Settings::new("a", Protocol::Unbalanced, Operation::Intersection).validate().is_err());
-        assert!(Settings::new("a", Protocol::Auto, Operation::Intersection).validate().is_err());
+        assert!(Settings::new("a", Protocol::Auto, Operation::Intersection).validate().is_ok());
+        assert!(Settings::new("a", Protocol::Auto, Operation::Shares).validate().is_err());
+    }
+
+    #[test]
+    fn auto_picks_a_replayed_protocol_from_both_sizes_or_follows_a_named_one() {
+        use crate::protocols::mqrpmt::{Construction, MqrpmtParams};
+        let s = |p, op| Settings::new("r", p, op);
+        let both = |a: &Settings, b: &Settings, sizes| {
+            let (p, q) = pair(a, b, sizes);
+            let (p, q) = (p.unwrap(), q.unwrap());
+            assert_eq!((p.protocol, &p.params), (q.protocol, &q.params), "both sides pick alike");
+            p
+        };
+        let auto = |op| s(Protocol::Auto, op);
+        let p = both(&auto(Operation::Intersection), &auto(Operation::Intersection), (5, 1 << 20));
+        assert_eq!(p.protocol, Protocol::Vole);
+        assert!(p.why.contains("vole"), "{}", p.why);
+        assert_eq!(p.job(2).params, Protocol::Vole.spec().default_params());
+        assert_eq!(p.job(2).key_columns, 2);
+        let mq = |c| ProtocolParams::Mqrpmt(MqrpmtParams::of(c));
+        for op in [Operation::Cardinality, Operation::Sum, Operation::Union, Operation::PrivateId] {
+            let balanced = both(&auto(op), &auto(op), (1000, 1000));
+            assert_eq!((balanced.protocol, balanced.params), (Protocol::Mqrpmt, mq(Construction::Cwprf)), "{op}");
+            let larger_sender = both(&auto(op), &auto(op), (2000, 1000));
+            assert_eq!(larger_sender.params, mq(Construction::Poprf), "{op}");
+            assert_eq!(larger_sender.job(1).params, mq(Construction::Poprf), "{op}");
+        }
+        // A named replayed protocol is followed with its defaults, from either side.
+        let named = s(Protocol::Mqrpmt, Operation::Intersection);
+        for (a, b) in [(&auto(Operation::Intersection), &named), (&named, &auto(Operation::Intersection))] {
+            let p = both(a, b, (2000, 1000));
+            assert_eq!((p.protocol, p.params, p.why), (Protocol::Mqrpmt, mq(Construction::Cwprf), ""));
+        }
+        let vole = s(Protocol::Vole, Operation::Intersection);
+        assert_eq!(both(&vole, &vole, (3, 3)).protocol, Protocol::Vole);
+        let ecdh = s(Protocol::Ecdh, Operation::Intersection);
+        assert_eq!(both(&ecdh, &ecdh, (3, 3)).protocol, Protocol::Ecdh);
+        // ecdh runs stages of its own, which an auto side (replaying) cannot follow: both
+        // refuse, naming the protocols auto can follow.
+        let (e1, e2) = pair(&auto(Operation::Intersection), &ecdh, (3, 3));
+        for e in [e1.unwrap_err().to_string(), e2.unwrap_err().to_string()] {
+            assert!(e.contains("protocol") && e.contains("ecdh") && e.contains("auto"), "{e}");
+            assert!(e.contains("compact, mqrpmt, vole"), "{e}");
+        }
+        let e = pair(&vole, &s(Protocol::Compact, Operation::Intersection), (3, 3)).0.unwrap_err().to_string();
+        assert!(e.contains("this side has vole, the peer has compact"), "{e}");
+        // A hostile peer's protocol name is refused, escaped.
+        let sa = RunSeed::from_bytes([1; 32]);
+        let a = auto(Operation::Union);
+        let ours = a.hello(Role::Sender, 1, &sa);
+        let mut theirs = a.hello(Role::Receiver, 1, &RunSeed::from_bytes([2; 32]));
+        theirs.protocol = "\u{1b}[2Jecdh".into();
+        let e = Plan::agree(&a, &ours, &theirs).unwrap_err().to_string();
+        assert!(e.contains("protocol") && !e.contains('\u{1b}'), "{e}");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::crypto::rng::fill_os;
 use crate::error::{Deviation, Error, ErrorKind, Result};
 use crate::io::hex;
 use crate::protocols::ecdh::messages::{DOUBLE_BLINDED, RECEIVER_BLINDED, SENDER_BLINDED};
-use crate::protocols::{Operation, Outcome, Role};
+use crate::protocols::{Operation, Outcome, Protocol, Role};
 use crate::session::Item;
 use crate::session::{Hello, Input, MAX_HELLO_FRAME};
 use crate::wire::stream::Stream;
@@ -473,6 +473,16 @@ impl<'a, I: Item> Runner<'a, I> {
         let theirs = Hello::decode(&bytes).map_err(fail)?;
         self.consume(stage, &format!("stage-0/{peer}"), &m.content_digest(), &what)?;
         Plan::agree(&self.settings, &ours, &theirs).map_err(self.at_stage(stage, ""))
+    }
+
+    /// The protocol every bucket runs and, when `auto` picked it, why (empty when named),
+    /// once both hellos are in the exchange; `None` before.
+    pub fn protocol_agreed(&self) -> Result<Option<(Protocol, &'static str)>> {
+        if !self.workdir.has_seed() || self.exchange.read_marker(0, peer_of(self.role))?.is_none() {
+            return Ok(None);
+        }
+        let plan = self.plan(1, &self.seed()?)?;
+        Ok(Some((plan.protocol, plan.why)))
     }
 
     /// Journals that stage `stage` consumed the peer message `key` with `digest`, or

@@ -260,8 +260,7 @@ impl Worker {
         if hex(&plan.session.0) != session {
             return Err(Error::damaged(Path::new(&at), "not the hello the runner agreed on (replaced since)"));
         }
-        let mut job = Job::new(settings.protocol, settings.operation);
-        job.key_columns = settings.key_columns;
+        let job = plan.job(settings.key_columns);
         let alive = plan.buckets <= MAX_LIVE_BUCKETS;
         Ok(Self::new(exchange, plan, seed, job, alive))
     }

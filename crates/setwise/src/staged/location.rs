@@ -14,7 +14,9 @@
 //! environment variables (not from `~/.aws` profiles: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //! `AWS_REGION`, `AWS_ENDPOINT_URL` for an S3-compatible server, `AWS_ALLOW_HTTP=true` for
 //! one on plain HTTP); write-once is S3's conditional create (`If-None-Match: *`), which
-//! AWS S3 and the servers the tests run (SeaweedFS) honour atomically.
+//! AWS S3 and the servers the tests run (SeaweedFS) honour atomically. The server is
+//! not trusted with memory: an object's content is read to at most the size allowed, and
+//! any other answer (an error document) to at most 64 KiB (`CutBodies`).
 
 use crate::error::{Deviation, Error, Result};
 use crate::io::{write_atomic, write_new};
@@ -298,6 +300,58 @@ fn check_below(root: &Path, path: &Path, create: bool) -> Result<()> {
     Ok(())
 }
 
+/// Most bytes read of a response that is not an object's content (an error document, a
+/// PUT's answer): S3's error documents are a few hundred bytes.
+const MAX_OTHER_BODY: usize = 64 << 10;
+
+/// The exchange's HTTP client: reqwest's, as object_store makes it, with every response
+/// but a successful GET (an object's content, which [`Bucket::get`] cuts at the size it
+/// allows) read to at most [`MAX_OTHER_BODY`] bytes. object_store reads an error's body
+/// whole into a string, so a server that answers an error with an endless body would
+/// otherwise fill memory until the request's timeout.
+#[derive(Debug)]
+struct CutBodies;
+
+impl object_store::client::HttpConnector for CutBodies {
+    fn connect(&self, options: &object_store::ClientOptions) -> object_store::Result<object_store::client::HttpClient> {
+        let inner =
+            object_store::client::HttpConnector::connect(&object_store::client::ReqwestConnector::default(), options)?;
+        Ok(object_store::client::HttpClient::new(CutBodiesClient(inner)))
+    }
+}
+
+#[derive(Debug)]
+struct CutBodiesClient(object_store::client::HttpClient);
+
+#[async_trait::async_trait]
+impl object_store::client::HttpService for CutBodiesClient {
+    async fn call(
+        &self,
+        req: object_store::client::HttpRequest,
+    ) -> std::result::Result<object_store::client::HttpResponse, object_store::client::HttpError> {
+        use futures_util::StreamExt;
+        let content = req.method().as_str() == "GET";
+        let response = self.0.execute(req).await?;
+        if content && response.status().is_success() {
+            return Ok(response);
+        }
+        let (parts, body) = response.into_parts();
+        let mut kept = Vec::new();
+        let mut chunks = body.bytes_stream();
+        while kept.len() < MAX_OTHER_BODY {
+            match chunks.next().await {
+                Some(chunk) => {
+                    let chunk = chunk?;
+                    kept.extend_from_slice(&chunk[..chunk.len().min(MAX_OTHER_BODY - kept.len())]);
+                }
+                None => break,
+            }
+        }
+        // Dropping the rest closes the connection rather than reading it.
+        Ok(object_store::client::HttpResponse::from_parts(parts, kept.into()))
+    }
+}
+
 /// A prefix in an S3-compatible bucket, with the runtime its client's calls run on.
 struct Bucket {
     store: object_store::aws::AmazonS3,
@@ -326,8 +380,11 @@ impl Bucket {
             let key = key.map_err(|_| Error::usage("exchange", format!("{}: not an S3 setting", name.as_ref())))?;
             builder = builder.with_config(key, value.as_ref());
         }
-        let store =
-            builder.with_bucket_name(bucket).build().map_err(|e| Error::usage("exchange", format!("{url}: {e}")))?;
+        let store = builder
+            .with_bucket_name(bucket)
+            .with_http_connector(CutBodies)
+            .build()
+            .map_err(|e| Error::usage("exchange", format!("{url}: {e}")))?;
         // Two threads drive the client's connections; callers (parts written from many
         // threads) block on their own calls.
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -427,6 +484,75 @@ mod tests {
         for bad in ["s3://", "s3:///x", "s3://b/a/../c", "http://host/x"] {
             assert!(Location::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A hostile "S3 server" on loopback: it answers every request with `head`, then
+    /// (with `endless`) with a body that never ends, of escape sequences, until the
+    /// client hangs up (or 1 GiB). Returns its endpoint and the bytes of body it sent.
+    fn hostile_server(head: &'static str, endless: bool) -> (String, Arc<std::sync::atomic::AtomicU64>) {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = sent.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut request = [0u8; 64 << 10];
+                    let _ = conn.read(&mut request);
+                    if conn.write_all(head.as_bytes()).is_err() || !endless {
+                        return;
+                    }
+                    let chunk = b"\x1b[2J<Error>".repeat(4096);
+                    while counter.load(Ordering::Relaxed) < 1 << 30 && conn.write_all(&chunk).is_ok() {
+                        counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        (endpoint, sent)
+    }
+
+    fn at(endpoint: &str) -> Location {
+        let settings = [
+            ("AWS_ENDPOINT_URL", endpoint),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_REGION", "us-east-1"),
+        ];
+        Location::parse_with("s3://bucket/run", &settings).unwrap()
+    }
+
+    #[test]
+    fn a_servers_endless_error_body_is_cut_short_and_shown_escaped() {
+        let (endpoint, sent) = hostile_server("HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n\r\n", true);
+        let l = at(&endpoint);
+        let started = std::time::Instant::now();
+        let get = l.get("stage-1/sender.done.json", 100).unwrap_err().to_string();
+        let put = l.put_new("stage-1/receiver.done.json", b"{}").unwrap_err().to_string();
+        for e in [&get, &put] {
+            assert!(e.contains("s3://bucket/run/stage-1/") && e.contains("403"), "{e}");
+            assert!(!e.contains('\u{1b}') && e.len() < 2000, "{e}");
+        }
+        // Without the cut, the client reads until the request's timeout (30 s), the
+        // server's gigabyte whole.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sent < 64 << 20, "the client read {sent} bytes of error bodies");
+    }
+
+    #[test]
+    fn an_object_larger_than_allowed_is_refused_before_its_body_is_read() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\nETag: \"e\"\r\n\
+                    Last-Modified: Sun, 29 Nov 2026 04:00:00 GMT\r\n\r\n";
+        let (endpoint, sent) = hostile_server(head, true);
+        let e = at(&endpoint).get("stage-1/sender/part-00000.bin", 100).unwrap_err().to_string();
+        assert!(e.contains("more than the 100 bytes"), "{e}");
+        assert!(sent.load(std::sync::atomic::Ordering::Relaxed) < 64 << 20);
     }
 
     #[test]

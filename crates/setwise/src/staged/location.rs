@@ -20,6 +20,7 @@
 
 use crate::error::{Deviation, Error, Result};
 use crate::io::{write_atomic, write_new};
+use crate::wire::text::{MAX_SHOWN, printable};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -186,6 +187,31 @@ fn check_name(name: &str) -> Result<()> {
     let bad_segment = |s: &str| s.is_empty() || s == "." || s == "..";
     if name.split('/').any(bad_segment) || name.chars().any(|c| c == '\\' || c.is_control()) {
         return Err(Error::usage("exchange", format!("{name:?} is not an object name of the exchange")));
+    }
+    Ok(())
+}
+
+/// S3's rules for a bucket's name (docs.aws.amazon.com, "General purpose bucket naming
+/// rules"): 3 to 63 lowercase letters, digits, `.` and `-`, beginning and ending with a
+/// letter or digit, no `..`, not shaped as an IP address. Checked before any request, so
+/// a mistyped name fails here rather than as a server's puzzling answer.
+fn check_bucket_name(name: &str) -> std::result::Result<(), &'static str> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-';
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !(3..=63).contains(&name.len()) {
+        return Err("3 to 63 characters");
+    }
+    if !name.chars().all(allowed) {
+        return Err("lowercase letters, digits, '.' and '-' only");
+    }
+    if !edge(name.chars().next()) || !edge(name.chars().last()) {
+        return Err("begins and ends with a letter or digit");
+    }
+    if name.contains("..") {
+        return Err("no two '.' in a row");
+    }
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err("not an IP address");
     }
     Ok(())
 }
@@ -368,9 +394,13 @@ impl Bucket {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let prefix = prefix.trim_matches('/').to_owned();
         let url = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
+        let shown = printable(&url, MAX_SHOWN);
         if bucket.is_empty() || (!prefix.is_empty() && check_name(&prefix).is_err()) {
-            return Err(Error::usage("exchange", format!("{url}: not s3://bucket or s3://bucket/prefix")));
+            return Err(Error::usage("exchange", format!("{shown}: not s3://bucket or s3://bucket/prefix")));
         }
+        check_bucket_name(bucket).map_err(|why| {
+            Error::usage("exchange", format!("{shown}: bucket name '{}': {why}", printable(bucket, MAX_SHOWN)))
+        })?;
         // reqwest's TLS (for https endpoints) uses the process's rustls provider: ring, as
         // everywhere in setwise. Installing fails only if one is already installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -407,7 +437,7 @@ impl Bucket {
     /// A failed request, naming the object; the server's text (its error document
     /// included) is shown escaped and bounded, as any text from outside is.
     fn failed(&self, name: &str, e: impl std::fmt::Display) -> Error {
-        let why = crate::wire::text::printable(&e.to_string(), 4 * crate::wire::text::MAX_SHOWN);
+        let why = printable(&e.to_string(), 4 * MAX_SHOWN);
         Error::file(Path::new(&format!("{}/{name}", self.url)), std::io::Error::other(why))
     }
 
@@ -481,8 +511,22 @@ mod tests {
         assert_eq!(b.last_segment().as_deref(), Some("run-7"));
         assert_eq!(b.show("stage-1/sender.done.json"), "s3://bucket/runs/run-7/stage-1/sender.done.json");
         assert_eq!(Location::parse("s3a://bucket").unwrap().last_segment(), None);
-        for bad in ["s3://", "s3:///x", "s3://b/a/../c", "http://host/x"] {
+        for bad in ["s3://", "s3:///x", "s3://bucket/a/../c", "http://host/x"] {
             assert!(Location::parse(bad).is_err(), "{bad}");
+        }
+        for (bad, why) in [
+            ("s3://ab/x", "3 to 63 characters"),
+            ("s3://My_Bucket/x", "lowercase letters"),
+            ("s3://-bucket", "begins and ends"),
+            ("s3://a..b", "two '.'"),
+            ("s3://192.168.0.1/x", "IP address"),
+            ("s3://b\u{1b}[2Jx/y", "lowercase letters"),
+        ] {
+            let e = Location::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("bucket name") && e.contains(why) && !e.contains('\u{1b}'), "{bad}: {e}");
+        }
+        for good in ["s3://abc", "s3://my-bucket.2026/runs", "s3a://exchange/x"] {
+            Location::parse(good).unwrap();
         }
     }
 

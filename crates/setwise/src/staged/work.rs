@@ -730,6 +730,46 @@ mod tests {
         assert!(e.contains("bucket-00001") && e.contains("kept no IDs"), "{e}");
     }
 
+    /// A live role that waits in a stage is checked to be where the task says this
+    /// party's parts are, as one that runs is: if another process wrote the stage before,
+    /// the role is dropped (else its empty part would pass for current, and it would go on
+    /// from a state that is not the run's at the next stage).
+    #[test]
+    fn a_waiting_live_role_is_dropped_when_its_last_part_is_not_the_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
+        let (a, b) = (RunSeed::generate(), RunSeed::generate());
+        let (ha, hb) = (settings.hello(Role::Receiver, 2, &a), settings.hello(Role::Sender, 2, &b));
+        let plan = Plan::agree(&settings, &ha, &hb).unwrap();
+        let items = [b"one".to_vec(), b"two".to_vec()];
+        let input = || BucketInput { items: &items, values: None };
+        let first = |worker: &mut Worker| {
+            let task =
+                Task { stage: 2, bucket: 0, peer_size: 2, own_size: 2, theirs: vec![], ours: vec![], wait: false };
+            worker.run(&task, input()).unwrap().part
+        };
+        let wait_after = |part: PartInfo| Task {
+            stage: 3,
+            bucket: 0,
+            peer_size: 2,
+            own_size: 2,
+            theirs: vec![],
+            ours: vec![PartRef { stage: 2, info: part }],
+            wait: true,
+        };
+        for (other, alive) in [(false, 1), (true, 0)] {
+            let ex = Exchange::unauthenticated(&dir.path().join(format!("ex-{other}")));
+            let mut worker = Worker::new(ex, plan.clone(), a.clone(), plan.job(1), true);
+            let mut part = first(&mut worker);
+            assert_eq!(worker.live_roles(), 1);
+            if other {
+                part.digest = "0".repeat(64); // another process's stage 2
+            }
+            worker.run(&wait_after(part), input()).unwrap();
+            assert_eq!(worker.live_roles(), alive, "another process's stage 2: {other}");
+        }
+    }
+
     #[test]
     fn a_worker_refuses_other_items_than_the_run_started_with() {
         let dir = tempfile::tempdir().unwrap();

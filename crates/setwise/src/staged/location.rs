@@ -100,6 +100,11 @@ impl Location {
                 "exchange",
                 format!("{spec}: an exchange is a directory or s3://bucket/prefix, not a {scheme}:// address"),
             )),
+            // `s3:/bucket` would otherwise be a directory named `s3:` here.
+            _ if spec.starts_with("s3:") || spec.starts_with("s3a:") => Err(Error::usage(
+                "exchange",
+                format!("{}: an S3 exchange is written s3://bucket/prefix", printable(spec, MAX_SHOWN)),
+            )),
             _ => Ok(Location::dir(Path::new(spec))),
         }
     }
@@ -441,9 +446,25 @@ impl Bucket {
         Error::file(Path::new(&format!("{}/{name}", self.url)), std::io::Error::other(why))
     }
 
+    /// Refuses a call from inside an async runtime, where blocking on the bucket's own
+    /// would panic: the exchange's API is blocking (run it on a blocking thread).
+    fn not_async(&self, name: &str) -> Result<()> {
+        match tokio::runtime::Handle::try_current() {
+            Ok(_) => Err(Error::usage(
+                "exchange",
+                format!(
+                    "{}/{name}: the exchange's calls block; call them outside an async runtime (spawn_blocking)",
+                    self.url
+                ),
+            )),
+            Err(_) => Ok(()),
+        }
+    }
+
     fn get(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
         use futures_util::StreamExt;
         use object_store::ObjectStoreExt;
+        self.not_async(name)?;
         let path = self.path(name);
         self.runtime.block_on(async {
             let got = match self.store.get(&path).await {
@@ -473,6 +494,7 @@ impl Bucket {
     fn put(&self, name: &str, bytes: &[u8], once: bool) -> Result<Put> {
         use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
         let path = self.path(name);
+        self.not_async(name)?;
         let mode = if once { PutMode::Create } else { PutMode::Overwrite };
         let payload = PutPayload::from(bytes.to_vec());
         self.runtime.block_on(async {
@@ -511,9 +533,11 @@ mod tests {
         assert_eq!(b.last_segment().as_deref(), Some("run-7"));
         assert_eq!(b.show("stage-1/sender.done.json"), "s3://bucket/runs/run-7/stage-1/sender.done.json");
         assert_eq!(Location::parse("s3a://bucket").unwrap().last_segment(), None);
-        for bad in ["s3://", "s3:///x", "s3://bucket/a/../c", "http://host/x"] {
+        for bad in ["s3://", "s3:///x", "s3://bucket/a/../c", "http://host/x", "s3:/bucket/x", "s3a:bucket"] {
             assert!(Location::parse(bad).is_err(), "{bad}");
         }
+        let one_slash = Location::parse("s3:/bucket/x").unwrap_err().to_string();
+        assert!(one_slash.contains("written s3://bucket/prefix"), "{one_slash}");
         for (bad, why) in [
             ("s3://ab/x", "3 to 63 characters"),
             ("s3://My_Bucket/x", "lowercase letters"),
@@ -587,6 +611,19 @@ mod tests {
         assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
         let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
         assert!(sent < 64 << 20, "the client read {sent} bytes of error bodies");
+    }
+
+    #[test]
+    fn a_call_from_inside_an_async_runtime_is_refused_not_a_panic() {
+        let (endpoint, _) = hostile_server("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false);
+        let l = at(&endpoint);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let e = rt.block_on(async { l.get("stage-1/sender.done.json", 10) }).unwrap_err().to_string();
+        assert!(e.contains("outside an async runtime"), "{e}");
+        let e = rt.block_on(async { l.put_new("abort-sender.json", b"x") }).unwrap_err().to_string();
+        assert!(e.contains("outside an async runtime"), "{e}");
+        // Outside one, the same call reaches the server (which has no such object).
+        assert_eq!(l.get("stage-1/sender.done.json", 10).unwrap(), None);
     }
 
     #[test]

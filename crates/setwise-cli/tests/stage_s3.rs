@@ -164,6 +164,52 @@ fn a_stage_is_taken_by_its_marker_only_and_a_damaged_part_is_named() {
     );
 }
 
+/// A replayed stage interrupted in a bucket (some parts written, no marker) runs again:
+/// it finds the parts it wrote, identical, creates the others, and the run ends with the
+/// plain intersection.
+#[test]
+fn an_interrupted_stage_resumes_in_a_bucket_keeping_the_parts_it_wrote() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let (s, r) = (party(dir.path(), "sender", "vole", "intersection", "kept"), {
+        party(dir.path(), "receiver", "vole", "intersection", "kept")
+    });
+    let next = |a: &[String]| {
+        let o = stage(&server, &[&["next".to_string()], a].concat()).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stderr)
+    };
+    for a in [&r, &s, &r, &s] {
+        next(a);
+    }
+    let bucket = Location::parse_with(&format!("s3://{BUCKET}/runs/kept"), &server.env()).unwrap();
+    let part = |k: u8, b: u32| format!("stage-{k}/sender/part-{b:05}.bin");
+    let parts =
+        |k: u8| -> Vec<Vec<u8>> { (0..4).map(|b| bucket.get(&part(k, b), 1 << 30).unwrap().unwrap()).collect() };
+    // The rounds in turn, to the sender's first stage whose parts carry messages.
+    let mut k = 2;
+    let written = loop {
+        next(&r);
+        assert!(next(&s).contains(&format!("sender stage {k} (round {})", k - 1)));
+        let written = parts(k);
+        if written.iter().all(|p| !p.is_empty()) {
+            break written;
+        }
+        k += 1;
+        assert!(k < 10, "the sender sends in some round");
+    };
+    // Killed after writing parts 0 and 2: parts 1 and 3 and the marker are not there.
+    for key in [part(k, 1), part(k, 3), format!("stage-{k}/sender.done.json")] {
+        server.delete(&format!("runs/kept/{key}"));
+    }
+    assert_eq!(bucket.get(&part(k, 1), 1 << 30).unwrap(), None);
+    assert!(next(&s).contains(&format!("sender stage {k} (round {}) done", k - 1)), "the stage again");
+    assert_eq!(parts(k), written, "the same bytes, the kept parts and the new ones");
+    run_both(&server, dir.path(), "vole", "intersection", "kept");
+    assert_eq!(rows(&dir.path().join("kept.csv")), expected(0..3000, 2000..4500));
+}
+
 /// Of many writers of one name, one creates it and the others find it, whatever the
 /// timing; reads are cut at their bound; a missing object is absent, not an error.
 #[test]

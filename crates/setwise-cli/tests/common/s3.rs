@@ -20,6 +20,9 @@ pub struct S3Server {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub endpoint: String,
+    /// The filer's `127.0.0.1:PORT`: the storage's own HTTP API, without S3's checks (a
+    /// storage operator's view, with which a test removes objects).
+    filer: String,
     _data: tempfile::TempDir,
 }
 
@@ -63,7 +66,8 @@ impl S3Server {
             .spawn()
             .expect("start scripts/s3-server --serve");
         let endpoint = format!("http://127.0.0.1:{}", base + 6);
-        let mut server = S3Server { child, endpoint, _data: data };
+        let filer = format!("127.0.0.1:{}", base + 4);
+        let mut server = S3Server { child, endpoint, filer, _data: data };
         server.wait_ready();
         server
     }
@@ -88,6 +92,20 @@ impl S3Server {
     fn bucket_ready(&self) -> bool {
         let probe = setwise::staged::Location::parse_with(&format!("s3://{BUCKET}/.ready"), &self.env());
         probe.is_ok_and(|l| l.get("probe", 16).is_ok())
+    }
+
+    /// Removes object `key` of the bucket through the filer, as an interrupted writer
+    /// leaves the objects it had not written yet.
+    pub fn delete(&self, key: &str) {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(&self.filer).unwrap();
+        let request =
+            format!("DELETE /buckets/{BUCKET}/{key} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.filer);
+        conn.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).unwrap();
+        let status = answer.split(' ').nth(1).unwrap_or("");
+        assert!(status.starts_with('2'), "DELETE {key}: {answer}");
     }
 
     /// The environment a party's process gets to reach the server.

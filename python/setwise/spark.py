@@ -1010,15 +1010,19 @@ def run(
         timeout=timeout,
         poll=poll,
     )
-    if spec["own_stages"]:
-        return base.go()
-    from ._spark_rounds import _Rounds
-
     if live_memory is not None and (
         not isinstance(live_memory, int)
         or isinstance(live_memory, bool)
         or not 0 <= live_memory < 2**64
     ):
         raise InputError(f"live_memory={live_memory!r}: a whole number of bytes, 0 to 2^64 - 1")
+    if spec["own_stages"]:
+        if live_memory is not None:
+            raise InputError(
+                f"live_memory= is for the replayed protocols: {protocol} keeps no role alive"
+            )
+        return base.go()
+    from ._spark_rounds import _Rounds
+
     valued = None if value is None else (value, value_bound)
     return _Rounds(base, protocol, linger, valued, live_memory).go()

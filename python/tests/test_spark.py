@@ -597,6 +597,32 @@ def test_a_replayed_protocol_needs_a_workdir_the_executors_share_and_a_known_exc
         )
 
 
+@pytest.mark.parametrize(
+    ("protocol", "live_memory", "match"),
+    [
+        ("ecdh", 1 << 30, "for the replayed protocols: ecdh keeps no role alive"),
+        ("vole", -1, "0 to 2\\^64 - 1"),
+        ("auto", True, "a whole number of bytes"),
+    ],
+)
+def test_live_memory_is_checked_and_refused_where_no_role_is_kept(
+    spark: Any, tmp_path: Path, protocol: str, live_memory: Any, match: str
+) -> None:
+    df = spark.createDataFrame([("a",)], "email string")
+    with pytest.raises(setwise.InputError, match=match):
+        setwise.spark.run(
+            spark,
+            df,
+            key="email",
+            role="receiver",
+            protocol=protocol,
+            exchange=uri(tmp_path / "ex"),
+            workdir=uri(tmp_path / "w"),
+            exchange_key=EXCHANGE_KEY,
+            live_memory=live_memory,
+        )
+
+
 def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:
     """Three receiver rows in 16 buckets: most buckets (and maybe a whole task) hold
     none of its items, and their rounds still run."""

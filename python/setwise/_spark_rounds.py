@@ -395,9 +395,9 @@ class _Rounds:
                     time.monotonic() - t,
                 )
                 if stage == 1:
-                    # Named by auto only: a protocol named by a side comes without a why.
+                    # For a side that said auto (None for one that named its protocol).
                     agreed = driver.protocol_agreed()
-                    if agreed is not None and agreed[1]:
+                    if agreed is not None:
                         log.info("setwise %s: auto runs %s in every bucket: %s", b.run_id, *agreed)
                 waiting_since, pause = None, min(b.poll, 0.02)
                 if kill is not None and kill == str(stage):

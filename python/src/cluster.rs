@@ -201,8 +201,8 @@ impl StagedDriver {
         self.runner.stage_label(n)
     }
 
-    /// `(protocol, why)`: the protocol every bucket runs and why `auto` picked it (empty
-    /// when named), once both hellos are in the exchange; else None.
+    /// For a side that said `auto`: `(protocol, why)`, the protocol every bucket runs and
+    /// why, once both hellos are in the exchange; else None.
     fn protocol_agreed(&self) -> PyResult<Option<(&'static str, &'static str)>> {
         Ok(self.runner.protocol_agreed().map_err(to_py)?.map(|(p, why)| (p.name(), why)))
     }

@@ -30,20 +30,22 @@ pub struct InputArgs {
     pub format: Option<String>,
 }
 
+/// What `--protocol auto` does in a connected run.
+const AUTO_HELP: &str = "chosen after the hello from the operation, both set sizes and the security asked for; \
+                         against a peer that names a protocol auto can run, that one";
+
 /// `--protocol`'s help: each protocol of the registry with the operations `ops` gives it
-/// (those it runs, or those it stages), then `auto` where it has any.
-pub fn protocol_help(ops: fn(&Spec) -> &'static [Operation]) -> String {
+/// (those it runs, or those it stages), then `auto`, described by `auto`, where it has
+/// any.
+pub fn protocol_help(ops: fn(&Spec) -> &'static [Operation], auto: &str) -> String {
     let list: Vec<String> = registry::ALL
         .iter()
         .filter(|s| !std::ptr::eq(**s, &registry::AUTO) && !ops(s).is_empty())
         .map(|s| format!("{} ({})", s.name, names(ops(s))))
         .collect();
     let auto = match ops(&registry::AUTO) {
-        [] => "",
-        _ => {
-            "; or auto (chosen after the hello from the operation, both set sizes and the security asked for; \
-              against a peer that names a protocol auto can run, that one)"
-        }
+        [] => String::new(),
+        _ => format!("; or auto ({auto})"),
     };
     format!("Protocol: {}{auto}", list.join(", "))
 }
@@ -85,7 +87,7 @@ fn names(ops: &[Operation]) -> String {
 #[derive(Args)]
 pub struct JobArgs {
     // The help lists the registry's protocols with their operations.
-    #[arg(long, default_value = registry::DEFAULT.name, help = protocol_help(|s| s.operations))]
+    #[arg(long, default_value = registry::DEFAULT.name, help = protocol_help(|s| s.operations, AUTO_HELP))]
     pub protocol: Protocol,
     /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
     /// mqrpmt: only how many); and with mqrpmt: sum (the sender holds --value; both learn

@@ -40,6 +40,11 @@ pub enum StageCommand {
     Keygen(KeygenArgs),
 }
 
+/// What `--protocol auto`, the default, does in a staged run.
+const STAGED_AUTO_HELP: &str = "the default: vole for intersection, mqrpmt for the others, picked from both set \
+                                sizes once the peer's hello is in; against a peer that names vole, mqrpmt or \
+                                compact, that one; docs/scale-out.md";
+
 /// What `stage run` and `stage next` take.
 #[derive(Args)]
 pub struct StageArgs {
@@ -48,7 +53,7 @@ pub struct StageArgs {
     role: String,
     // The help lists the protocols the registry stages, with their staged operations
     // (docs/scale-out.md).
-    #[arg(long, default_value = setwise::protocols::registry::STAGED_DEFAULT.name, help = protocol_help(|s| s.staged))]
+    #[arg(long, default_value = setwise::protocols::registry::STAGED_DEFAULT.name, help = protocol_help(|s| s.staged, STAGED_AUTO_HELP))]
     protocol: Protocol,
     /// Operation, as the protocol allows it staged.
     #[arg(long = "op", default_value = "intersection")]
@@ -96,7 +101,7 @@ pub struct StageArgs {
     /// `run`, 0 for `next`).
     #[arg(long)]
     wait_timeout: Option<u64>,
-    /// `run` of vole, mqrpmt, compact: the most memory the buckets' roles kept alive
+    /// `run` of the replayed protocols (auto, vole, mqrpmt, compact): the most memory the buckets' roles kept alive
     /// between stages may hold together (bytes, or with a unit: 512MiB, 12GiB, 12g, 12GB);
     /// the buckets beyond replay their rounds at each stage instead, slower. Default: the
     /// memory available less an eighth (two parties on one machine: give each its share).
@@ -219,7 +224,6 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let set = read_items(&a.input)?;
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();
-    let settings_auto = settings.protocol == Protocol::Auto;
     let items = set.items();
     let takes_values = a.protocol.spec().takes(a.operation, role) == Takes::Values;
     let values = match (&a.value, takes_values) {
@@ -268,12 +272,11 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
                     r.stage_label(s),
                     t.elapsed().as_secs_f64()
                 );
-                if s == 1
-                    && settings_auto
-                    && let Some((protocol, why)) = r.protocol_agreed()?
-                {
-                    let why = if why.is_empty() { "the peer named it" } else { why };
-                    eprintln!("setwise {run_id}: auto runs {protocol} in every bucket: {why}");
+                if s == 1 {
+                    // Only said: a failure here is the next stage's to report.
+                    if let Ok(Some((protocol, why))) = r.protocol_agreed() {
+                        eprintln!("setwise {run_id}: auto runs {protocol} in every bucket: {why}");
+                    }
                 }
                 waited_since = None;
                 pause = Duration::from_millis(20);

@@ -118,11 +118,12 @@ fn mqrpmt(sender: usize, receiver: usize, poprf: &'static str, cwprf: &'static s
 ///
 /// Only protocols the runner replays are candidates: whether a run replays or runs stages
 /// of its own (ecdh's) is fixed when it starts, before the peer's hello tells its size.
-/// Intersection runs `vole` (the fastest at every size on loopback, docs/benchmarks.md
-/// "auto"; a staged run's stages wait for storage, not for a link's round trips), the
-/// other operations `mqrpmt`, with the test [`choose`] would take. The sizes are the
-/// whole sets': every bucket runs the same protocol, and the ratio that picks mqrpmt's
-/// test is the same in each bucket as in the whole.
+/// Intersection runs `vole` (faster than ecdh from a few hundred items on, on loopback,
+/// docs/benchmarks.md "auto"; a staged run's stages wait for storage, not for a link's
+/// round trips), the other operations `mqrpmt`, with the test [`choose`] would take
+/// (its cardinality leaks per-bucket counts where staged ecdh's does not:
+/// docs/scale-out.md, "What leaks"). The sizes are the whole sets': every bucket runs
+/// the same protocol.
 pub fn choose_staged(op: Operation, sender: usize, receiver: usize) -> Result<Choice> {
     let plain = |protocol, why| Choice { protocol, params: ProtocolParams::None, why };
     Ok(match op {

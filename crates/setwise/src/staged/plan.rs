@@ -202,8 +202,8 @@ pub struct Plan {
     pub protocol: Protocol,
     /// Its parameters.
     pub params: ProtocolParams,
-    /// Why `auto` picked it, for the log; empty when a side named it.
-    pub why: &'static str,
+    /// Why `auto` picked it, for the log; `None` when a side named it.
+    pub why: Option<&'static str>,
     /// The number of buckets B.
     pub buckets: u32,
     /// The sender's announced number of distinct items.
@@ -295,7 +295,7 @@ impl Plan {
             operation: settings.operation,
             protocol: choice.protocol,
             params: choice.params,
-            why: choice.why,
+            why: (!choice.why.is_empty()).then_some(choice.why),
             buckets,
             sender_size: sender.set_size,
             receiver_size: receiver.set_size,
@@ -347,7 +347,8 @@ fn resolve(op: Operation, ours: &str, theirs: &str, sender: u64, receiver: u64) 
         theirs: format!("{}{why}", printable(theirs, MAX_SHOWN)),
     };
     if ours == auto && theirs == auto {
-        return choose_staged(op, sender as usize, receiver as usize);
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        return choose_staged(op, size(sender), size(receiver));
     }
     let named = |protocol: Protocol| Choice { protocol, params: protocol.spec().default_params(), why: "" };
     if ours != auto && theirs != auto {
@@ -358,24 +359,25 @@ fn resolve(op: Operation, ours: &str, theirs: &str, sender: u64, receiver: u64) 
         };
     }
     let other = if ours == auto { theirs } else { ours };
-    let replayed = other.parse::<Protocol>().ok().filter(|p| {
-        let spec = p.spec();
-        *p != Protocol::Auto && !spec.own_stages && spec.staged.contains(&op)
-    });
-    replayed.map(named).ok_or_else(|| {
-        mismatch(&format!(
-            " (auto stages {op} only with a protocol the runner replays, {}: name the same protocol on both sides)",
-            replayed_for(op)
-        ))
-    })
+    match replayed_for(op).find(|p| p.name() == other) {
+        Some(protocol) => Ok(named(protocol)),
+        None => {
+            let able: Vec<&str> = replayed_for(op).map(|p| p.name()).collect();
+            Err(mismatch(&format!(
+                " (auto stages {op} only with a protocol the runner replays, {}: name the same protocol on both \
+                 sides)",
+                able.join(", ")
+            )))
+        }
+    }
 }
 
-/// The replayed protocols that stage `op`, by name.
-fn replayed_for(op: Operation) -> String {
-    let able = crate::protocols::registry::ALL
+/// The protocols the runner replays that stage `op` (those an `auto` side can follow).
+fn replayed_for(op: Operation) -> impl Iterator<Item = Protocol> {
+    crate::protocols::registry::ALL
         .iter()
-        .filter(|s| !s.own_stages && s.staged.contains(&op) && s.protocol() != Protocol::Auto);
-    able.map(|s| s.name).collect::<Vec<_>>().join(", ")
+        .filter(move |s| !s.own_stages && s.staged.contains(&op) && s.protocol() != Protocol::Auto)
+        .map(|s| s.protocol())
 }
 
 /// The first 8 bytes of a hash as a number in `0..n` (multiply-shift: bias ≤ n/2^64).
@@ -470,7 +472,7 @@ mod tests {
         let auto = |op| s(Protocol::Auto, op);
         let p = both(&auto(Operation::Intersection), &auto(Operation::Intersection), (5, 1 << 20));
         assert_eq!(p.protocol, Protocol::Vole);
-        assert!(p.why.contains("vole"), "{}", p.why);
+        assert!(p.why.is_some_and(|w| w.contains("vole")), "{:?}", p.why);
         assert_eq!(p.job(2).params, Protocol::Vole.spec().default_params());
         assert_eq!(p.job(2).key_columns, 2);
         let mq = |c| ProtocolParams::Mqrpmt(MqrpmtParams::of(c));
@@ -485,7 +487,7 @@ mod tests {
         let named = s(Protocol::Mqrpmt, Operation::Intersection);
         for (a, b) in [(&auto(Operation::Intersection), &named), (&named, &auto(Operation::Intersection))] {
             let p = both(a, b, (2000, 1000));
-            assert_eq!((p.protocol, p.params, p.why), (Protocol::Mqrpmt, mq(Construction::Cwprf), ""));
+            assert_eq!((p.protocol, p.params, p.why), (Protocol::Mqrpmt, mq(Construction::Cwprf), None));
         }
         let vole = s(Protocol::Vole, Operation::Intersection);
         assert_eq!(both(&vole, &vole, (3, 3)).protocol, Protocol::Vole);
@@ -500,6 +502,14 @@ mod tests {
         }
         let e = pair(&vole, &s(Protocol::Compact, Operation::Intersection), (3, 3)).0.unwrap_err().to_string();
         assert!(e.contains("this side has vole, the peer has compact"), "{e}");
+        // A peer naming a replayed protocol that does not stage the operation is refused.
+        let card = auto(Operation::Cardinality);
+        let (ours, mut theirs) = (card.hello(Role::Sender, 1, &RunSeed::from_bytes([1; 32])), {
+            card.hello(Role::Receiver, 1, &RunSeed::from_bytes([2; 32]))
+        });
+        theirs.protocol = "vole".into();
+        let e = Plan::agree(&card, &ours, &theirs).unwrap_err().to_string();
+        assert!(e.contains("auto stages cardinality only with a protocol the runner replays, mqrpmt"), "{e}");
         // A hostile peer's protocol name is refused, escaped.
         let sa = RunSeed::from_bytes([1; 32]);
         let a = auto(Operation::Union);

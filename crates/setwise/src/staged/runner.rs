@@ -475,14 +475,18 @@ impl<'a, I: Item> Runner<'a, I> {
         Plan::agree(&self.settings, &ours, &theirs).map_err(self.at_stage(stage, ""))
     }
 
-    /// The protocol every bucket runs and, when `auto` picked it, why (empty when named),
-    /// once both hellos are in the exchange; `None` before.
+    /// For a side that said `auto`: the protocol every bucket runs and why (`the peer
+    /// named it` when the peer did), once both hellos are in the exchange; `None` before,
+    /// and for a side that named its protocol.
     pub fn protocol_agreed(&self) -> Result<Option<(Protocol, &'static str)>> {
-        if !self.workdir.has_seed() || self.exchange.read_marker(0, peer_of(self.role))?.is_none() {
+        if self.settings.protocol != Protocol::Auto
+            || !self.workdir.has_seed()
+            || self.exchange.read_marker(0, peer_of(self.role))?.is_none()
+        {
             return Ok(None);
         }
         let plan = self.plan(1, &self.seed()?)?;
-        Ok(Some((plan.protocol, plan.why)))
+        Ok(Some((plan.protocol, plan.why.unwrap_or("the peer named it"))))
     }
 
     /// Journals that stage `stage` consumed the peer message `key` with `digest`, or

@@ -197,8 +197,8 @@ pub struct Plan {
     pub role: Role,
     /// The operation.
     pub operation: Operation,
-    /// The protocol every bucket runs: the one both named, or `auto`'s pick
-    /// ([`resolve`]).
+    /// The protocol every bucket runs: the one both named, the one a side named when the
+    /// other said `auto`, or `auto`'s pick ([`choose_staged`]).
     pub protocol: Protocol,
     /// Its parameters.
     pub params: ProtocolParams,

@@ -52,7 +52,7 @@ struct PyRemote {
 
 impl Remote for PyRemote {
     fn bucket_sizes(&self, plan: &Plan) -> setwise::Result<Vec<u64>> {
-        let session = hex(&plan.session.0);
+        let session = plan.id();
         Python::attach(|py| {
             self.obj
                 .call_method1(py, "bucket_sizes", (session,))
@@ -63,7 +63,7 @@ impl Remote for PyRemote {
 
     fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> setwise::Result<Vec<Done>> {
         work::post(&self.workdir, stage, tasks, &self.attempt)?;
-        let session = hex(&plan.session.0);
+        let session = plan.id();
         let (workdir, owned) = (self.workdir.clone(), tasks.to_vec());
         Python::attach(|py| {
             let ready = PyCFunction::new_closure(py, None, None, move |_: &Bound<'_, PyTuple>, _| -> PyResult<bool> {
@@ -223,7 +223,7 @@ impl StagedDriver {
 /// An executor's worker for one party's side of a replayed run on a cluster. Pickles as
 /// its settings and paths (nothing secret: the seed is read from the workdir), so Spark
 /// ships it to the executors; the plan is rebuilt there from both hellos and checked to
-/// be the driver's (`session`).
+/// be the driver's (`session`: the driver's [`Plan::id`](setwise::staged::Plan::id)).
 #[pyclass(module = "setwise._setwise", frozen)]
 pub struct StagedWorker {
     args: WorkerArgs,

@@ -312,6 +312,23 @@ impl Plan {
         job
     }
 
+    /// What identifies this plan to a party's executors: the session id and everything
+    /// both hellos settled (protocol, parameters, B, both sizes). An executor rebuilds the
+    /// plan from the hellos in the exchange and compares this, so a peer hello replaced
+    /// since the runner read it (the same nonce with another size, say) is refused, not
+    /// run under another plan than the runner's.
+    pub fn id(&self) -> String {
+        format!(
+            "{}/{}/{:?}/{}/{}/{}",
+            crate::io::hex(&self.session.0),
+            self.protocol,
+            self.params,
+            self.buckets,
+            self.sender_size,
+            self.receiver_size
+        )
+    }
+
     /// The peer's announced number of items.
     pub fn peer_size(&self) -> u64 {
         if self.role == Role::Sender { self.receiver_size } else { self.sender_size }
@@ -411,6 +428,17 @@ mod tests {
         }
         let fixed = Settings { buckets: Buckets::Fixed(16), ..s.clone() };
         assert_eq!(pair(&fixed, &fixed, (1, 1)).0.unwrap().buckets, 16);
+    }
+
+    #[test]
+    fn a_plans_id_changes_with_whatever_the_hellos_settled() {
+        let s = Settings::new("r", Protocol::Auto, Operation::Union);
+        let (a, b) = (pair(&s, &s, (2000, 1000)).0.unwrap(), pair(&s, &s, (1000, 1000)).0.unwrap());
+        assert_eq!(a.session, b.session, "the same nonces");
+        assert_ne!(a.id(), b.id(), "another size, and with it another mqrpmt test");
+        let fixed = Settings { buckets: Buckets::Fixed(8), ..s.clone() };
+        assert_ne!(pair(&fixed, &fixed, (1000, 1000)).0.unwrap().id(), b.id());
+        assert_eq!(pair(&s, &s, (1000, 1000)).0.unwrap().id(), b.id());
     }
 
     #[test]

@@ -752,7 +752,6 @@ mod tests {
 #[cfg(test)]
 mod cluster_tests {
     use crate::error::{ErrorKind, Result};
-    use crate::io::hex;
     use crate::protocols::{Operation, Protocol};
     use crate::protocols::{Outcome, Role};
     use crate::staged::ExchangeKey;
@@ -790,7 +789,7 @@ mod cluster_tests {
         }
 
         fn run(&self, plan: &Plan, stage: u8, tasks: &[Task]) -> Result<Vec<Done>> {
-            *self.session.borrow_mut() = hex(&plan.session.0);
+            *self.session.borrow_mut() = plan.id();
             post(&self.workdir, stage, tasks, "test")?;
             loop {
                 if let Some(d) = collect(&self.workdir, stage, tasks)? {

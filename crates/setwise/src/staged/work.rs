@@ -21,7 +21,6 @@ use super::seed::RunSeed;
 use super::stages::{MAX_LIVE_BUCKETS, at_named, peer_of, stage_label};
 use super::store::{Exchange, PartId, PartInfo, Workdir};
 use crate::error::{Deviation, Error, ErrorKind, Result};
-use crate::io::hex;
 use crate::protocols::{Outcome, Role};
 use crate::session::Item;
 use crate::session::{Hello, Job, MAX_HELLO_FRAME};
@@ -240,14 +239,14 @@ impl Worker {
     /// run; beyond, each stage replays) for `role`'s side of the run with these
     /// `settings` and `size` items: the plan rebuilt from both hellos (this party's from
     /// the seed in `workdir`, the peer's from the exchange) and checked to be the one the
-    /// runner agreed, whose session id is `session` (hexadecimal).
+    /// runner agreed, whose [`Plan::id`] is `plan_id`.
     pub fn open(
         settings: &Settings,
         role: Role,
         size: usize,
         exchange: impl Into<Location>,
         workdir: &Workdir,
-        session: &str,
+        plan_id: &str,
     ) -> Result<Self> {
         let seed = workdir.read_seed()?;
         let exchange = Exchange::unauthenticated(exchange);
@@ -257,7 +256,7 @@ impl Worker {
         let theirs =
             exchange.read(&name, MAX_HELLO_FRAME as u64)?.ok_or_else(|| Error::damaged(Path::new(&at), "missing"))?;
         let plan = Plan::agree(settings, &ours, &Hello::decode(&theirs)?)?;
-        if hex(&plan.session.0) != session {
+        if plan.id() != plan_id {
             return Err(Error::damaged(Path::new(&at), "not the hello the runner agreed on (replaced since)"));
         }
         let job = plan.job(settings.key_columns);

@@ -48,6 +48,16 @@ fn party(dir: &Path, role: &str, protocol: &str, op: &str, run: &str) -> Vec<Str
     a
 }
 
+/// Both parties' arguments (sender, receiver) of run `run`'s intersection with `protocol`.
+fn parties(dir: &Path, protocol: &str, run: &str) -> (Vec<String>, Vec<String>) {
+    (party(dir, "sender", protocol, "intersection", run), party(dir, "receiver", protocol, "intersection", run))
+}
+
+/// `setwise stage next ARGS…` with the server's environment, run to its end.
+fn next(server: &S3Server, args: &[String]) -> Output {
+    stage(server, &[&["next".to_string()], args].concat()).output().unwrap()
+}
+
 /// Both parties' `stage run` at once; the receiver's output.
 fn run_both(server: &S3Server, dir: &Path, protocol: &str, op: &str, run: &str) -> Output {
     let s = party(dir, "sender", protocol, op, run);
@@ -112,10 +122,8 @@ fn a_stage_is_taken_by_its_marker_only_and_a_damaged_part_is_named() {
     let server = S3Server::start();
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
-    let (s, r) = (party(dir.path(), "sender", "ecdh", "intersection", "half"), {
-        party(dir.path(), "receiver", "ecdh", "intersection", "half")
-    });
-    let next = |a: &[String]| stage(&server, &[&["next".to_string()], a].concat()).output().unwrap();
+    let (s, r) = parties(dir.path(), "ecdh", "half");
+    let next = |a: &[String]| next(&server, a);
     for a in [&r, &s, &r, &s] {
         assert!(next(a).status.success());
     }
@@ -143,9 +151,7 @@ fn a_stage_is_taken_by_its_marker_only_and_a_damaged_part_is_named() {
 
     // A clean run, then one of its parts replaced after the marker: the receiver's finish
     // refuses it by address.
-    let (s, r) = (party(dir.path(), "sender", "ecdh", "intersection", "damaged"), {
-        party(dir.path(), "receiver", "ecdh", "intersection", "damaged")
-    });
+    let (s, r) = parties(dir.path(), "ecdh", "damaged");
     for a in [&r, &s, &r, &s, &s] {
         let o = next(a);
         assert!(o.status.success(), "{}", text(&o.stderr));
@@ -172,11 +178,9 @@ fn an_interrupted_stage_resumes_in_a_bucket_keeping_the_parts_it_wrote() {
     let server = S3Server::start();
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
-    let (s, r) = (party(dir.path(), "sender", "vole", "intersection", "kept"), {
-        party(dir.path(), "receiver", "vole", "intersection", "kept")
-    });
+    let (s, r) = parties(dir.path(), "vole", "kept");
     let next = |a: &[String]| {
-        let o = stage(&server, &[&["next".to_string()], a].concat()).output().unwrap();
+        let o = next(&server, a);
         assert!(o.status.success(), "{}", text(&o.stderr));
         text(&o.stderr)
     };

@@ -40,10 +40,27 @@ pub enum StageCommand {
     Keygen(KeygenArgs),
 }
 
-/// What `--protocol auto`, the default, does in a staged run.
-const STAGED_AUTO_HELP: &str = "the default: vole for intersection, mqrpmt for the others, picked from both set \
-                                sizes once the peer's hello is in; against a peer that names vole, mqrpmt or \
-                                compact, that one; docs/scale-out.md";
+/// What `--protocol auto`, the default, does in a staged run, from the rule itself and
+/// the registry.
+fn staged_auto_help() -> String {
+    use setwise::protocols::registry::{ALL, AUTO};
+    let picks: Vec<String> = AUTO
+        .staged
+        .iter()
+        .filter_map(|&op| setwise::session::auto::choose_staged(op, 1, 1).ok().map(|c| format!("{op}: {}", c.protocol)))
+        .collect();
+    let follows: Vec<&str> = ALL
+        .iter()
+        .filter(|s| !s.own_stages && !s.staged.is_empty() && !std::ptr::eq(**s, &AUTO))
+        .map(|s| s.name)
+        .collect();
+    format!(
+        "the default: {}, picked once the peer's hello is in (mqrpmt's test from both set sizes); against a peer \
+         that names {}, that one; docs/scale-out.md",
+        picks.join(", "),
+        follows.join(", ")
+    )
+}
 
 /// What `stage run` and `stage next` take.
 #[derive(Args)]
@@ -53,7 +70,7 @@ pub struct StageArgs {
     role: String,
     // The help lists the protocols the registry stages, with their staged operations
     // (docs/scale-out.md).
-    #[arg(long, default_value = setwise::protocols::registry::STAGED_DEFAULT.name, help = protocol_help(|s| s.staged, STAGED_AUTO_HELP))]
+    #[arg(long, default_value = setwise::protocols::registry::STAGED_DEFAULT.name, help = protocol_help(|s| s.staged, &staged_auto_help()))]
     protocol: Protocol,
     /// Operation, as the protocol allows it staged.
     #[arg(long = "op", default_value = "intersection")]
@@ -101,7 +118,7 @@ pub struct StageArgs {
     /// `run`, 0 for `next`).
     #[arg(long)]
     wait_timeout: Option<u64>,
-    /// `run` of the replayed protocols (auto, vole, mqrpmt, compact): the most memory the buckets' roles kept alive
+    /// `run` of the replayed protocols (auto's picks included): the most memory the buckets' roles kept alive
     /// between stages may hold together (bytes, or with a unit: 512MiB, 12GiB, 12g, 12GB);
     /// the buckets beyond replay their rounds at each stage instead, slower. Default: the
     /// memory available less an eighth (two parties on one machine: give each its share).

@@ -672,11 +672,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let w = Workdir::create(&dir.path().join("w")).unwrap();
         let items: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::from([(0, vec![b"a".to_vec()])]);
-        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
-        let (a, b) = (RunSeed::generate(), RunSeed::generate());
-        let (ha, hb) = (settings.hello(Role::Receiver, 1, &a), settings.hello(Role::Sender, 1, &b));
-        let plan = Plan::agree(&settings, &ha, &hb).unwrap();
-        let job = Job::new(Protocol::Vole, Operation::Intersection);
+        let (plan, a) = receivers_plan(1);
+        let job = plan.job(1);
         let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, true);
         let none = serve(&w, &mut worker, &items, None, Duration::from_millis(20), "old", 2).unwrap();
         assert_eq!(none, Served::Lingered);
@@ -729,6 +726,15 @@ mod tests {
         assert!(e.contains("bucket-00001") && e.contains("kept no IDs"), "{e}");
     }
 
+    /// The plan of a vole run between a receiver (whose seed is returned) and a sender
+    /// of `n` items each.
+    fn receivers_plan(n: usize) -> (Plan, RunSeed) {
+        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
+        let (a, b) = (RunSeed::generate(), RunSeed::generate());
+        let (ha, hb) = (settings.hello(Role::Receiver, n, &a), settings.hello(Role::Sender, n, &b));
+        (Plan::agree(&settings, &ha, &hb).unwrap(), a)
+    }
+
     /// A live role that waits in a stage is checked to be where the task says this
     /// party's parts are, as one that runs is: if another process wrote the stage before,
     /// the role is dropped (else its empty part would pass for current, and it would go on
@@ -736,10 +742,7 @@ mod tests {
     #[test]
     fn a_waiting_live_role_is_dropped_when_its_last_part_is_not_the_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
-        let (a, b) = (RunSeed::generate(), RunSeed::generate());
-        let (ha, hb) = (settings.hello(Role::Receiver, 2, &a), settings.hello(Role::Sender, 2, &b));
-        let plan = Plan::agree(&settings, &ha, &hb).unwrap();
+        let (plan, a) = receivers_plan(2);
         let items = [b"one".to_vec(), b"two".to_vec()];
         let input = || BucketInput { items: &items, values: None };
         let first = |worker: &mut Worker| {
@@ -772,11 +775,8 @@ mod tests {
     #[test]
     fn a_worker_refuses_other_items_than_the_run_started_with() {
         let dir = tempfile::tempdir().unwrap();
-        let settings = Settings::new("t", Protocol::Vole, Operation::Intersection);
-        let (a, b) = (RunSeed::generate(), RunSeed::generate());
-        let (ha, hb) = (settings.hello(Role::Receiver, 2, &a), settings.hello(Role::Sender, 2, &b));
-        let plan = Plan::agree(&settings, &ha, &hb).unwrap();
-        let job = Job::new(Protocol::Vole, Operation::Intersection);
+        let (plan, a) = receivers_plan(2);
+        let job = plan.job(1);
         let mut worker = Worker::new(Exchange::unauthenticated(dir.path()), plan, a, job, false);
         let task = Task { stage: 2, bucket: 0, peer_size: 2, own_size: 2, theirs: vec![], ours: vec![], wait: false };
         let one = [b"only one".to_vec()];

@@ -7,7 +7,7 @@ use setwise::net::{Admission, DEFAULT_MAX_FRAME, ServeConfig, TcpConfig, TlsConf
 use setwise::protocols::registry;
 use setwise::protocols::{Named, Reveal, Spec};
 use setwise::session::Job;
-use setwise::{Operation, Protocol, Security};
+use setwise::{Operation, Protocol, Security, SumTo};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,6 +104,12 @@ pub struct JobArgs {
     // Which protocols withstand malicious peers comes from the registry.
     #[arg(long, default_value = "semi-honest", help = security_help())]
     pub security: Security,
+    /// sum: who learns the sum: sender (the value holder; both learn the cardinality) or
+    /// receiver (reverse PSI-card-sum: the receiver learns the cardinality and the sum of
+    /// the sender's values over the intersection, the sender nothing). Both sides must
+    /// agree.
+    #[arg(long, default_value = "sender")]
+    pub sum_to: SumTo,
     /// Refuse a peer that announces more items than this (a server's cap on what one
     /// peer can ask of it; default: 2^32).
     #[arg(long)]
@@ -118,6 +124,7 @@ impl JobArgs {
             .with_key_columns(key_columns)
             .with_reveal(self.reveal)
             .with_security(self.security)
+            .with_sum_to(self.sum_to)
             .with_options(&self.options.named(named))?;
         if let Some(n) = self.max_peer_items {
             job = job.with_max_peer_size(n);

@@ -87,7 +87,8 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
         }
         Outcome::CardinalitySum { cardinality, sum } => {
             println!("{}", serde_json::json!({ "cardinality": cardinality, "sum": sum.to_string() }));
-            format!("intersection size {cardinality}, sum of our values over it {sum}")
+            let whose = if role == Role::Sender { "our" } else { "the sender's" };
+            format!("intersection size {cardinality}, sum of {whose} values over it {sum}")
         }
         Outcome::Intersection(matched) => match out.emit(|w| Ok(set.write_rows(&matched, w)?))? {
             Some((rows, dest)) => format!("intersection size {}, {rows} rows {dest}", matched.len()),

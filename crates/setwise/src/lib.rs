@@ -69,5 +69,5 @@ pub mod vole;
 pub mod wire;
 
 pub use error::{Error, Result};
-pub use protocols::{Operation, Outcome, Protocol, Report, Role, Security};
+pub use protocols::{Operation, Outcome, Protocol, Report, Role, Security, SumTo};
 pub use session::{Input, Item, Job, run};

@@ -112,7 +112,8 @@ pub enum Operation {
     /// The receiver learns |X ∩ Y|.
     Cardinality,
     /// Both learn |X ∩ Y|; the sender, who holds a value per item, learns the sum of
-    /// its values over X ∩ Y.
+    /// its values over X ∩ Y ([`SumTo::Sender`]); or the receiver learns both and the
+    /// sender nothing ([`SumTo::Receiver`]).
     Sum,
     /// Both get XOR shares of the items of X ∩ Y; the receiver learns |X ∩ Y|.
     Shares,
@@ -158,6 +159,33 @@ impl Operation {
     }
 }
 
+/// Who learns the sum of `sum` (PSI-card-sum). Both learn |X ∩ Y| with the sum going to
+/// the value holder (the sender); the reverse functionality gives the receiver, who
+/// holds no values, |X ∩ Y| and the sum, and the sender nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SumTo {
+    /// PSI-card-sum as Ion et al. define it (paper Fig. 7): both learn |X ∩ Y|, the
+    /// sender, who holds the values, learns their sum over X ∩ Y.
+    #[default]
+    Sender,
+    /// Reverse PSI-card-sum (Garimella et al., CRYPTO 2021; the paper's §2 and §6.1): the
+    /// receiver learns |X ∩ Y| and the sum of the sender's values over it; the sender
+    /// learns nothing. The ad-conversion case: the party that showed the ads learns the
+    /// converted value without seeing any purchase.
+    Receiver,
+}
+
+impl SumTo {
+    /// The CLI and hello name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SumTo::Sender => "sender",
+            SumTo::Receiver => "receiver",
+        }
+    }
+}
+
 macro_rules! named_enum {
     ($t:ty, $what:literal, [$($v:expr),+]) => {
         impl fmt::Display for $t {
@@ -177,6 +205,7 @@ macro_rules! named_enum {
     };
 }
 named_enum!(Security, "security", [Security::SemiHonest, Security::Malicious]);
+named_enum!(SumTo, "sum_to", [SumTo::Sender, SumTo::Receiver]);
 named_enum!(
     Operation,
     "operation",
@@ -272,6 +301,8 @@ pub struct Call<'a> {
     pub operation: Operation,
     /// The security asked for.
     pub security: Security,
+    /// Who learns the sum of [`Operation::Sum`].
+    pub sum_to: SumTo,
     /// The protocol's parameters.
     pub params: &'a ProtocolParams,
     /// The context both sides agreed on (its role is this side's).

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::hex;
 use crate::protocols::authorized::{self, Mode};
 use crate::protocols::params::{AuthorizedJob, Named, ProtocolParams};
-use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role, Security, registry};
+use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Reveal, Role, Security, SumTo, registry};
 
 /// What to run.
 ///
@@ -34,6 +34,9 @@ pub struct Job {
     /// The adversary the run must withstand: a protocol proven only against semi-honest
     /// peers is refused under [`Security::Malicious`], and `auto` picks accordingly.
     pub security: Security,
+    /// Who learns the sum of [`Operation::Sum`] (the sender, who holds the values, unless
+    /// asked otherwise); only `sum` takes [`SumTo::Receiver`].
+    pub sum_to: SumTo,
 }
 
 impl Job {
@@ -48,6 +51,7 @@ impl Job {
             reveal: Reveal::Receiver,
             max_peer_size: MAX_SET_SIZE,
             security: Security::SemiHonest,
+            sum_to: SumTo::Sender,
         }
     }
 
@@ -57,11 +61,12 @@ impl Job {
     }
 
     /// The job `auto` resolved to: `protocol` with its default parameters, the same
-    /// operation, key columns and reveal.
+    /// operation, key columns, reveal, security and sum's recipient.
     pub fn resolved(self, protocol: Protocol) -> Self {
         Self {
             key_columns: self.key_columns,
             reveal: self.reveal,
+            sum_to: self.sum_to,
             max_peer_size: self.max_peer_size,
             security: self.security,
             ..Self::new(protocol, self.operation)
@@ -77,6 +82,12 @@ impl Job {
     /// The same job withstanding `security`.
     pub fn with_security(mut self, security: Security) -> Self {
         self.security = security;
+        self
+    }
+
+    /// The same job giving the sum of `sum` to `sum_to`.
+    pub fn with_sum_to(mut self, sum_to: SumTo) -> Self {
+        self.sum_to = sum_to;
         self
     }
 
@@ -153,6 +164,12 @@ impl Job {
                 _ => format!("for {op} use one of: {}", able.join(", ")),
             };
             return Err(Error::usage("reveal", format!("--reveal both is not for {protocol} {op}; {others}")));
+        }
+        if self.sum_to == SumTo::Receiver && self.operation != Operation::Sum {
+            return Err(Error::usage(
+                "sum_to",
+                format!("--sum-to receiver is for the sum operation, not {}", self.operation),
+            ));
         }
         if self.security > self.protocol.security() {
             let able: Vec<&str> = registry::ALL
@@ -231,6 +248,9 @@ impl Job {
         if self.security != Security::SemiHonest {
             fields.push(("security", self.security.name().to_string()));
         }
+        if self.sum_to != SumTo::Sender {
+            fields.push(("sum_to", self.sum_to.name().to_string()));
+        }
         fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")
     }
 }
@@ -262,6 +282,30 @@ mod tests {
         assert_eq!(both.hello_params(), "key_columns=1;reveal=both");
         let malicious = Job::new(Protocol::Auto, Operation::Intersection).with_security(Security::Malicious);
         assert_eq!(malicious.hello_params(), "key_columns=1;security=malicious");
+        // The sum's recipient only when it is not the default, so older hellos stay as
+        // they were; auto keeps it when it resolves.
+        let reverse = Job::new(Protocol::Auto, Operation::Sum).with_sum_to(SumTo::Receiver);
+        assert_eq!(reverse.hello_params(), "key_columns=1;sum_to=receiver");
+        let resolved = reverse.resolved(Protocol::Mqrpmt);
+        assert_eq!(resolved.hello_params(), "key_columns=1;rpmt=cwprf;last_move=bloom;sum_to=receiver");
+        assert_eq!(
+            Job::new(Protocol::Mqrpmt, Operation::Sum).with_sum_to(SumTo::Sender),
+            m.with_key_columns(1).with_params(ProtocolParams::Mqrpmt(MqrpmtParams::default()))
+        );
+    }
+
+    #[test]
+    fn only_a_sum_goes_to_the_receiver() {
+        Job::new(Protocol::Mqrpmt, Operation::Sum).with_sum_to(SumTo::Receiver).validate(Role::Sender).unwrap();
+        for op in [Operation::Cardinality, Operation::Intersection, Operation::Shares] {
+            let e = Job::new(Protocol::Mqrpmt, op).with_sum_to(SumTo::Receiver).validate(Role::Receiver).unwrap_err();
+            assert!(
+                matches!(&e, Error::Usage { what: "sum_to", why } if why.contains(&format!("not {op}"))),
+                "{op}: {e}"
+            );
+        }
+        assert_eq!("receiver".parse::<SumTo>().unwrap(), SumTo::Receiver);
+        assert!("both".parse::<SumTo>().unwrap_err().to_string().contains("sender"));
     }
 
     #[test]

@@ -220,6 +220,7 @@ fn dispatch<I: Item>(
         protocol: job.protocol,
         operation: job.operation,
         security: job.security,
+        sum_to: job.sum_to,
         params: &job.params,
         ctx,
         input,

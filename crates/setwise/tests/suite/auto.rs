@@ -7,7 +7,7 @@ use setwise::protocols::mqrpmt::{Construction, MqrpmtParams};
 use setwise::session::Input;
 use setwise::session::ProtocolParams;
 use setwise::testing::{plain_intersection, run_items, run_pair};
-use setwise::{Error, Job, Operation, Outcome, Protocol, Report, Security};
+use setwise::{Error, Job, Operation, Outcome, Protocol, Report, Security, SumTo};
 use std::collections::BTreeSet;
 
 fn chosen(r: &Report) -> &str {
@@ -53,6 +53,17 @@ fn other_operations_go_to_the_protocol_that_has_them() {
     let (s_out, s_rep) = run.sender.unwrap();
     assert_eq!(s_out, Outcome::CardinalitySum { cardinality: 100, sum: (400..500).sum() });
     assert_eq!(chosen(&s_rep), "mqrpmt");
+
+    // The sum given to the receiver: auto keeps who learns it when it resolves.
+    let run = run_pair(
+        &Job::new(Protocol::Auto, Operation::Sum).with_sum_to(SumTo::Receiver),
+        Input::Values { items: &x, values: &values, bound: 1000 },
+        Input::Items(&y),
+        None,
+    );
+    let ((s_out, _), (r_out, r_rep)) = (run.sender.unwrap(), run.receiver.unwrap());
+    assert_eq!((s_out, chosen(&r_rep)), (Outcome::Nothing, "mqrpmt"));
+    assert_eq!(r_out, Outcome::CardinalitySum { cardinality: 100, sum: (400..500).sum() });
 }
 
 #[test]

@@ -9,7 +9,7 @@ use setwise::net::{Channel, DEFAULT_MAX_FRAME, Decorated, Decoration, MemoryChan
 use setwise::protocols::Role;
 use setwise::protocols::mqrpmt::{self, Construction, LastMove, MqrpmtParams, Values};
 use setwise::session::{self, Hello, Input, ProtocolParams, handshake};
-use setwise::{Error, Job, Operation, Outcome, Protocol, Result};
+use setwise::{Error, Job, Operation, Outcome, Protocol, Result, SumTo};
 use std::collections::BTreeSet;
 
 /// Every operation of the protocol.
@@ -33,7 +33,7 @@ fn run(
     y: &[Vec<u8>],
     values: Option<Values<'_>>,
 ) -> (Result<Outcome>, Result<Outcome>) {
-    run_tampered(op, params, x, y, values, Role::Receiver, |_| {})
+    run_tampered(job(op, params), x, y, values, Role::Receiver, |_| {})
 }
 
 /// Rewrites every frame a channel end sends: a hostile peer that otherwise follows the
@@ -48,18 +48,16 @@ impl<F: FnMut(&mut Vec<u8>) + Send> Decoration for Edit<F> {
     }
 }
 
-/// [`run`] with `edit` applied to every frame that `cheat` (the sender or the receiver)
-/// sends.
+/// `job` as [`run`] runs it, with `edit` applied to every frame that `cheat` (the
+/// sender or the receiver) sends.
 fn run_tampered(
-    op: Operation,
-    params: MqrpmtParams,
+    job: Job,
     x: &[Vec<u8>],
     y: &[Vec<u8>],
     values: Option<Values<'_>>,
     cheat: Role,
     mut edit: impl FnMut(&mut Vec<u8>) + Send,
 ) -> (Result<Outcome>, Result<Outcome>) {
-    let job = job(op, params);
     let (a, b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
     let honest = |_: &mut Vec<u8>| {};
     let (mut a, mut b): (Box<dyn Channel>, Box<dyn Channel>) = if cheat == Role::Sender {
@@ -95,12 +93,29 @@ fn check(op: Operation, params: MqrpmtParams, x: &[Vec<u8>], y: &[Vec<u8>]) {
     crate::conformance::expect(op, s, r, x, y, &values, &what);
 }
 
-/// Every operation with each construction (cwPRF with its default Bloom filter, pOPRF).
+/// Reverse PSI-card-sum: the receiver learns |X ∩ Y| and the sum of the sender's values
+/// over it, the sender nothing; against the plain computation.
+fn check_reverse_sum(params: MqrpmtParams, x: &[Vec<u8>], y: &[Vec<u8>]) {
+    let values = values_of(x);
+    let job = job(Operation::Sum, params).with_sum_to(SumTo::Receiver);
+    let input = Some(Values { values: &values, bound: u32::MAX as u64 });
+    let (s, r) = run_tampered(job, x, y, input, Role::Receiver, |_| {});
+    let what = format!("reverse sum {}, |X| = {}, |Y| = {}", params.label(), x.len(), y.len());
+    let ys: BTreeSet<&[u8]> = y.iter().map(Vec::as_slice).collect();
+    let common: Vec<usize> = (0..x.len()).filter(|&i| ys.contains(x[i].as_slice())).collect();
+    let sum: u128 = common.iter().map(|&i| u128::from(values[i])).sum();
+    let want = Outcome::CardinalitySum { cardinality: common.len() as u64, sum };
+    assert_eq!((s.unwrap(), r.unwrap()), (Outcome::Nothing, want), "{what}");
+}
+
+/// Every operation with each construction (cwPRF with its default Bloom filter, pOPRF),
+/// and the sum given to the receiver.
 fn check_all(x: &[Vec<u8>], y: &[Vec<u8>]) {
     for params in [CWPRF, POPRF] {
         for &op in ops() {
             check(op, params, x, y);
         }
+        check_reverse_sum(params, x, y);
     }
 }
 
@@ -154,8 +169,13 @@ fn sum_never_wraps_at_the_bound() {
         let x = items("v", 0..1000);
         let values = vec![bound; x.len()];
         let (s, r) = run(Operation::Sum, CWPRF, &x, &x, Some(Values { values: &values, bound }));
-        assert_eq!(s.unwrap(), Outcome::CardinalitySum { cardinality: 1000, sum: 1000 * bound as u128 }, "{bound}");
+        let want = Outcome::CardinalitySum { cardinality: 1000, sum: 1000 * bound as u128 };
+        assert_eq!(s.unwrap(), want, "{bound}");
         assert_eq!(r.unwrap(), Outcome::Cardinality(1000));
+        // Given to the receiver: the zero-sum masks wrap, the sum does not.
+        let reverse = job(Operation::Sum, CWPRF).with_sum_to(SumTo::Receiver);
+        let (s, r) = run_tampered(reverse, &x, &x, Some(Values { values: &values, bound }), Role::Receiver, |_| {});
+        assert_eq!((s.unwrap(), r.unwrap()), (Outcome::Nothing, want), "reverse, {bound}");
     }
     assert_eq!(mqrpmt::sum_width(1, 255), 1);
     assert_eq!(mqrpmt::sum_width(2, 255), 2);
@@ -291,7 +311,7 @@ fn clients_refuse_what_a_cheating_server_sends() {
     let values = vec![1u64; x.len()];
     for (op, want, edit) in cases {
         let v = (op == Operation::Sum).then_some(Values { values: &values, bound: 1 });
-        let (s, _) = run_tampered(op, CWPRF, &x, &y, v, Role::Receiver, edit);
+        let (s, _) = run_tampered(job(op, CWPRF), &x, &y, v, Role::Receiver, edit);
         let e = s.unwrap_err().to_string();
         assert!(e.contains(want), "{op}: {e}");
     }
@@ -346,12 +366,12 @@ fn receiver_refuses_what_a_cheating_poprf_sender_sends() {
         ),
     ];
     for (want, edit) in cases {
-        let (_, r) = run_tampered(Operation::Cardinality, POPRF, &x, &y, None, Role::Sender, edit);
+        let (_, r) = run_tampered(job(Operation::Cardinality, POPRF), &x, &y, None, Role::Sender, edit);
         let e = r.unwrap_err().to_string();
         assert!(e.contains(want), "{want}: {e}");
     }
     // Tags that match nothing are no error: they only make the membership bits wrong.
-    let (_, r) = run_tampered(Operation::Cardinality, POPRF, &x, &y, None, Role::Sender, |f: &mut Vec<u8>| {
+    let (_, r) = run_tampered(job(Operation::Cardinality, POPRF), &x, &y, None, Role::Sender, |f: &mut Vec<u8>| {
         if f[0] == 0x7b {
             f[5..].iter_mut().for_each(|b| *b ^= 0x5a);
             let n = f.len();
@@ -359,6 +379,34 @@ fn receiver_refuses_what_a_cheating_poprf_sender_sends() {
         }
     });
     assert_eq!(r.unwrap(), Outcome::Cardinality(0));
+}
+
+/// Given to the receiver, the sum never reaches the sender: the receiver sends no masked
+/// sum (tag 0x75) back, and a sender that meets a peer giving the sum the other way is
+/// refused before any item is touched, by both sides.
+#[test]
+fn the_reverse_sum_stays_with_the_receiver_and_both_must_ask_for_it() {
+    let (x, y) = (items("a", 0..300), items("a", 100..400));
+    let values = values_of(&x);
+    let v = Some(Values { values: &values, bound: u32::MAX as u64 });
+    let mut tags = Vec::new();
+    let reverse = job(Operation::Sum, POPRF).with_sum_to(SumTo::Receiver);
+    let (s, r) = run_tampered(reverse.clone(), &x, &y, v, Role::Receiver, |f: &mut Vec<u8>| tags.push(f[0]));
+    assert_eq!(s.unwrap(), Outcome::Nothing);
+    assert!(matches!(r.unwrap(), Outcome::CardinalitySum { cardinality: 200, .. }));
+    assert!(!tags.is_empty() && !tags.contains(&0x75), "{tags:x?}");
+    for (sender, receiver) in [(job(Operation::Sum, POPRF), reverse.clone()), (reverse, job(Operation::Sum, POPRF))] {
+        let (mut a, mut b) = MemoryChannel::pair(DEFAULT_MAX_FRAME);
+        let (s, r) = std::thread::scope(|sc| {
+            let input = Input::Values { items: &x, values: &values, bound: u32::MAX as u64 };
+            let t = sc.spawn(|| session::run(&mut a, &sender, Role::Sender, input));
+            let r = session::run(&mut b, &receiver, Role::Receiver, Input::Items(&y));
+            (t.join().unwrap(), r)
+        });
+        for e in [s.unwrap_err().to_string(), r.unwrap_err().to_string()] {
+            assert!(e.contains("sum_to=receiver"), "{e}");
+        }
+    }
 }
 
 /// The two constructions do not meet: the hello names each side's.

@@ -14,7 +14,8 @@
 //!   looks the tags up among its own items;
 //! - `union`: one-sided OT of x_i where e_i = 0; the receiver outputs Y ∪ {those};
 //! - `sum`: chosen OT of (r_i, r_i + v_i) mod q; the receiver returns Σ and Σe to the
-//!   sender, who removes Σr_i;
+//!   sender, who removes Σr_i; or, reverse ([`SumTo::Receiver`]), the masks sum to zero
+//!   and the receiver's Σ is the sum, which it keeps;
 //! - `shares`: chosen OT of (r_i, r_i ⊕ x̄_i); row i's shares XOR to x̄_i (the padded item)
 //!   if x_i ∈ Y and to zero otherwise;
 //! - `private-id`: two VOLE OPRFs, one keyed by each party, give every item the ID
@@ -62,7 +63,7 @@ use crate::protocols::params::{Named, OptionDoc, ProtocolParams};
 use crate::protocols::spec::{Leakage, Spec, values_for_sum};
 use crate::protocols::{Call, Input, Role};
 use crate::protocols::{Context, Operation, Outcome, Report};
-use crate::protocols::{Protocol, Security};
+use crate::protocols::{Protocol, Security, SumTo};
 
 pub use crate::protocols::params::mqrpmt::MqrpmtParams;
 
@@ -85,35 +86,40 @@ pub fn params_of_options(named: &Named) -> Result<ProtocolParams> {
 
 /// The client P2 (the hello's sender) with its items X and, for `sum`, its values.
 ///
-/// Learns nothing, except with `sum` (|X ∩ Y| and the sum of its values over X ∩ Y),
-/// `shares` (its shares) and `private-id` (the IDs).
+/// Learns nothing, except with `sum` given to the sender, [`SumTo::Sender`] (|X ∩ Y| and
+/// the sum of its values over X ∩ Y), `shares` (its shares) and `private-id` (the IDs).
+#[allow(clippy::too_many_arguments)] // one per fact of the run; `roles` is the caller
 pub fn sender<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     ctx: &Context,
     op: Operation,
     items: &[I],
     values: Option<Values<'_>>,
+    sum_to: SumTo,
     params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
     match op {
         Operation::PrivateId => private_id::client(ch, ctx, items, params, report),
-        _ => operations::sender(ch, ctx, op, items, values, params, report),
+        _ => operations::sender(ch, ctx, op, items, values, sum_to, params, report),
     }
 }
 
-/// The server P1 (the hello's receiver) with its items Y; learns the operation's output.
+/// The server P1 (the hello's receiver) with its items Y; learns the operation's output
+/// (with `sum` given to the receiver, [`SumTo::Receiver`], the sum of the sender's values
+/// over X ∩ Y too).
 pub fn receiver<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     ctx: &Context,
     op: Operation,
     items: &[I],
+    sum_to: SumTo,
     params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
     match op {
         Operation::PrivateId => private_id::server(ch, ctx, items, params, report),
-        _ => operations::receiver(ch, ctx, op, items, params, report),
+        _ => operations::receiver(ch, ctx, op, items, sum_to, params, report),
     }
 }
 
@@ -129,15 +135,15 @@ fn shuffled<I: AsRef<[u8]>>(items: &[I]) -> (Vec<usize>, Vec<&[u8]>) {
 /// Its roles ([`Spec::roles`]): the sender with its items (and, for `sum`, its values),
 /// the receiver with its items.
 fn roles(mut ch: &mut dyn Channel, call: Call<'_>, report: &mut Report) -> Result<Outcome> {
-    let (ProtocolParams::Mqrpmt(m), ctx, op) = (call.params, call.ctx, call.operation) else {
+    let (ProtocolParams::Mqrpmt(m), ctx, op, to) = (call.params, call.ctx, call.operation, call.sum_to) else {
         return Err(call.unsupported());
     };
     match (ctx.role, &call.input) {
-        (Role::Sender, &Input::Items(x)) => sender(&mut ch, ctx, op, x, None, m, report),
+        (Role::Sender, &Input::Items(x)) => sender(&mut ch, ctx, op, x, None, to, m, report),
         (Role::Sender, &Input::Values { items, values, bound }) => {
-            sender(&mut ch, ctx, op, items, Some(Values { values, bound }), m, report)
+            sender(&mut ch, ctx, op, items, Some(Values { values, bound }), to, m, report)
         }
-        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, ctx, op, y, m, report),
+        (Role::Receiver, &Input::Items(y)) => receiver(&mut ch, ctx, op, y, to, m, report),
         _ => Err(call.unsupported()),
     }
 }

@@ -10,7 +10,7 @@ use crate::crypto::rng::csprng;
 use crate::error::{Deviation, Error, Result};
 use crate::net::Channel;
 use crate::ot;
-use crate::protocols::{Context, Operation, Outcome, Report, Security};
+use crate::protocols::{Context, Operation, Outcome, Report, Security, SumTo};
 use crate::wire::WireError;
 use crate::wire::msg::Message;
 use rand::{Rng, RngExt};
@@ -104,14 +104,16 @@ fn from_le(bytes: &[u8]) -> u128 {
 /// The client P2 (the hello's sender) with its items X and, for `sum`, its values;
 /// every operation but `private-id`.
 ///
-/// Learns nothing, except with `sum` (|X ∩ Y| and the sum of its values over X ∩ Y),
-/// `shares` (its shares) and `private-id` (the IDs).
+/// Learns nothing, except with `sum` given to the sender (|X ∩ Y| and the sum of its
+/// values over X ∩ Y) and `shares` (its shares).
+#[allow(clippy::too_many_arguments)] // one per fact of the run, as the public role has
 pub(super) fn sender<I: AsRef<[u8]> + Sync>(
     ch: &mut impl Channel,
     ctx: &Context,
     op: Operation,
     items: &[I],
     values: Option<Values<'_>>,
+    sum_to: SumTo,
     params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
@@ -149,7 +151,7 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
     report.phase("membership test", ch, |ch| client(ch, ctx, &xs, params))?;
     if op == Operation::Cardinality || n == 0 {
         return Ok(match op {
-            Operation::Sum => Outcome::CardinalitySum { cardinality: 0, sum: 0 },
+            Operation::Sum if sum_to == SumTo::Sender => Outcome::CardinalitySum { cardinality: 0, sum: 0 },
             Operation::Shares => Outcome::Shares(Shares {
                 codec: codec.expect("set for shares"),
                 data: vec![],
@@ -197,13 +199,22 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
             let mut rng = csprng();
             let mut msgs = vec![0u8; 2 * n * w];
             let mut r_total = 0u128;
-            for (m, &i) in msgs.chunks_mut(2 * w).zip(&order) {
-                let r = rng.random::<u128>() & q;
+            for (k, (m, &i)) in msgs.chunks_mut(2 * w).zip(&order).enumerate() {
+                // Reverse (GMR+21): the masks sum to zero, so what the receiver adds up
+                // is the sum itself; each mask but the last is uniform, so any n − 1 of
+                // the messages it gets are uniform and together they say only the sum.
+                let r = match sum_to {
+                    SumTo::Receiver if k + 1 == n => 0u128.wrapping_sub(r_total) & q,
+                    _ => rng.random::<u128>() & q,
+                };
                 r_total = r_total.wrapping_add(r) & q;
                 to_le(r, &mut m[..w]);
                 to_le(r.wrapping_add(v.values[i] as u128) & q, &mut m[w..]);
             }
             ot::send_chosen(ch, sid, &pairs, &msgs, w)?;
+            if sum_to == SumTo::Receiver {
+                return Ok(Outcome::Nothing);
+            }
             let MaskedSum { masked, cardinality, .. } = MaskedSum::recv(ch, "receiving the masked sum", (w, n))?;
             let sum = masked.wrapping_sub(r_total) & q;
             // A cheap plausibility check: a random S' fails it with probability ≥ 1 − c/n.
@@ -224,6 +235,7 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
     ctx: &Context,
     op: Operation,
     items: &[I],
+    sum_to: SumTo,
     params: &MqrpmtParams,
     report: &mut Report,
 ) -> Result<Outcome> {
@@ -248,6 +260,7 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
                 members: vec![],
                 items: vec![],
             }),
+            Operation::Sum if sum_to == SumTo::Receiver => Outcome::CardinalitySum { cardinality, sum: 0 },
             _ => Outcome::Cardinality(cardinality),
         });
     }
@@ -300,6 +313,11 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
             let got = ot::receive_chosen(ch, sid, &keys, &choices, width)?;
             let q = mask(width);
             let masked = got.chunks(width).fold(0u128, |acc, m| acc.wrapping_add(from_le(m)) & q);
+            if sum_to == SumTo::Receiver {
+                // The masks summed to zero: `masked` is the sum. The sender alone knows
+                // the bound, so a sender that lies about its values is not caught here.
+                return Ok(Outcome::CardinalitySum { cardinality, sum: masked });
+            }
             MaskedSum { width, masked, cardinality }.send(ch, "sending the masked sum")?;
             Ok(Outcome::Cardinality(cardinality))
         }

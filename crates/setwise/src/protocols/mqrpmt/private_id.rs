@@ -23,7 +23,7 @@ use crate::error::{Deviation, Result};
 use crate::net::Channel;
 use crate::protocols::vole::oprf::{self, Phases};
 use crate::protocols::vole::{self, Hashes};
-use crate::protocols::{Context, Operation, Outcome, Report, Security};
+use crate::protocols::{Context, Operation, Outcome, Report, Security, SumTo};
 use crate::wire::msg::Message;
 
 /// ID bytes: 256 bits, so two of the union's items share an ID with probability at most
@@ -73,7 +73,7 @@ pub(super) fn server<I: AsRef<[u8]> + Sync>(
         ids(items.len(), fa, fb)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
-    let extra = match operations::receiver(ch, ctx, Operation::Union, &refs, params, report)? {
+    let extra = match operations::receiver(ch, ctx, Operation::Union, &refs, SumTo::Sender, params, report)? {
         Outcome::Union(extra) => extra,
         other => unreachable!("the union operation returns the union, not {other:?}"),
     };
@@ -112,7 +112,7 @@ pub(super) fn client<I: AsRef<[u8]> + Sync>(
         ids(n_own, fb, fa)
     });
     let refs: Vec<&[u8]> = own.iter().map(|id| &id[..]).collect();
-    operations::sender(ch, ctx, Operation::Union, &refs, None, params, report)?;
+    operations::sender(ch, ctx, Operation::Union, &refs, None, SumTo::Sender, params, report)?;
     let union = report.phase("union ids", ch, |ch| {
         let total = UnionCount::recv(ch, "receiving the union IDs", (n_own, n_peer))?.0;
         UNION_IDS.recv_all(ch, total as usize, "receiving the union IDs")

@@ -61,7 +61,8 @@ class Result:
     items: list[int] | None = None
     #: |X ∩ Y| when the party learns it.
     cardinality: int | None = None
-    #: ``sum``: the sum of the sender's values over the intersection (sender only).
+    #: ``sum``: the sum of the sender's values over the intersection (the sender's, or
+    #: with ``sum_to="receiver"`` the receiver's only).
     sum: int | None = None
     #: ``union``: the peer's keys that are not among ours (raw item bytes).
     union_extra: list[bytes] | None = None
@@ -203,6 +204,7 @@ def _options(
     reveal: str = "receiver",
     rpmt: str | None = None,
     security: str = "semi-honest",
+    sum_to: str = "sender",
     last_move: str | None = None,
     connect_timeout: float = 30.0,
     timeout: float = 600.0,
@@ -239,6 +241,7 @@ def _options(
         "reveal": reveal,
         "rpmt": rpmt,
         "security": security,
+        "sum_to": sum_to,
         "last_move": last_move,
         "connect_timeout": connect_timeout,
         "timeout": timeout,
@@ -321,6 +324,7 @@ def receiver(
     reveal: str = "receiver",
     rpmt: str | None = None,
     security: str = "semi-honest",
+    sum_to: str = "sender",
     last_move: str | None = None,
     fingerprint: str | None = None,
     credentials: Credentials | PathLike | None = None,
@@ -358,6 +362,7 @@ def receiver(
         reveal=reveal,
         rpmt=rpmt,
         security=security,
+        sum_to=sum_to,
         last_move=last_move,
         fingerprint=fingerprint,
         credentials=credentials,
@@ -380,6 +385,7 @@ def sender(
     reveal: str = "receiver",
     rpmt: str | None = None,
     security: str = "semi-honest",
+    sum_to: str = "sender",
     last_move: str | None = None,
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
@@ -394,7 +400,9 @@ def sender(
 
     ``op="sum"``: ``values`` holds one non-negative integer per input row (rows with one
     key add up; no key's total may exceed ``value_bound``), and the sender learns the
-    sum over the intersection. ``reveal="both"`` (both sides): the sender learns the
+    sum over the intersection; with ``sum_to="receiver"`` (both sides) the receiver
+    learns it and the cardinality instead, and the sender nothing (reverse
+    PSI-card-sum). ``reveal="both"`` (both sides): the sender learns the
     intersection or its size too. ``protocol="unbalanced"``: ``items`` is a
     :class:`SenderDb`. ``protocol="authorized"`` / ``"partial"``: ``judge_key`` (hex, or
     the judge's public-key file) and the ``client_id`` served.
@@ -411,6 +419,7 @@ def sender(
         reveal=reveal,
         rpmt=rpmt,
         security=security,
+        sum_to=sum_to,
         last_move=last_move,
         values=values,
         value_bound=value_bound,
@@ -450,6 +459,7 @@ def serve(
     reveal: str = "receiver",
     rpmt: str | None = None,
     security: str = "semi-honest",
+    sum_to: str = "sender",
     last_move: str | None = None,
     values: Any | None = None,
     value_bound: int = 2**32 - 1,
@@ -491,6 +501,7 @@ def serve(
         reveal=reveal,
         rpmt=rpmt,
         security=security,
+        sum_to=sum_to,
         last_move=last_move,
         values=values,
         value_bound=value_bound,

@@ -15,7 +15,7 @@ use setwise::protocols::authorized::Credentials;
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::{SenderDb, decode_label};
 use setwise::session::{Input, Job, served_line};
-use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
+use setwise::{Operation, Outcome, Protocol, Report, Role, Security, SumTo};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -42,6 +42,8 @@ pub struct Options {
     last_move: Option<String>,
     /// The adversary to withstand (`semi-honest` or `malicious`; both sides agree).
     security: String,
+    /// `sum`: who learns the sum (`sender` or `receiver`; both sides agree).
+    sum_to: String,
     connect_timeout: f64,
     timeout: f64,
     /// The party's keys (every role but the unbalanced sender and the judge).
@@ -199,6 +201,7 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
     let operation: Operation = parse(&o.op)?;
     let reveal = parse(&o.reveal)?;
     let security: Security = parse(&o.security)?;
+    let sum_to: SumTo = parse(&o.sum_to)?;
     let keys = o.keys.as_ref().map(|k| (k.get().store.clone(), k.get().key_columns));
     let with_keys = |msg: &str| need(keys.as_ref(), msg).cloned();
     let takes = protocol.spec().takes(operation, role);
@@ -251,7 +254,8 @@ fn prepare(py: Python<'_>, role: Role, o: &Options) -> PyResult<(Job, Held)> {
         None => job,
     }
     .with_reveal(reveal)
-    .with_security(security);
+    .with_security(security)
+    .with_sum_to(sum_to);
     job.validate(role).map_err(to_py)?;
     Ok((job, held))
 }

@@ -115,6 +115,22 @@ def test_sum() -> None:
     assert s.cardinality == r.cardinality == len(COMMON)
 
 
+def test_sum_to_the_receiver_ad_conversions() -> None:
+    # Reverse PSI-card-sum: the advertiser (sender) holds purchase amounts, the ad
+    # platform (receiver; auto runs mqrpmt) learns their total over the users it
+    # showed the ad to, and the advertiser learns nothing.
+    values = [(i * 37) % 1000 for i in range(len(X))]
+    s, r = pair(
+        lambda a: setwise.sender(X, "auto", "sum", listen=a, values=values, value_bound=1000, sum_to="receiver"),
+        lambda a: setwise.receiver(Y, "auto", "sum", connect=a, sum_to="receiver"),
+    )
+    assert r.sum == sum(values[i] for i in plain_rows(X, Y))
+    assert r.cardinality == len(COMMON)
+    assert s.sum is None and s.cardinality is None
+    with pytest.raises(setwise.Error, match="sum"):
+        setwise.receiver(Y, "mqrpmt", "cardinality", connect="127.0.0.1:1", sum_to="receiver")
+
+
 def test_shares_recombine_to_the_intersection() -> None:
     s, r = pair(
         lambda a: setwise.sender(X, "mqrpmt", "shares", listen=a),

@@ -682,6 +682,37 @@ fn mqrpmt_operations_over_tcp() {
     assert_eq!(text(&so.stdout).trim(), format!("{{\"cardinality\":50,\"sum\":\"{want_sum}\"}}"));
     assert_eq!(text(&ro.stdout).trim(), "50");
 
+    // sum --sum-to receiver (reverse; auto runs mqrpmt for it): the
+    // receiver prints the count and the sum, the sender learns nothing.
+    let (so, ro) = pair(
+        &[
+            "--protocol",
+            "auto",
+            "--op",
+            "sum",
+            "--sum-to",
+            "receiver",
+            "--input",
+            s,
+            "--key",
+            "id",
+            "--value",
+            "amount",
+        ],
+        &["--protocol", "auto", "--op", "sum", "--sum-to", "receiver", "--input", r],
+    );
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert_eq!(text(&ro.stdout).trim(), format!("{{\"cardinality\":50,\"sum\":\"{want_sum}\"}}"));
+    assert_eq!(text(&so.stdout).trim(), "");
+    assert!(text(&so.stderr).contains("learned nothing"), "{}", text(&so.stderr));
+    // Only one side asking for it: both refuse, naming the setting.
+    let (so, ro) = pair(
+        &[&mq("sum")[..], &["--input", s, "--key", "id", "--value", "amount"]].concat(),
+        &[&mq("sum")[..], &["--input", r, "--sum-to", "receiver"]].concat(),
+    );
+    assert!(!so.status.success() && !ro.status.success());
+    assert!(text(&ro.stderr).contains("sum_to=receiver"), "{}", text(&ro.stderr));
+
     // union: the receiver writes the keys of X ∪ Y; the shuffle last move.
     let out = dir.path().join("union.csv");
     let (so, ro) = pair(

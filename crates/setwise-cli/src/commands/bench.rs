@@ -12,7 +12,7 @@ use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::{SenderDb, auto};
 use setwise::protocols::{Named, Reveal, human_bytes};
 use setwise::session::{Input, Job, run};
-use setwise::{Operation, Outcome, Protocol, Report, Role, Security};
+use setwise::{Operation, Outcome, Protocol, Report, Role, Security, SumTo};
 
 /// `setwise bench`.
 #[derive(Args)]
@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// The adversary to withstand: semi-honest, or malicious (vole, compact).
     #[arg(long, default_value = "semi-honest")]
     security: Security,
+    /// sum: who learns the sum, sender or receiver (the reverse sum; its rows are named
+    /// `sum … to receiver`).
+    #[arg(long, default_value = "sender")]
+    sum_to: SumTo,
     /// Also write every run's two reports as JSON lines to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -160,7 +164,12 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Failure> {
 /// The jobs timed for `op`, each with its row's name: one per `--rpmt` construction
 /// (named with its last move), else one.
 fn jobs(a: &BenchArgs, op: Operation) -> setwise::Result<Vec<(String, Job)>> {
-    let job = Job::new(a.protocol, op).with_reveal(a.reveal).with_security(a.security);
+    let mut job = Job::new(a.protocol, op).with_reveal(a.reveal).with_security(a.security);
+    // Only the sum has a recipient to choose; the other operations keep the default.
+    if op == Operation::Sum {
+        job = job.with_sum_to(a.sum_to);
+    }
+    let to = if job.sum_to == SumTo::Receiver { " to receiver" } else { "" };
     let rpmt: Vec<Option<&str>> = match a.rpmt.is_empty() {
         true => vec![None],
         false => a.rpmt.iter().map(|c| Some(c.as_str())).collect(),
@@ -170,9 +179,9 @@ fn jobs(a: &BenchArgs, op: Operation) -> setwise::Result<Vec<(String, Job)>> {
             let job =
                 job.clone().with_options(&Named::none().with("rpmt", c).with("last_move", a.last_move.as_deref()))?;
             let name = match (job.params.label(), a.security) {
-                (Some(label), _) => format!("{op} {label}"),
-                (None, Security::SemiHonest) => op.name().to_string(),
-                (None, Security::Malicious) => format!("{op} (malicious)"),
+                (Some(label), _) => format!("{op} {label}{to}"),
+                (None, Security::SemiHonest) => format!("{op}{to}"),
+                (None, Security::Malicious) => format!("{op} (malicious){to}"),
             };
             Ok((name, job))
         })

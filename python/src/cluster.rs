@@ -174,7 +174,7 @@ impl StagedDriver {
         let mut attempt = [0u8; 8];
         setwise::crypto::rng::fill_os(&mut attempt);
         let remote = Box::new(PyRemote { obj: remote, workdir: w, attempt: hex(&attempt) });
-        let learns = who == Role::Receiver || settings.operation.sender_learns();
+        let learns = who == Role::Receiver || settings.operation.sender_learns(settings.sum_to);
         let runner = Runner::open_remote(settings, who, &ex, &wd, (size, fingerprint), key, remote).map_err(to_py)?;
         Ok(Self { runner, learns })
     }

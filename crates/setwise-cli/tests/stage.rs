@@ -361,6 +361,20 @@ fn mqrpmt_sum_union_and_private_id_run_staged_and_equal_the_plain_computation() 
     assert!(ro.status.success() && so.status.success(), "{}", text(&so.stderr));
     assert_eq!(text(&so.stdout), want);
 
+    // sum --sum-to receiver: the receiver adds up the buckets' counts and sums and prints
+    // what the sender printed above; the sender learns nothing, and --output is refused.
+    let to = args(&["--sum-to", "receiver"]);
+    let r = party("receiver", "sum", "run-rsum", &to);
+    let s =
+        party("sender", "sum", "run-rsum", &[&to[..], &args(&["--value", "amount", "--value-bound", "1000"])].concat());
+    let (rc, sc) = (r.spawn("run"), s.spawn("run"));
+    let (ro, so) = (rc.wait_with_output().unwrap(), sc.wait_with_output().unwrap());
+    assert!(ro.status.success() && so.status.success(), "{} {}", text(&ro.stderr), text(&so.stderr));
+    assert_eq!((text(&ro.stdout), text(&so.stdout)), (want.clone(), String::new()), "{}", text(&ro.stderr));
+    let extra = [&to[..], &args(&["--value", "amount", "--output", path_str(&out("run-rsum", "s"))])].concat();
+    let o = bin().args(party("sender", "sum", "run-rsum2", &extra).args("run")).output().unwrap();
+    assert!(!o.status.success() && text(&o.stderr).contains("learns nothing"), "{}", text(&o.stderr));
+
     // union: the receiver's keys and the sender's others.
     let r = party("receiver", "union", "run-u", &args(&["--output", path_str(&out("run-u", "r"))]));
     let s = party("sender", "union", "run-u", &[]);

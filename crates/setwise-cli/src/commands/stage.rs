@@ -17,7 +17,7 @@ use setwise::staged::auth::HOW_TO_MAKE;
 use setwise::staged::runner;
 use setwise::staged::store::Exchange;
 use setwise::staged::{BucketKey, Buckets, ExchangeKey, Location, Runner, Settings, Step};
-use setwise::{Operation, Protocol, Role};
+use setwise::{Operation, Protocol, Role, SumTo};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -78,13 +78,19 @@ pub struct StageArgs {
     #[command(flatten)]
     input: InputArgs,
     /// sum, sender: the column holding each row's value (rows with the same key add up);
-    /// the sender learns the sum of its values over the intersection.
+    /// the sender learns the sum of its values over the intersection (or, with
+    /// `--sum-to receiver`, the receiver does).
     #[arg(long)]
     value: Option<String>,
     /// sum, sender: the declared bound of any item's value (it fixes each bucket's sum
     /// modulus).
     #[arg(long, default_value_t = u32::MAX as u64)]
     value_bound: u64,
+    /// sum: who learns the sum, sender (the value holder; the receiver learns the
+    /// cardinality) or receiver (it adds up every bucket's count and sum; the sender
+    /// learns nothing). Both sides must agree.
+    #[arg(long, default_value = "sender")]
+    sum_to: SumTo,
     /// The exchange both parties read and write (one per run): a directory, or
     /// `s3://bucket/prefix` in an S3-compatible store, reached with the AWS variables
     /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
@@ -211,7 +217,13 @@ fn settings(a: &StageArgs, key_columns: usize) -> Result<Settings, Failure> {
         Some(p) => Some(BucketKey::from_hex(&read_small(p)?)?),
         None => None,
     };
-    let s = Settings { key_columns, buckets: a.buckets, bucket_key, ..Settings::new(&run_id, a.protocol, a.operation) };
+    let s = Settings {
+        key_columns,
+        buckets: a.buckets,
+        bucket_key,
+        sum_to: a.sum_to,
+        ..Settings::new(&run_id, a.protocol, a.operation)
+    };
     s.validate()?;
     Ok(s)
 }
@@ -223,7 +235,7 @@ fn read_small(p: &Path) -> Result<String, Failure> {
 /// `run` (all stages, waiting between them) or `next` (one stage).
 fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     let role = if a.role == "receiver" { Role::Receiver } else { Role::Sender };
-    let learns = role == Role::Receiver || a.operation.sender_learns();
+    let learns = role == Role::Receiver || a.operation.sender_learns(a.sum_to);
     if !all && a.memory.is_some() {
         return Err(usage("--memory is for `stage run`: `stage next` keeps no role alive between stages".into()));
     }

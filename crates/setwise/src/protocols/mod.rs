@@ -139,10 +139,14 @@ impl Operation {
         Operation::PrivateId,
     ];
 
-    /// Whether the sender has an output of its own (the sum, its shares, its IDs), beside
-    /// what `--reveal both` gives it of an intersection or cardinality.
-    pub fn sender_learns(self) -> bool {
-        matches!(self, Operation::Sum | Operation::Shares | Operation::PrivateId)
+    /// Whether the sender has an output of its own (the sum unless `sum_to` gives it to
+    /// the receiver, its shares, its IDs), beside what `--reveal both` gives it of an
+    /// intersection or cardinality.
+    pub fn sender_learns(self, sum_to: SumTo) -> bool {
+        match self {
+            Operation::Sum => sum_to == SumTo::Sender,
+            _ => matches!(self, Operation::Shares | Operation::PrivateId),
+        }
     }
 
     /// The CLI and wire name.

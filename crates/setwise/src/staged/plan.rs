@@ -17,7 +17,7 @@ use crate::crypto::ristretto::Encoded;
 use crate::error::{Error, Result, UnknownName};
 use crate::io::from_hex;
 use crate::protocols::params::ProtocolParams;
-use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Role};
+use crate::protocols::{MAX_SET_SIZE, Operation, Protocol, Role, SumTo};
 use crate::session::auto::{Choice, choose_staged};
 use crate::session::{Hello, Job};
 use crate::wire::text::{MAX_SHOWN, printable};
@@ -118,13 +118,24 @@ pub struct Settings {
     pub buckets: Buckets,
     /// The operators' bucket key, if any (else one is derived from the session).
     pub bucket_key: Option<BucketKey>,
+    /// Who learns the sum of `sum` ([`SumTo::Receiver`]: the receiver adds up the
+    /// buckets' sums, the sender learns nothing).
+    pub sum_to: SumTo,
 }
 
 impl Settings {
     /// Settings for `operation` of `protocol` in run `run_id`, one key column, automatic
     /// B, a session-derived bucket key.
     pub fn new(run_id: &str, protocol: Protocol, operation: Operation) -> Self {
-        Self { run_id: run_id.into(), protocol, operation, key_columns: 1, buckets: Buckets::Auto, bucket_key: None }
+        Self {
+            run_id: run_id.into(),
+            protocol,
+            operation,
+            key_columns: 1,
+            buckets: Buckets::Auto,
+            bucket_key: None,
+            sum_to: SumTo::Sender,
+        }
     }
 
     /// Checks what can be checked alone: a stageable protocol and operation, a run id.
@@ -159,17 +170,28 @@ impl Settings {
         if self.key_columns == 0 {
             return Err(Error::params("key_columns", "key_columns: at least one key column".into()));
         }
+        if self.sum_to == SumTo::Receiver && self.operation != Operation::Sum {
+            return Err(Error::usage(
+                "sum_to",
+                format!("--sum-to receiver is for the sum operation, not {}", self.operation),
+            ));
+        }
         Ok(())
     }
 
-    /// The hello's parameter string (canonical: fixed field order).
+    /// The hello's parameter string (canonical: fixed field order; `sum_to` only when it
+    /// is not the default, so hellos from before it stay as they were).
     pub fn hello_params(&self) -> String {
         let key = match &self.bucket_key {
             Some(k) => k.fingerprint(),
             None => "session".into(),
         };
+        let to = match self.sum_to {
+            SumTo::Sender => String::new(),
+            SumTo::Receiver => format!(";sum_to={}", self.sum_to),
+        };
         format!(
-            "key_columns={};staged=v1;run={};buckets={};bucket_key={key}",
+            "key_columns={};staged=v1;run={};buckets={};bucket_key={key}{to}",
             self.key_columns, self.run_id, self.buckets
         )
     }
@@ -204,6 +226,8 @@ pub struct Plan {
     pub params: ProtocolParams,
     /// Why `auto` picked it, for the log; `None` when a side named it.
     pub why: Option<&'static str>,
+    /// Who learns the sum of `sum`.
+    pub sum_to: SumTo,
     /// The number of buckets B.
     pub buckets: u32,
     /// The sender's announced number of distinct items.
@@ -221,6 +245,7 @@ impl fmt::Debug for Plan {
             .field("operation", &self.operation)
             .field("protocol", &self.protocol)
             .field("params", &self.params)
+            .field("sum_to", &self.sum_to)
             .field("buckets", &self.buckets)
             .field("sender_size", &self.sender_size)
             .field("receiver_size", &self.receiver_size)
@@ -265,6 +290,13 @@ impl Plan {
                 return Err(mismatch(field, &x, &y));
             }
         }
+        // Only named when it is not the default.
+        fn sum_to<'a>(f: &[(&'a str, &'a str)]) -> &'a str {
+            f.iter().find(|(k, _)| *k == "sum_to").map_or("sender", |(_, v)| v)
+        }
+        if sum_to(&a) != sum_to(&b) {
+            return Err(mismatch("sum_to", sum_to(&a), sum_to(&b)));
+        }
         if a.len() != b.len() {
             return Err(mismatch("parameters", &ours.params, &theirs.params));
         }
@@ -296,6 +328,7 @@ impl Plan {
             protocol: choice.protocol,
             params: choice.params,
             why: (!choice.why.is_empty()).then_some(choice.why),
+            sum_to: settings.sum_to,
             buckets,
             sender_size: sender.set_size,
             receiver_size: receiver.set_size,
@@ -307,7 +340,7 @@ impl Plan {
     /// The job each bucket's role runs: the agreed protocol and parameters, with this
     /// party's `key_columns`.
     pub fn job(&self, key_columns: usize) -> Job {
-        let mut job = Job::new(self.protocol, self.operation).with_params(self.params.clone());
+        let mut job = Job::new(self.protocol, self.operation).with_params(self.params.clone()).with_sum_to(self.sum_to);
         job.key_columns = key_columns;
         job
     }
@@ -319,10 +352,11 @@ impl Plan {
     /// run under another plan than the runner's.
     pub fn id(&self) -> String {
         format!(
-            "{}/{}/{:?}/{}/{}/{}",
+            "{}/{}/{:?}/{}/{}/{}/{}",
             crate::io::hex(&self.session.0),
             self.protocol,
             self.params,
+            self.sum_to,
             self.buckets,
             self.sender_size,
             self.receiver_size
@@ -472,6 +506,20 @@ mod tests {
         assert!(pair(&s, &card, (1, 1)).0.unwrap_err().to_string().contains("operation"));
         let keyed = Settings { bucket_key: Some(BucketKey::from_bytes([9; 32])), ..s.clone() };
         assert!(pair(&s, &keyed, (1, 1)).0.unwrap_err().to_string().contains("bucket key"));
+        // Who learns a sum: named in the hello only when it is the receiver.
+        let sum = Settings::new("run-1", Protocol::Mqrpmt, Operation::Sum);
+        let reverse = Settings { sum_to: SumTo::Receiver, ..sum.clone() };
+        assert!(reverse.hello_params().ends_with(";bucket_key=session;sum_to=receiver"));
+        assert!(!sum.hello_params().contains("sum_to"));
+        for (a, b) in [(&sum, &reverse), (&reverse, &sum)] {
+            let e = pair(a, b, (1, 1)).0.unwrap_err().to_string();
+            assert!(e.contains("sum_to") && e.contains("receiver") && e.contains("sender"), "{e}");
+        }
+        let plan = pair(&reverse, &reverse, (1, 1)).0.unwrap();
+        assert_eq!((plan.sum_to, plan.job(1).sum_to), (SumTo::Receiver, SumTo::Receiver));
+        assert_ne!(plan.id(), pair(&sum, &sum, (1, 1)).0.unwrap().id());
+        let union = Settings { sum_to: SumTo::Receiver, ..Settings::new("run-1", Protocol::Mqrpmt, Operation::Union) };
+        assert!(union.validate().unwrap_err().to_string().contains("not union"));
         let sa = RunSeed::from_bytes([1; 32]);
         let h = s.hello(Role::Sender, 1, &sa);
         assert!(Plan::agree(&s, &h, &h).unwrap_err().to_string().contains("role"));

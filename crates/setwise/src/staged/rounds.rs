@@ -454,11 +454,21 @@ mod tests {
         dir: &Path,
         protocol: Protocol,
         op: Operation,
-        (x, y): (&[String], &[String]),
+        sets: (&[String], &[String]),
         b: u32,
         alive: bool,
     ) -> (Option<Outcome>, Option<Outcome>, u8) {
-        let settings = Settings { buckets: Buckets::Fixed(b), ..Settings::new("t", protocol, op) };
+        run_settings(dir, Settings { buckets: Buckets::Fixed(b), ..Settings::new("t", protocol, op) }, sets, alive)
+    }
+
+    /// [`run_both`] with these settings.
+    fn run_settings(
+        dir: &Path,
+        settings: Settings,
+        (x, y): (&[String], &[String]),
+        alive: bool,
+    ) -> (Option<Outcome>, Option<Outcome>, u8) {
+        let (protocol, op) = (settings.protocol, settings.operation);
         let ex = dir.join("exchange");
         let mut r = Runner::open(settings.clone(), Role::Receiver, &ex, &dir.join("r"), y, key()).unwrap();
         if alive {
@@ -565,6 +575,30 @@ mod tests {
                     check(op, (&x, &y), (r, s), &format!("{} {op} {xs:?} {ys:?}", spec.name));
                     assert!(stages >= 2, "{}", spec.name);
                 }
+            }
+        }
+    }
+
+    /// `sum --sum-to receiver` staged: the receiver adds up every bucket's sum, the sender
+    /// learns nothing, whether the side keeps its roles alive or replays.
+    #[test]
+    fn a_sum_given_to_the_receiver_adds_up_every_buckets() {
+        for protocol in [Protocol::Mqrpmt, Protocol::Auto] {
+            for (n, (xs, ys)) in [(0..300, 200..450), (0..20, 0..0), (0..90, 60..100)].into_iter().enumerate() {
+                let (x, y) = (items(xs), items(ys));
+                let settings = Settings {
+                    buckets: Buckets::Fixed(3),
+                    sum_to: crate::protocols::SumTo::Receiver,
+                    ..Settings::new("t", protocol, Operation::Sum)
+                };
+                assert!(!Operation::Sum.sender_learns(settings.sum_to));
+                let dir = tempfile::tempdir().unwrap();
+                let (r, s, _) = run_settings(dir.path(), settings, (&x, &y), n % 2 == 0);
+                let v = values(&x);
+                let common: Vec<usize> = (0..x.len()).filter(|&i| y.contains(&x[i])).collect();
+                let sum = common.iter().map(|&i| u128::from(v[i])).sum();
+                let want = Outcome::CardinalitySum { cardinality: common.len() as u64, sum };
+                assert_eq!((r, s), (Some(want), None), "{protocol} {n}");
             }
         }
     }

@@ -176,6 +176,7 @@ class _Rounds:
             self.wd,
             session,
             attempt,
+            self.base.sum_to,
         )
 
     def bucketed(self, session: str, tasks: list[int] | None = None) -> DataFrame:
@@ -366,6 +367,7 @@ class _Rounds:
                 self.size,
                 fingerprint,
                 self,
+                self.base.sum_to,
             )
             self.steps(driver)
             return self.result(driver) if driver.learns else None

@@ -224,12 +224,14 @@ class _Run:
         exchange_key: bytes,
         timeout: float,
         poll: float,
+        sum_to: str = "sender",
     ) -> None:
         self.spark, self.df, self.key, self.role = spark, df, key, role
         self.protocol = protocol
         self.peer = _peer(role)
         self.ex, self.wd = exchange.rstrip("/"), workdir.rstrip("/")
         self.op, self.run_id, self.buckets, self.bucket_key = operation, run_id, buckets, bucket_key
+        self.sum_to = sum_to
         self.timeout, self.poll = timeout, poll
         self.xkey = exchange_key
         self.fs = _Storage(spark)
@@ -887,6 +889,19 @@ def _frames_table(part: int, frames: list[bytes]) -> Any:
     )
 
 
+def _check_sum(operation: str, role: str, value: str | None, sum_to: str) -> None:
+    """Refuses a `sum` without its values, values or `sum_to` where no sum is."""
+    holder = operation == "sum" and role == "sender"
+    if holder and value is None:
+        raise InputError("the sender of sum holds the values: give value=COLUMN")
+    if value is not None and not holder:
+        raise InputError(f"value= is for the sender of sum, not the {role} of {operation}")
+    if sum_to not in ("sender", "receiver"):
+        raise InputError(f"sum_to={sum_to!r}: sender or receiver")
+    if sum_to != "sender" and operation != "sum":
+        raise InputError(f"sum_to={sum_to!r} is for the sum operation, not {operation}")
+
+
 def run(
     spark: SparkSession,
     df: DataFrame,
@@ -907,14 +922,16 @@ def run(
     live_memory: int | None = None,
     value: str | None = None,
     value_bound: int = 2**32 - 1,
+    sum_to: str = "sender",
 ) -> DataFrame | int | SumResult | PrivateIdResult | None:
     """Runs this organisation's side of a staged run. Returns, for the receiver, its
     matching rows of `df` as a DataFrame (`intersection`), their number as an int
     (`cardinality`, and `sum`), or X ∪ Y as a DataFrame of one column named `key`
     (`union`: the own distinct keys and the sender's others); for the sender of `sum`
-    a :class:`SumResult` (the cardinality and the sum of its values over X ∩ Y); for
-    both parties of `private-id` a :class:`PrivateIdResult` (its rows with their IDs,
-    and the IDs of X ∪ Y); None for the sender of the others.
+    a :class:`SumResult` (the cardinality and the sum of its values over X ∩ Y), or for
+    its receiver with ``sum_to="receiver"``; for both parties of `private-id` a
+    :class:`PrivateIdResult` (its rows with their IDs, and the IDs of X ∪ Y); None for
+    the sender of the others.
 
     - `key`: the key column (taken as text, as the CLI takes a CSV field: no trimming;
       null and empty keys take no part).
@@ -942,6 +959,9 @@ def run(
     - `value` (the sender of ``"sum"``): the column of each row's value, a non-negative
       integer (rows of one key add up); `value_bound`: the bound of every item's value
       (it fixes each bucket's sum modulus).
+    - `sum_to` (``"sum"``, both sides the same): ``"sender"`` (the value holder learns
+      the sum, the receiver the count) or ``"receiver"`` (reverse PSI-card-sum: the
+      receiver gets the :class:`SumResult`, the sender nothing).
     - `run_id`: the id both operators agreed (default: the exchange's last path element).
     - `buckets`: ``"auto"`` or a number, the same on both sides.
     - `exchange_key` (required): the key both operators hold, 64 hexadecimal digits (a
@@ -974,11 +994,7 @@ def run(
         raise InputError(f"operation {operation}: staged {protocol} runs these: {can}")
     if operation == "private-id" and "private_id" in df.columns:
         raise InputError("private-id adds a column private_id to the rows: df already has one")
-    holder = operation == "sum" and role == "sender"
-    if holder and value is None:
-        raise InputError("the sender of sum holds the values: give value=COLUMN")
-    if value is not None and not holder:
-        raise InputError(f"value= is for the sender of sum, not the {role} of {operation}")
+    _check_sum(operation, role, value, sum_to)
     if not exchange or not workdir:
         raise InputError("exchange= and workdir= are both needed (and must differ)")
     if exchange.rstrip("/") == workdir.rstrip("/"):
@@ -1009,6 +1025,7 @@ def run(
         exchange_key=bytes(xkey),
         timeout=timeout,
         poll=poll,
+        sum_to=sum_to,
     )
     if live_memory is not None and (
         not isinstance(live_memory, int)

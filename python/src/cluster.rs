@@ -149,7 +149,7 @@ impl StagedDriver {
     /// unknown settings, and a workdir (or a directory exchange) not on a shared
     /// filesystem.
     #[new]
-    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, exchange, workdir, exchange_key, size, fingerprint, remote))]
+    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, exchange, workdir, exchange_key, size, fingerprint, remote, sum_to="sender"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         run_id: &str,
@@ -165,8 +165,9 @@ impl StagedDriver {
         size: u64,
         fingerprint: String,
         remote: Py<PyAny>,
+        sum_to: &str,
     ) -> PyResult<Self> {
-        let settings = settings_for(run_id, protocol, operation, key_columns, buckets, bucket_key)?;
+        let settings = settings_for(run_id, protocol, operation, key_columns, buckets, bucket_key, sum_to)?;
         let (ex, wd) = (exchange_at(exchange)?, local(workdir, "workdir")?);
         let key = parse_key(exchange_key)?;
         let who = role(role_name)?;
@@ -189,8 +190,8 @@ impl StagedDriver {
         }
     }
 
-    /// Whether this party learns a result (the receiver; the sender of `sum`,
-    /// `private-id`).
+    /// Whether this party learns a result (the receiver; the sender of `sum` unless the
+    /// sum goes to the receiver, and of `private-id`).
     #[getter]
     fn learns(&self) -> bool {
         self.learns
@@ -213,8 +214,8 @@ impl StagedDriver {
         Ok(self.runner.result().map_err(to_py)?.map(|r| r.size))
     }
 
-    /// `sum`, the value holder once it finished: the sum of its values over X ∩ Y, in
-    /// decimal; else None.
+    /// `sum`, the party that learns the sum (the value holder, or the receiver with
+    /// `sum_to="receiver"`) once it finished: the sum over X ∩ Y, in decimal; else None.
     fn result_sum(&self) -> PyResult<Option<String>> {
         Ok(self.runner.result().map_err(to_py)?.and_then(|r| r.sum))
     }
@@ -231,17 +232,51 @@ pub struct StagedWorker {
     worker: Mutex<Option<Worker>>,
 }
 
-type WorkerArgs =
-    (String, String, String, usize, String, Option<String>, String, usize, String, String, String, String);
+/// [`StagedWorker::new`]'s arguments: what it pickles as.
+#[derive(Clone)]
+struct WorkerArgs {
+    run_id: String,
+    protocol: String,
+    operation: String,
+    key_columns: usize,
+    buckets: String,
+    bucket_key: Option<String>,
+    role_name: String,
+    size: usize,
+    exchange: String,
+    workdir: String,
+    session: String,
+    attempt: String,
+    sum_to: String,
+}
+
+impl WorkerArgs {
+    /// The arguments in [`StagedWorker::new`]'s order, for `type(*args)` (PyO3 converts
+    /// tuples of at most 12, hence two joined).
+    fn to_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let a = self.clone();
+        let run = (a.run_id, a.protocol, a.operation, a.key_columns, a.buckets, a.bucket_key).into_pyobject(py)?;
+        let party = (a.role_name, a.size, a.exchange, a.workdir, a.session, a.attempt, a.sum_to).into_pyobject(py)?;
+        PyTuple::new(py, run.iter().chain(party.iter()).collect::<Vec<_>>())
+    }
+}
 
 impl StagedWorker {
     fn settings(&self) -> PyResult<Settings> {
         let a = &self.args;
-        settings_for(&a.0, &a.1, &a.2, a.3, &a.4, a.5.as_deref())
+        settings_for(
+            &a.run_id,
+            &a.protocol,
+            &a.operation,
+            a.key_columns,
+            &a.buckets,
+            a.bucket_key.as_deref(),
+            &a.sum_to,
+        )
     }
 
     fn workdir(&self) -> PyResult<Workdir> {
-        Workdir::create(&local(&self.args.9, "workdir")?).map_err(to_py)
+        Workdir::create(&local(&self.args.workdir, "workdir")?).map_err(to_py)
     }
 
     /// The worker, opened if it is not yet.
@@ -250,8 +285,9 @@ impl StagedWorker {
         if guard.is_none() {
             let settings = self.settings()?;
             let a = &self.args;
-            let ex = exchange_at(&a.8)?;
-            let w = Worker::open(&settings, role(&a.6)?, a.7, &ex, &self.workdir()?, &a.10).map_err(to_py)?;
+            let ex = exchange_at(&a.exchange)?;
+            let w = Worker::open(&settings, role(&a.role_name)?, a.size, &ex, &self.workdir()?, &a.session)
+                .map_err(to_py)?;
             *guard = Some(w);
         }
         Ok(guard)
@@ -265,7 +301,7 @@ impl StagedWorker {
 #[pymethods]
 impl StagedWorker {
     #[new]
-    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, size, exchange, workdir, session, attempt))]
+    #[pyo3(signature = (run_id, protocol, operation, key_columns, buckets, bucket_key, role_name, size, exchange, workdir, session, attempt, sum_to="sender".to_string()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         run_id: String,
@@ -280,8 +316,9 @@ impl StagedWorker {
         workdir: String,
         session: String,
         attempt: String,
+        sum_to: String,
     ) -> PyResult<Self> {
-        let args = (
+        let args = WorkerArgs {
             run_id,
             protocol,
             operation,
@@ -294,14 +331,15 @@ impl StagedWorker {
             workdir,
             session,
             attempt,
-        );
+            sum_to,
+        };
         let me = Self { args, worker: Mutex::new(None) };
         me.settings()?;
         Ok(me)
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, WorkerArgs)> {
-        Ok((slf.get_type().into_any(), slf.get().args.clone()))
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        Ok((slf.get_type().into_any(), slf.get().args.to_tuple(slf.py())?))
     }
 
     /// The number of buckets B the run agreed.
@@ -372,7 +410,7 @@ impl StagedWorker {
         }
         let workdir = self.workdir()?;
         let linger = Duration::try_from_secs_f64(linger).map_err(|e| input_error(format!("linger: {e}")))?;
-        let attempt = self.args.11.clone();
+        let attempt = self.args.attempt.clone();
         let mut guard = self.worker()?;
         let worker = guard.as_mut().expect("opened");
         worker.limit_live(live_memory.unwrap_or_else(task_budget));

@@ -27,7 +27,7 @@ use setwise::staged::store::AbortNote;
 use setwise::staged::store::{MAX_MARKER_BYTES, Marker, shown};
 use setwise::staged::{BucketKey, Buckets, Plan, RunSeed, Settings, ecdh};
 use setwise::wire::stream::Stream;
-use setwise::{Operation, Protocol, Role};
+use setwise::{Operation, Protocol, Role, SumTo};
 
 /// What a part's marker entry says of it: (items, bytes, digest in hex).
 type Info = (u64, u64, String);
@@ -54,7 +54,7 @@ fn settings(
 ) -> PyResult<Settings> {
     // The Spark path of the protocol that stages by steps of its own (ecdh).
     let own = setwise::protocols::registry::ALL.iter().find(|s| s.own_stages).map_or("", |s| s.name);
-    settings_for(run_id, own, operation, key_columns, buckets, bucket_key)
+    settings_for(run_id, own, operation, key_columns, buckets, bucket_key, "sender")
 }
 
 /// A staged run's settings from their names; refused as `Settings::validate` refuses
@@ -66,13 +66,15 @@ pub fn settings_for(
     key_columns: usize,
     buckets: &str,
     bucket_key: Option<&str>,
+    sum_to: &str,
 ) -> PyResult<Settings> {
     let protocol: Protocol = protocol.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
     let operation: Operation =
         operation.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
     let buckets: Buckets = buckets.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
     let bucket_key = bucket_key.map(BucketKey::from_hex).transpose().map_err(to_py)?;
-    let s = Settings { key_columns, buckets, bucket_key, ..Settings::new(run_id, protocol, operation) };
+    let sum_to: SumTo = sum_to.parse().map_err(|e: setwise::error::UnknownName| input_error(e.to_string()))?;
+    let s = Settings { key_columns, buckets, bucket_key, sum_to, ..Settings::new(run_id, protocol, operation) };
     s.validate().map_err(to_py)?;
     Ok(s)
 }

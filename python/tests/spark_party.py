@@ -9,7 +9,8 @@ to a Parquet file.
         [OP] [PROTOCOL] [VALUE_COLUMN]
 
 For cardinality (and sum) the receiver prints `setwise-spark result: N`, the sender of sum
-`setwise-spark result: N SUM`. For private-id each party writes its rows with their IDs
+`setwise-spark result: N SUM` (with SETWISE_SPARK_SUM_TO=receiver the receiver prints
+that and the sender nothing). For private-id each party writes its rows with their IDs
 to OUTPUT and the union's IDs to OUTPUT-union. The exchange key is read
 from the file named by SETWISE_EXCHANGE_KEY_FILE (made by `setwise stage keygen`, or
 written from setwise.spark.new_exchange_key()). SETWISE_SPARK_LINGER and
@@ -111,6 +112,7 @@ def main(argv: list[str]) -> int:
         if "SETWISE_SPARK_LIVE_MEMORY" in os.environ
         else None,
         value=value,
+        sum_to=os.environ.get("SETWISE_SPARK_SUM_TO", "sender"),
     )
     if isinstance(got, setwise.spark.SumResult):
         print(f"setwise-spark result: {got.cardinality} {got.sum}", flush=True)

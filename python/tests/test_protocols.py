@@ -121,7 +121,9 @@ def test_sum_to_the_receiver_ad_conversions() -> None:
     # showed the ad to, and the advertiser learns nothing.
     values = [(i * 37) % 1000 for i in range(len(X))]
     s, r = pair(
-        lambda a: setwise.sender(X, "auto", "sum", listen=a, values=values, value_bound=1000, sum_to="receiver"),
+        lambda a: setwise.sender(
+            X, "auto", "sum", listen=a, values=values, value_bound=1000, sum_to="receiver"
+        ),
         lambda a: setwise.receiver(Y, "auto", "sum", connect=a, sum_to="receiver"),
     )
     assert r.sum == sum(values[i] for i in plain_rows(X, Y))

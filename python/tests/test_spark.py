@@ -539,7 +539,8 @@ def test_mqrpmt_private_id_on_spark_gives_each_key_one_id_of_the_union(tmp_path:
     assert mine == set(unions[0])
 
 
-def test_mqrpmt_sum_on_spark_is_the_plain_sum(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sum_to", ["sender", "receiver"])
+def test_mqrpmt_sum_on_spark_is_the_plain_sum(tmp_path: Path, sum_to: str) -> None:
     sx, rx = rows("s", 0, 3_000), rows("r", 2_000, 3_000)
     amounts = [(n * 37) % 1000 for n in range(len(sx))]
     table = pa.table({"id": [r[0] for r in sx], "email": [r[1] for r in sx], "amount": amounts})
@@ -557,22 +558,24 @@ def test_mqrpmt_sum_on_spark_is_the_plain_sum(tmp_path: Path) -> None:
         "receiver": (uri(ex), uri(tmp_path / "rw"), "-"),
         "sender": (uri(ex), uri(tmp_path / "sw"), "-"),
     }
-    r = party("receiver", r_pq, paths["receiver"], tmp_path / "r.log", "sum", protocol="mqrpmt")
+    to = {"SETWISE_SPARK_SUM_TO": sum_to}
+    r_log_path, s_log_path = tmp_path / "r.log", tmp_path / "s.log"
+    r = party("receiver", r_pq, paths["receiver"], r_log_path, "sum", protocol="mqrpmt", **to)
     s = party(
-        "sender",
-        s_pq,
-        paths["sender"],
-        tmp_path / "s.log",
-        "sum",
-        protocol="mqrpmt",
-        value="amount",
+        "sender", s_pq, paths["sender"], s_log_path, "sum", protocol="mqrpmt", value="amount", **to
     )
     wait_all({"s": s, "r": r}, tmp_path)
-    r_log = (tmp_path / "r.log").read_text(errors="replace")
-    s_log = (tmp_path / "s.log").read_text(errors="replace")
-    assert f"setwise-spark result: {len(common)}\n" in r_log, r_log[-2000:]
-    want = f"setwise-spark result: {len(common)} {sum(per_key[k] for k in common)}\n"
-    assert want in s_log, s_log[-2000:]
+    r_log = r_log_path.read_text(errors="replace")
+    s_log = s_log_path.read_text(errors="replace")
+    count = f"setwise-spark result: {len(common)}\n"
+    both = f"setwise-spark result: {len(common)} {sum(per_key[k] for k in common)}\n"
+    # The party that learns the sum prints it; with the reverse sum the sender learns nothing.
+    learns = s_log if sum_to == "sender" else r_log
+    assert both in learns, learns[-2000:]
+    if sum_to == "sender":
+        assert count in r_log, r_log[-2000:]
+    else:
+        assert "setwise-spark result" not in s_log and "done in" in s_log, s_log[-2000:]
     assert len(common) > 500
 
 
@@ -621,6 +624,33 @@ def test_live_memory_is_checked_and_refused_where_no_role_is_kept(
             exchange_key=EXCHANGE_KEY,
             live_memory=live_memory,
         )
+
+
+@pytest.mark.parametrize(
+    ("operation", "sum_to", "match"),
+    [
+        ("cardinality", "receiver", "for the sum operation, not cardinality"),
+        ("sum", "both", "sender or receiver"),
+    ],
+)
+def test_sum_to_is_checked_before_anything_runs(
+    spark: Any, tmp_path: Path, operation: str, sum_to: str, match: str
+) -> None:
+    df = spark.createDataFrame([("a",)], "email string")
+    with pytest.raises(setwise.InputError, match=match):
+        setwise.spark.run(
+            spark,
+            df,
+            key="email",
+            role="receiver",
+            protocol="mqrpmt",
+            operation=operation,
+            exchange=uri(tmp_path / "ex"),
+            workdir=uri(tmp_path / "w"),
+            exchange_key=EXCHANGE_KEY,
+            sum_to=sum_to,
+        )
+    assert not (tmp_path / "w").exists()
 
 
 def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:

@@ -341,7 +341,9 @@ def receiver(
     flags of the same names mean. ``protocol="mqrpmt"``: ``rpmt`` is the membership
     test's construction, ``"cwprf"`` (``None``) or ``"poprf"`` (the cheaper one when the sender
     holds the larger set), ``last_move`` its last move (``None``: ``"bloom"`` for cwprf,
-    ``"shuffle"`` for poprf); both sides must agree. ``security="malicious"`` (both
+    ``"shuffle"`` for poprf); both sides must agree. ``op="sum"`` with
+    ``sum_to="receiver"`` (both sides): the receiver's result holds the cardinality and
+    the sum of the sender's values (reverse PSI-card-sum). ``security="malicious"`` (both
     sides) refuses a protocol proven only against semi-honest peers and runs ``vole``'s
     malicious variant; with ``protocol="auto"`` an intersection runs ``compact`` (under
     2^11 items) or ``vole``, other operations are refused. ``protocol="unbalanced"``:

@@ -1,6 +1,6 @@
 """The staged ecdh steps of the native module (what setwise.spark runs in its
 executors), without Spark: the per-bucket flow gives the plain intersection and count,
-plans pickle, and damaged parts are refused naming the stage and the bucket; markers and
+plans and workers pickle, and damaged parts are refused naming the stage and the bucket; markers and
 abort notes are sealed under the exchange key and forgeries refused by name; the peer's
 text is escaped and bounded; local small files are read without following links."""
 
@@ -260,3 +260,30 @@ def test_a_spark_run_without_an_exchange_key_is_refused_saying_how_to_make_one()
             exchange_key="abcd",
         )
     assert len(setwise.spark.new_exchange_key()) == 64
+
+
+def test_a_worker_pickles_with_every_setting_and_refuses_a_sum_to_without_a_sum(
+    tmp_path: Path,
+) -> None:
+    # What Spark ships to the executors: every argument, the sum's recipient too.
+    args = ("run-7", "mqrpmt", "sum", 1, "4", None, "receiver", 300, str(tmp_path / "ex"))
+    w = _setwise.StagedWorker(*args, str(tmp_path / "w"), "session", "attempt", "receiver")
+    again = pickle.loads(pickle.dumps(w))
+    want = (*args, str(tmp_path / "w"), "session", "attempt", "receiver")
+    assert w.__reduce__()[1] == again.__reduce__()[1] == want
+    with pytest.raises(InputError, match="not cardinality"):
+        _setwise.StagedWorker(
+            "run-7",
+            "mqrpmt",
+            "cardinality",
+            1,
+            "4",
+            None,
+            "receiver",
+            300,
+            "ex",
+            "w",
+            "",
+            "",
+            "receiver",
+        )

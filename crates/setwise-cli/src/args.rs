@@ -91,7 +91,8 @@ pub struct JobArgs {
     pub protocol: Protocol,
     /// Operation: intersection (the receiver learns the common items); cardinality (ecdh,
     /// mqrpmt: only how many); and with mqrpmt: sum (the sender holds --value; both learn
-    /// the cardinality, the sender the sum of its values over the intersection), shares
+    /// the cardinality, the sender the sum of its values over the intersection, or with
+    /// --sum-to receiver the receiver learns both and the sender nothing), shares
     /// (both write XOR shares of the intersection), union (the receiver learns X ∪ Y),
     /// private-id (both get an ID per row and the IDs of the union).
     #[arg(long = "op", default_value = "intersection")]
@@ -106,8 +107,9 @@ pub struct JobArgs {
     pub security: Security,
     /// sum: who learns the sum: sender (the value holder; both learn the cardinality) or
     /// receiver (reverse PSI-card-sum: the receiver learns the cardinality and the sum of
-    /// the sender's values over the intersection, the sender nothing). Both sides must
-    /// agree.
+    /// the sender's values over the intersection, the sender nothing; a receiver that
+    /// deviates can learn other sums of the values, docs/protocols/mqrpmt.md). Both sides
+    /// must agree.
     #[arg(long, default_value = "sender")]
     pub sum_to: SumTo,
     /// Refuse a peer that announces more items than this (a server's cap on what one

@@ -25,7 +25,8 @@ pub struct SenderArgs {
     #[command(flatten)]
     out: OutputArgs,
     /// mqrpmt sum: the column holding each row's value (a non-negative integer; rows with
-    /// the same key add up). The sender is the value holder and learns the sum.
+    /// the same key add up). The sender is the value holder and learns the sum (unless
+    /// --sum-to receiver gives it to the receiver).
     #[arg(long)]
     value: Option<String>,
     /// mqrpmt sum: the declared bound of any item's value; it fixes the sum's modulus so

@@ -173,14 +173,23 @@ pub enum SumTo {
     /// sender, who holds the values, learns their sum over X ∩ Y.
     #[default]
     Sender,
-    /// Reverse PSI-card-sum (Garimella et al., CRYPTO 2021; the paper's §2 and §6.1): the
-    /// receiver learns |X ∩ Y| and the sum of the sender's values over it; the sender
-    /// learns nothing. The ad-conversion case: the party that showed the ads learns the
-    /// converted value without seeing any purchase.
+    /// Reverse PSI-card-sum (Garimella et al., CRYPTO 2021; the mqRPMT paper's §1.4 and
+    /// §6.1): the receiver learns |X ∩ Y| and the sum of the sender's values over it; the
+    /// sender learns nothing. The ad-conversion case: the party that showed the ads learns
+    /// the converted value without seeing any purchase. Semi-honest: a receiver that
+    /// deviates in its OT choices can learn other sums of the values.
     Receiver,
 }
 
 impl SumTo {
+    /// Refuses [`SumTo::Receiver`] for an operation other than `sum`, naming it.
+    pub fn check(self, op: Operation) -> Result<()> {
+        if self == SumTo::Receiver && op != Operation::Sum {
+            return Err(Error::usage("sum_to", format!("--sum-to receiver is for the sum operation, not {op}")));
+        }
+        Ok(())
+    }
+
     /// The CLI and hello name.
     pub fn name(self) -> &'static str {
         match self {

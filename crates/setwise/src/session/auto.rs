@@ -265,6 +265,26 @@ mod tests {
     }
 
     #[test]
+    fn auto_and_a_named_side_must_agree_who_learns_a_sum() {
+        use crate::protocols::SumTo;
+        let reverse = Job::new(Protocol::Auto, Operation::Sum).with_sum_to(SumTo::Receiver);
+        let ours = hello("auto", "sum", &reverse.hello_params());
+        let named = "key_columns=1;rpmt=cwprf;last_move=bloom";
+        // An auto side asking for the reverse sum meets a peer naming mqrpmt: the same
+        // recipient runs, another is a mismatch.
+        let same = meet(&reverse, Role::Receiver, &ours, &hello("mqrpmt", "sum", &format!("{named};sum_to=receiver")));
+        assert_eq!(same.unwrap().expect("adopted").sum_to, SumTo::Receiver);
+        let other = meet(&reverse, Role::Receiver, &ours, &hello("mqrpmt", "sum", named));
+        assert!(matches!(other, Err(Error::Mismatch { field: "parameters", .. })), "{other:?}");
+        // A named side asking for the reverse sum meets an auto peer that did not.
+        let named_job = reverse.clone().resolved(Protocol::Mqrpmt);
+        let ours = hello("mqrpmt", "sum", &named_job.hello_params());
+        let forward = hello("auto", "sum", "key_columns=1");
+        let e = meet(&named_job, Role::Receiver, &ours, &forward).unwrap_err().to_string();
+        assert!(e.contains("sum_to=receiver"), "{e}");
+    }
+
+    #[test]
     fn malicious_security_gets_compact_vole_or_a_clear_refusal() {
         let m = |op, s, r| choose(op, Security::Malicious, s, r);
         assert_eq!(m(Operation::Intersection, 10, MALICIOUS_VOLE_FROM - 1).unwrap().protocol, Protocol::Compact);

@@ -165,12 +165,7 @@ impl Job {
             };
             return Err(Error::usage("reveal", format!("--reveal both is not for {protocol} {op}; {others}")));
         }
-        if self.sum_to == SumTo::Receiver && self.operation != Operation::Sum {
-            return Err(Error::usage(
-                "sum_to",
-                format!("--sum-to receiver is for the sum operation, not {}", self.operation),
-            ));
-        }
+        self.sum_to.check(self.operation)?;
         if self.security > self.protocol.security() {
             let able: Vec<&str> = registry::ALL
                 .iter()

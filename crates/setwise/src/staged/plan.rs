@@ -170,13 +170,7 @@ impl Settings {
         if self.key_columns == 0 {
             return Err(Error::params("key_columns", "key_columns: at least one key column".into()));
         }
-        if self.sum_to == SumTo::Receiver && self.operation != Operation::Sum {
-            return Err(Error::usage(
-                "sum_to",
-                format!("--sum-to receiver is for the sum operation, not {}", self.operation),
-            ));
-        }
-        Ok(())
+        self.sum_to.check(self.operation)
     }
 
     /// The hello's parameter string (canonical: fixed field order; `sum_to` only when it

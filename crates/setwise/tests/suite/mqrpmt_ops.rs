@@ -409,6 +409,31 @@ fn the_reverse_sum_stays_with_the_receiver_and_both_must_ask_for_it() {
     }
 }
 
+/// A reverse sum whose messages were damaged on the way is refused by the receiver,
+/// naming the sum and the largest an honest sender's values could add up to: here every
+/// message's top bit is flipped, which adds 2^(8w−1) to an odd number of messages' total.
+#[test]
+fn a_reverse_sum_beyond_what_the_values_allow_is_refused() {
+    let (x, y) = (items("a", 0..1001), items("a", 1000..2000));
+    let values = values_of(&x);
+    let w = mqrpmt::sum_width(x.len(), u32::MAX as u64);
+    let flip = move |f: &mut Vec<u8>| {
+        if f[0] == 0x63 {
+            for record in f[5..].chunks_mut(2 * w) {
+                record[w - 1] ^= 0x80;
+                record[2 * w - 1] ^= 0x80;
+            }
+        }
+    };
+    let reverse = job(Operation::Sum, CWPRF).with_sum_to(SumTo::Receiver);
+    let v = Some(Values { values: &values, bound: u32::MAX as u64 });
+    let (s, r) = run_tampered(reverse, &x, &y, v, Role::Sender, flip);
+    assert_eq!(s.unwrap(), Outcome::Nothing, "the sender's part ends with the OT");
+    let e = r.unwrap_err().to_string();
+    let max = (u128::MAX >> (128 - 8 * w)) / 1001;
+    assert!(e.contains("the sum") && e.contains(&format!("0..={max}")), "{e}");
+}
+
 /// The two constructions do not meet: the hello names each side's.
 #[test]
 fn both_sides_must_name_the_same_construction() {

@@ -91,6 +91,24 @@ fn mask(width: usize) -> u128 {
     if width >= 16 { u128::MAX } else { (1u128 << (8 * width)) - 1 }
 }
 
+/// The sum's OT masks r_i, one per client item, each at most `q` (2^(8w) − 1): uniform
+/// (the client removes their total from the server's S'), or for the reverse sum uniform
+/// but the last, which makes them sum to zero mod 2^(8w) (GMR+21's constraint) so that
+/// the server's S' is the sum itself. Any n − 1 of them are then independent and uniform.
+fn sum_masks(n: usize, q: u128, sum_to: SumTo, rng: &mut impl Rng) -> Vec<u128> {
+    let mut total = 0u128;
+    (0..n)
+        .map(|k| {
+            let r = match sum_to {
+                SumTo::Receiver if k + 1 == n => 0u128.wrapping_sub(total) & q,
+                _ => rng.random::<u128>() & q,
+            };
+            total = total.wrapping_add(r) & q;
+            r
+        })
+        .collect()
+}
+
 fn to_le(v: u128, out: &mut [u8]) {
     out.copy_from_slice(&v.to_le_bytes()[..out.len()]);
 }
@@ -196,18 +214,10 @@ pub(super) fn sender<I: AsRef<[u8]> + Sync>(
             let v = values.expect("checked above");
             let w = width.expect("set for sum");
             let q = mask(w);
-            let mut rng = csprng();
+            let masks = sum_masks(n, q, sum_to, &mut csprng());
+            let r_total = masks.iter().fold(0u128, |a, &r| a.wrapping_add(r) & q);
             let mut msgs = vec![0u8; 2 * n * w];
-            let mut r_total = 0u128;
-            for (k, (m, &i)) in msgs.chunks_mut(2 * w).zip(&order).enumerate() {
-                // Reverse (GMR+21): the masks sum to zero, so what the receiver adds up
-                // is the sum itself; each mask but the last is uniform, so any n − 1 of
-                // the messages it gets are uniform and together they say only the sum.
-                let r = match sum_to {
-                    SumTo::Receiver if k + 1 == n => 0u128.wrapping_sub(r_total) & q,
-                    _ => rng.random::<u128>() & q,
-                };
-                r_total = r_total.wrapping_add(r) & q;
+            for ((m, &i), &r) in msgs.chunks_mut(2 * w).zip(&order).zip(&masks) {
                 to_le(r, &mut m[..w]);
                 to_le(r.wrapping_add(v.values[i] as u128) & q, &mut m[w..]);
             }
@@ -314,8 +324,14 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
             let q = mask(width);
             let masked = got.chunks(width).fold(0u128, |acc, m| acc.wrapping_add(from_le(m)) & q);
             if sum_to == SumTo::Receiver {
-                // The masks summed to zero: `masked` is the sum. The sender alone knows
-                // the bound, so a sender that lies about its values is not caught here.
+                // The masks summed to zero: `masked` is the sum. An honest sender's
+                // modulus exceeds n·bound, so no honest sum is above cardinality·⌊q/n⌋;
+                // one that is comes from a damaged or mismatched run (a sender that lies
+                // about its values within its bound is not caught).
+                let max = u128::from(cardinality) * (q / n as u128);
+                if masked > max {
+                    return Err(Deviation::OutOfRange { what: "the sum", value: masked, min: 0, max }.into());
+                }
                 return Ok(Outcome::CardinalitySum { cardinality, sum: masked });
             }
             MaskedSum { width, masked, cardinality }.send(ch, "sending the masked sum")?;
@@ -323,4 +339,34 @@ pub(super) fn receiver<I: AsRef<[u8]> + Sync>(
         }
         other => Err(Error::usage("operation", format!("mqrpmt {other} is not an operation on the membership bits"))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reverse_sum_masks_sum_to_zero_and_the_rest_are_uniform() {
+        let mut rng = csprng();
+        for w in [1usize, 6, 8, 16] {
+            let q = mask(w);
+            let sum = |m: &[u128]| m.iter().fold(0u128, |a, &r| a.wrapping_add(r) & q);
+            for n in [1usize, 2, 1000] {
+                let m = sum_masks(n, q, SumTo::Receiver, &mut rng);
+                assert_eq!((m.len(), sum(&m)), (n, 0), "w {w}, n {n}");
+                assert!(m.iter().all(|&r| r <= q));
+            }
+            // The first n − 1 are fresh: no two draws alike, and (at 8 bytes and more)
+            // no repeats among a thousand, as uniform values would have none.
+            let (a, b) = (sum_masks(1000, q, SumTo::Receiver, &mut rng), sum_masks(1000, q, SumTo::Receiver, &mut rng));
+            assert_ne!(a, b, "w {w}");
+            if w >= 8 {
+                let distinct: std::collections::BTreeSet<u128> = a.iter().copied().collect();
+                assert_eq!(distinct.len(), 1000, "w {w}");
+                // The forward masks are all uniform: their total is not zero.
+                assert_ne!(sum(&sum_masks(1000, q, SumTo::Sender, &mut rng)), 0, "w {w}");
+            }
+        }
+        assert_eq!(sum_masks(1, mask(4), SumTo::Receiver, &mut rng), [0], "one item: the message is its value");
+    }
 }

@@ -12,9 +12,11 @@ mod report;
 mod report_page;
 mod sets;
 
-use commands::{authorize, bench, db, demo, judge, params as params_cmd, report as report_cmd, role, stage, tls, ui};
+use commands::{
+    authorize, bench, db, demo, generate, judge, params as params_cmd, report as report_cmd, role, stage, tls, ui,
+};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Private set operations: two parties compute the intersection of their sets (or its
@@ -64,6 +66,10 @@ enum Command {
     /// Make a throwaway CA and certificates for trying TLS out.
     #[command(subcommand)]
     Tls(tls::TlsCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(generate::CompletionsArgs),
+    /// Write the man pages (setwise.1 and one per subcommand) into a directory.
+    Man(generate::ManArgs),
 }
 
 /// Exit code when the demo's result differs from the plain computation (a bug).
@@ -123,6 +129,8 @@ fn main() -> ExitCode {
         Command::Judge(a) => judge::run_judge(a),
         Command::Params(a) => params_cmd::run_params(a),
         Command::Authorize(a) => authorize::run_authorize(a),
+        Command::Completions(a) => generate::run_completions(a, Cli::command()),
+        Command::Man(a) => generate::run_man(a, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -969,3 +969,40 @@ fn rust_log_gives_structured_lines_and_nothing_without_it() {
     let quiet = text(&ro.stderr);
     assert!(!quiet.contains("phase starts") && quiet.starts_with("receiver: intersection size 2"), "{quiet}");
 }
+
+/// The man pages in docs/man are what `setwise man` writes from the CLI's definition
+/// now: a flag added, renamed or re-described without regenerating them fails here.
+#[test]
+fn the_man_pages_in_docs_are_the_clis_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bin().args(["man", dir.path().to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/man");
+    let names = |d: &Path| {
+        let mut v: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    };
+    let stale = "docs/man is stale: run `setwise man docs/man` and commit the pages";
+    assert_eq!(names(dir.path()), names(&docs), "{stale}");
+    for name in names(dir.path()) {
+        let (now, kept) = (std::fs::read(dir.path().join(&name)).unwrap(), std::fs::read(docs.join(&name)).unwrap());
+        assert!(now == kept, "{name}: {stale}");
+    }
+    let stage_run = std::fs::read_to_string(docs.join("setwise-stage-run.1")).unwrap();
+    assert!(stage_run.contains("sum\\-to") && stage_run.contains(".TH setwise-stage-run 1"), "{stage_run}");
+}
+
+/// `setwise completions SHELL` prints a script for each shell that knows the
+/// subcommands and their flags; an unknown shell is refused naming the ones there are.
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = bin().args(["completions", shell]).output().unwrap();
+        let script = text(&o.stdout);
+        assert!(o.status.success() && script.contains("receiver") && script.contains("sum-to"), "{shell}");
+    }
+    let o = bin().args(["completions", "tcsh"]).output().unwrap();
+    assert!(!o.status.success() && text(&o.stderr).contains("bash"), "{}", text(&o.stderr));
+}

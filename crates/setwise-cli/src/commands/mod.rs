@@ -5,6 +5,7 @@ pub mod authorize;
 pub mod bench;
 pub mod db;
 pub mod demo;
+pub mod generate;
 pub mod judge;
 pub mod params;
 pub mod report;

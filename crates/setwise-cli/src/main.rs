@@ -25,6 +25,8 @@ use std::process::ExitCode;
 #[command(
     name = "setwise",
     version,
+    // Every subcommand answers --version too, and its man page carries it.
+    propagate_version = true,
     about = "Private set operations between parties who do not trust each other: intersection, its size, labelled look-ups, judge-authorised PSI",
     long_about = None
 )]

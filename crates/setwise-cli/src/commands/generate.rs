@@ -23,11 +23,18 @@ pub struct ManArgs {
     dir: PathBuf,
 }
 
-/// Writes the completion script for `a.shell` of `cli` to stdout.
+/// Writes the completion script for `a.shell` of `cli` to stdout; a reader that stops
+/// early (`| head`) ends it quietly.
 pub fn run_completions(a: CompletionsArgs, mut cli: clap::Command) -> Result<(), Failure> {
     let name = cli.get_name().to_string();
-    clap_complete::generate(a.shell, &mut cli, name, &mut std::io::stdout());
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut cli, name, &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::usage(anyhow::anyhow!("writing the completions: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes the man pages of `cli` and of each of its subcommands into `a.dir`.

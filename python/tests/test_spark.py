@@ -600,6 +600,24 @@ def test_a_replayed_protocol_needs_a_workdir_the_executors_share_and_a_known_exc
         )
 
 
+def refused_before_anything_runs(spark: Any, tmp_path: Path, match: str, **options: Any) -> None:
+    """`setwise.spark.run` of a receiver with `options` is refused with `match`, and
+    nothing of the run was written."""
+    df = spark.createDataFrame([("a",)], "email string")
+    with pytest.raises(setwise.InputError, match=match):
+        setwise.spark.run(
+            spark,
+            df,
+            key="email",
+            role="receiver",
+            exchange=uri(tmp_path / "ex"),
+            workdir=uri(tmp_path / "w"),
+            exchange_key=EXCHANGE_KEY,
+            **options,
+        )
+    assert not (tmp_path / "w").exists()
+
+
 @pytest.mark.parametrize(
     ("protocol", "live_memory", "match"),
     [
@@ -611,19 +629,7 @@ def test_a_replayed_protocol_needs_a_workdir_the_executors_share_and_a_known_exc
 def test_live_memory_is_checked_and_refused_where_no_role_is_kept(
     spark: Any, tmp_path: Path, protocol: str, live_memory: Any, match: str
 ) -> None:
-    df = spark.createDataFrame([("a",)], "email string")
-    with pytest.raises(setwise.InputError, match=match):
-        setwise.spark.run(
-            spark,
-            df,
-            key="email",
-            role="receiver",
-            protocol=protocol,
-            exchange=uri(tmp_path / "ex"),
-            workdir=uri(tmp_path / "w"),
-            exchange_key=EXCHANGE_KEY,
-            live_memory=live_memory,
-        )
+    refused_before_anything_runs(spark, tmp_path, match, protocol=protocol, live_memory=live_memory)
 
 
 @pytest.mark.parametrize(
@@ -636,21 +642,9 @@ def test_live_memory_is_checked_and_refused_where_no_role_is_kept(
 def test_sum_to_is_checked_before_anything_runs(
     spark: Any, tmp_path: Path, operation: str, sum_to: str, match: str
 ) -> None:
-    df = spark.createDataFrame([("a",)], "email string")
-    with pytest.raises(setwise.InputError, match=match):
-        setwise.spark.run(
-            spark,
-            df,
-            key="email",
-            role="receiver",
-            protocol="mqrpmt",
-            operation=operation,
-            exchange=uri(tmp_path / "ex"),
-            workdir=uri(tmp_path / "w"),
-            exchange_key=EXCHANGE_KEY,
-            sum_to=sum_to,
-        )
-    assert not (tmp_path / "w").exists()
+    refused_before_anything_runs(
+        spark, tmp_path, match, protocol="mqrpmt", operation=operation, sum_to=sum_to
+    )
 
 
 def test_vole_on_spark_serves_buckets_without_items(tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import re
+import shutil
 import socket
 import subprocess
 import time
@@ -22,14 +25,26 @@ BUCKET = "exchange"
 ACCESS_KEY, SECRET_KEY = "setwise-test", "setwise-test-secret"
 
 
+# What `weed mini` says of a port taken before its own check, and after it.
+_PORT_TAKEN = re.compile(r"is not available on .* and cannot be used|address already in use")
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives outgoing connections (Linux's default if unreadable).
+    Ports below it cannot be taken meanwhile by a client's source port, the race that had a
+    server fail with "address already in use" when its base came from the ephemeral range."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def _ten_free_ports() -> int:
-    """The first of ten consecutive loopback ports free a moment ago."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if not 1024 <= base <= 65_000:
-            continue
+    """The first of ten consecutive loopback ports free a moment ago, below the ephemeral
+    range."""
+    high = max(_ephemeral_low() - 10, 10_010)
+    for _ in range(200):
+        base = random.randrange(10_000, high)
         free = True
         for p in range(base, base + 10):
             with socket.socket() as s:
@@ -40,7 +55,7 @@ def _ten_free_ports() -> int:
                     break
         if free:
             return base
-    raise RuntimeError("no ten free consecutive loopback ports")
+    raise RuntimeError(f"no ten free consecutive loopback ports below {high}")
 
 
 class Server(NamedTuple):
@@ -79,53 +94,73 @@ def serving(data: Path) -> Iterator[Server]:
     variables are also set in this process's environment meanwhile, so that the parties
     it starts inherit them)."""
     data.mkdir(parents=True, exist_ok=True)
-    base = _ten_free_ports()
-    env = {
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{base + 6}",
-        "AWS_ALLOW_HTTP": "true",
-    }
-    log = open(data / "weed.log", "wb")
-    server = subprocess.Popen(
-        ["bash", str(SCRIPT), "--serve", str(data), str(base)],
-        env=dict(os.environ, SETWISE_S3_ACCESS_KEY=ACCESS_KEY, SETWISE_S3_SECRET_KEY=SECRET_KEY),
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
     # Other AWS settings of this machine (a profile, a session token, real keys) stay out
     # of the test runs, which pass every AWS_* variable on to their executors.
+    names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_ENDPOINT_URL")
     saved: dict[str, str | None] = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
-    saved.update({k: os.environ.get(k) for k in env})
+    saved.update({k: os.environ.get(k) for k in (*names, "AWS_ALLOW_HTTP")})
     for k in saved:
         os.environ.pop(k, None)
-    os.environ.update(env)
+    server: subprocess.Popen[bytes] | None = None
     try:
-        deadline = time.monotonic() + 120  # the first use installs the server
-        while True:
-            if server.poll() is not None:
-                text = (data / "weed.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"weed mini exited ({server.returncode}):\n{text}")
-            # Ready once a read of a missing object in the bucket is answered.
-            with contextlib.suppress(Error, OSError):
-                if staged_exchange_read(f"s3://{BUCKET}/.ready", "probe", 16) is None:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"weed mini not ready in 120 s (see {data / 'weed.log'})")
-            time.sleep(0.2)
+        # A port taken between the check and the server's bind (by another program) is a
+        # retry on other ports, not a failure.
+        for _ in range(4):
+            if server is not None:  # a failed start's state names its ports
+                server.wait()
+                shutil.rmtree(data / "data", ignore_errors=True)
+            base = _ten_free_ports()
+            env = dict(
+                zip(names, (ACCESS_KEY, SECRET_KEY, "us-east-1", f"http://127.0.0.1:{base + 6}"))
+            )
+            env["AWS_ALLOW_HTTP"] = "true"
+            os.environ.update(env)
+            with open(data / "weed.log", "wb") as log:
+                server = subprocess.Popen(
+                    ["bash", str(SCRIPT), "--serve", str(data), str(base)],
+                    env=dict(
+                        os.environ,
+                        SETWISE_S3_ACCESS_KEY=ACCESS_KEY,
+                        SETWISE_S3_SECRET_KEY=SECRET_KEY,
+                    ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+            if _ready(server, data):
+                break
+        else:
+            raise RuntimeError("weed mini found a port of each of four ranges taken")
         yield Server(env, f"http://127.0.0.1:{base + 4}")
     finally:
-        for k in env:
+        for k in saved:
             os.environ.pop(k, None)
         os.environ.update({k: v for k, v in saved.items() if v is not None})
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def _ready(server: subprocess.Popen[bytes], data: Path) -> bool:
+    """Waits until the server's bucket answers (True), or it exits because a port was
+    taken (False); raises for anything else."""
+    deadline = time.monotonic() + 120  # the first use installs the server
+    while True:
+        if server.poll() is not None:
+            text = (data / "weed.log").read_text(errors="replace")[-3000:]
+            if _PORT_TAKEN.search(text):
+                return False
+            raise RuntimeError(f"weed mini exited ({server.returncode}):\n{text}")
+        # Ready once a read of a missing object in the bucket is answered.
+        with contextlib.suppress(Error, OSError):
+            if staged_exchange_read(f"s3://{BUCKET}/.ready", "probe", 16) is None:
+                return True
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"weed mini not ready in 120 s (see {data / 'weed.log'})")
+        time.sleep(0.2)
 
 
 def main(argv: list[str]) -> int:

@@ -33,23 +33,60 @@ impl Drop for S3Server {
     }
 }
 
-/// Ten consecutive loopback ports free a moment ago (the server's HTTP and gRPC pairs).
+/// Bases handed out in this process: tests run on threads at once, and a range checked
+/// free is free only until its server binds it.
+static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// The lowest port the kernel gives outgoing connections (Linux's default if unreadable).
+/// Ports picked from below it cannot be taken meanwhile by a client's source port (the
+/// server's own gRPC clients, a test's connections): the race that had a server fail with
+/// "address already in use" when its base came from the ephemeral range.
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// Ten consecutive loopback ports free a moment ago (the server's HTTP and gRPC pairs),
+/// below the ephemeral range and apart from every other base of this process.
 fn free_ports() -> u16 {
-    for _ in 0..50 {
-        let base = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if !(1024..=65_000).contains(&base) {
+    let high = ephemeral_low().saturating_sub(10).max(10_010);
+    for _ in 0..200 {
+        let base = rand::random_range(10_000..high);
+        let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+        if taken.iter().any(|b| b.abs_diff(base) < 10) {
             continue;
         }
         if (base..base + 10).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            taken.push(base);
             return base;
         }
     }
-    panic!("no ten free consecutive loopback ports");
+    panic!("no ten free consecutive loopback ports below {high}");
+}
+
+/// Whether a server's log says a port was taken: before its own check, or after it.
+fn port_taken(log: &str) -> bool {
+    log.contains("address already in use") || (log.contains("is not available on") && log.contains("cannot be used"))
 }
 
 impl S3Server {
     /// Starts a server (`scripts/s3-server --serve`) and waits until its bucket answers.
+    /// A port taken between the check and the server's bind (another program's) is a
+    /// retry on other ports, not a failure.
     pub fn start() -> S3Server {
+        for _ in 0..4 {
+            match S3Server::try_start() {
+                Ok(server) => return server,
+                Err(log) if port_taken(&log) => continue,
+                Err(log) => panic!("{log}"),
+            }
+        }
+        panic!("weed mini found a port of each of four ranges taken");
+    }
+
+    fn try_start() -> Result<S3Server, String> {
         let data = tempfile::tempdir().unwrap();
         let base = free_ports();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-server");
@@ -68,21 +105,22 @@ impl S3Server {
         let endpoint = format!("http://127.0.0.1:{}", base + 6);
         let filer = format!("127.0.0.1:{}", base + 4);
         let mut server = S3Server { child, endpoint, filer, _data: data };
-        server.wait_ready();
-        server
+        server.wait_ready()?;
+        Ok(server)
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until the bucket answers; the server's log if it exited first.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let start = Instant::now();
         let addr = self.endpoint.trim_start_matches("http://").to_string();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 let log = std::fs::read_to_string(self._data.path().join("weed.log")).unwrap_or_default();
-                panic!("weed mini exited ({status}) before it was ready:\n{log}");
+                return Err(format!("weed mini exited ({status}) before it was ready:\n{log}"));
             }
             // The bucket exists once a read of a missing object in it is answered.
             if std::net::TcpStream::connect(&addr).is_ok() && self.bucket_ready() {
-                return;
+                return Ok(());
             }
             assert!(start.elapsed() < Duration::from_secs(60), "weed mini not ready in 60 s");
             std::thread::sleep(Duration::from_millis(100));

@@ -36,7 +36,7 @@ pub fn eval<F: PrimeField>(f: F, coeffs: &[F::Elem], x: F::Elem) -> F::Elem {
 /// The quotient of the monic `m` by `(z − r)` into `q` (length `deg m`), when `r` is a
 /// root (synthetic division).
 #[inline]
-fn divide_linear<F: PrimeField>(f: F, m: &[F::Elem], r: F::Elem, q: &mut [F::Elem]) {
+pub(crate) fn divide_linear<F: PrimeField>(f: F, m: &[F::Elem], r: F::Elem, q: &mut [F::Elem]) {
     let mut carry = f.zero();
     for k in (0..q.len()).rev() {
         carry = f.mul_add(carry, r, m[k + 1]);

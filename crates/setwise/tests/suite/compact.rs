@@ -35,6 +35,15 @@ fn unequal_sizes_both_ways() {
     check(&items("x", 0..3), &items("x", 0..700));
 }
 
+/// Past the thresholds of the O(n log² n) interpolation (2^8 points) and evaluation (2^10),
+/// with the sender's points in one group and in several (a polynomial shorter than its
+/// item list).
+#[test]
+fn sets_past_the_fast_polynomial_thresholds() {
+    check(&items("x", 0..3000), &items("x", 1000..4200));
+    check(&items("x", 0..5000), &items("x", 4000..5100));
+}
+
 #[test]
 fn binary_and_long_items() {
     let (x, y) = binary_and_long(30, 3_000);
@@ -150,7 +159,7 @@ fn a_truncated_polynomial_is_rejected() {
 fn announced_sizes_above_the_limit_are_refused_before_any_work() {
     let e = against_receiver(setwise::protocols::compact::MAX_SET + 1, |_| {});
     // The peer's size, so the peer's doing (it was reported as a local Params error).
-    let beyond = matches!(&e, Error::PeerMisbehaved(Deviation::BeyondLimit { limit: 65536, .. }));
+    let beyond = matches!(&e, Error::PeerMisbehaved(Deviation::BeyondLimit { limit: 1_048_576, .. }));
     assert!(beyond && !e.is_local(), "{e}");
 }
 

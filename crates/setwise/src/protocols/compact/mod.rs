@@ -49,10 +49,20 @@ use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Call, Input, Outcome, Report, Role};
 use crate::protocols::{Operation, Protocol, Security};
 
-/// Largest set either side may hold: 2^16. Interpolation is quadratic, so beyond a few
-/// thousand items the `ecdh` protocol (semi-honest) or a linear-time malicious PSI is
-/// the better tool.
-pub const MAX_SET: usize = 1 << 16;
+/// Largest set either side may hold: 2^20. Interpolation and evaluation are O(n log² n)
+/// ([`fastpoly`](crate::math::fastpoly)); at 2^20 the receiver's polynomial is a 32 MiB
+/// message, half the default frame limit, and its subproduct tree about 1 GB.
+pub const MAX_SET: usize = 1 << 20;
+
+/// Points from which the receiver interpolates with the O(n log² n) code rather than the
+/// quadratic one (`cargo run --release -p setwise --example interpolation-speed`: the
+/// fast code is ahead from 2^8).
+const FAST_INTERPOLATION_FROM: usize = 1 << 8;
+
+/// Polynomial length and item count from which the sender evaluates with the
+/// O(n log² n) code rather than by Horner's rule on every item (even at 2^10, ahead
+/// above it in the same example).
+const FAST_EVALUATION_FROM: usize = 1 << 10;
 
 /// Coefficients of the receiver's polynomial for `n` items: n, but at least 2. A constant
 /// polynomial would give every sender item the same key (the sender rejects it), so a
@@ -114,7 +124,7 @@ pub(crate) fn pair_from_bytes(b: &[u8; 32]) -> Option<[F128; 2]> {
 
 /// Checks both announced sizes against [`MAX_SET`] before anything is allocated.
 pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
-    ctx.check_sizes("compact PSI", MAX_SET, "use --protocol ecdh for larger sets")
+    ctx.check_sizes("compact PSI", MAX_SET, "use --protocol vole --security malicious for larger sets")
 }
 
 /// Its roles ([`Spec::roles`]): the sender and the receiver, each with its items.
@@ -155,7 +165,8 @@ pub static SPEC: Spec = Spec {
         doc: "docs/protocols/compact.md",
     },
     page: include_str!("../../../../../docs/protocols/compact.md"),
-    demo_items: MAX_SET,
+    // The browser demo stays at the sizes a page answers in seconds.
+    demo_items: 1 << 16,
     options: &[],
     params: no_params,
     roles,

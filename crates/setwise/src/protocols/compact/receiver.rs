@@ -1,12 +1,12 @@
 //! The compact-PSI receiver: encodes one fresh key per item, interpolates, matches.
 
 use super::messages::{Polynomial, SenderKey, TAGS};
-use super::{Hashes, Tag, check_sizes, pair_from_bytes, polynomial_len};
+use super::{FAST_INTERPOLATION_FROM, Hashes, Tag, check_sizes, pair_from_bytes, polynomial_len};
 use crate::crypto::elligator::{Coins, representative, uniform_point};
 use crate::crypto::rng::{PerIndex, csprng};
 use crate::error::{Error, Result};
 use crate::math::fp128::{F128, Fp128};
-use crate::math::poly;
+use crate::math::{fastpoly, poly};
 use crate::net::Channel;
 use crate::protocols::{Context, Outcome, Report};
 use crate::wire::msg::Message;
@@ -99,7 +99,12 @@ fn interpolate<I: AsRef<[u8]> + Sync>(hashes: &Hashes, items: &[I], values: &[[F
         halves[0].push(random());
         halves[1].push(random());
     }
-    let polys = poly::interpolate(Fp128, &xs, &[&halves[0], &halves[1]]).map_err(|i| {
+    let polys = if xs.len() >= FAST_INTERPOLATION_FROM {
+        fastpoly::interpolate(&xs, &[&halves[0], &halves[1]])
+    } else {
+        poly::interpolate(Fp128, &xs, &[&halves[0], &halves[1]])
+    };
+    let polys = polys.map_err(|i| {
         Error::params("items", format!(
             "interpolation point {i} repeats: two items (or a padding point) share an H1 value, probability ≤ n²·2^-129; run again"
         ))

@@ -1,11 +1,12 @@
 //! The compact-PSI sender: checks the receiver's polynomial and sends one tag per item.
 
 use super::messages::{Polynomial, SenderKey, TAGS};
-use super::{Hashes, Tag, check_sizes, pair_to_bytes, polynomial_len};
+use super::{FAST_EVALUATION_FROM, Hashes, Tag, check_sizes, pair_to_bytes, polynomial_len};
 use crate::crypto::elligator::point_of;
 use crate::crypto::ristretto::SecretScalar;
 use crate::crypto::rng::{fill_os, shuffle};
 use crate::error::Result;
+use crate::math::fastpoly;
 use crate::math::fp128::{F128, Fp128};
 use crate::math::poly::eval;
 use crate::net::Channel;
@@ -37,11 +38,19 @@ pub fn sender<I: AsRef<[u8]> + Sync>(
         .0;
     let mut tags: Vec<Tag> = report.phase("evaluate and agree keys", ch, |_| {
         let (p0, p1): (Vec<F128>, Vec<F128>) = poly.iter().map(|c| (c[0], c[1])).unzip();
+        let points: Vec<F128> = items.par_iter().map(|x| hashes.point(x.as_ref())).collect();
+        let values = if p0.len().min(points.len()) >= FAST_EVALUATION_FROM {
+            let [v0, v1]: [Vec<F128>; 2] =
+                fastpoly::evaluate(&[&p0, &p1], &points).try_into().expect("two polynomials");
+            v0.into_iter().zip(v1).collect()
+        } else {
+            points.par_iter().map(|&z| (eval(Fp128, &p0, z), eval(Fp128, &p1, z))).collect::<Vec<_>>()
+        };
         items
             .par_iter()
-            .map(|x| {
-                let z = hashes.point(x.as_ref());
-                let m = hashes.perm.forward(&pair_to_bytes([eval(Fp128, &p0, z), eval(Fp128, &p1, z)]));
+            .zip(&values)
+            .map(|(x, &(v0, v1))| {
+                let m = hashes.perm.forward(&pair_to_bytes([v0, v1]));
                 match point_of(&m).to_edwards(0) {
                     Some(p) => hashes.tag(x.as_ref(), &(p.mul_by_cofactor() * a0.expose()).to_montgomery().to_bytes()),
                     // Unreachable: only u = −1 has no Edwards form, and it is not on the curve

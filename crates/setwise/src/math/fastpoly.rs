@@ -47,38 +47,75 @@ fn inverse_series(f: &[F128], k: usize) -> Poly {
     while g.len() < k {
         let m = g.len();
         let m2 = (2 * m).min(k);
-        let mut e = mul(&f[..f.len().min(m2)], &g);
-        e.resize(m2, F128::ZERO);
-        let mut gh = mul(&g, &e[m..m2]);
+        let f = &f[..f.len().min(m2)];
+        let h = if m < SCHOOLBOOK_BELOW {
+            let mut e = schoolbook(f, &g);
+            e.resize(m2, F128::ZERO);
+            e.drain(..m);
+            e
+        } else {
+            // f·g modulo z^size − 1 with size ≥ m2: what wraps (f·g has f.len() + m − 1 ≤
+            // size + m − 1 coefficients) lands below m, where f·g is 1, 0, …, which is not read.
+            let size = m2.next_power_of_two();
+            let e = Spectrum::product(&Spectrum::of(f, size), &Spectrum::of(&g, size)).recover(m2);
+            e[m..].to_vec()
+        };
+        let mut gh = mul(&g, &h);
         gh.resize(m2 - m, F128::ZERO);
         g.extend(gh.iter().map(|&c| -c));
     }
     g
 }
 
+/// `a` folded modulo `z^n − 1`.
+fn fold(a: &[F128], n: usize) -> Poly {
+    let mut out = a[..a.len().min(n)].to_vec();
+    for chunk in a[out.len()..].chunks(n) {
+        out.iter_mut().zip(chunk).for_each(|(o, &c)| *o = *o + c);
+    }
+    out
+}
+
 /// Each of `polys` modulo the monic `m` (degree d ≥ 1), by one shared inverse of `m`'s
-/// reversal: the quotient is `rev(rev(a)·rev(m)⁻¹ mod z^k)` for `k = len(a) − d`.
+/// reversal: for `a` of length `l = d + k` the quotient is `rev(rev(a)·rev(m)⁻¹ mod z^k)`,
+/// and `a − q·m` needs only `q·m` modulo `z^n − 1` for a power of two `n ≥ d` with
+/// `2n ≥ l`: `q·m` wraps at most once, and its coefficients from `d` on are `a`'s. The
+/// transforms of the inverse and of `m` are shared by every polynomial.
 fn rem_many(polys: &[Poly], m: &[F128]) -> Vec<Poly> {
     let d = m.len() - 1;
-    let k = polys.iter().map(|a| a.len().saturating_sub(d)).max().unwrap_or(0);
-    if k == 0 {
+    let l = polys.iter().map(Vec::len).max().unwrap_or(0);
+    if l <= d {
         return polys.to_vec();
     }
+    let k = l - d;
     let rev_m: Poly = m.iter().rev().take(k).copied().collect();
     let inv = inverse_series(&rev_m, k);
+    // Every polynomial is taken as `l` long (its missing top coefficients zero), so all
+    // share the sizes.
+    let top = |a: &Poly| -> Poly { (d..l).rev().map(|i| a.get(i).copied().unwrap_or(F128::ZERO)).collect() };
+    if k.min(d) < SCHOOLBOOK_BELOW {
+        return polys
+            .iter()
+            .map(|a| {
+                let mut q = mul(&top(a), &inv);
+                q.truncate(k);
+                q.reverse();
+                let qm = mul(&q, m);
+                (0..d).map(|i| a.get(i).copied().unwrap_or(F128::ZERO) - qm[i]).collect()
+            })
+            .collect();
+    }
+    let qsize = (2 * k - 1).next_power_of_two();
+    let n = l.div_ceil(2).max(d).next_power_of_two();
+    let (s_inv, s_m) = rayon::join(|| Spectrum::of(&inv, qsize), || Spectrum::of(&fold(m, n), n));
     polys
         .iter()
         .map(|a| {
-            if a.len() <= d {
-                return a.clone();
-            }
-            let k = a.len() - d;
-            let top: Poly = a[d..].iter().rev().copied().collect();
-            let mut q = mul(&top, &inv[..k]);
-            q.truncate(k);
+            let mut q = Spectrum::product(&Spectrum::of(&top(a), qsize), &s_inv).recover(k);
             q.reverse();
-            let qm = mul(&q, m);
-            a[..d].iter().zip(&qm).map(|(&x, &y)| x - y).collect()
+            let wrapped = Spectrum::product(&Spectrum::of(&fold(&q, n), n), &s_m).recover(n);
+            let at = |i: usize| a.get(i).copied().unwrap_or(F128::ZERO);
+            (0..d).map(|i| at(i) - wrapped[i] + at(i + n)).collect()
         })
         .collect()
 }

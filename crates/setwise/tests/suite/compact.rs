@@ -35,7 +35,7 @@ fn unequal_sizes_both_ways() {
     check(&items("x", 0..3), &items("x", 0..700));
 }
 
-/// Past the thresholds of the O(n log² n) interpolation (2^8 points) and evaluation (2^10),
+/// Past the thresholds of the O(n log² n) interpolation (2^9 points) and evaluation (2^10),
 /// with the sender's points in one group and in several (a polynomial shorter than its
 /// item list).
 #[test]

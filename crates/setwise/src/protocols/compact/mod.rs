@@ -56,8 +56,8 @@ pub const MAX_SET: usize = 1 << 20;
 
 /// Points from which the receiver interpolates with the O(n log² n) code rather than the
 /// quadratic one (`cargo run --release -p setwise --example interpolation-speed`: the
-/// fast code is ahead from 2^8).
-const FAST_INTERPOLATION_FROM: usize = 1 << 8;
+/// fast code is even at 2^8 and ahead from 2^9).
+const FAST_INTERPOLATION_FROM: usize = 1 << 9;
 
 /// Polynomial length and item count from which the sender evaluates with the
 /// O(n log² n) code rather than by Horner's rule on every item (even at 2^10, ahead

@@ -346,7 +346,7 @@ def receiver(
     the sum of the sender's values (reverse PSI-card-sum). ``security="malicious"`` (both
     sides) refuses a protocol proven only against semi-honest peers and runs ``vole``'s
     malicious variant; with ``protocol="auto"`` an intersection runs ``compact`` (under
-    2^11 items) or ``vole``, other operations are refused. ``protocol="unbalanced"``:
+    2^12 items) or ``vole``, other operations are refused. ``protocol="unbalanced"``:
     ``fingerprint`` refuses a sender whose parameters differ; the result has the sender's
     labels (:meth:`Result.matches`). ``protocol="authorized"`` / ``"partial"``: present the
     ``credentials`` from :func:`authorize` (or their file). ``max_peer_items`` refuses

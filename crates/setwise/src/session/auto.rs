@@ -33,10 +33,15 @@ pub const VOLE_FROM: usize = 1 << 13;
 /// Under malicious security, below this many items on the larger side intersection runs
 /// `compact`; from it on, `vole` (its malicious variant).
 ///
-/// Measured (docs/benchmarks.md, "auto"): on loopback malicious `vole` is the faster from
-/// 2^10 (0.023 s against compact's 0.118 s), but over an 80 ms link it takes 0.49 s at
-/// 2^10 against compact's 0.25 s, and 0.51 s at 2^12 against 1.11 s. 2^11 sits between.
-pub const MALICIOUS_VOLE_FROM: usize = 1 << 11;
+/// Measured (docs/benchmarks.md, "auto under malicious security", 2026-11-29, with
+/// compact's O(n log² n) interpolation): on loopback malicious `vole` is the faster from
+/// 2^10 (0.027 s against compact's 0.18 s at 2^11), but over an 80 ms link its round trips
+/// cost about 0.6 s: 0.65 s at 2^11 against compact's 0.30 s, 0.66 s at 2^12 against
+/// 0.48 s, 0.74 s at 2^14 against 1.67 s. Taking the protocol whose larger loss against
+/// the other on either link is smaller gives compact up to 2^11 (it loses 0.15 s on
+/// loopback, vole 0.35 s on the slow link) and vole from 2^12 (it loses 0.18 s on the
+/// slow link, compact 0.34 s on loopback).
+pub const MALICIOUS_VOLE_FROM: usize = 1 << 12;
 
 /// The sender must hold at least this many times the receiver's items for the mqRPMT to
 /// use the permuted-OPRF test: it costs |X| + 3·|Y| multiplications against cwPRF's
@@ -64,13 +69,13 @@ pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize)
         return match op {
             Operation::Intersection if sender.max(receiver) >= MALICIOUS_VOLE_FROM => Ok(plain(
                 Protocol::Vole,
-                "malicious intersection of a set of 2^11 items or more: vole's malicious variant is the fastest on \
+                "malicious intersection of a set of 2^12 items or more: vole's malicious variant is the fastest on \
                  any link",
             )),
             Operation::Intersection => Ok(plain(
                 Protocol::Compact,
-                "malicious intersection of sets under 2^11 items: compact takes one and a half round trips and a sixth of \
-                 vole's bytes",
+                "malicious intersection of sets under 2^12 items: compact takes one and a half round trips and a tenth \
+                 or less of vole's bytes",
             )),
             op => Err(Error::params(
                 "security",

@@ -80,7 +80,7 @@ fn the_union_of_a_larger_sender_runs_the_permuted_oprf_test() {
 #[test]
 fn malicious_security_runs_compact_or_vole_or_is_refused_on_both_sides() {
     let malicious = |op| Job::new(Protocol::Auto, op).with_security(Security::Malicious);
-    for (n, protocol) in [(400, "compact"), (3000, "vole")] {
+    for (n, protocol) in [(400, "compact"), (3000, "compact"), (5000, "vole")] {
         let (x, y) = (items("s", 0..n - 100), items("s", 250..n));
         let run = run_items(&malicious(Operation::Intersection), &x, &y);
         let (Outcome::Intersection(got), r_rep) = run.receiver.unwrap() else { panic!("intersection") };

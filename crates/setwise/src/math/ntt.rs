@@ -80,7 +80,7 @@ impl Prime {
 
     /// `x·R⁻¹ mod q` for a field element x = hi·2^64 + lo: hi + lo·R⁻¹, in [0, 2q).
     #[inline(always)]
-    fn from_f128(self, x: F128) -> u64 {
+    fn residue(self, x: F128) -> u64 {
         let v = x.value();
         self.lazy(self.redc(v as u64 as u128) + self.redc((v >> 64) * self.r1 as u128))
     }
@@ -216,8 +216,8 @@ fn inverse(p: Prime, a: &mut [u64], tw: &[u64]) {
 }
 
 /// A polynomial's transforms modulo the five primes, of one power-of-two size, scaled by
-/// R⁻¹ (see [`Prime::from_f128`]); products of spectra carry R⁻³, which [`Spectrum::recover`]
-/// removes.
+/// R⁻¹ (the residues are taken as x·R⁻¹, which costs less than x); products of spectra
+/// carry R⁻³, which [`Spectrum::recover`] removes.
 pub struct Spectrum {
     res: Vec<Vec<u64>>,
 }
@@ -233,7 +233,7 @@ impl Spectrum {
             .map(|i| {
                 let p = PRIMES[i];
                 let mut v = vec![0u64; size];
-                v.iter_mut().zip(a).for_each(|(d, &c)| *d = p.from_f128(c));
+                v.iter_mut().zip(a).for_each(|(d, &c)| *d = p.residue(c));
                 forward(p, &mut v, &t.fwd[i]);
                 v
             })
@@ -323,9 +323,9 @@ impl Crt {
         for i in 0..K {
             let p = PRIMES[i];
             let mut t = r[i];
-            for j in 0..i {
+            for (&vj, &inv) in v[..i].iter().zip(&self.inv[i]) {
                 // v_j < q_j < 2·q_i (every prime is in [2^61, 2^62)), so this stays positive.
-                t = p.mul(t + 2 * p.q - v[j], self.inv[i][j]);
+                t = p.mul(t + 2 * p.q - vj, inv);
             }
             v[i] = p.canonical(t);
             x = x + F128::reduce(v[i] as u128) * self.radix[i];

@@ -1,9 +1,9 @@
 //! Interpolation and multipoint evaluation over GF(2^128 − 159) in O(n log² n), on the
-//! transform products of [`ntt`](super::ntt): a subproduct tree over the points, a
+//! transform products of [`ntt`]: a subproduct tree over the points, a
 //! remainder tree going down it, and the Lagrange sum combined going up (von zur Gathen
 //! and Gerhard, *Modern Computer Algebra*, §10.1–10.3; the seed's §4.6 and RT21's C++,
 //! through NTL, do the same). Leaves hold up to 32 points and use the quadratic code
-//! of [`poly`](super::poly), which is faster at that size; so do products with a short
+//! of [`poly`], which is faster at that size; so do products with a short
 //! factor.
 //!
 //! Both functions give exactly what their quadratic counterparts ([`poly::interpolate`],

@@ -14,7 +14,7 @@
 use curve25519_dalek::MontgomeryPoint;
 use curve25519_dalek::edwards::EdwardsPoint;
 use ff::{Field, PrimeField};
-use subtle::{Choice, ConditionallySelectable};
+use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 /// GF(2^255 − 19), the field of Curve25519's coordinates.
 #[derive(PrimeField)]
@@ -75,11 +75,63 @@ fn field_of(bytes: &[u8; 32]) -> Fe {
 /// else u = −w − A. 1 + 2r² ≠ 0 because −1/2 is not a square mod p.
 fn forward(r: Fe) -> Fe {
     let a = Fe::from(A);
-    // The inverse always exists; falling back to 0 keeps peer-chosen r from any panic path.
-    let w = -a * (Fe::ONE + r.square().double()).invert().unwrap_or(Fe::ZERO);
+    // 1 + 2r² ≠ 0, so this is its inverse (z^(p−2) of zero would be zero: no panic path
+    // for a peer-chosen r either way).
+    let w = -a * invert(Fe::ONE + r.square().double());
     let gw = (w.square() + a * w + Fe::ONE) * w;
-    let square = gw.sqrt().is_some();
+    let (square, _) = sqrt_ratio(&gw, &Fe::ONE);
     Fe::conditional_select(&(-w - a), &w, square)
+}
+
+/// (z^(2^250 − 1), z^11), the shared part of [`invert`] and [`pow_p58`]: ref10's
+/// addition chain, 250 squarings and 11 multiplications where the field's generic
+/// square-and-multiply would take about as many multiplications as squarings.
+fn pow_2_250_minus_1(z: Fe) -> (Fe, Fe) {
+    let sq = |x: Fe, n: u32| (0..n).fold(x, |x, _| x.square());
+    let t0 = z.square(); // 2
+    let t1 = sq(t0, 2) * z; // 9
+    let z11 = t0 * t1; // 11
+    let t0 = z11.square() * t1; // 31 = 2^5 − 1
+    let t0 = sq(t0, 5) * t0; // 2^10 − 1
+    let t1 = sq(t0, 10) * t0; // 2^20 − 1
+    let t1 = sq(t1, 20) * t1; // 2^40 − 1
+    let t0 = sq(t1, 10) * t0; // 2^50 − 1
+    let t1 = sq(t0, 50) * t0; // 2^100 − 1
+    let t1 = sq(t1, 100) * t1; // 2^200 − 1
+    (sq(t1, 50) * t0, z11) // 2^250 − 1
+}
+
+/// z^(p − 2) = z^(2^255 − 21): z⁻¹ for z ≠ 0, and 0 for 0.
+fn invert(z: Fe) -> Fe {
+    let (t, z11) = pow_2_250_minus_1(z);
+    (0..5).fold(t, |x, _| x.square()) * z11
+}
+
+/// z^((p − 5)/8) = z^(2^252 − 3).
+fn pow_p58(z: Fe) -> Fe {
+    let (t, _) = pow_2_250_minus_1(z);
+    t.square().square() * z
+}
+
+/// √−1 = 2^((p − 1)/4) (the root curve25519-dalek and RFC 8032 use).
+static SQRT_M1: std::sync::LazyLock<Fe> = std::sync::LazyLock::new(|| {
+    Fe::from_str_vartime("19681161376707505956807079304988542015446066515923890162744021073123829784752")
+        .expect("a canonical field element")
+});
+
+/// (whether u/v is a square, a square root of it if so), for v ≠ 0, with one
+/// exponentiation (RFC 8032 §5.1.3 for p ≡ 5 mod 8): r = u·v³·(u·v⁷)^((p−5)/8) has
+/// v·r² = ±u or ±√−1·u; the first sign is a root, the second a root after multiplying
+/// r by √−1, and the other two mean u/v is not a square. u = 0 gives (true, 0).
+fn sqrt_ratio(u: &Fe, v: &Fe) -> (Choice, Fe) {
+    let v3 = v.square() * v;
+    let v7 = v3.square() * v;
+    let r = *u * v3 * pow_p58(*u * v7);
+    let check = *v * r.square();
+    let correct = check.ct_eq(u);
+    let flipped = check.ct_eq(&-*u);
+    let r = Fe::conditional_select(&r, &(r * *SQRT_M1), flipped);
+    (correct | flipped, r)
 }
 
 /// The inverse map: an r with `forward(r) = u`, from one of the two branches
@@ -92,7 +144,7 @@ fn inverse(u: Fe, branch: Choice) -> Option<Fe> {
     if bool::from(den.is_zero() | num.is_zero()) {
         return None;
     }
-    let (square, r) = Fe::sqrt_ratio(&num, &den);
+    let (square, r) = sqrt_ratio(&num, &den);
     bool::from(square).then_some(r)
 }
 
@@ -140,6 +192,30 @@ mod tests {
         }
         // About half of all points have representatives.
         assert!((70..130).contains(&found), "{found} of 200");
+    }
+
+    /// The addition chains and the one-exponentiation square root against the field's own
+    /// (generic) inversion and square root.
+    #[test]
+    fn chains_and_square_roots_agree_with_the_generic_field() {
+        assert_eq!(SQRT_M1.square(), -Fe::ONE);
+        assert_eq!(invert(Fe::ZERO), Fe::ZERO);
+        let (zero_square, zero_root) = sqrt_ratio(&Fe::ZERO, &Fe::ONE);
+        assert!(bool::from(zero_square) && zero_root == Fe::ZERO);
+        let (mut squares, mut z, mut v) = (0, Fe::from(3u64), Fe::from(5u64));
+        for _ in 0..300 {
+            z = z.square() + Fe::from(7u64);
+            v = v * z + Fe::ONE;
+            assert_eq!(invert(z), z.invert().unwrap());
+            let (square, r) = sqrt_ratio(&z, &v);
+            let generic = Fe::sqrt_ratio(&z, &v).0;
+            assert_eq!(bool::from(square), bool::from(generic), "the same squares");
+            if bool::from(square) {
+                assert_eq!(v * r.square(), z, "a root of z/v");
+                squares += 1;
+            }
+        }
+        assert!((100..200).contains(&squares), "{squares} of 300 are squares");
     }
 
     #[test]

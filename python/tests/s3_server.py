@@ -39,12 +39,16 @@ def _ephemeral_low() -> int:
         return 32_768
 
 
+# Not the module `random`, which a test may seed: every server would then try the same ports.
+_PORTS = random.SystemRandom()
+
+
 def _ten_free_ports() -> int:
     """The first of ten consecutive loopback ports free a moment ago, below the ephemeral
     range."""
     high = max(_ephemeral_low() - 10, 10_010)
     for _ in range(200):
-        base = random.randrange(10_000, high)
+        base = _PORTS.randrange(10_000, high)
         free = True
         for p in range(base, base + 10):
             with socket.socket() as s:

@@ -2,8 +2,9 @@
 //! quadratic code against the O(n log² n) one:
 //! `cargo run --release -p setwise --example interpolation-speed -- 10 12 14 16 20`
 //! interpolates two value lists over 2^k random points and evaluates two polynomials of
-//! degree 2^k at 2^k points (Horner on every thread, as the compact sender did), for each k, and prints the median of three runs (the
-//! quadratic code only up to 2^14, where it already takes seconds).
+//! degree 2^k at 2^k points (Horner on every thread, as the compact sender did), for each
+//! k, and prints the median of three runs (the quadratic code only up to 2^14, where it
+//! already takes seconds).
 
 use rayon::prelude::*;
 use setwise::math::fastpoly;

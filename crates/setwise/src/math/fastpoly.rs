@@ -290,6 +290,7 @@ mod tests {
         let ys = random(500, 4);
         let err = interpolate(&xs, &[&ys]).unwrap_err();
         assert!(err == 17 || err == 400, "names a repeated point, got {err}");
+        assert_eq!(Err(err), poly::interpolate(Fp128, &xs, &[&ys]), "the quadratic code's index");
     }
 
     /// Evaluation gives Horner's values, with more points than the degree (several

@@ -4,8 +4,9 @@
 //! The field has no large power-of-two roots of unity, so coefficients are taken modulo
 //! five primes q = c·2^25 + 1 in [2^61, 2^62), multiplied there by number-theoretic
 //! transforms, and recovered by the Chinese remainder theorem (Garner's mixed radix). The
-//! recovery is exact: a product's coefficients are integers below n·p² < 2^(256 + log n),
-//! and the primes' product is above 2^309, so any n below 2^53 (transforms stop at 2^25).
+//! recovery is exact: a sum of two products (the most a caller forms) has coefficients
+//! below 2n·p² < 2^(257 + log n), and the primes' product is above 2^309, so any n below
+//! 2^52 (transforms stop at 2^25).
 //!
 //! Arithmetic modulo each q is Montgomery's with R = 2^64 and values kept lazily in
 //! [0, 2q). A [`Spectrum`] holds a polynomial's five transforms, so that a caller forming
@@ -53,7 +54,7 @@ impl Prime {
         Prime { q, neg_inv: inv.wrapping_neg(), r1: ((1u128 << 64) % q as u128) as u64 }
     }
 
-    /// t·R⁻¹ mod q, in [0, 2q) for t < 4q² (so for products of lazy values).
+    /// t·R⁻¹ mod q, in [0, 2q) for t < q·2^64 (so for products of lazy values, < 4q²).
     #[inline(always)]
     fn redc(self, t: u128) -> u64 {
         let m = (t as u64).wrapping_mul(self.neg_inv);
@@ -158,23 +159,26 @@ impl Tables {
 }
 
 /// The tables for transforms of `size`, built once and grown (doubled) when a larger
-/// transform first asks.
+/// transform first asks. They are built with no lock held: building runs on the thread
+/// pool, whose workers may meanwhile take other jobs that ask for the tables.
 fn tables(size: usize) -> Arc<Tables> {
     static TABLES: RwLock<Option<Arc<Tables>>> = RwLock::new(None);
-    if let Some(t) = TABLES.read().unwrap_or_else(|e| e.into_inner()).as_ref()
+    let current = TABLES.read().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(t) = current.as_ref()
         && t.size >= size
     {
         return t.clone();
     }
+    let built = Arc::new(Tables::new(size.max(current.map_or(1 << 12, |t| 2 * t.size))));
     let mut slot = TABLES.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = slot.as_ref()
-        && t.size >= size
-    {
-        return t.clone();
+    match slot.as_ref() {
+        // Another thread built tables at least as large meanwhile.
+        Some(t) if t.size >= built.size => t.clone(),
+        _ => {
+            *slot = Some(built.clone());
+            built
+        }
     }
-    let t = Arc::new(Tables::new(size.max(slot.as_ref().map_or(1 << 12, |t| 2 * t.size))));
-    *slot = Some(t.clone());
-    t
 }
 
 /// Forward transform in place (decimation in frequency: natural order in, bit-reversed
@@ -241,8 +245,9 @@ impl Spectrum {
         Spectrum { res }
     }
 
-    /// The transform of the product `a·b`.
+    /// The transform of the product `a·b` (two transforms of one size).
     pub fn product(a: &Spectrum, b: &Spectrum) -> Spectrum {
+        assert_eq!(a.res[0].len(), b.res[0].len(), "transforms of one size");
         let res = (0..K)
             .into_par_iter()
             .map(|i| {
@@ -255,6 +260,7 @@ impl Spectrum {
 
     /// Adds the transform of the product `a·b` (the same size) to this product's.
     pub fn add_product(&mut self, a: &Spectrum, b: &Spectrum) {
+        assert!(a.res[0].len() == self.res[0].len() && b.res[0].len() == self.res[0].len(), "transforms of one size");
         self.res.par_iter_mut().enumerate().for_each(|(i, acc)| {
             let p = PRIMES[i];
             for ((s, &x), &y) in acc.iter_mut().zip(&a.res[i]).zip(&b.res[i]) {
@@ -263,8 +269,9 @@ impl Spectrum {
         });
     }
 
-    /// The first `len` coefficients of the product this is the transform of (as made by
-    /// [`product`](Self::product) and [`add_product`](Self::add_product)).
+    /// The first `len` coefficients of the product this is the transform of. Only for
+    /// what [`product`](Self::product) and [`add_product`](Self::add_product) make: a
+    /// plain transform carries another scale.
     pub fn recover(mut self, len: usize) -> Vec<F128> {
         let size = self.res[0].len();
         assert!(len <= size, "at most the transform's size");

@@ -74,7 +74,7 @@ pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize)
             )),
             Operation::Intersection => Ok(plain(
                 Protocol::Compact,
-                "malicious intersection of sets under 2^12 items: compact takes one and a half round trips and a tenth \
+                "malicious intersection of sets under 2^12 items: compact takes one and a half round trips and a fifth \
                  or less of vole's bytes",
             )),
             op => Err(Error::params(

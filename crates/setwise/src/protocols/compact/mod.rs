@@ -51,7 +51,7 @@ use crate::protocols::{Operation, Protocol, Security};
 
 /// Largest set either side may hold: 2^20. Interpolation and evaluation are O(n log² n)
 /// ([`fastpoly`](crate::math::fastpoly)); at 2^20 the receiver's polynomial is a 32 MiB
-/// message, half the default frame limit, and its subproduct tree about 1 GB.
+/// message, half the default frame limit, and the receiver's peak memory about 1 GB.
 pub const MAX_SET: usize = 1 << 20;
 
 /// Points from which the receiver interpolates with the O(n log² n) code rather than the

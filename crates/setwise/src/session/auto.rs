@@ -35,12 +35,12 @@ pub const VOLE_FROM: usize = 1 << 13;
 ///
 /// Measured (docs/benchmarks.md, "auto under malicious security", 2026-11-29, with
 /// compact's O(n log² n) interpolation): on loopback malicious `vole` is the faster from
-/// 2^10 (0.027 s against compact's 0.18 s at 2^11), but over an 80 ms link its round trips
-/// cost about 0.6 s: 0.65 s at 2^11 against compact's 0.30 s, 0.66 s at 2^12 against
-/// 0.48 s, 0.74 s at 2^14 against 1.67 s. Taking the protocol whose larger loss against
-/// the other on either link is smaller gives compact up to 2^11 (it loses 0.15 s on
-/// loopback, vole 0.35 s on the slow link) and vole from 2^12 (it loses 0.18 s on the
-/// slow link, compact 0.34 s on loopback).
+/// 2^10 (0.027 s against compact's 0.17 s at 2^11), but over an 80 ms link its round trips
+/// cost about 0.6 s: 0.65 s at 2^11 against compact's 0.28 s, 0.66 s at 2^12 against
+/// 0.45 s, 0.74 s at 2^14 against 1.51 s. Taking the protocol whose larger loss against
+/// the other on either link is smaller gives compact up to 2^11 (it loses 0.14 s on
+/// loopback, vole 0.37 s on the slow link) and vole from 2^12 (it loses 0.21 s on the
+/// slow link, compact 0.28 s on loopback).
 pub const MALICIOUS_VOLE_FROM: usize = 1 << 12;
 
 /// The sender must hold at least this many times the receiver's items for the mqRPMT to

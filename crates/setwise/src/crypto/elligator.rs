@@ -84,8 +84,9 @@ fn forward(r: Fe) -> Fe {
 }
 
 /// (z^(2^250 − 1), z^11), the shared part of [`invert`] and [`pow_p58`]: ref10's
-/// addition chain, 250 squarings and 11 multiplications where the field's generic
-/// square-and-multiply would take about as many multiplications as squarings.
+/// addition chain, 249 squarings and 10 multiplications (254 and 11 for the whole
+/// inverse), where the field's generic square-and-multiply would take about as many
+/// multiplications as squarings.
 fn pow_2_250_minus_1(z: Fe) -> (Fe, Fe) {
     let sq = |x: Fe, n: u32| (0..n).fold(x, |x, _| x.square());
     let t0 = z.square(); // 2
@@ -202,7 +203,7 @@ mod tests {
         assert_eq!(invert(Fe::ZERO), Fe::ZERO);
         let (zero_square, zero_root) = sqrt_ratio(&Fe::ZERO, &Fe::ONE);
         assert!(bool::from(zero_square) && zero_root == Fe::ZERO);
-        let (mut squares, mut z, mut v) = (0, Fe::from(3u64), Fe::from(5u64));
+        let (mut squares, mut flipped, mut z, mut v) = (0, 0, Fe::from(3u64), Fe::from(5u64));
         for _ in 0..300 {
             z = z.square() + Fe::from(7u64);
             v = v * z + Fe::ONE;
@@ -213,9 +214,14 @@ mod tests {
             if bool::from(square) {
                 assert_eq!(v * r.square(), z, "a root of z/v");
                 squares += 1;
+                // The candidate needed the √−1 correction: the second branch.
+                let v3 = v.square() * v;
+                let candidate = z * v3 * pow_p58(z * v3.square() * v);
+                flipped += usize::from(candidate != r);
             }
         }
         assert!((100..200).contains(&squares), "{squares} of 300 are squares");
+        assert!(flipped > 0 && flipped < squares, "both branches taken: {flipped} of {squares}");
     }
 
     #[test]

@@ -160,7 +160,8 @@ impl Tables {
 
 /// The tables for transforms of `size`, built once and grown (doubled) when a larger
 /// transform first asks. They are built with no lock held: building runs on the thread
-/// pool, whose workers may meanwhile take other jobs that ask for the tables.
+/// pool, whose workers may meanwhile take other jobs that ask for the tables. Two threads
+/// may then build the same tables at once; the spare copy is dropped.
 fn tables(size: usize) -> Arc<Tables> {
     static TABLES: RwLock<Option<Arc<Tables>>> = RwLock::new(None);
     let current = TABLES.read().unwrap_or_else(|e| e.into_inner()).clone();

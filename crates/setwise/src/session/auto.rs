@@ -69,8 +69,8 @@ pub fn choose(op: Operation, security: Security, sender: usize, receiver: usize)
         return match op {
             Operation::Intersection if sender.max(receiver) >= MALICIOUS_VOLE_FROM => Ok(plain(
                 Protocol::Vole,
-                "malicious intersection of a set of 2^12 items or more: vole's malicious variant is the fastest on \
-                 any link",
+                "malicious intersection of a set of 2^12 items or more: vole's malicious variant loses at most 0.21 s to \
+                 compact on a slow link, compact 0.28 s or more to vole on a fast one",
             )),
             Operation::Intersection => Ok(plain(
                 Protocol::Compact,

@@ -26,18 +26,7 @@ type Poly = Vec<F128>;
 
 /// `a·b`.
 pub fn mul(a: &[F128], b: &[F128]) -> Poly {
-    if a.len().min(b.len()) < SCHOOLBOOK_BELOW { schoolbook(a, b) } else { ntt::mul(a, b) }
-}
-
-fn schoolbook(a: &[F128], b: &[F128]) -> Poly {
-    if a.is_empty() || b.is_empty() {
-        return Vec::new();
-    }
-    let mut out = vec![F128::ZERO; a.len() + b.len() - 1];
-    for (i, &x) in a.iter().enumerate() {
-        out[i..i + b.len()].iter_mut().zip(b).for_each(|(o, &y)| *o = x * y + *o);
-    }
-    out
+    if a.len().min(b.len()) < SCHOOLBOOK_BELOW { poly::mul(Fp128, a, b) } else { ntt::mul(a, b) }
 }
 
 /// `g` with `f·g ≡ 1 mod z^k`, for `f[0] ≠ 0` (Newton's iteration, doubling the precision:
@@ -49,7 +38,7 @@ fn inverse_series(f: &[F128], k: usize) -> Poly {
         let m2 = (2 * m).min(k);
         let f = &f[..f.len().min(m2)];
         let h = if m < SCHOOLBOOK_BELOW {
-            let mut e = schoolbook(f, &g);
+            let mut e = poly::mul(Fp128, f, &g);
             e.resize(m2, F128::ZERO);
             e.drain(..m);
             e
@@ -81,22 +70,23 @@ fn fold(a: &[F128], n: usize) -> Poly {
 /// and `a − q·m` needs only `q·m` modulo `z^n − 1` for a power of two `n ≥ d` with
 /// `2n ≥ l`: `q·m` wraps at most once, and its coefficients from `d` on are `a`'s. The
 /// transforms of the inverse and of `m` are shared by every polynomial.
-fn rem_many(polys: &[Poly], m: &[F128]) -> Vec<Poly> {
+fn rem_many<P: AsRef<[F128]>>(polys: &[P], m: &[F128]) -> Vec<Poly> {
     let d = m.len() - 1;
-    let l = polys.iter().map(Vec::len).max().unwrap_or(0);
+    let l = polys.iter().map(|a| a.as_ref().len()).max().unwrap_or(0);
     if l <= d {
-        return polys.to_vec();
+        return polys.iter().map(|a| a.as_ref().to_vec()).collect();
     }
     let k = l - d;
     let rev_m: Poly = m.iter().rev().take(k).copied().collect();
     let inv = inverse_series(&rev_m, k);
     // Every polynomial is taken as `l` long (its missing top coefficients zero), so all
     // share the sizes.
-    let top = |a: &Poly| -> Poly { (d..l).rev().map(|i| a.get(i).copied().unwrap_or(F128::ZERO)).collect() };
+    let top = |a: &[F128]| -> Poly { (d..l).rev().map(|i| a.get(i).copied().unwrap_or(F128::ZERO)).collect() };
     if k.min(d) < SCHOOLBOOK_BELOW {
         return polys
             .iter()
             .map(|a| {
+                let a = a.as_ref();
                 let mut q = mul(&top(a), &inv);
                 q.truncate(k);
                 q.reverse();
@@ -111,6 +101,7 @@ fn rem_many(polys: &[Poly], m: &[F128]) -> Vec<Poly> {
     polys
         .iter()
         .map(|a| {
+            let a = a.as_ref();
             let mut q = Spectrum::product(&Spectrum::of(&top(a), qsize), &s_inv).recover(k);
             q.reverse();
             let wrapped = Spectrum::product(&Spectrum::of(&fold(&q, n), n), &s_m).recover(n);
@@ -144,7 +135,7 @@ impl Tree {
 
     /// The values of each of `polys` at the tree's `points`: the remainders modulo each
     /// node going down, then Horner at the leaves.
-    fn evaluate(&self, polys: &[Poly], points: &[F128]) -> Vec<Vec<F128>> {
+    fn evaluate(&self, polys: &[&[F128]], points: &[F128]) -> Vec<Vec<F128>> {
         let mut rems: Vec<Vec<Poly>> = vec![rem_many(polys, self.root())];
         for level in self.levels[..self.levels.len() - 1].iter().rev() {
             rems = level.par_iter().enumerate().map(|(i, m)| rem_many(&rems[i / 2], m)).collect();
@@ -166,10 +157,9 @@ impl Tree {
 pub fn evaluate(polys: &[&[F128]], points: &[F128]) -> Vec<Vec<F128>> {
     let degree = polys.iter().map(|p| p.len()).max().unwrap_or(0);
     let group = degree.max(LEAF).next_power_of_two();
-    let owned: Vec<Poly> = polys.iter().map(|p| p.to_vec()).collect();
     let mut out = vec![Vec::with_capacity(points.len()); polys.len()];
     for chunk in points.chunks(group) {
-        let values = Tree::new(chunk).evaluate(&owned, chunk);
+        let values = Tree::new(chunk).evaluate(polys, chunk);
         out.iter_mut().zip(values).for_each(|(o, v)| o.extend(v));
     }
     out
@@ -186,8 +176,8 @@ pub fn interpolate(xs: &[F128], ys: &[&[F128]]) -> Result<Vec<Poly>, usize> {
         return Ok(vec![Vec::new(); ys.len()]);
     }
     let tree = Tree::new(xs);
-    let derivative: Poly = tree.root().iter().enumerate().skip(1).map(|(k, &c)| c * F128::reduce(k as u128)).collect();
-    let mut weights = tree.evaluate(&[derivative], xs).pop().expect("one polynomial");
+    let derivative = poly::derivative(Fp128, tree.root());
+    let mut weights = tree.evaluate(&[&derivative], xs).pop().expect("one polynomial");
     // M'(x_j) is zero exactly when x_j repeats.
     Fp128.batch_invert(&mut weights)?;
     let scaled: Vec<Poly> = ys.iter().map(|y| y.iter().zip(&weights).map(|(&a, &w)| a * w).collect()).collect();
@@ -236,9 +226,9 @@ fn combine(pl: &[Poly], pr: &[Poly], ml: &[F128], mr: &[F128]) -> Vec<Poly> {
             .iter()
             .zip(pr)
             .map(|(a, b)| {
-                let mut s = schoolbook(a, mr);
+                let mut s = poly::mul(Fp128, a, mr);
                 s.resize(len, F128::ZERO);
-                s.iter_mut().zip(schoolbook(b, ml)).for_each(|(x, y)| *x = *x + y);
+                s.iter_mut().zip(poly::mul(Fp128, b, ml)).for_each(|(x, y)| *x = *x + y);
                 s
             })
             .collect();
@@ -258,24 +248,15 @@ fn combine(pl: &[Poly], pr: &[Poly], ml: &[F128], mr: &[F128]) -> Vec<Poly> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn random(n: usize, seed: u128) -> Vec<F128> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645).wrapping_add(0x5851_f42d_4c95_7f2d);
-                F128::reduce(s)
-            })
-            .collect()
-    }
+    use crate::math::fp128::sample;
 
     /// Interpolation gives the quadratic code's coefficients at sizes around the leaf and
     /// the transform thresholds, with uneven trees (odd node counts) and two value lists.
     #[test]
     fn interpolation_equals_the_quadratic_one() {
         for n in [1, 2, 31, 32, 33, 95, 200, 1000, 1537, 4100] {
-            let xs = random(n, n as u128);
-            let (a, b) = (random(n, 7 + n as u128), random(n, 9 + n as u128));
+            let xs = sample(n, n as u128);
+            let (a, b) = (sample(n, 7 + n as u128), sample(n, 9 + n as u128));
             let fast = interpolate(&xs, &[&a, &b]).unwrap();
             let slow = poly::interpolate(Fp128, &xs, &[&a, &b]).unwrap();
             assert_eq!(fast, slow, "n = {n}");
@@ -285,9 +266,9 @@ mod tests {
 
     #[test]
     fn a_repeated_point_is_refused() {
-        let mut xs = random(500, 3);
+        let mut xs = sample(500, 3);
         xs[400] = xs[17];
-        let ys = random(500, 4);
+        let ys = sample(500, 4);
         let err = interpolate(&xs, &[&ys]).unwrap_err();
         assert!(err == 17 || err == 400, "names a repeated point, got {err}");
         assert_eq!(Err(err), poly::interpolate(Fp128, &xs, &[&ys]), "the quadratic code's index");
@@ -298,8 +279,8 @@ mod tests {
     #[test]
     fn evaluation_equals_horner() {
         for (degree, points) in [(1, 5), (40, 3), (100, 1000), (700, 3000), (2000, 300), (4096, 4097)] {
-            let (p, q) = (random(degree, degree as u128), random(degree, 1 + degree as u128));
-            let xs = random(points, 5 + points as u128);
+            let (p, q) = (sample(degree, degree as u128), sample(degree, 1 + degree as u128));
+            let xs = sample(points, 5 + points as u128);
             let got = evaluate(&[&p, &q], &xs);
             for (poly, values) in [&p, &q].iter().zip(&got) {
                 let want: Vec<F128> = xs.iter().map(|&x| poly::eval(Fp128, poly, x)).collect();
@@ -310,14 +291,14 @@ mod tests {
 
     #[test]
     fn series_inverses_and_remainders() {
-        let f = random(300, 11);
+        let f = sample(300, 11);
         let g = inverse_series(&f, 257);
         let fg = mul(&f, &g);
         assert_eq!(fg[0], F128::ONE);
         assert!(fg[1..257].iter().all(|&c| c == F128::ZERO));
-        let mut m = random(100, 12);
+        let mut m = sample(100, 12);
         m.push(F128::ONE);
-        let a = random(450, 13);
+        let a = sample(450, 13);
         let r = rem_many(std::slice::from_ref(&a), &m).pop().unwrap();
         // Long division, a second computation.
         let mut want = a.clone();

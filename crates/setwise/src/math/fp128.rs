@@ -123,6 +123,18 @@ fn fold(hi: u128, lo: u128) -> u128 {
     if s >= P { s - P } else { s }
 }
 
+/// `n` elements from a fixed generator seeded by `seed`, for tests.
+#[cfg(test)]
+pub(crate) fn sample(n: usize, seed: u128) -> Vec<F128> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645).wrapping_add(0x5851_f42d_4c95_7f2d);
+            F128::reduce(s)
+        })
+        .collect()
+}
+
 /// The field GF(2^128 − 159) itself, for the polynomial code ([`poly`](super::poly)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Fp128;

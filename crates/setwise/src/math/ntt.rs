@@ -276,16 +276,13 @@ impl Spectrum {
     pub fn recover(mut self, len: usize) -> Vec<F128> {
         let size = self.res[0].len();
         assert!(len <= size, "at most the transform's size");
-        let t = tables(size);
+        let (t, c) = (tables(size), crt());
         self.res.par_iter_mut().enumerate().for_each(|(i, v)| {
             let p = PRIMES[i];
             inverse(p, v, &t.inv[i]);
-            // Undo the size and R⁻³: v·(size⁻¹·R⁴)·R⁻¹.
-            let r4 = p.pow(p.r1, 4);
-            let scale = p.mul_plain(p.pow(size as u64, p.q - 2), r4);
+            let scale = c.scale[i][size.trailing_zeros() as usize];
             v[..len].iter_mut().for_each(|x| *x = p.canonical(p.mul(*x, scale)));
         });
-        let c = crt();
         let mut out = vec![F128::ZERO; len];
         out.par_chunks_mut(1 << 12).enumerate().for_each(|(chunk, out)| {
             for (k, o) in out.iter_mut().enumerate() {
@@ -297,9 +294,12 @@ impl Spectrum {
     }
 }
 
-/// Garner's constants: `inv[i][j] = q_j⁻¹·R mod q_i` (j < i) and `radix[i] = ∏_{j<i} q_j
-/// mod p` in the field.
+/// The constants of recovery: `scale[i][log]` undoes an inverse transform's size 2^log
+/// and the R⁻³ of a product (multiplying by it in Montgomery form is ·size⁻¹·R⁴·R⁻¹);
+/// Garner's `inv[i][j] = q_j⁻¹·R mod q_i` (j < i) and `radix[i] = ∏_{j<i} q_j mod p` in
+/// the field.
 struct Crt {
+    scale: [[u64; MAX_LOG as usize + 1]; K],
     inv: [[u64; K]; K],
     radix: [F128; K],
 }
@@ -309,8 +309,13 @@ fn crt() -> &'static Crt {
     CRT.get_or_init(|| {
         let mut inv = [[0u64; K]; K];
         let mut radix = [F128::ONE; K];
+        let mut scale = [[0u64; MAX_LOG as usize + 1]; K];
         for i in 0..K {
             let p = PRIMES[i];
+            let r4 = p.pow(p.r1, 4);
+            for (log, s) in scale[i].iter_mut().enumerate() {
+                *s = p.mul_plain(p.pow(1 << log, p.q - 2), r4);
+            }
             for j in 0..i {
                 inv[i][j] = p.to_mont(p.pow(PRIMES[j].q % p.q, p.q - 2));
             }
@@ -318,7 +323,7 @@ fn crt() -> &'static Crt {
                 radix[i] = radix[i - 1] * F128::reduce(PRIMES[i - 1].q as u128);
             }
         }
-        Crt { inv, radix }
+        Crt { scale, inv, radix }
     })
 }
 
@@ -355,7 +360,7 @@ pub fn mul(a: &[F128], b: &[F128]) -> Vec<F128> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::fp128::P;
+    use crate::math::fp128::{Fp128, P, sample};
 
     fn is_prime(n: u64) -> bool {
         let p = Prime::new(n);
@@ -390,27 +395,15 @@ mod tests {
     }
 
     fn schoolbook(a: &[F128], b: &[F128]) -> Vec<F128> {
-        let mut out = vec![F128::ZERO; a.len() + b.len() - 1];
-        for (i, &x) in a.iter().enumerate() {
-            for (j, &y) in b.iter().enumerate() {
-                out[i + j] = out[i + j] + x * y;
-            }
-        }
-        out
+        crate::math::poly::mul(Fp128, a, b)
     }
 
     /// Products agree with the schoolbook product, at sizes around powers of two and with
     /// the largest coefficients (p − 1), where the integer product is largest.
     #[test]
     fn products_agree_with_schoolbook() {
-        let mut seed = 0x1234_5678_9abc_def0_u128;
-        let mut next = || {
-            seed = seed.wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645).wrapping_add(1);
-            F128::reduce(seed)
-        };
         for (la, lb) in [(1, 1), (1, 7), (2, 2), (16, 17), (33, 64), (100, 300), (513, 511)] {
-            let a: Vec<F128> = (0..la).map(|_| next()).collect();
-            let b: Vec<F128> = (0..lb).map(|_| next()).collect();
+            let (a, b) = (sample(la, la as u128), sample(lb, 1 << 64 | lb as u128));
             assert_eq!(mul(&a, &b), schoolbook(&a, &b), "{la}×{lb}");
             let top = vec![F128::new(P - 1).unwrap(); la];
             let top_b = vec![F128::new(P - 1).unwrap(); lb];
@@ -422,9 +415,7 @@ mod tests {
     /// a·b + c·d formed in the transform agrees with the two products added.
     #[test]
     fn sums_of_products_in_the_transform() {
-        let v =
-            |k: u128, n: u128| (0..n).map(|i| F128::reduce((i + 1) * 0x9e37_79b9_7f4a_7c15 * k)).collect::<Vec<_>>();
-        let (a, b, c, d) = (v(1, 40), v(2, 50), v(3, 45), v(4, 44));
+        let (a, b, c, d) = (sample(40, 1), sample(50, 2), sample(45, 3), sample(44, 4));
         let mut s = Spectrum::product(&Spectrum::of(&a, 128), &Spectrum::of(&b, 128));
         s.add_product(&Spectrum::of(&c, 128), &Spectrum::of(&d, 128));
         let want: Vec<F128> = schoolbook(&a, &b)

@@ -18,6 +18,24 @@ pub fn from_roots<F: PrimeField>(f: F, roots: &[F::Elem]) -> Vec<F::Elem> {
     c
 }
 
+/// The product `a·b` by the schoolbook rule (empty if either is): the quadratic product,
+/// for short factors and as a second computation in tests.
+pub fn mul<F: PrimeField>(f: F, a: &[F::Elem], b: &[F::Elem]) -> Vec<F::Elem> {
+    if a.is_empty() || b.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![f.zero(); a.len() + b.len() - 1];
+    for (i, &x) in a.iter().enumerate() {
+        out[i..i + b.len()].iter_mut().zip(b).for_each(|(o, &y)| *o = f.mul_add(x, y, *o));
+    }
+    out
+}
+
+/// The derivative of `c`: `c.len() − 1` coefficients (none for a constant).
+pub fn derivative<F: PrimeField>(f: F, c: &[F::Elem]) -> Vec<F::Elem> {
+    c.iter().enumerate().skip(1).map(|(k, &v)| f.mul(v, f.elem(k as u64))).collect()
+}
+
 /// Multiplies `c` (degree below `c.len() − 1`) by `(z − r)` in place.
 fn mul_linear<F: PrimeField>(f: F, c: &mut [F::Elem], r: F::Elem) {
     let neg = f.neg(r);
@@ -104,7 +122,7 @@ pub fn interpolate_over<F: PrimeField>(
         return Ok(vec![Vec::new(); ys.len()]);
     }
     // w_j = 1 / M'(x_j); M'(x_j) is zero exactly when x_j repeats.
-    let derivative: Vec<F::Elem> = m.iter().enumerate().skip(1).map(|(k, &c)| f.mul(c, f.elem(k as u64))).collect();
+    let derivative = derivative(f, m);
     let mut weights = vec![f.zero(); n];
     if n >= PARALLEL_FROM {
         xs.par_chunks(LANES * 16)
@@ -264,6 +282,15 @@ mod tests {
             |i| F128::reduce((i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c) + 5),
             |i, s| F128::reduce(P - 1 - (i as u128) * s as u128),
         );
+    }
+
+    #[test]
+    fn products_and_derivatives_by_hand() {
+        let f = Zp::new(1_000_003);
+        // (1 + 2z)(3 + z) = 3 + 7z + 2z², whose derivative is 7 + 4z.
+        assert_eq!(mul(f, &[1, 2], &[3, 1]), vec![3, 7, 2]);
+        assert_eq!(derivative(f, &[3, 7, 2]), vec![7, 4]);
+        assert!(mul(f, &[], &[1]).is_empty() && derivative(f, &[5]).is_empty());
     }
 
     #[test]

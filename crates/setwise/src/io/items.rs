@@ -147,7 +147,7 @@ impl ItemSet {
         let views: Vec<&[u8]> = keys.par_iter().map(|s| s.of(&data)).collect();
         let first = first_rows(&views);
         drop(views);
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(first.par_iter().enumerate().filter(|&(i, &f)| f as usize == i).count());
         let mut row_item = Vec::with_capacity(rows.len());
         let mut stats = ReadStats { rows: rows.len(), ..Default::default() };
         for (i, &f) in first.iter().enumerate() {

@@ -2,6 +2,7 @@
 
 mod args;
 mod commands;
+mod config;
 mod input;
 mod log;
 mod net;
@@ -34,6 +35,10 @@ struct Cli {
     /// Worker threads for the parallel parts (default: all cores).
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// Read flags from a TOML file (its keys are the long flags; tables such as [sender]
+    /// apply to one command; flags given here override it). Also SETWISE_CONFIG.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -110,7 +115,23 @@ impl From<setwise::io::InputError> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match config::merged(Cli::command(), std::env::args_os().collect()) {
+        Ok((argv, file)) => match Cli::try_parse_from(argv) {
+            Ok(cli) => cli,
+            Err(e) => {
+                let _ = e.print();
+                // A bad value may come from the file: say where the flags came from.
+                if let Some(file) = file.filter(|_| e.use_stderr()) {
+                    eprintln!("note: flags were read from the configuration file {}", file.display());
+                }
+                std::process::exit(e.exit_code())
+            }
+        },
+        Err(f) => {
+            eprintln!("error: {}", explain(&f.error));
+            return ExitCode::from(f.code);
+        }
+    };
     log::init();
     if let Some(n) = cli.threads
         && let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n).build_global()

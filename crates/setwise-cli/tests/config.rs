@@ -107,3 +107,25 @@ fn the_deployment_examples_are_valid_configuration_files() {
         }
     }
 }
+
+/// A flag's environment variable beats the file, and the file beats nothing: the TLS
+/// certificate named in the error is the variable's, then the file's.
+#[test]
+fn environment_variables_override_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "s.csv", "email\na@x\n");
+    let file = write(d, "tls.toml", "tls-cert = \"file-cert.pem\"\ntls-key = \"file-key.pem\"\n");
+    let run = |env: Option<&str>| {
+        let mut cmd = bin();
+        cmd.current_dir(d).args(["sender", "--config", s(&file), "--input", "s.csv", "--listen", "127.0.0.1:0"]);
+        if let Some(v) = env {
+            cmd.env("SETWISE_TLS_CERT", v);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        text(&out.stderr)
+    };
+    assert!(run(Some("env-cert.pem")).contains("certificate file env-cert.pem"));
+    assert!(run(None).contains("certificate file file-cert.pem"));
+}

@@ -335,6 +335,7 @@ pub fn serve(
         max_concurrent: options.max_concurrent.max(1),
         sessions: options.sessions,
         stop: None,
+        events: None,
     };
     config.tcp.session_timeout = Some(secs("session_timeout", options.session_timeout)?);
     let addr = options.listen.clone().unwrap_or_default();

@@ -289,9 +289,27 @@ pub struct ServeArgs {
     /// before the process exits (0 on either path); no new session starts.
     #[arg(long, default_value_t = 30)]
     pub grace: u64,
+    /// Server: serve Prometheus metrics at http://ADDR/metrics (sessions by result,
+    /// refusals by reason, durations, bytes, items) and a health check at /health; a
+    /// bare port listens on 127.0.0.1. Off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 impl ServeArgs {
+    /// The metrics endpoint `--metrics` asks for, started, for a server described by
+    /// `labels` (and the database it serves): `None` without the flag.
+    pub fn metrics(
+        &self,
+        labels: &[(&str, &str)],
+        database: Option<(usize, &[(&str, &str)])>,
+    ) -> Result<Option<std::sync::Arc<crate::metrics::Metrics>>, crate::Failure> {
+        let Some(addr) = &self.metrics else { return Ok(None) };
+        let m = std::sync::Arc::new(crate::metrics::Metrics::new(labels, database));
+        crate::metrics::serve(addr, m.clone())?;
+        Ok(Some(m))
+    }
+
     /// How long running sessions may take to finish after SIGTERM.
     pub fn grace(&self) -> Duration {
         Duration::from_secs(self.grace)
@@ -307,6 +325,7 @@ impl ServeArgs {
             max_concurrent: self.max_concurrent as usize,
             sessions,
             stop: None,
+            events: None,
         }
     }
 }

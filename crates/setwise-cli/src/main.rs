@@ -5,6 +5,7 @@ mod commands;
 mod config;
 mod input;
 mod log;
+mod metrics;
 mod net;
 mod output;
 mod params;

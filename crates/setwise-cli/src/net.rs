@@ -3,7 +3,10 @@
 
 use crate::Failure;
 use crate::args::NetArgs;
+use crate::metrics::Metrics;
 use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, accept_one, serve};
+use setwise::session::served_line;
+use setwise::{Outcome, Report};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -52,7 +55,8 @@ pub fn serve_many(
     addr: &str,
     mut config: ServeConfig,
     grace: Duration,
-    handle: impl Fn(&mut TcpChannel) -> setwise::Result<String> + Sync,
+    metrics: Option<Arc<Metrics>>,
+    handle: impl Fn(&mut TcpChannel) -> setwise::Result<(Outcome, Report)> + Sync,
 ) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr).map_err(|e| net_failure("listening", e.into()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -60,9 +64,14 @@ pub fn serve_many(
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| net_failure("listening", e.into()))?;
     }
     config.stop = Some(stop.clone());
+    config.events = metrics.as_ref().map(Metrics::sink);
+    let stopping = metrics.clone();
     std::thread::spawn(move || {
         while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(50));
+        }
+        if let Some(m) = stopping {
+            m.stopping();
         }
         eprintln!("stopping: no new sessions; running ones have {} s to finish", grace.as_secs());
         std::thread::sleep(grace);
@@ -79,6 +88,13 @@ pub fn serve_many(
         None => "plain TCP",
     };
     eprintln!("listening on {addr} ({tls}) for {what}, at most {} at once", config.max_concurrent);
+    let handle = |ch: &mut TcpChannel| {
+        let (outcome, report) = handle(ch)?;
+        if let Some(m) = &metrics {
+            m.completed(&report);
+        }
+        Ok::<_, setwise::Error>(served_line(&outcome, &report))
+    };
     let stats =
         serve(&listener, config, handle, |line| eprintln!("{line}")).map_err(|e| net_failure("listening", e.into()))?;
     if stats.failed + stats.panicked + stats.refused > 0 {

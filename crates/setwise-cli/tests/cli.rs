@@ -1006,3 +1006,75 @@ fn completions_are_printed_for_each_shell() {
     let o = bin().args(["completions", "tcsh"]).output().unwrap();
     assert!(!o.status.success() && text(&o.stderr).contains("bash"), "{}", text(&o.stderr));
 }
+
+/// GETs `path` from `addr` over HTTP/1.0; the status and the body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut s = loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(s) => break s,
+            // The endpoint may not listen yet.
+            Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) => panic!("{addr}: {e}"),
+        }
+    };
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let status = reply.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = reply.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
+    (status, body)
+}
+
+/// A serving sender's --metrics endpoint, scraped during the run: the completed
+/// sessions, the refused connection and why, the traffic and the items the receivers
+/// announced are counted; /health answers.
+#[test]
+fn a_serving_sender_counts_its_sessions_in_its_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.csv", "id\na\nb\nc\nd\n");
+    let r = write(dir.path(), "r.csv", "id\nb\nd\nx\n");
+    let (addr, metrics) = (free_port(), free_port());
+    let sender =
+        spawn(&["sender", "--input", s.to_str().unwrap(), "--listen", &addr, "--sessions", "0", "--metrics", &metrics]);
+    assert_eq!(http_get(&metrics, "/health"), (200, "ok\n".to_string()));
+    let before = http_get(&metrics, "/metrics").1;
+    assert!(before.contains("setwise_sessions_total{result=\"completed\"} 0"), "{before}");
+    for k in 0..2 {
+        let out = dir.path().join(format!("out{k}.csv"));
+        let o = bin()
+            .args(["receiver", "--input", r.to_str().unwrap(), "--connect", &addr, "--output", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "receiver {k}: {}", text(&o.stderr));
+    }
+    drop(std::net::TcpStream::connect(&addr).unwrap()); // hangs up before its hello
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let body = loop {
+        let (status, body) = http_get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        if body.contains("reason=\"closed\"} 1") || std::time::Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    for line in [
+        "setwise_info{version=",
+        "role=\"sender\",protocol=\"ecdh\"",
+        "setwise_sessions_total{result=\"completed\"} 2",
+        "setwise_sessions_total{result=\"failed\"} 0",
+        "setwise_sessions_running 0",
+        "setwise_connections_refused_total{reason=\"closed\"} 1",
+        "setwise_session_duration_seconds_count 2",
+        "setwise_peer_items_total 6",
+    ] {
+        assert!(body.contains(line), "{line} in:\n{body}");
+    }
+    let sent: u64 = body.lines().find_map(|l| l.strip_prefix("setwise_sent_bytes_total ")).unwrap().parse().unwrap();
+    assert!(sent > 0, "{body}");
+    assert_eq!(http_get(&metrics, "/nothing").0, 404);
+    assert!(Command::new("kill").args(["-TERM", &sender.id().to_string()]).status().unwrap().success());
+    let so = sender.wait_with_output().unwrap();
+    assert!(so.status.success(), "{}", text(&so.stderr));
+}

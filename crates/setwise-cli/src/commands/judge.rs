@@ -9,7 +9,7 @@ use setwise::Role;
 use setwise::io::{Format, ItemSet, write_atomic};
 use setwise::net::TcpConfig;
 use setwise::protocols::authorized::{self, AllowList, JudgeConfig, JudgeKey};
-use setwise::session::{Input, Job, run_observed, served_line};
+use setwise::session::{Input, Job, run_observed};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -101,9 +101,9 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         tls: a.tls.config(&a.listen, true)?,
         ..TcpConfig::default()
     };
-    serve_many(&a.listen, a.serve.config(tcp, &a.admission, a.sessions), a.serve.grace(), |ch| {
+    let metrics = a.serve.metrics(&[("role", "judge"), ("protocol", &job.protocol.to_string())], None)?;
+    serve_many(&a.listen, a.serve.config(tcp, &a.admission, a.sessions), a.serve.grace(), metrics, |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
-        let (outcome, report) = run_observed(ch, &job, Role::Judge, input, observer(Role::Judge))?;
-        Ok(served_line(&outcome, &report))
+        run_observed(ch, &job, Role::Judge, input, observer(Role::Judge))
     })
 }

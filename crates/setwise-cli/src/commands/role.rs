@@ -13,7 +13,7 @@ use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
 use setwise::protocols::unbalanced::db::Open;
 use setwise::protocols::{Named, human_bytes};
-use setwise::session::{Input, Job, run_observed, served_line};
+use setwise::session::{Input, Job, run_observed};
 use setwise::{Operation, Role};
 use std::path::PathBuf;
 
@@ -134,9 +134,11 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
             ));
         }
         let config = a.serve.config(a.party.net.config()?, &a.party.net.admission, n);
-        return serve_many(addr, config, a.serve.grace(), |ch| {
+        let labels =
+            [("role", "sender"), ("protocol", &job.protocol.to_string()), ("operation", &job.operation.to_string())];
+        let metrics = a.serve.metrics(&labels, None)?;
+        return serve_many(addr, config, a.serve.grace(), metrics, |ch| {
             run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
-                .map(|(outcome, r)| served_line(&outcome, &r))
         });
     }
     let mut ch = connect(&a.party.net)?;
@@ -171,9 +173,11 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
     match (&a.party.net.listen, a.sessions) {
         (Some(addr), n) if n != 1 => {
             let config = a.serve.config(a.party.net.config()?, &a.party.net.admission, n);
-            serve_many(addr, config, a.serve.grace(), |ch| {
+            let labels = [("role", "sender"), ("protocol", &job.protocol.to_string())];
+            let facts = [("preset", i.preset.as_str()), ("fingerprint", i.fingerprint.as_str())];
+            let metrics = a.serve.metrics(&labels, Some((i.sender_size, &facts)))?;
+            serve_many(addr, config, a.serve.grace(), metrics, |ch| {
                 run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
-                    .map(|(outcome, r)| served_line(&outcome, &r))
             })
         }
         _ => {

@@ -17,7 +17,9 @@ pub use crate::error::{NetError, TlsError};
 pub use decorate::{Decorated, Decoration};
 pub use frame::{read_frame, write_frame};
 pub use memory::MemoryChannel;
-pub use server::{Admission, FirstFrameCheck, ServeConfig, ServeStats, accept_one, serve};
+pub use server::{
+    Admission, EventSink, FirstFrameCheck, Refusal, ServeConfig, ServeEvent, ServeStats, SessionEnd, accept_one, serve,
+};
 pub use shaping::{NetProfile, Shaped, Shaping};
 pub use tcp::{TcpChannel, TcpConfig};
 pub use tls::{TlsConfig, TlsOptions, certificate_identity, is_loopback, read_certificates};

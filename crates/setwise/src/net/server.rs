@@ -30,6 +30,89 @@ use std::time::{Duration, Instant};
 /// Checks a connection's first frame before it is admitted; the error says why not.
 pub type FirstFrameCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
 
+/// Why a connection was dropped before its hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Pushed out by newer connections (too many pending in all, or from its address).
+    Dropped,
+    /// No TLS handshake and hello within the admission timeout.
+    HelloTimeout,
+    /// Its first frame does not open a session (not a setwise hello, or too large).
+    NotAHello,
+    /// Its TLS handshake failed (no or a wrong client certificate, a plain peer, …).
+    Tls,
+    /// It closed the connection before its hello.
+    Closed,
+    /// Anything else (an I/O error).
+    Other,
+}
+
+impl Refusal {
+    /// Every reason, in a fixed order (for counters).
+    pub const ALL: [Refusal; 6] =
+        [Refusal::Dropped, Refusal::HelloTimeout, Refusal::NotAHello, Refusal::Tls, Refusal::Closed, Refusal::Other];
+
+    /// A short name, as metrics label it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::Dropped => "dropped",
+            Refusal::HelloTimeout => "hello_timeout",
+            Refusal::NotAHello => "not_a_hello",
+            Refusal::Tls => "tls",
+            Refusal::Closed => "closed",
+            Refusal::Other => "other",
+        }
+    }
+
+    fn of(e: &NetError) -> Self {
+        match e {
+            NetError::HelloDeadline(_) | NetError::Timeout(_) => Refusal::HelloTimeout,
+            NetError::NotAdmitted(_) | NetError::FrameTooLarge { .. } => Refusal::NotAHello,
+            NetError::Tls(_) => Refusal::Tls,
+            NetError::Closed | NetError::Truncated { .. } => Refusal::Closed,
+            _ => Refusal::Other,
+        }
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// It completed.
+    Completed,
+    /// It ended with an error (a bad peer, a timeout).
+    Failed,
+    /// It panicked (a bug; the server went on).
+    Panicked,
+}
+
+/// What a server tells its [`EventSink`], as it happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeEvent {
+    /// A connection was dropped before its hello.
+    Refused(Refusal),
+    /// An admitted connection took a session's place.
+    Started,
+    /// A session ended, after `took`.
+    Ended {
+        /// How.
+        how: SessionEnd,
+        /// Its time from taking its place.
+        took: Duration,
+    },
+}
+
+/// Where a server reports [`ServeEvent`]s (e.g. metrics counters); called on the
+/// sessions' threads, so it must be quick.
+#[derive(Clone)]
+pub struct EventSink(pub Arc<dyn Fn(ServeEvent) + Send + Sync>);
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventSink(…)")
+    }
+}
+
 /// How a listener admits connections: what a connection must do, and how long it may
 /// take, before it counts as a peer.
 #[derive(Clone)]
@@ -93,6 +176,8 @@ pub struct ServeConfig {
     /// Once set (e.g. on SIGTERM), no new session starts; `serve` returns when the
     /// running ones have ended.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Told of every refusal and every session's start and end.
+    pub events: Option<EventSink>,
 }
 
 impl Default for ServeConfig {
@@ -103,6 +188,7 @@ impl Default for ServeConfig {
             max_concurrent: 8,
             sessions: 0,
             stop: None,
+            events: None,
         }
     }
 }
@@ -205,6 +291,7 @@ fn accept_loop<'scope, 'env: 'scope>(
     admission: &'env Admission,
     pending: &'env Pending,
     refused: &'env AtomicUsize,
+    events: Option<&'env EventSink>,
     done: &dyn Fn() -> bool,
     full: &dyn Fn() -> bool,
     admitted: &'env (dyn Fn(usize, SocketAddr, TcpChannel) + Sync),
@@ -250,17 +337,20 @@ fn accept_loop<'scope, 'env: 'scope>(
         let admit = move || {
             let result = TcpChannel::admit(stream, tcp.clone(), admission);
             let was_dropped = pending.leave(n);
+            let refuse = |why: Refusal| {
+                refused.fetch_add(1, Ordering::SeqCst);
+                if let Some(sink) = events {
+                    (sink.0)(ServeEvent::Refused(why));
+                }
+            };
             match result {
                 Ok(ch) if !was_dropped => admitted(n, peer, ch),
                 // Dropped for room just as its hello came: its socket is shut already.
-                Ok(_) => {
-                    refused.fetch_add(1, Ordering::SeqCst);
-                }
+                Ok(_) => refuse(Refusal::Dropped),
+                Err(_) if was_dropped => refuse(Refusal::Dropped),
                 Err(e) => {
-                    refused.fetch_add(1, Ordering::SeqCst);
-                    if !was_dropped {
-                        log(&format!("connection {n} ({peer}): refused before its hello: {e}"));
-                    }
+                    refuse(Refusal::of(&e));
+                    log(&format!("connection {n} ({peer}): refused before its hello: {e}"));
                 }
             }
         };
@@ -310,11 +400,24 @@ pub fn serve<E: Display>(
             p.0 += 1;
         }
         let _place = Place { places, freed };
+        let tell = |e| {
+            if let Some(sink) = &config.events {
+                (sink.0)(e);
+            }
+        };
+        tell(ServeEvent::Started);
+        let started = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             // Under TLS the log names the peer's certificate identity.
             let who = ch.peer_identity().map_or(String::new(), |id| format!("[{id}] "));
             handle(&mut ch).map(|line| format!("{who}{line}")).map_err(|e| format!("{who}{e}"))
         }));
+        let how = match &outcome {
+            Ok(Ok(_)) => SessionEnd::Completed,
+            Ok(Err(_)) => SessionEnd::Failed,
+            Err(_) => SessionEnd::Panicked,
+        };
+        tell(ServeEvent::Ended { how, took: started.elapsed() });
         match outcome {
             Ok(Ok(line)) => {
                 completed.fetch_add(1, Ordering::SeqCst);
@@ -338,7 +441,8 @@ pub fn serve<E: Display>(
     // Admitted connections waiting for a place are bounded like pending ones.
     let full = || places.lock().unwrap_or_else(|e| e.into_inner()).1 >= admission.max_pending.max(1);
     let result = std::thread::scope(|scope| {
-        let r = accept_loop(scope, listener, tcp, admission, pending, refused, &done, &full, &session, log);
+        let events = config.events.as_ref();
+        let r = accept_loop(scope, listener, tcp, admission, pending, refused, events, &done, &full, &session, log);
         pending.drop_all();
         if stopped() {
             let running = places.lock().unwrap_or_else(|e| e.into_inner()).0;
@@ -381,7 +485,19 @@ pub fn accept_one(
     };
     let never_full = || false;
     std::thread::scope(|scope| {
-        let r = accept_loop(scope, listener, &config, admission, pending, refused, &done, &never_full, &admitted, log);
+        let r = accept_loop(
+            scope,
+            listener,
+            &config,
+            admission,
+            pending,
+            refused,
+            None,
+            &done,
+            &never_full,
+            &admitted,
+            log,
+        );
         pending.drop_all();
         r
     })?;
@@ -410,7 +526,7 @@ mod tests {
 
     fn config(sessions: usize, max_concurrent: usize) -> ServeConfig {
         let tcp = TcpConfig { io_timeout: Some(Duration::from_secs(2)), ..TcpConfig::default() };
-        ServeConfig { tcp, admission: Admission::default(), max_concurrent, sessions, stop: None }
+        ServeConfig { tcp, admission: Admission::default(), max_concurrent, sessions, stop: None, events: None }
     }
 
     /// An echo of one frame; the frame `panic` panics the session, `fail` fails it.
@@ -447,9 +563,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let lines = Mutex::new(Vec::new());
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let mut c = config(3, 2);
+        let seen = events.clone();
+        c.events = Some(EventSink(Arc::new(move |e| seen.lock().unwrap().push(e))));
         let stats = std::thread::scope(|s| {
-            let server =
-                s.spawn(|| serve(&listener, config(3, 2), echo, |l| lines.lock().unwrap().push(l.to_string())));
+            let server = s.spawn(|| serve(&listener, c, echo, |l| lines.lock().unwrap().push(l.to_string())));
             assert_eq!(client(addr, b"panic"), None);
             assert_eq!(client(addr, b"fail"), None);
             drop(TcpStream::connect(addr).unwrap()); // junk: connects and hangs up
@@ -466,6 +585,16 @@ mod tests {
         let lines = lines.into_inner().unwrap();
         assert_eq!(lines.iter().filter(|l| l.contains("panicked")).count(), 1, "{lines:?}");
         assert_eq!(lines.iter().filter(|l| l.contains("echoed")).count(), 3, "{lines:?}");
+        // The sink saw the same: five sessions started and how each ended, and the junk
+        // connection refused as closed before its hello.
+        let events = events.lock().unwrap();
+        let count = |f: &dyn Fn(&ServeEvent) -> bool| events.iter().filter(|e| f(e)).count();
+        let ended = |how| move |e: &ServeEvent| matches!(e, ServeEvent::Ended { how: h, .. } if *h == how);
+        assert_eq!(count(&|e| *e == ServeEvent::Started), 5, "{events:?}");
+        assert_eq!(count(&ended(SessionEnd::Completed)), 3, "{events:?}");
+        assert_eq!(count(&ended(SessionEnd::Failed)), 1, "{events:?}");
+        assert_eq!(count(&ended(SessionEnd::Panicked)), 1, "{events:?}");
+        assert_eq!(count(&|e| *e == ServeEvent::Refused(Refusal::Closed)), 1, "{events:?}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union, cast
 
 from . import _setwise
-from ._inputs import KeySpec, to_keys
+from ._inputs import KeySpec, arrow_frame, to_keys
 from ._setwise import DEFAULT_PROTOCOL, Credentials, InputError, Keys
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -91,13 +91,25 @@ class Result:
         return list(self.keys.rows_of(self._items()))
 
     def rows(self, data: Any) -> Any:
-        """The matching rows of ``data`` (the DataFrame or Arrow Table the keys came from)."""
+        """The matching rows of ``data`` (what the keys came from), as the same kind of
+        frame: pandas, an Arrow Table, a Polars DataFrame, a DuckDB relation; another
+        frame of the Arrow PyCapsule interface gives an Arrow Table; a list, a list. A
+        DuckDB relation is read again, so its row order must be fixed (``ORDER BY``)."""
         idx = self.indices
         if hasattr(data, "iloc"):
             return data.iloc[idx]
         if hasattr(data, "take"):
             return data.take(idx)
-        return [data[i] for i in idx]
+        library = type(data).__module__.split(".")[0]
+        if library == "polars" and hasattr(data, "columns"):
+            return data[idx]
+        table = arrow_frame(data)
+        if table is None:
+            return [data[i] for i in idx]
+        rows = table.take(idx)
+        if library == "duckdb":
+            return importlib.import_module("duckdb").from_arrow(rows)
+        return rows
 
     @property
     def union(self) -> list[bytes]:
@@ -335,7 +347,8 @@ def receiver(
     """Runs the receiver (the party that learns the result) against a sender.
 
     ``items``: a list of str/bytes, a pandas Series/Index, a pyarrow Array/ChunkedArray,
-    or a DataFrame / Arrow Table with ``key`` (a column name or several). Exactly one of
+    a DataFrame / Arrow Table with ``key`` (a column name or several), or any frame or
+    column of the Arrow PyCapsule interface (Polars, DuckDB). Exactly one of
     ``connect="host:port"`` or ``listen="host:port"``. Plain TCP only on loopback unless
     ``insecure_no_tls=True``; otherwise give ``tls``. The options mean what the CLI's
     flags of the same names mean. ``protocol="mqrpmt"``: ``rpmt`` is the membership

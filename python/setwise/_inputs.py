@@ -1,4 +1,5 @@
-"""Turning a party's items into native ``Keys``: lists, pandas and Arrow.
+"""Turning a party's items into native ``Keys``: lists, pandas, Arrow, and any frame or
+column that speaks the Arrow PyCapsule interface (Polars, DuckDB, nanoarrow, …).
 
 Keys are joined exactly as the CLI joins CSV fields, so a Python party and a CLI party
 agree: one key column is its value's bytes (UTF-8 for text); several are each
@@ -84,6 +85,8 @@ def _column(values: Any) -> Column:
         return _series_column(pd.Series(values) if isinstance(values, pd.Index) else values)
     if hasattr(values, "__arrow_c_array__") and pa is not None:
         return _arrow_column(pa, pa.array(values))
+    if hasattr(values, "__arrow_c_stream__") and pa is not None:  # a Polars Series
+        return _arrow_column(pa, pa.chunked_array(values))
     if isinstance(values, (str, bytes)):
         raise InputError("items must be a collection of keys, not one str or bytes")
     if not isinstance(values, Iterable):
@@ -109,9 +112,24 @@ def key_names(table: Any, key: KeySpec) -> list[str]:
     return names
 
 
+def arrow_frame(data: Any) -> Any:
+    """`data` as a pyarrow Table when it is a frame of the Arrow PyCapsule interface
+    (``__arrow_c_stream__`` of record batches: a Polars DataFrame, a DuckDB relation,
+    pandas >= 2.2), else None (a column's stream, such as a Polars Series, is not one)."""
+    pa = _optional("pyarrow")
+    if pa is None or not hasattr(data, "__arrow_c_stream__"):
+        return None
+    try:
+        reader = pa.RecordBatchReader.from_stream(data)
+    except pa.ArrowInvalid:
+        return None  # not a stream of record batches
+    return reader.read_all()
+
+
 def to_keys(items: Any, key: KeySpec = None) -> Keys:
     """Native keys from `items`: a list of str/bytes (None: no part), a pandas Series or
-    Index, a pyarrow Array or ChunkedArray, or a DataFrame / Arrow Table with `key`."""
+    Index, a pyarrow Array or ChunkedArray, a DataFrame / Arrow Table with `key`, or any
+    frame or column with the Arrow PyCapsule interface (Polars, DuckDB)."""
     if isinstance(items, Keys):
         return items
     pd = _optional("pandas")
@@ -120,6 +138,9 @@ def to_keys(items: Any, key: KeySpec = None) -> Keys:
         return Keys([_column(items[n]) for n in key_names(items, key)])
     if pa is not None and isinstance(items, (pa.Table, pa.RecordBatch)):
         return Keys([_column(items.column(n)) for n in key_names(items, key)])
+    table = arrow_frame(items)
+    if table is not None:
+        return Keys([_column(table.column(n)) for n in key_names(table, key)])
     if key is not None:
         raise InputError("key= names columns of a DataFrame or Arrow Table")
     return Keys([_column(items)])

@@ -92,3 +92,35 @@ def test_bad_inputs_are_input_errors() -> None:
         setwise.keys(["x", {}])
     with pytest.raises(setwise.InputError, match="key= names columns"):
         setwise.keys(["x"], key="k")
+
+
+def test_polars_and_duckdb_frames_and_columns() -> None:
+    """Frames and columns of the Arrow PyCapsule interface, without conversions: the
+    same rows as the plain intersection, given back as the kind of frame they came in."""
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    emails = ["a@x", "b@x", None, "Zoë@x", "c@x", "b@x"]
+    ours = pl.DataFrame({"email": emails, "n": range(len(emails))})
+    theirs = ["b@x", "Zoë@x", "q@x"]
+    expected = [i for i, e in enumerate(emails) if e in theirs]
+    _, r = pair(
+        lambda a: setwise.sender(pl.Series("k", theirs), listen=a),
+        lambda a: setwise.receiver(ours, key="email", connect=a),
+    )
+    rows = r.rows(ours)
+    assert isinstance(rows, pl.DataFrame)
+    assert rows["n"].to_list() == expected == r.indices
+    assert rows.schema == ours.schema
+    con = duckdb.connect()
+    relation = con.sql(
+        "select * from (values (0, 'a@x'), (1, 'b@x'), (2, 'Zoë@x'), (3, null)) t(n, email)"
+        " order by n"
+    )
+    _, r = pair(
+        lambda a: setwise.sender(pl.DataFrame({"k": theirs}), listen=a),
+        lambda a: setwise.receiver(relation, key="email", connect=a),
+    )
+    assert r.indices == [1, 2]
+    got = r.rows(relation)
+    assert isinstance(got, duckdb.DuckDBPyRelation)
+    assert got.fetchall() == [(1, "b@x"), (2, "Zoë@x")]

@@ -18,6 +18,7 @@
 use crate::Failure;
 use clap::{ArgAction, Command};
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming a configuration file when `--config` is not given.
@@ -56,21 +57,27 @@ pub fn merged(cli: Command, argv: Vec<OsString>) -> Result<(Vec<OsString>, Optio
             }
         }
     }
-    let given = &argv[at..];
+    // What the user typed, global flags before the command included.
+    let typed = &argv[1..];
+    let gave = |a: &clap::Arg| {
+        a.get_long().is_some_and(|long| user_gave(typed, long, a.get_short()))
+            || a.get_env().is_some_and(|v| std::env::var_os(v).is_some())
+    };
     let mut inserted = Vec::new();
     for (key, value) in keys {
         let Some(arg) = cmd.get_arguments().find(|a| a.get_long() == Some(key.as_str())) else {
             continue; // a key for other commands under this table
         };
-        // Flags given, then their environment variables (SETWISE_TLS_*), beat the file.
-        if user_gave(given, &key, arg.get_short()) || arg.get_env().is_some_and(|v| std::env::var_os(v).is_some()) {
+        // Flags given, then their environment variables (SETWISE_TLS_*), beat the file,
+        // and so does a flag given that excludes this one (`-q` against `verbose`).
+        if gave(arg) || cmd.get_arg_conflicts_with(arg).into_iter().any(gave) {
             continue;
         }
         inserted.extend(tokens(&path, &key, arg.get_action(), &value)?);
     }
     let mut out = argv[..at].to_vec();
     out.extend(inserted);
-    out.extend_from_slice(given);
+    out.extend_from_slice(&argv[at..]);
     Ok((out, Some(path)))
 }
 
@@ -84,8 +91,8 @@ fn config_path(argv: &[OsString]) -> Option<PathBuf> {
         if a == "--config" {
             return it.next().map(PathBuf::from);
         }
-        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--config=")) {
-            return Some(PathBuf::from(v));
+        if let Some(v) = a.as_bytes().strip_prefix(b"--config=") {
+            return Some(PathBuf::from(OsStr::from_bytes(v)));
         }
     }
     std::env::var_os(ENV).filter(|v| !v.is_empty()).map(PathBuf::from)

@@ -7,8 +7,8 @@ use std::process::Stdio;
 
 /// Sender and receiver run from one file (top-level keys for both, a table each); the
 /// receiver finds it through SETWISE_CONFIG and overrides its output on the command line;
-/// the key columns come as a list and `verbose` as a switch. The rows are the plain
-/// intersection's.
+/// the key columns come as a list and `verbose` as a switch, and a global flag given before
+/// the command's name beats the file's. The rows are the plain intersection's.
 #[test]
 fn parties_run_from_a_configuration_file_and_flags_override_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -20,7 +20,7 @@ fn parties_run_from_a_configuration_file_and_flags_override_it() {
         d,
         "party.toml",
         &format!(
-            "# one file for both parties of a test\nprotocol = \"vole\"\nkey = [\"email\", \"name\"]\n\n\
+            "# one file for both parties of a test\nprotocol = \"vole\"\nkey = [\"email\", \"name\"]\nthreads = 1\n\n\
              [sender]\nlisten = \"{addr}\"\ninput = \"s.csv\"\n\n\
              [receiver]\nconnect = \"{addr}\"\ninput = \"r.csv\"\noutput = \"from-config.csv\"\nverbose = true\n"
         ),
@@ -35,13 +35,15 @@ fn parties_run_from_a_configuration_file_and_flags_override_it() {
     let receiver = bin()
         .current_dir(d)
         .env("SETWISE_CONFIG", s(&config))
-        .args(["receiver", "--output", "out.csv"])
+        .args(["--threads", "2", "receiver", "--output", "out.csv"])
         .output()
         .unwrap();
     let sender = sender.wait_with_output().unwrap();
     assert!(sender.status.success(), "sender: {}", text(&sender.stderr));
     assert!(receiver.status.success(), "receiver: {}", text(&receiver.stderr));
-    assert!(text(&receiver.stderr).contains("vole intersection"), "{}", text(&receiver.stderr));
+    // verbose from the file; --threads before the command beats the file's threads = 1.
+    let said = text(&receiver.stderr);
+    assert!(said.contains("vole intersection") && said.contains(", 2 threads"), "{said}");
     // (b@x, Bob) and (c@x, Cy) are on both sides; (b@x, Bo) and (c@y, Cy) are not.
     assert_eq!(std::fs::read_to_string(d.join("out.csv")).unwrap(), "name,email\nBob,b@x\nCy,c@x\n");
     assert!(!d.join("from-config.csv").exists(), "the flag overrides the file's output");
@@ -128,4 +130,28 @@ fn environment_variables_override_the_file() {
     };
     assert!(run(Some("env-cert.pem")).contains("certificate file env-cert.pem"));
     assert!(run(None).contains("certificate file file-cert.pem"));
+}
+
+/// A flag given that excludes one of the file's (`-q` against `verbose = true`) drops the
+/// file's instead of failing as a conflict; `--metrics` where nothing is served is refused.
+#[test]
+fn excluding_flags_drop_the_files_and_metrics_need_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = write(d, "v.toml", "verbose = true\n");
+    let out = bin()
+        .current_dir(d)
+        .args(["sender", "--config", s(&file), "-q", "--input", "missing.csv", "--listen", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.csv") && !err.contains("cannot be used with"), "{err}");
+    let out = bin()
+        .current_dir(d)
+        .args(["sender", "--metrics", "9", "--input", "missing.csv", "--connect", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("--metrics is for a server"), "{err}");
 }

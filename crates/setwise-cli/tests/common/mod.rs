@@ -8,9 +8,15 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// The `setwise` binary under test.
+/// The `setwise` binary under test, without the variables of the tester's own setup
+/// (a configuration file, TLS paths) that would change what a test runs.
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_setwise"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_setwise"));
+    for v in ["SETWISE_CONFIG", "SETWISE_TLS_CERT", "SETWISE_TLS_KEY", "SETWISE_TLS_CA", "SETWISE_TLS_SERVER_NAME"] {
+        c.env_remove(v);
+    }
+    c.env_remove("SETWISE_PEER_NAME");
+    c
 }
 
 /// A loopback address with a port free a moment ago.

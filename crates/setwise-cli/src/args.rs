@@ -297,17 +297,26 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The metrics endpoint `--metrics` asks for, started, for a server described by
-    /// `labels` (and the database it serves): `None` without the flag.
+    /// The metrics endpoint `--metrics` asks for, for a server described by `labels`
+    /// (and the database it serves): `None` without the flag. It listens once the
+    /// server does ([`crate::net::serve_many`]).
     pub fn metrics(
         &self,
         labels: &[(&str, &str)],
         database: Option<(usize, &[(&str, &str)])>,
-    ) -> Result<Option<std::sync::Arc<crate::metrics::Metrics>>, crate::Failure> {
-        let Some(addr) = &self.metrics else { return Ok(None) };
-        let m = std::sync::Arc::new(crate::metrics::Metrics::new(labels, database));
-        crate::metrics::serve(addr, m.clone())?;
-        Ok(Some(m))
+    ) -> Option<crate::metrics::Endpoint> {
+        let addr = self.metrics.as_ref()?;
+        Some(crate::metrics::Endpoint::new(addr, crate::metrics::Metrics::new(labels, database)))
+    }
+
+    /// Refuses `--metrics` where nothing is served (one session, or connecting out).
+    pub fn no_metrics(&self) -> Result<(), crate::Failure> {
+        match &self.metrics {
+            Some(_) => Err(crate::Failure::usage(anyhow::anyhow!(
+                "--metrics is for a server: give --listen with --sessions other than 1"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// How long running sessions may take to finish after SIGTERM.

@@ -5,16 +5,18 @@
 //! come from [`setwise::net::serve`] through an [`EventSink`]; bytes and the items peers
 //! announced come from each completed session's report. Nothing here sees an item, a
 //! key or a result: the counts are what the log already says. The endpoint is off by
-//! default, and a bare port listens on loopback only.
+//! default, a bare port listens on loopback only, and it answers one short request at a
+//! time on its own thread, so its port cannot hold the protocol's server.
 
 use crate::Failure;
 use setwise::Report;
 use setwise::net::{EventSink, Refusal, ServeEvent, SessionEnd, is_loopback};
 use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
-use tiny_http::{Header, Method, Response, Server};
+use std::time::{Duration, Instant};
 
 /// Upper bounds (seconds) of the session-duration histogram's buckets: from a loopback
 /// ecdh query to an hour-long session.
@@ -176,43 +178,92 @@ fn address(given: &str) -> String {
     if given.parse::<u16>().is_ok() { format!("127.0.0.1:{given}") } else { given.to_string() }
 }
 
-/// Serves `metrics` at `http://ADDR/metrics` and `/health` on a thread of its own, for
-/// as long as the process runs.
-pub fn serve(given: &str, metrics: Arc<Metrics>) -> Result<(), Failure> {
-    let addr = address(given);
-    let server = Server::http(&addr).map_err(|e| Failure::usage(anyhow::anyhow!("--metrics {addr}: {e}")))?;
-    eprintln!("metrics on http://{addr}/metrics, health on /health");
-    if !is_loopback(&addr) {
-        eprintln!("warning: --metrics {addr} is not a loopback address: anyone who reaches it sees the counters");
+/// Longest a scraper may take to send its request or read the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Largest request read (a scraper's GET is a few hundred bytes).
+const MAX_REQUEST: usize = 8 << 10;
+
+/// A metrics endpoint asked for and not yet listening.
+pub struct Endpoint {
+    given: String,
+    /// The counters it shows.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Endpoint {
+    /// The endpoint `--metrics given` asks for, showing `metrics`.
+    pub fn new(given: &str, metrics: Metrics) -> Self {
+        Self { given: given.to_string(), metrics: Arc::new(metrics) }
     }
-    std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn(move || {
-            for request in server.incoming_requests() {
-                let (status, body, kind) = match (request.method(), request.url()) {
-                    (Method::Get | Method::Head, "/metrics") => {
-                        (200, metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
-                    }
-                    (Method::Get | Method::Head, "/health") if metrics.stopping.load(Ordering::Relaxed) => {
-                        (503, "stopping\n".to_string(), "text/plain; charset=utf-8")
-                    }
-                    (Method::Get | Method::Head, "/health") => (200, "ok\n".to_string(), "text/plain; charset=utf-8"),
-                    (Method::Get | Method::Head, _) => (404, "not found\n".to_string(), "text/plain; charset=utf-8"),
-                    _ => (405, "only GET\n".to_string(), "text/plain; charset=utf-8"),
-                };
-                let header = Header::from_bytes("Content-Type", kind).expect("valid header");
-                // A client that went away is no concern of the server.
-                let _ = request.respond(Response::from_string(body).with_status_code(status).with_header(header));
-            }
-        })
-        .map_err(|e| Failure::usage(anyhow::anyhow!("--metrics: no thread for it: {e}")))?;
-    Ok(())
+
+    /// Listens, and serves `/metrics` and `/health` on a thread of its own for as long as
+    /// the process runs: one connection at a time, each with [`IO_TIMEOUT`] to send its
+    /// request and read the answer, so a client that stalls holds the endpoint for that
+    /// long at most and never a thread or descriptor of the protocol's server.
+    pub fn start(&self) -> Result<(), Failure> {
+        let addr = address(&self.given);
+        let listener =
+            TcpListener::bind(&addr).map_err(|e| Failure::usage(anyhow::anyhow!("--metrics {addr}: {e}")))?;
+        let bound = listener.local_addr().map_or(addr.clone(), |a| a.to_string());
+        eprintln!("metrics on http://{bound}/metrics, health on /health");
+        if !is_loopback(&addr) {
+            eprintln!("warning: --metrics {bound} is not a loopback address: anyone who reaches it sees the counters");
+        }
+        let metrics = self.metrics.clone();
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    // A client that went away or stalled is no concern of the server.
+                    let _ = answer(stream, &metrics);
+                }
+            })
+            .map_err(|e| Failure::usage(anyhow::anyhow!("--metrics: no thread for it: {e}")))?;
+        Ok(())
+    }
+}
+
+/// Reads one request from `stream` and answers it, then closes the connection.
+fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&buf[..n]);
+    }
+    let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    let text = "text/plain; charset=utf-8";
+    let (status, body, kind) = match (method, path) {
+        (b"GET" | b"HEAD", b"/metrics") => ("200 OK", metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
+        (b"GET" | b"HEAD", b"/health") if metrics.stopping.load(Ordering::Relaxed) => {
+            ("503 Service Unavailable", "stopping\n".to_string(), text)
+        }
+        (b"GET" | b"HEAD", b"/health") => ("200 OK", "ok\n".to_string(), text),
+        (b"GET" | b"HEAD", _) => ("404 Not Found", "not found\n".to_string(), text),
+        _ => ("405 Method Not Allowed", "only GET\n".to_string(), text),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    if method != b"HEAD" {
+        stream.write_all(body.as_bytes())?;
+    }
+    stream.flush()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_text_format_counts_every_event() {

@@ -3,7 +3,7 @@
 
 use crate::Failure;
 use crate::args::NetArgs;
-use crate::metrics::Metrics;
+use crate::metrics::{Endpoint, Metrics};
 use setwise::net::{NetError, ServeConfig, TcpChannel, TcpConfig, accept_one, serve};
 use setwise::session::served_line;
 use setwise::{Outcome, Report};
@@ -55,10 +55,15 @@ pub fn serve_many(
     addr: &str,
     mut config: ServeConfig,
     grace: Duration,
-    metrics: Option<Arc<Metrics>>,
+    endpoint: Option<Endpoint>,
     handle: impl Fn(&mut TcpChannel) -> setwise::Result<(Outcome, Report)> + Sync,
 ) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr).map_err(|e| net_failure("listening", e.into()))?;
+    // Healthy only once there is something to be healthy about.
+    if let Some(e) = &endpoint {
+        e.start()?;
+    }
+    let metrics = endpoint.map(|e| e.metrics);
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGTERM, SIGINT] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| net_failure("listening", e.into()))?;

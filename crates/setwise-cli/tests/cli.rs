@@ -1054,7 +1054,8 @@ fn a_serving_sender_counts_its_sessions_in_its_metrics() {
     let body = loop {
         let (status, body) = http_get(&metrics, "/metrics");
         assert_eq!(status, 200);
-        if body.contains("reason=\"closed\"} 1") || std::time::Instant::now() > deadline {
+        let settled = ["reason=\"closed\"} 1", "result=\"completed\"} 2", "setwise_sessions_running 0"];
+        if settled.iter().all(|l| body.contains(l)) || std::time::Instant::now() > deadline {
             break body;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -1074,6 +1075,7 @@ fn a_serving_sender_counts_its_sessions_in_its_metrics() {
     let sent: u64 = body.lines().find_map(|l| l.strip_prefix("setwise_sent_bytes_total ")).unwrap().parse().unwrap();
     assert!(sent > 0, "{body}");
     assert_eq!(http_get(&metrics, "/nothing").0, 404);
+    assert_eq!(http_get(&metrics, "/metrics?x=1").0, 200);
     assert!(Command::new("kill").args(["-TERM", &sender.id().to_string()]).status().unwrap().success());
     let so = sender.wait_with_output().unwrap();
     assert!(so.status.success(), "{}", text(&so.stderr));

@@ -101,7 +101,7 @@ pub fn run_judge(a: JudgeArgs) -> Result<(), Failure> {
         tls: a.tls.config(&a.listen, true)?,
         ..TcpConfig::default()
     };
-    let metrics = a.serve.metrics(&[("role", "judge"), ("protocol", &job.protocol.to_string())], None)?;
+    let metrics = a.serve.metrics(&[("role", "judge"), ("protocol", &job.protocol.to_string())], None);
     serve_many(&a.listen, a.serve.config(tcp, &a.admission, a.sessions), a.serve.grace(), metrics, |ch| {
         let input: Input = Input::Judge { key: &key, policy: &policy, config };
         run_observed(ch, &job, Role::Judge, input, observer(Role::Judge))

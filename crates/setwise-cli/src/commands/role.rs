@@ -87,6 +87,9 @@ fn usage(msg: &str) -> Failure {
 
 /// Runs `setwise sender`.
 pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
+    if a.party.net.listen.is_none() || a.sessions == 1 {
+        a.serve.no_metrics()?; // before any input is read
+    }
     if a.party.job.protocol.spec().takes(a.party.job.operation, Role::Sender) == Takes::Database {
         let path = a.db.as_ref().ok_or_else(|| {
             usage(&format!("the {} sender serves --db DIR (see `setwise db build`)", a.party.job.protocol))
@@ -136,7 +139,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         let config = a.serve.config(a.party.net.config()?, &a.party.net.admission, n);
         let labels =
             [("role", "sender"), ("protocol", &job.protocol.to_string()), ("operation", &job.operation.to_string())];
-        let metrics = a.serve.metrics(&labels, None)?;
+        let metrics = a.serve.metrics(&labels, None);
         return serve_many(addr, config, a.serve.grace(), metrics, |ch| {
             run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
         });
@@ -175,7 +178,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
             let config = a.serve.config(a.party.net.config()?, &a.party.net.admission, n);
             let labels = [("role", "sender"), ("protocol", &job.protocol.to_string())];
             let facts = [("preset", i.preset.as_str()), ("fingerprint", i.fingerprint.as_str())];
-            let metrics = a.serve.metrics(&labels, Some((i.sender_size, &facts)))?;
+            let metrics = a.serve.metrics(&labels, Some((i.sender_size, &facts)));
             serve_many(addr, config, a.serve.grace(), metrics, |ch| {
                 run_observed(ch, &job, Role::Sender, input(), observer(Role::Sender))
             })

@@ -94,7 +94,9 @@ class Result:
         """The matching rows of ``data`` (what the keys came from), as the same kind of
         frame: pandas, an Arrow Table, a Polars DataFrame, a DuckDB relation; another
         frame of the Arrow PyCapsule interface gives an Arrow Table; a list, a list. A
-        DuckDB relation is read again, so its row order must be fixed (``ORDER BY``)."""
+        DuckDB relation is read again, so its row order must be fixed (``ORDER BY``), and
+        the rows come back on DuckDB's default connection; a one-shot stream (a
+        RecordBatchReader) cannot be read twice: give the table instead."""
         idx = self.indices
         if hasattr(data, "iloc"):
             return data.iloc[idx]

@@ -85,7 +85,11 @@ def _column(values: Any) -> Column:
         return _series_column(pd.Series(values) if isinstance(values, pd.Index) else values)
     if hasattr(values, "__arrow_c_array__") and pa is not None:
         return _arrow_column(pa, pa.array(values))
-    if hasattr(values, "__arrow_c_stream__") and pa is not None:  # a Polars Series
+    if hasattr(values, "__arrow_c_stream__"):  # a Polars Series
+        if pa is None:
+            raise InputError(
+                f"a {type(values).__name__} is read through pyarrow (pip install 'pyarrow>=16')"
+            )
         return _arrow_column(pa, pa.chunked_array(values))
     if isinstance(values, (str, bytes)):
         raise InputError("items must be a collection of keys, not one str or bytes")
@@ -116,9 +120,13 @@ def arrow_frame(data: Any) -> Any:
     """`data` as a pyarrow Table when it is a frame of the Arrow PyCapsule interface
     (``__arrow_c_stream__`` of record batches: a Polars DataFrame, a DuckDB relation,
     pandas >= 2.2), else None (a column's stream, such as a Polars Series, is not one)."""
-    pa = _optional("pyarrow")
-    if pa is None or not hasattr(data, "__arrow_c_stream__"):
+    if not hasattr(data, "__arrow_c_stream__"):
         return None
+    pa = _optional("pyarrow")
+    if pa is None:
+        raise InputError(
+            f"a {type(data).__name__} is read through pyarrow (pip install 'pyarrow>=16')"
+        )
     try:
         reader = pa.RecordBatchReader.from_stream(data)
     except pa.ArrowInvalid:

@@ -17,7 +17,9 @@ use std::ops::{Add, AddAssign, Mul, MulAssign};
 use zeroize::Zeroize;
 
 /// An element of GF(2^128) (in POLYVAL's Montgomery representation; see the module).
+/// Laid out as its `u128` (the OKVS's vector loads read a slice of them as 64-bit lanes).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash, Zeroize)]
+#[repr(transparent)]
 pub struct Gf128(pub u128);
 
 impl std::fmt::Debug for Gf128 {

@@ -178,7 +178,7 @@ mod wide {
         fn the_vector_dot_matches_the_bit_loop() {
             let mut rng = rand::rng();
             let columns: Vec<Gf128> = (0..MAX_BAND + 4).map(|_| Gf128(rng.random())).collect();
-            for reach in (0..=MAX_BAND).chain(0..=MAX_BAND).chain(0..=MAX_BAND).chain(0..=MAX_BAND) {
+            for (reach, skew) in (0..=MAX_BAND).flat_map(|r| (0..4).map(move |k| (r, k))) {
                 let mut bits: [u64; WORDS] = std::array::from_fn(|_| rng.random());
                 for j in reach..MAX_BAND {
                     bits[j / 64] &= !(1u64 << (j % 64));
@@ -188,7 +188,6 @@ mod wide {
                 }
                 // Windows at each offset in a 64-byte line, in a buffer ending right after
                 // them.
-                let skew = rng.random_range(0..4);
                 let buffer = columns[..reach + skew].to_vec();
                 let window = &buffer[skew..];
                 let want = sparse_dot(&bits, window);

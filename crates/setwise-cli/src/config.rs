@@ -41,13 +41,13 @@ pub fn merged(cli: Command, argv: Vec<OsString>) -> Result<(Vec<OsString>, Optio
     // The keys that apply, from the top down to the command run (later ones win).
     let mut keys: Vec<(String, toml::Value)> = Vec::new();
     let mut cmd = &cli;
-    let mut tables = vec![&table];
+    let (mut tables, mut table_here) = (vec![&table], Some(&table));
     for name in &path_names {
         cmd = cmd.find_subcommand(name).expect("found by command_path");
-        match tables.last().and_then(|t| t.get(name.as_str())) {
-            Some(toml::Value::Table(t)) => tables.push(t),
-            _ => break,
-        }
+        // The command's own table, if the file has one (`[db.build]` without `[db]`
+        // keys, or no table at all, still gives the top-level keys).
+        table_here = table_here.and_then(|t| t.get(name.as_str())).and_then(toml::Value::as_table);
+        tables.extend(table_here);
     }
     for t in tables {
         for (k, v) in t {

@@ -155,3 +155,16 @@ fn excluding_flags_drop_the_files_and_metrics_need_a_server() {
     let err = text(&out.stderr);
     assert!(out.status.code() == Some(2) && err.contains("--metrics is for a server"), "{err}");
 }
+
+/// Top-level keys reach a command two levels down (`db build`) when the file has no
+/// table for it.
+#[test]
+fn top_level_keys_reach_nested_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = write(d, "top.toml", "input = \"missing.csv\"\nkey = \"email\"\n");
+    let out = bin().current_dir(d).args(["db", "build", "--config", s(&file), "--out", "db"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.csv"), "the file's input reached `db build`: {err}");
+}

@@ -225,11 +225,18 @@ impl Endpoint {
 
 /// Reads one request from `stream` and answers it, then closes the connection.
 fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    // One deadline for the whole request: a client sending a byte now and then would
+    // otherwise renew a per-read timeout for as long as it liked.
+    let deadline = Instant::now() + IO_TIMEOUT;
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             break;

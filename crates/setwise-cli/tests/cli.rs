@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bin, free_port, spawn, text, write};
+use common::{bin, free_port, s, spawn, text, write};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -832,6 +832,15 @@ fn mqrpmt_poprf_over_tcp() {
 /// Any sender can serve many sessions (here ecdh, with a client that hangs up before its
 /// hello between two good ones: refused, not a failed session); SIGTERM stops it
 /// accepting and it exits 0 once the running sessions end.
+/// Runs receiver `k` on `input` against the sender at `addr`, asserts it succeeded and
+/// returns its output file (in `dir`).
+fn receive_from(dir: &Path, input: &Path, addr: &str, k: usize) -> std::path::PathBuf {
+    let out = dir.join(format!("out{k}.csv"));
+    let o = bin().args(["receiver", "--input", s(input), "--connect", addr, "--output", s(&out)]).output().unwrap();
+    assert!(o.status.success(), "receiver {k}: {}", text(&o.stderr));
+    out
+}
+
 #[test]
 fn a_sender_serves_many_sessions_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
@@ -840,12 +849,7 @@ fn a_sender_serves_many_sessions_and_stops_on_sigterm() {
     let addr = free_port();
     let sender = spawn(&["sender", "--input", s.to_str().unwrap(), "--listen", &addr, "--sessions", "0"]);
     let receive = |k: usize| {
-        let out = dir.path().join(format!("out{k}.csv"));
-        let o = bin()
-            .args(["receiver", "--input", r.to_str().unwrap(), "--connect", &addr, "--output", out.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "receiver {k}: {}", text(&o.stderr));
+        let out = receive_from(dir.path(), &r, &addr, k);
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "id\nb\nd\n");
     };
     receive(0);
@@ -1042,12 +1046,7 @@ fn a_serving_sender_counts_its_sessions_in_its_metrics() {
     let before = http_get(&metrics, "/metrics").1;
     assert!(before.contains("setwise_sessions_total{result=\"completed\"} 0"), "{before}");
     for k in 0..2 {
-        let out = dir.path().join(format!("out{k}.csv"));
-        let o = bin()
-            .args(["receiver", "--input", r.to_str().unwrap(), "--connect", &addr, "--output", out.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "receiver {k}: {}", text(&o.stderr));
+        receive_from(dir.path(), &r, &addr, k);
     }
     drop(std::net::TcpStream::connect(&addr).unwrap()); // hangs up before its hello
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -12,10 +12,9 @@ use std::process::{Child, Command, Stdio};
 /// (a configuration file, TLS paths) that would change what a test runs.
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_setwise"));
-    for v in ["SETWISE_CONFIG", "SETWISE_TLS_CERT", "SETWISE_TLS_KEY", "SETWISE_TLS_CA", "SETWISE_TLS_SERVER_NAME"] {
-        c.env_remove(v);
+    for v in ["CONFIG", "TLS_CERT", "TLS_KEY", "TLS_CA", "TLS_SERVER_NAME", "PEER_NAME"] {
+        c.env_remove(format!("SETWISE_{v}"));
     }
-    c.env_remove("SETWISE_PEER_NAME");
     c
 }
 

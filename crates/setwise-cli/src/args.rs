@@ -15,18 +15,21 @@ use std::time::Duration;
 /// Where the items come from.
 #[derive(Args)]
 pub struct InputArgs {
-    /// Input file: CSV (with a header unless --no-header) or, for .txt, one item per line.
+    /// Input file: CSV (with a header unless --no-header); for .txt, one item per line;
+    /// Parquet (.parquet, .pq) or Arrow IPC (.arrow, .feather, .ipc; .arrows for a stream),
+    /// read batch by batch.
     #[arg(long)]
     pub input: Option<PathBuf>,
     /// Key columns: header names, or 1-based indices with --no-header; several are
-    /// joined. Default: the first column.
+    /// joined. Default: the first column. In Parquet and Arrow files, a struct's field is
+    /// `column.field`.
     #[arg(long, value_delimiter = ',')]
     pub key: Vec<String>,
     /// The CSV input has no header row.
     #[arg(long)]
     pub no_header: bool,
     /// Input format, overriding the guess from the file name.
-    #[arg(long, value_parser = ["csv", "text"])]
+    #[arg(long, value_parser = ["csv", "text", "parquet", "arrow", "arrows"])]
     pub format: Option<String>,
 }
 

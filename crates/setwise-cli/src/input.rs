@@ -8,8 +8,8 @@ use setwise::io::{Format, ItemSet};
 pub fn read_items(a: &InputArgs) -> Result<ItemSet, Failure> {
     let path = a.input.as_ref().ok_or_else(|| Failure::usage(anyhow::anyhow!("--input FILE is required")))?;
     let format = match a.format.as_deref() {
-        Some("text") => Format::Text,
-        Some(_) => Format::Csv { header: !a.no_header },
+        Some(name) => Format::by_name(name, a.no_header)
+            .ok_or_else(|| Failure::usage(anyhow::anyhow!("--format {name}: not a format")))?,
         None => Format::guess(path, a.no_header),
     };
     let set = ItemSet::read(path, format, &a.key)?;

@@ -3,7 +3,7 @@
 use crate::Failure;
 use clap::Args;
 use setwise::error::Deviation;
-use setwise::io::{AtomicFile, ItemSet, hex, split_key};
+use setwise::io::{AtomicFile, Format, ItemSet, hex, split_key};
 use setwise::protocols::mqrpmt::Shares;
 use setwise::protocols::unbalanced;
 use setwise::{Outcome, Role};
@@ -21,6 +21,12 @@ pub struct OutputArgs {
     /// Write the output to standard output instead.
     #[arg(long)]
     stdout: bool,
+    /// Layout of the rows written: csv, parquet, arrow (an Arrow IPC file) or arrows (an
+    /// Arrow IPC stream). Default: from --output's extension (.csv, .parquet, .arrow,
+    /// .arrows), else the input's own (CSV on standard output for a Parquet or Arrow
+    /// input). Rows of a Parquet or Arrow input keep their columns' types.
+    #[arg(long, value_name = "FORMAT", value_parser = ["csv", "parquet", "arrow", "arrows"])]
+    output_format: Option<String>,
     /// private-id: write the IDs of the union, one per line, here.
     #[arg(long)]
     union_ids: Option<PathBuf>,
@@ -48,11 +54,14 @@ impl OutputArgs {
     /// Writes through `f` to the destination, if one was given: a file appears only once
     /// it is complete ([`AtomicFile`]). Returns `f`'s value and how the summary names the
     /// destination.
-    fn emit<T>(&self, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<Option<(T, String)>, Failure> {
+    fn emit<T>(
+        &self,
+        f: impl FnOnce(&mut (dyn Write + Send)) -> Result<T, Failure>,
+    ) -> Result<Option<(T, String)>, Failure> {
         match (&self.output, self.stdout) {
             (Some(p), _) => Ok(Some((to_file(p, self.output_mode, f)?, format!("written to {}", p.display())))),
             (None, true) => {
-                let mut out = std::io::stdout().lock();
+                let mut out = std::io::stdout();
                 let v = f(&mut out)?;
                 out.flush().map_err(io)?;
                 Ok(Some((v, "written to standard output".into())))
@@ -62,8 +71,44 @@ impl OutputArgs {
     }
 }
 
+impl OutputArgs {
+    /// The layout of the rows written from `set` (see `--output-format`).
+    fn rows_format(&self, set: &ItemSet) -> Format {
+        let named = self.output_format.as_deref().and_then(|f| Format::by_name(f, false));
+        let by_extension = || self.output.as_deref().and_then(Format::by_extension);
+        match named.or_else(by_extension) {
+            Some(f) => f,
+            None if self.output.is_none() && set.format().is_columnar() => Format::Csv { header: true },
+            None => set.format(),
+        }
+    }
+
+    /// Checks before the run that the rows of `set` can be written as asked.
+    pub fn check(&self, set: &ItemSet) -> Result<(), Failure> {
+        if self.output.is_some() || self.stdout {
+            set.check_output(self.rows_format(set))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a Parquet or Arrow layout for `what`, which is written as CSV.
+    fn csv_only(&self, what: &str) -> Result<(), Failure> {
+        let named = self.output_format.as_deref().and_then(|f| Format::by_name(f, false));
+        match named.or_else(|| self.output.as_deref().and_then(Format::by_extension)) {
+            Some(f) if f.is_columnar() => Err(Failure::usage(anyhow::anyhow!(
+                "{what} is written as CSV; give --output a .csv name (Parquet and Arrow are for rows)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Writes `path` through `f`, atomically, with the permissions `mode`.
-fn to_file<T>(path: &Path, mode: u32, f: impl FnOnce(&mut dyn Write) -> Result<T, Failure>) -> Result<T, Failure> {
+fn to_file<T>(
+    path: &Path,
+    mode: u32,
+    f: impl FnOnce(&mut (dyn Write + Send)) -> Result<T, Failure>,
+) -> Result<T, Failure> {
     let mut file =
         AtomicFile::with_mode(path, mode).map_err(|e| Failure::usage(anyhow::anyhow!("{}: {e}", path.display())))?;
     let v = f(&mut file)?;
@@ -90,7 +135,10 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
             let whose = if role == Role::Sender { "our" } else { "the sender's" };
             format!("intersection size {cardinality}, sum of {whose} values over it {sum}")
         }
-        Outcome::Intersection(matched) => match out.emit(|w| Ok(set.write_rows(&matched, w)?))? {
+        Outcome::Intersection(matched) => match out.emit(|w| {
+            let rows: Vec<(usize, Vec<String>)> = matched.iter().map(|&i| (i, vec![])).collect();
+            Ok(set.write_rows_with(&rows, &[], Some(out.rows_format(set)), w)?)
+        })? {
             Some((rows, dest)) => format!("intersection size {}, {rows} rows {dest}", matched.len()),
             None => format!("intersection size {} {NO_DEST}", matched.len()),
         },
@@ -102,7 +150,8 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
                     (*i, fields.unwrap_or_else(|| vec![String::new(); columns.len()]))
                 })
                 .collect();
-            let written = out.emit(|w| Ok(set.write_rows_with(&decoded, &columns, w)?))?.map_or(0, |(n, _)| n);
+            let format = Some(out.rows_format(set));
+            let written = out.emit(|w| Ok(set.write_rows_with(&decoded, &columns, format, w)?))?.map_or(0, |(n, _)| n);
             format!("{} matches with labels ({}), {written} rows written", rows.len(), columns.join(","))
         }
         Outcome::Union(extra) => {
@@ -111,6 +160,7 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
                     setwise::Error::from(Deviation::NotAnItem { what: "union item (a joined key)", index }).into()
                 );
             }
+            out.csv_only("the union's keys")?;
             let total = set.len() + extra.len();
             match out.emit(|w| write_union(set, &extra, w))? {
                 Some(((), dest)) => {
@@ -120,6 +170,7 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
             }
         }
         Outcome::Shares(shares) => {
+            out.csv_only("a share file")?;
             let members = shares.members.iter().filter(|&&m| m).count();
             let what = if shares.members.is_empty() {
                 format!("{} share rows", shares.rows())
@@ -134,7 +185,8 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
         Outcome::PrivateIds { own, union } => {
             let mut what = format!("IDs for our {} items, {} IDs in the union", own.len(), union.len());
             let ids: Vec<(usize, Vec<String>)> = own.iter().enumerate().map(|(i, id)| (i, vec![hex(id)])).collect();
-            if let Some((_, dest)) = out.emit(|w| Ok(set.write_rows_with(&ids, &["private_id".to_string()], w)?))? {
+            let (format, name) = (Some(out.rows_format(set)), ["private_id".to_string()]);
+            if let Some((_, dest)) = out.emit(|w| Ok(set.write_rows_with(&ids, &name, format, w)?))? {
                 what += &format!("; rows with IDs {dest}");
             }
             if let Some(p) = &out.union_ids {

@@ -19,7 +19,8 @@ pub struct JudgeArgs {
     /// Address to listen on for clients.
     #[arg(long)]
     listen: String,
-    /// Allow-list of the items the judge authorises (CSV with header, or .txt).
+    /// Allow-list of the items the judge authorises (CSV with header, .txt, Parquet or
+    /// Arrow IPC).
     #[arg(long)]
     allow: PathBuf,
     /// Key columns of the allow-list.

@@ -1,7 +1,8 @@
 //! Reading items from users' files and writing matching rows back.
 //!
 //! Inputs are CSV with a header (key columns by name, default the first column), CSV
-//! without a header (key columns by 1-based index), or plain text (one item per line).
+//! without a header (key columns by 1-based index), plain text (one item per line), or
+//! Parquet and Arrow IPC files (key columns by name; module `columnar`).
 //!
 //! Policy, as docs/io.md states it:
 //! - an item is the bytes of its key column; several key columns are joined
@@ -12,6 +13,7 @@
 //!   holds every row with a matching key (duplicates counted in [`ReadStats`]);
 //! - invalid UTF-8, a missing key column or a ragged row is an error naming the line.
 
+use super::columnar::{self, Source, Table};
 use super::rows::{self, Span};
 use crate::error::InputError;
 use rayon::prelude::*;
@@ -29,15 +31,54 @@ pub enum Format {
     },
     /// One item per line (a trailing `\r` is dropped).
     Text,
+    /// A Parquet file.
+    Parquet,
+    /// An Arrow IPC file (Feather 2).
+    Arrow,
+    /// An Arrow IPC stream.
+    ArrowStream,
 }
 
 impl Format {
-    /// Text for `.txt` files, CSV with a header otherwise.
+    /// Text for `.txt` files, Parquet for `.parquet` and `.pq`, Arrow IPC for `.arrow`,
+    /// `.feather` and `.ipc`, an Arrow IPC stream for `.arrows`, CSV (with a header unless
+    /// `no_header`) otherwise.
     pub fn guess(path: &Path, no_header: bool) -> Self {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("txt") => Format::Text,
-            _ => Format::Csv { header: !no_header },
+        match Self::by_extension(path) {
+            Some(Format::Csv { .. }) | None => Format::Csv { header: !no_header },
+            Some(other) => other,
         }
+    }
+
+    /// The format a file's extension names, if it names one (`.csv` is CSV with a header).
+    pub fn by_extension(path: &Path) -> Option<Self> {
+        let ext = path.extension().and_then(|e| e.to_str())?.to_ascii_lowercase();
+        Some(match ext.as_str() {
+            "txt" => Format::Text,
+            "csv" => Format::Csv { header: true },
+            "parquet" | "pq" => Format::Parquet,
+            "arrow" | "feather" | "ipc" => Format::Arrow,
+            "arrows" => Format::ArrowStream,
+            _ => return None,
+        })
+    }
+
+    /// The format named `name` on a command line (`csv`, `text`, `parquet`, `arrow`,
+    /// `arrows`), CSV with a header unless `no_header`.
+    pub fn by_name(name: &str, no_header: bool) -> Option<Self> {
+        Some(match name {
+            "csv" => Format::Csv { header: !no_header },
+            "text" => Format::Text,
+            "parquet" => Format::Parquet,
+            "arrow" => Format::Arrow,
+            "arrows" => Format::ArrowStream,
+            _ => return None,
+        })
+    }
+
+    /// Whether this is Parquet or Arrow IPC, whose rows are typed columns.
+    pub fn is_columnar(self) -> bool {
+        matches!(self, Format::Parquet | Format::Arrow | Format::ArrowStream)
     }
 }
 
@@ -54,18 +95,21 @@ pub struct ReadStats {
 
 /// A user's input: the file's bytes, its rows and the distinct items of their keys.
 ///
-/// The file is held whole; rows and keys are byte ranges of it (module `rows`), so a
-/// file of 2^24 rows costs its own size plus 32 bytes a row, not an allocation per row.
+/// A CSV or text file is held whole; rows and keys are byte ranges of it (module `rows`),
+/// so a file of 2^24 rows costs its own size plus 32 bytes a row, not an allocation per
+/// row. Of a Parquet or Arrow file only the keys are held (module `columnar`): values and
+/// rows are read from the file again when they are asked for.
 #[derive(Debug, Clone)]
 pub struct ItemSet {
     format: Format,
-    /// The file's bytes, then the keys that had to be built (module `rows`).
+    /// The file's bytes, then the keys that had to be built (module `rows`); of a
+    /// columnar file, its keys.
     data: Vec<u8>,
     /// The header's names and its raw line.
     header: Option<(Vec<String>, Span)>,
     /// Fields per row.
     width: usize,
-    /// Each row's raw bytes, without its line end.
+    /// Each row's raw bytes, without its line end (none for a columnar file).
     rows: Vec<Span>,
     /// Item index of each row, `u32::MAX` for a skipped row.
     row_item: Vec<u32>,
@@ -74,6 +118,8 @@ pub struct ItemSet {
     /// The key columns (0-based).
     key_cols: Vec<usize>,
     stats: ReadStats,
+    /// The Parquet or Arrow file the rows are in.
+    table: Option<Table>,
 }
 
 const SKIPPED: u32 = u32::MAX;
@@ -82,6 +128,9 @@ impl ItemSet {
     /// Reads `path` in `format`; `key` names the key columns (header names, or 1-based
     /// indices without a header); empty means the first column.
     pub fn read(path: &Path, format: Format, key: &[String]) -> Result<Self, InputError> {
+        if format.is_columnar() {
+            return Self::columnar(Source::File(path.to_owned()), format, path, key);
+        }
         let io = |source| InputError::Io { path: path.to_owned(), source };
         let mut file = File::open(path).map_err(io)?;
         let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
@@ -100,6 +149,9 @@ impl ItemSet {
     /// [`ItemSet::read`] from the file's bytes.
     pub fn from_bytes(mut data: Vec<u8>, path: &Path, format: Format, key: &[String]) -> Result<Self, InputError> {
         match format {
+            Format::Parquet | Format::Arrow | Format::ArrowStream => {
+                Self::columnar(Source::memory(data), format, path, key)
+            }
             Format::Text => {
                 if !key.is_empty() && key != ["1"] {
                     return Err(InputError::Invalid(format!(
@@ -122,6 +174,17 @@ impl ItemSet {
                 Ok(Self::index(format, data, p.header, p.width, p.rows, &p.keys, p.key_cols))
             }
         }
+    }
+
+    /// Reads the keys of a Parquet or Arrow file, batch by batch.
+    fn columnar(source: Source, format: Format, path: &Path, key: &[String]) -> Result<Self, InputError> {
+        let mut table = Table::open(source, format, path)?;
+        let mut data = Vec::new();
+        let keys = table.read_keys(key, &mut data)?;
+        let columns = table.key_names().len();
+        let mut set = Self::index(format, data, None, 0, vec![], &keys, (0..columns).collect());
+        set.table = Some(table);
+        Ok(set)
     }
 
     /// An item set from plain keys (one column named `key`), e.g. generated data.
@@ -149,7 +212,7 @@ impl ItemSet {
         drop(views);
         let mut items = Vec::with_capacity(first.par_iter().enumerate().filter(|&(i, &f)| f as usize == i).count());
         let mut row_item = Vec::with_capacity(rows.len());
-        let mut stats = ReadStats { rows: rows.len(), ..Default::default() };
+        let mut stats = ReadStats { rows: keys.len(), ..Default::default() };
         for (i, &f) in first.iter().enumerate() {
             let id = if f == SKIPPED {
                 stats.empty_keys += 1;
@@ -163,7 +226,7 @@ impl ItemSet {
             };
             row_item.push(id);
         }
-        Self { format, data, header, width, rows, row_item, items, key_cols, stats }
+        Self { format, data, header, width, rows, row_item, items, key_cols, stats, table: None }
     }
 
     /// Number of distinct items.
@@ -194,6 +257,9 @@ impl ItemSet {
 
     /// The key columns' names: from the header, else `key` (or `key1`, `key2`, …).
     pub fn key_names(&self) -> Vec<String> {
+        if let Some(t) = &self.table {
+            return t.key_names().to_vec();
+        }
         match &self.header {
             Some((h, _)) => self.key_cols.iter().map(|&c| h.get(c).cloned().unwrap_or_else(|| "key".into())).collect(),
             None if self.key_cols.len() == 1 => vec!["key".into()],
@@ -207,39 +273,63 @@ impl ItemSet {
         Ok(rows::key_columns(Path::new("input"), names, self.width, &[column.to_string()])?[0])
     }
 
-    /// Each row that has a key, with its item and its field in column `col`.
-    fn column_fields(&self, col: usize) -> impl Iterator<Item = (usize, usize, String)> + '_ {
-        self.rows.iter().zip(&self.row_item).enumerate().filter(|&(_, (_, &item))| item != SKIPPED).map(
-            move |(line, (row, &item))| {
-                let raw = row.of(&self.data);
-                let field = match self.format {
-                    Format::Text => String::from_utf8_lossy(raw).into_owned(),
-                    Format::Csv { .. } => {
-                        rows::fields(raw).get(col).map_or_else(String::new, |f| String::from_utf8_lossy(f).into_owned())
-                    }
-                };
-                (line, item as usize, field)
-            },
-        )
+    /// Calls `f` on each row that has a key, with the row's index, its item and its field
+    /// in `column` (a header name, or a 1-based index without a header; a column name of
+    /// a Parquet or Arrow file).
+    fn each_field(
+        &self,
+        column: &str,
+        mut f: impl FnMut(usize, usize, &str) -> Result<(), InputError>,
+    ) -> Result<(), InputError> {
+        if let Some(t) = &self.table {
+            return t.each_text(column, |row, text| match self.row_item.get(row) {
+                Some(&item) if item != SKIPPED => f(row, item as usize, text),
+                _ => Ok(()),
+            });
+        }
+        let col = self.column(column)?;
+        for (row, (raw, &item)) in self.rows.iter().zip(&self.row_item).enumerate() {
+            if item == SKIPPED {
+                continue;
+            }
+            let raw = raw.of(&self.data);
+            let field = match self.format {
+                Format::Csv { .. } => {
+                    rows::fields(raw).get(col).map_or_else(String::new, |f| String::from_utf8_lossy(f).into_owned())
+                }
+                _ => String::from_utf8_lossy(raw).into_owned(),
+            };
+            f(row, item as usize, &field)?;
+        }
+        Ok(())
+    }
+
+    /// Where row `row` is, for errors: its line in a CSV or text file, its 1-based row in a
+    /// Parquet or Arrow file.
+    fn place(&self, row: usize) -> String {
+        match (&self.table, &self.header) {
+            (Some(_), _) => format!("row {}", row + 1),
+            (None, Some(_)) => format!("line {}", row + 2),
+            (None, None) => format!("line {}", row + 1),
+        }
     }
 
     /// For each distinct item, the sum of `column` (a header name, or a 1-based index
     /// without a header) over the item's rows; every value must be a non-negative
     /// integer below 2^64.
     pub fn column_sums(&self, column: &str) -> Result<Vec<u128>, InputError> {
-        let col = self.column(column)?;
         let mut sums = vec![0u128; self.items.len()];
-        let first_line = if self.header.is_some() { 2 } else { 1 };
-        for (line, item, text) in self.column_fields(col) {
+        self.each_field(column, |row, item, text| {
             let text = text.trim();
             let v: u64 = text.parse().map_err(|_| {
                 InputError::Invalid(format!(
-                    "line {}: value '{text}' in column {column} is not a non-negative integer below 2^64",
-                    line + first_line
+                    "{}: value '{text}' in column {column} is not a non-negative integer below 2^64",
+                    self.place(row)
                 ))
             })?;
             sums[item] += u128::from(v);
-        }
+            Ok(())
+        })?;
         Ok(sums)
     }
 
@@ -247,24 +337,29 @@ impl ItemSet {
     /// name, or a 1-based index without a header). Unlike [`ItemSet::column_values`],
     /// an item repeated on several rows appears once per row.
     pub fn row_values(&self, column: &str) -> Result<Vec<(usize, String)>, InputError> {
-        let col = self.column(column)?;
-        Ok(self.column_fields(col).map(|(_, item, value)| (item, value)).collect())
+        let mut out = Vec::new();
+        self.each_field(column, |_, item, value| {
+            out.push((item, value.to_string()));
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// For each distinct item, the values of `columns` (by header name, or 1-based index
     /// without a header) on the item's first row.
     pub fn column_values(&self, columns: &[String]) -> Result<Vec<Vec<String>>, InputError> {
-        let cols = columns.iter().map(|c| self.column(c)).collect::<Result<Vec<_>, _>>()?;
-        let mut out: Vec<Option<Vec<String>>> = vec![None; self.items.len()];
-        for (row, &item) in self.rows.iter().zip(&self.row_item) {
-            if item != SKIPPED && out[item as usize].is_none() {
-                let fields = rows::fields(row.of(&self.data));
-                let text =
-                    |c: usize| fields.get(c).map_or_else(String::new, |f| String::from_utf8_lossy(f).into_owned());
-                out[item as usize] = Some(cols.iter().map(|&c| text(c)).collect());
-            }
+        let mut out: Vec<Vec<String>> = vec![Vec::with_capacity(columns.len()); self.items.len()];
+        for column in columns {
+            // The first row of each item holds its values; later rows of it are skipped.
+            let mut done = vec![false; self.items.len()];
+            self.each_field(column, |_, item, value| {
+                if !std::mem::replace(&mut done[item], true) {
+                    out[item].push(value.to_string());
+                }
+                Ok(())
+            })?;
         }
-        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+        Ok(out)
     }
 
     /// Counts from reading.
@@ -274,19 +369,36 @@ impl ItemSet {
 
     /// Writes the header (if any) and every row whose item index is in `matched`, as
     /// they were in the input; returns the number of rows written.
-    pub fn write_rows(&self, matched: &[usize], out: impl Write) -> Result<usize, InputError> {
-        self.write_selected(matched.iter().map(|&i| (i, &[][..])), &[], out)
+    pub fn write_rows(&self, matched: &[usize], out: impl Write + Send) -> Result<usize, InputError> {
+        self.write_selected(matched.iter().map(|&i| (i, &[][..])), &[], None, out)
     }
 
     /// Writes the header (if any) followed by `extra_header`, and every row whose item is
-    /// in `matched`, followed by that item's extra values.
+    /// in `matched`, followed by that item's extra values; in `format`, or the input's
+    /// own layout for `None`. Rows of a Parquet or Arrow input keep their columns' types
+    /// in a Parquet or Arrow output; rows of a CSV or text input become string columns.
     pub fn write_rows_with(
         &self,
         matched: &[(usize, Vec<String>)],
         extra_header: &[String],
-        out: impl Write,
+        format: Option<Format>,
+        out: impl Write + Send,
     ) -> Result<usize, InputError> {
-        self.write_selected(matched.iter().map(|(i, v)| (*i, v.as_slice())), extra_header, out)
+        self.write_selected(matched.iter().map(|(i, v)| (*i, v.as_slice())), extra_header, format, out)
+    }
+
+    /// Checks, before any work, that rows of this input can be written in `format` (a
+    /// Parquet or Arrow input with nested columns cannot be written as CSV).
+    pub fn check_output(&self, format: Format) -> Result<(), InputError> {
+        match &self.table {
+            Some(t) if !format.is_columnar() => t.check_csv(),
+            _ => Ok(()),
+        }
+    }
+
+    /// The input's layout.
+    pub fn format(&self) -> Format {
+        self.format
     }
 
     /// Rows of the selected items, each as it was in the input (a text line as a CSV field
@@ -295,11 +407,34 @@ impl ItemSet {
         &self,
         selected: impl Iterator<Item = (usize, &'a [String])>,
         extra_header: &[String],
-        out: impl Write,
+        format: Option<Format>,
+        out: impl Write + Send,
     ) -> Result<usize, InputError> {
         let mut extra: Vec<Option<&[String]>> = vec![None; self.items.len()];
         for (i, values) in selected {
             extra[i] = Some(values);
+        }
+        let keep = |row: usize| extra.get(*self.row_item.get(row)? as usize).copied().flatten();
+        let format = format.unwrap_or(self.format);
+        if let Some(t) = &self.table {
+            return t.write_rows(&keep, extra_header, format, out);
+        }
+        if format.is_columnar() {
+            let names = match (&self.header, self.format) {
+                (Some((h, _)), _) => h.clone(),
+                (None, Format::Text) => self.key_names(),
+                (None, _) => (1..=self.width).map(|i| format!("column{i}")).collect(),
+            };
+            let rows = self.rows.iter().enumerate().filter_map(|(r, raw)| {
+                let values = keep(r)?;
+                let raw = raw.of(&self.data);
+                let fields = match self.format {
+                    Format::Csv { .. } => rows::fields(raw),
+                    _ => vec![raw.into()],
+                };
+                Some((fields, values))
+            });
+            return columnar::write_split_rows(&names, rows, extra_header, format, out);
         }
         let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
         let io = |source| InputError::Io { path: "output".into(), source };
@@ -317,8 +452,8 @@ impl ItemSet {
             out.write_all(&line).map_err(io)?;
         }
         let mut written = 0;
-        for (row, &item) in self.rows.iter().zip(&self.row_item) {
-            let Some(values) = extra.get(item as usize).copied().flatten() else { continue };
+        for (r, row) in self.rows.iter().enumerate() {
+            let Some(values) = keep(r) else { continue };
             line.clear();
             match self.format {
                 Format::Text if !values.is_empty() => rows::write_field(&mut line, row.of(&self.data), false),
@@ -455,6 +590,20 @@ mod tests {
         let f = file(b"a,b\n1,2\n3\n", ".csv");
         let e = ItemSet::read(f.path(), Format::Csv { header: true }, &[]).unwrap_err().to_string();
         assert!(e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn formats_by_extension_and_name() {
+        let guess = |p: &str, no_header| Format::guess(Path::new(p), no_header);
+        assert_eq!(guess("x.csv", true), Format::Csv { header: false });
+        assert_eq!(guess("x.dat", false), Format::Csv { header: true });
+        assert_eq!(guess("x.txt", false), Format::Text);
+        assert_eq!(guess("x.PARQUET", true), Format::Parquet);
+        assert_eq!(guess("x.feather", false), Format::Arrow);
+        assert_eq!(guess("x.arrows", false), Format::ArrowStream);
+        assert_eq!(Format::by_extension(Path::new("out")), None);
+        assert_eq!(Format::by_name("csv", true), Some(Format::Csv { header: false }));
+        assert_eq!(Format::by_name("json", false), None);
     }
 
     #[test]

@@ -1,9 +1,14 @@
-//! Users' files: items from CSV or text (key columns, values, labels) and matching rows
+//! Users' files: items from CSV, text, Parquet or Arrow IPC (key columns, values, labels) and matching rows
 //! written back ([`ItemSet`]), the check that a caller's items form a set, outputs that
 //! appear complete or not at all ([`AtomicFile`]), hexadecimal text, and the memory the
 //! kernel says is left ([`memory`]).
 
 mod atomic;
+#[cfg(feature = "columnar")]
+mod columnar;
+#[cfg(not(feature = "columnar"))]
+#[path = "columnar_off.rs"]
+mod columnar;
 mod distinct;
 mod hex;
 mod items;

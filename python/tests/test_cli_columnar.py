@@ -157,3 +157,72 @@ def test_damaged_and_unkeyable_files_are_clear_errors(tmp_path: Path, setwise_cl
         )
         assert r.returncode == 2, r.stderr
         assert message in r.stderr
+
+
+def test_staged_runs_and_the_judge_read_parquet(tmp_path: Path, setwise_cli: Path) -> None:
+    cli = str(setwise_cli)
+    pq.write_table(pa.table({"id": pa.array([5, 6, 7, 8], pa.int32())}), tmp_path / "s.parquet")
+    pq.write_table(
+        pa.table({"id": ["7", "9", "5"], "when": pa.array([1, 2, 3], pa.date32())}),
+        tmp_path / "r.parquet",
+    )
+    key = tmp_path / "exchange.key"
+    subprocess.run([cli, "stage", "keygen", str(key)], check=True, capture_output=True)
+    common = [
+        *("stage", "run", "--protocol", "vole", "--exchange", str(tmp_path / "ex")),
+        *("--run-id", "r1", "--exchange-key", str(key), "--wait-timeout", "120"),
+    ]
+    sender = subprocess.Popen(
+        [
+            *(cli, *common, "--role", "sender", "--input", str(tmp_path / "s.parquet")),
+            *("--workdir", str(tmp_path / "ws")),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out = tmp_path / "staged.parquet"
+    subprocess.run(
+        [
+            *(cli, *common, "--role", "receiver", "--input", str(tmp_path / "r.parquet")),
+            *("--workdir", str(tmp_path / "wr"), "--output", str(out)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    _, err = sender.communicate(timeout=120)
+    assert sender.returncode == 0, err
+    got = pq.read_table(out)
+    assert got.schema.field("when").type == pa.date32()
+    assert got.column("id").to_pylist() == ["7", "5"]
+
+    # A judge's allow-list and a client's items from Parquet.
+    pq.write_table(pa.table({"email": ["a@x", "b@x", "c@x"]}), tmp_path / "allow.parquet")
+    pq.write_table(
+        pa.table({"who": [{"email": e} for e in ["a@x", "z@x", "c@x"]]}), tmp_path / "ask.parquet"
+    )
+    addr = free_port()
+    judge = subprocess.Popen(
+        [
+            *(cli, "judge", "--listen", addr, "--allow", str(tmp_path / "allow.parquet")),
+            *("--secret-key", str(tmp_path / "j.key"), "--public-key", str(tmp_path / "j.pub")),
+            *("--sessions", "1", "--insecure-no-tls"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    r = subprocess.run(
+        [
+            *(cli, "authorize", "--connect", addr, "--input", str(tmp_path / "ask.parquet")),
+            *("--key", "who.email", "--client-id", "lab", "--insecure-no-tls"),
+            *("--credentials", str(tmp_path / "creds.bin")),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _, err = judge.communicate(timeout=60)
+    assert judge.returncode == 0, err
+    assert r.returncode == 0, r.stderr
+    assert "2 of 3 items signed" in r.stderr and "refused: z@x" in r.stderr

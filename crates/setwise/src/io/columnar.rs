@@ -11,7 +11,7 @@
 //! timestamps are refused as keys: tools print them differently, so two parties would
 //! not match.
 
-use super::items::Format;
+use super::format::Format;
 use super::rows::{self, Span};
 use crate::error::InputError;
 use arrow_array::cast::AsArray;

@@ -1,7 +1,7 @@
 //! Parquet and Arrow IPC files in a build without the `columnar` feature: every use is
 //! an error that says so (the CLI turns the feature on; see `columnar.rs`).
 
-use super::items::Format;
+use super::format::Format;
 use super::rows::Span;
 use crate::error::InputError;
 use std::io::Write;

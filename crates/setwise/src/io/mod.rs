@@ -10,6 +10,7 @@ mod columnar;
 #[path = "columnar_off.rs"]
 mod columnar;
 mod distinct;
+mod format;
 mod hex;
 mod items;
 pub mod memory;
@@ -23,7 +24,8 @@ pub use crate::error::InputError;
 pub(crate) use atomic::private_options;
 pub use atomic::{AtomicFile, sync_dir, write_atomic, write_new};
 pub use distinct::{check_distinct, first_occurrences};
+pub use format::Format;
 pub use hex::{from_hex, hex};
-pub use items::{Format, ItemSet, ReadStats, split_key};
+pub use items::{ItemSet, ReadStats, split_key};
 pub use rows::join_fields;
 pub use small::read_small;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +34,18 @@ def run_pair(cli: Path, sender: list[str], receiver: list[str]) -> str:
     assert s.returncode == 0, err
     assert r.returncode == 0, r.stderr
     return r.stderr
+
+
+def read_stream(path: Path) -> Any:
+    return pa.ipc.open_stream(path).read_all()
+
+
+def read_file(path: Path) -> Any:
+    return pa.ipc.open_file(path).read_all()
+
+
+def read_parquet(path: Path) -> Any:
+    return pq.read_table(path)
 
 
 def test_a_pyarrow_parquet_pair_gives_the_matching_rows_with_their_types(
@@ -101,15 +114,46 @@ def test_integer_keys_match_a_csv_and_cli_parquet_reads_back(
         {"id": "1000000000000000000", "name": "big"},
         {"id": "42", "name": "again"},
     ]
-    # And that Parquet file, read by the CLI again, as an Arrow IPC stream out.
-    stream = tmp_path / "m.arrows"
-    run_pair(
-        setwise_cli,
-        ["--input", str(tmp_path / "s.arrow")],
-        ["--input", str(out), "--key", "name", "--output", str(stream)],
+    # That Parquet file, read by the CLI again, out as an Arrow IPC stream and file.
+    for ext, read in [
+        ("arrows", read_stream),
+        ("arrow", read_file),
+    ]:
+        again = tmp_path / f"again.{ext}"
+        run_pair(
+            setwise_cli,
+            ["--input", str(tmp_path / "s.arrow")],
+            ["--input", str(out), "--output", str(again)],
+        )
+        assert read(again).equals(got)
+
+
+def test_many_row_groups_line_up_with_their_keys(tmp_path: Path, setwise_cli: Path) -> None:
+    # Row groups of 1000 rows, each with its own dictionary, read in batches across them.
+    n = 5000
+    ours = pa.table(
+        {
+            "k": pa.array([f"k{i % 3000}" for i in range(n)]).dictionary_encode(),
+            "row": pa.array(range(n), pa.int64()),
+        }
     )
-    with pa.ipc.open_stream(stream) as r:
-        assert r.read_all().num_rows == 0  # no name is a sender id
+    pq.write_table(ours, tmp_path / "r.parquet", row_group_size=1000)
+    theirs = [f"k{i}" for i in range(0, 6000, 7)]
+    (tmp_path / "s.txt").write_text("\n".join(theirs) + "\n", encoding="utf-8")
+    plain = ours.filter(pc.is_in(ours.column("k").cast(pa.string()), pa.array(theirs)))
+    for ext, read in [
+        ("parquet", read_parquet),
+        ("arrow", read_file),
+    ]:
+        out = tmp_path / f"m.{ext}"
+        run_pair(
+            setwise_cli,
+            ["--input", str(tmp_path / "s.txt")],
+            ["--input", str(tmp_path / "r.parquet"), "--output", str(out)],
+        )
+        got = read(out)
+        assert got.column("row").to_pylist() == plain.column("row").to_pylist()
+        assert got.column("k").to_pylist() == plain.column("k").to_pylist()
 
 
 def test_labels_from_parquet_come_back_in_parquet(tmp_path: Path, setwise_cli: Path) -> None:

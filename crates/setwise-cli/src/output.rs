@@ -6,7 +6,7 @@ use setwise::error::Deviation;
 use setwise::io::{AtomicFile, Format, ItemSet, hex, split_key};
 use setwise::protocols::mqrpmt::Shares;
 use setwise::protocols::unbalanced;
-use setwise::{Outcome, Role};
+use setwise::{Operation, Outcome, Role};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -72,29 +72,35 @@ impl OutputArgs {
 }
 
 impl OutputArgs {
+    /// The layout `--output-format` or `--output`'s extension names, if either does.
+    fn named_format(&self) -> Option<Format> {
+        let named = self.output_format.as_deref().and_then(|f| Format::by_name(f, false));
+        named.or_else(|| self.output.as_deref().and_then(Format::by_extension))
+    }
+
     /// The layout of the rows written from `set` (see `--output-format`).
     fn rows_format(&self, set: &ItemSet) -> Format {
-        let named = self.output_format.as_deref().and_then(|f| Format::by_name(f, false));
-        let by_extension = || self.output.as_deref().and_then(Format::by_extension);
-        match named.or_else(by_extension) {
+        match self.named_format() {
             Some(f) => f,
             None if self.output.is_none() && set.format().is_columnar() => Format::Csv { header: true },
             None => set.format(),
         }
     }
 
-    /// Checks before the run that the rows of `set` can be written as asked.
-    pub fn check(&self, set: &ItemSet) -> Result<(), Failure> {
-        if self.output.is_some() || self.stdout {
-            set.check_output(self.rows_format(set))?;
+    /// Checks before the run that what `operation` writes of `set` can be written as
+    /// asked: rows in their layout, a union's keys and share files as CSV.
+    pub fn check(&self, set: &ItemSet, operation: Operation) -> Result<(), Failure> {
+        match operation {
+            Operation::Union => self.csv_only("the union's keys"),
+            Operation::Shares => self.csv_only("a share file"),
+            _ if self.output.is_some() || self.stdout => Ok(set.check_output(self.rows_format(set))?),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Refuses a Parquet or Arrow layout for `what`, which is written as CSV.
     fn csv_only(&self, what: &str) -> Result<(), Failure> {
-        let named = self.output_format.as_deref().and_then(|f| Format::by_name(f, false));
-        match named.or_else(|| self.output.as_deref().and_then(Format::by_extension)) {
+        match self.named_format() {
             Some(f) if f.is_columnar() => Err(Failure::usage(anyhow::anyhow!(
                 "{what} is written as CSV; give --output a .csv name (Parquet and Arrow are for rows)"
             ))),

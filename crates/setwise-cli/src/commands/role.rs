@@ -111,7 +111,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         )));
     }
     let set = read_items(&a.party.input)?;
-    a.out.check(&set)?;
+    a.out.check(&set, a.party.job.operation)?;
     let judge_key = a.judge_key.as_deref().map(read_public_key).transpose()?;
     let named = Named::none()
         .with("client_id", a.client_id.as_deref())
@@ -196,7 +196,7 @@ fn serve_database(a: &SenderArgs, db: &SenderDb) -> Result<(), Failure> {
 /// Runs `setwise receiver`.
 pub fn run_receiver(a: ReceiverArgs) -> Result<(), Failure> {
     let set = read_items(&a.party.input)?;
-    a.out.check(&set)?;
+    a.out.check(&set, a.party.job.operation)?;
     let kc = set.key_columns();
     let takes = a.party.job.protocol.spec().takes(a.party.job.operation, Role::Receiver);
     let credentials = match takes {

@@ -251,7 +251,7 @@ fn drive(a: StageArgs, all: bool) -> Result<(), Failure> {
     }
     let key = exchange_key(&a)?;
     let set = read_items(&a.input)?;
-    a.out.check(&set)?;
+    a.out.check(&set, a.operation)?;
     let settings = settings(&a, set.key_columns())?;
     let run_id = settings.run_id.clone();
     let items = set.items();

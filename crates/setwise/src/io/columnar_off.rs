@@ -1,5 +1,5 @@
 //! Parquet and Arrow IPC files in a build without the `columnar` feature: every use is
-//! an error that says so (the CLI turns the feature on; see `columnar.rs`).
+//! an error that says so (the CLI turns the feature on; see `columnar/`).
 
 use super::format::Format;
 use super::rows::Span;

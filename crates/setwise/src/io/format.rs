@@ -63,3 +63,9 @@ impl Format {
         matches!(self, Format::Parquet | Format::Arrow | Format::ArrowStream)
     }
 }
+
+/// The name of a column added to a user's rows (a label, `private_id`): `name`, or
+/// `sender.name` when the rows already have a column of that name (`taken`).
+pub(super) fn added_column_name(taken: impl Fn(&str) -> bool, name: &str) -> String {
+    if taken(name) { format!("sender.{name}") } else { name.to_string() }
+}

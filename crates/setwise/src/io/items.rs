@@ -14,7 +14,7 @@
 //! - invalid UTF-8, a missing key column or a ragged row is an error naming the line.
 
 use super::columnar::{self, Source, Table};
-use super::format::Format;
+use super::format::{Format, added_column_name};
 use super::rows::{self, Span};
 use crate::error::InputError;
 use rayon::prelude::*;
@@ -151,7 +151,7 @@ impl ItemSet {
         let first = first_rows(&views);
         drop(views);
         let mut items = Vec::with_capacity(first.par_iter().enumerate().filter(|&(i, &f)| f as usize == i).count());
-        let mut row_item = Vec::with_capacity(rows.len());
+        let mut row_item = Vec::with_capacity(keys.len());
         let mut stats = ReadStats { rows: keys.len(), ..Default::default() };
         for (i, &f) in first.iter().enumerate() {
             let id = if f == SKIPPED {
@@ -289,6 +289,8 @@ impl ItemSet {
     /// without a header) on the item's first row.
     pub fn column_values(&self, columns: &[String]) -> Result<Vec<Vec<String>>, InputError> {
         let mut out: Vec<Vec<String>> = vec![Vec::with_capacity(columns.len()); self.items.len()];
+        // One pass over the rows per column (a pass over a Parquet or Arrow file reads only
+        // that column); a text line is one field, as when its key was read.
         for column in columns {
             // The first row of each item holds its values; later rows of it are skipped.
             let mut done = vec![false; self.items.len()];
@@ -382,8 +384,7 @@ impl ItemSet {
         if let Some((names, raw)) = &self.header {
             line.extend_from_slice(raw.of(&self.data));
             for name in extra_header {
-                // A column that clashes with one of ours gets the prefix `sender.`.
-                let name = if names.contains(name) { format!("sender.{name}") } else { name.clone() };
+                let name = added_column_name(|n| names.iter().any(|h| h == n), name);
                 line.push(b',');
                 rows::write_field(&mut line, name.as_bytes(), false);
             }

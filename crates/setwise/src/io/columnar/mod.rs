@@ -11,7 +11,7 @@
 //! timestamps are refused as keys: tools print them differently, so two parties would
 //! not match.
 
-use super::format::Format;
+use super::format::{Format, added_column_name};
 use super::rows::{self, Span};
 use crate::error::InputError;
 use arrow_array::cast::AsArray;
@@ -25,8 +25,20 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod ipc_sizes;
+
 /// Rows per batch read from a Parquet file (IPC files keep their writer's batches).
 const BATCH_ROWS: usize = 1 << 16;
+
+/// Most rows of an input: items and rows are indexed by `u32`, with `u32::MAX` kept for
+/// a skipped row.
+const MAX_ROWS: usize = u32::MAX as usize - 1;
+
+/// Bytes a row takes at the least while its keys are read (its key's range, its item's
+/// and the index of distinct items), to refuse a file that claims more rows than fit in
+/// memory before they are read: a few kilobytes of run-length-encoded Parquet can hold
+/// billions of rows.
+const ROW_BYTES: usize = 48;
 
 /// Where a columnar file's bytes are: read again for values and for writing rows back.
 #[derive(Debug, Clone)]
@@ -54,6 +66,11 @@ pub(super) struct Table {
     schema: SchemaRef,
     /// The key columns' names, as given (dotted paths into structs included).
     key_names: Vec<String>,
+    /// The file's length and modification time when it was opened: every later pass
+    /// checks that it reads the same file.
+    stamp: Option<(u64, Option<std::time::SystemTime>)>,
+    /// The rows the key pass read: every later pass must read as many.
+    rows: Option<usize>,
 }
 
 /// A batch stream of a file.
@@ -89,24 +106,70 @@ fn guarded<T>(path: &Path, format: Format, f: impl FnOnce() -> Result<T, InputEr
 impl Table {
     /// Opens `source` in `format` (Parquet, Arrow or ArrowStream) and reads its schema.
     pub fn open(source: Source, format: Format, path: &Path) -> Result<Self, InputError> {
-        let mut t =
-            Self { format, source, path: path.to_owned(), schema: Arc::new(Schema::empty()), key_names: vec![] };
+        let stamp = match &source {
+            Source::File(p) => Some(file_stamp(p)?),
+            Source::Memory(_) => None,
+        };
+        let mut t = Self {
+            format,
+            source,
+            path: path.to_owned(),
+            schema: Arc::new(Schema::empty()),
+            key_names: vec![],
+            stamp,
+            rows: None,
+        };
+        if format != Format::Parquet {
+            t.check_ipc_sizes()?;
+        }
         let (schema, _) = t.batches(None)?;
         t.schema = schema;
         Ok(t)
     }
 
+    /// Checks an IPC input's compressed buffers before the reader allocates what they
+    /// claim (module `ipc_sizes`).
+    fn check_ipc_sizes(&self) -> Result<(), InputError> {
+        let limit = super::memory::available_memory().map_or(1 << 40, |m| m as u64);
+        let stream = self.format == Format::ArrowStream;
+        let checked = match &self.source {
+            Source::File(p) => {
+                let file = std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
+                ipc_sizes::check(&mut std::io::BufReader::new(file), self.len(), stream, limit)
+            }
+            Source::Memory(m) => ipc_sizes::check(&mut std::io::Cursor::new(m), self.len(), stream, limit),
+        };
+        checked.map_err(|e| damaged(&self.path, self.format, e))
+    }
+
+    /// The length of the file's bytes.
+    fn len(&self) -> u64 {
+        match (&self.source, self.stamp) {
+            (Source::Memory(m), _) => m.len() as u64,
+            (_, Some((len, _))) => len,
+            (Source::File(_), None) => unreachable!("a file is stamped when opened"),
+        }
+    }
+
     /// The schema and batches of the file, limited to the top-level columns `roots`.
     fn batches(&self, roots: Option<Vec<usize>>) -> Result<(SchemaRef, Batches), InputError> {
         let bad = |e: &dyn std::fmt::Display| damaged(&self.path, self.format, e);
+        if let (Source::File(p), Some(stamp)) = (&self.source, self.stamp)
+            && file_stamp(p)? != stamp
+        {
+            return Err(InputError::Invalid(format!(
+                "{}: the file changed after its keys were read; run again on a file that stays as it is",
+                self.path.display()
+            )));
+        }
         guarded(&self.path, self.format, || match self.format {
             Format::Parquet => {
                 let b = match &self.source {
                     Source::File(p) => {
                         let file = std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
-                        parquet_reader(file, roots)
+                        parquet_reader(file, self.len(), roots)
                     }
-                    Source::Memory(m) => parquet_reader(m.clone(), roots),
+                    Source::Memory(m) => parquet_reader(m.clone(), self.len(), roots),
                 };
                 b.map_err(|e| bad(&e))
             }
@@ -138,12 +201,26 @@ impl Table {
     ) -> Result<(), InputError> {
         let (_, mut batches) = self.batches(roots)?;
         let mut row = 0;
+        // What memory allows this file's rows (see ROW_BYTES), counted at the start.
+        let room = super::memory::available_memory().map_or(MAX_ROWS, |m| (m / ROW_BYTES).min(MAX_ROWS));
         loop {
             let next = guarded(&self.path, self.format, || Ok(batches.next()))?;
-            let Some(batch) = next else { return Ok(()) };
+            let Some(batch) = next else { break };
             let batch = batch.map_err(|e| damaged(&self.path, self.format, e))?;
-            f(row, &batch)?;
+            if batch.num_rows() > room - row.min(room) {
+                return Err(too_many_rows(&self.path, row + batch.num_rows(), room));
+            }
+            // The batch's arrays came from the file: what is done with them (casts,
+            // filters, writing) is guarded as the reading is.
+            guarded(&self.path, self.format, || f(row, &batch))?;
             row += batch.num_rows();
+        }
+        match self.rows {
+            Some(rows) if rows != row => Err(InputError::Invalid(format!(
+                "{}: read again, the file gave {row} rows where it gave {rows} before (it changed, or cannot be read twice, as a pipe cannot)",
+                self.path.display()
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -232,6 +309,7 @@ impl Table {
             Ok(())
         })?;
         self.key_names = names;
+        self.rows = Some(keys.len());
         Ok(keys)
     }
 
@@ -302,10 +380,11 @@ impl Table {
 /// Reading a Parquet file: the schema and its batches, of the top-level columns `roots`.
 fn parquet_reader<R: parquet::file::reader::ChunkReader + 'static>(
     reader: R,
+    len: u64,
     roots: Option<Vec<usize>>,
 ) -> Result<(SchemaRef, Batches), parquet::errors::ParquetError> {
     let mut b = ParquetRecordBatchReaderBuilder::try_new(reader)?.with_batch_size(BATCH_ROWS);
-    check_chunks(b.metadata())?;
+    check_chunks(b.metadata(), len)?;
     if let Some(roots) = roots {
         let mask = ProjectionMask::roots(b.parquet_schema(), roots);
         b = b.with_projection(mask);
@@ -314,23 +393,46 @@ fn parquet_reader<R: parquet::file::reader::ChunkReader + 'static>(
     Ok((r.schema(), Box::new(r)))
 }
 
-/// Refuses a footer whose column chunks lie past the file's end or claim more rows than
-/// their row group: read before any page, so a damaged footer allocates nothing.
-fn check_chunks(meta: &parquet::file::metadata::ParquetMetaData) -> Result<(), parquet::errors::ParquetError> {
+/// Refuses a footer whose row groups claim negative or more rows than setwise takes
+/// ([`MAX_ROWS`]), or whose column chunks lie past the file's `len` bytes: checked before
+/// any page is read.
+fn check_chunks(
+    meta: &parquet::file::metadata::ParquetMetaData,
+    len: u64,
+) -> Result<(), parquet::errors::ParquetError> {
+    let general = parquet::errors::ParquetError::General;
+    let mut rows: u64 = 0;
     for (g, group) in meta.row_groups().iter().enumerate() {
-        if group.num_rows() < 0 {
-            return Err(parquet::errors::ParquetError::General(format!("row group {g} has a negative row count")));
-        }
+        let n =
+            u64::try_from(group.num_rows()).map_err(|_| general(format!("row group {g} has a negative row count")))?;
+        rows = rows.saturating_add(n);
         for c in group.columns() {
-            if c.num_values() < 0 || c.compressed_size() < 0 || c.uncompressed_size() < 0 {
-                return Err(parquet::errors::ParquetError::General(format!(
-                    "row group {g}, column {}: negative sizes",
+            let (start, size) = c.byte_range();
+            if start.checked_add(size).is_none_or(|end| end > len) {
+                return Err(general(format!(
+                    "row group {g}, column {}: its bytes {start}+{size} lie past the file's end ({len} bytes)",
                     c.column_path()
                 )));
             }
         }
     }
+    if rows > MAX_ROWS as u64 {
+        return Err(general(format!("the footer claims {rows} rows, more than {MAX_ROWS}")));
+    }
     Ok(())
+}
+
+/// The file's length and modification time.
+fn file_stamp(p: &Path) -> Result<(u64, Option<std::time::SystemTime>), InputError> {
+    let m = std::fs::metadata(p).map_err(|e| InputError::Io { path: p.to_owned(), source: e })?;
+    Ok((m.len(), m.modified().ok()))
+}
+
+fn too_many_rows(path: &Path, rows: usize, room: usize) -> InputError {
+    InputError::Invalid(format!(
+        "{}: the file holds more than {room} rows ({rows} read so far), more than setwise can index in the memory this machine has left",
+        path.display()
+    ))
 }
 
 trait ReadSeek: std::io::Read + std::io::Seek {}
@@ -376,15 +478,18 @@ fn key_type(t: &DataType) -> Result<(), &'static str> {
 }
 
 /// A key column's values as strings or binary: text and bytes as they are, dictionaries
-/// unpacked, numbers, dates and booleans as Arrow casts them to strings.
+/// unpacked, numbers, dates and booleans as Arrow casts them to strings (a `Date64` through
+/// `Date32`, so that it prints as a date, not a date and a time).
 fn key_text(values: &ArrayRef) -> Result<ArrayRef, ArrowError> {
     use DataType::*;
+    let values = match values.data_type() {
+        Dictionary(_, v) => arrow_cast::cast(values, v)?,
+        _ => values.clone(),
+    };
     match values.data_type() {
-        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => Ok(values.clone()),
-        Dictionary(_, v) if matches!(**v, Binary | LargeBinary | BinaryView | FixedSizeBinary(_)) => {
-            arrow_cast::cast(values, &LargeBinary)
-        }
-        _ => arrow_cast::cast(values, &LargeUtf8),
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => Ok(values),
+        Date64 => arrow_cast::cast(&arrow_cast::cast(&values, &Date32)?, &LargeUtf8),
+        _ => arrow_cast::cast(&values, &LargeUtf8),
     }
 }
 
@@ -416,16 +521,27 @@ impl<'a> Texts<'a> {
 
     /// Row `i`'s bytes; `None` for a null.
     fn get(&self, i: usize) -> Option<&'a [u8]> {
-        let (nulls, v): (_, &'a [u8]) = match self {
-            Self::Str(a) => (a.is_null(i), a.value(i).as_bytes()),
-            Self::LargeStr(a) => (a.is_null(i), a.value(i).as_bytes()),
-            Self::StrView(a) => (a.is_null(i), a.value(i).as_bytes()),
-            Self::Bin(a) => (a.is_null(i), a.value(i)),
-            Self::LargeBin(a) => (a.is_null(i), a.value(i)),
-            Self::BinView(a) => (a.is_null(i), a.value(i)),
-            Self::Fixed(a) => (a.is_null(i), a.value(i)),
+        let a: &dyn Array = match self {
+            Self::Str(a) => *a,
+            Self::LargeStr(a) => *a,
+            Self::StrView(a) => *a,
+            Self::Bin(a) => *a,
+            Self::LargeBin(a) => *a,
+            Self::BinView(a) => *a,
+            Self::Fixed(a) => *a,
         };
-        (!nulls).then_some(v)
+        if a.is_null(i) {
+            return None;
+        }
+        Some(match self {
+            Self::Str(a) => a.value(i).as_bytes(),
+            Self::LargeStr(a) => a.value(i).as_bytes(),
+            Self::StrView(a) => a.value(i).as_bytes(),
+            Self::Bin(a) => a.value(i),
+            Self::LargeBin(a) => a.value(i),
+            Self::BinView(a) => a.value(i),
+            Self::Fixed(a) => a.value(i),
+        })
     }
 }
 
@@ -434,8 +550,7 @@ impl<'a> Texts<'a> {
 pub(super) fn with_extra(schema: &Schema, extra: &[String]) -> SchemaRef {
     let mut fields: Vec<Arc<Field>> = schema.fields().iter().cloned().collect();
     for name in extra {
-        let clash = schema.fields().iter().any(|f| f.name() == name);
-        let name = if clash { format!("sender.{name}") } else { name.clone() };
+        let name = added_column_name(|n| schema.fields().iter().any(|f| f.name() == n), name);
         fields.push(Arc::new(Field::new(name, DataType::Utf8, false)));
     }
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
@@ -496,7 +611,8 @@ fn write_error(e: impl std::fmt::Display) -> InputError {
 /// A writer of record batches in one of the output formats.
 pub(super) enum Sink<W: Write + Send> {
     Parquet(parquet::arrow::ArrowWriter<W>),
-    Arrow(arrow_ipc::writer::FileWriter<W>),
+    /// An Arrow IPC file, its schema with dictionary columns as their values.
+    Arrow(arrow_ipc::writer::FileWriter<W>, SchemaRef),
     ArrowStream(arrow_ipc::writer::StreamWriter<W>),
     Csv(arrow_csv::Writer<W>, SchemaRef, bool),
 }
@@ -513,7 +629,21 @@ impl<W: Write + Send> Sink<W> {
                     parquet::arrow::ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(write_error)?,
                 )
             }
-            Format::Arrow => Self::Arrow(arrow_ipc::writer::FileWriter::try_new(out, schema).map_err(write_error)?),
+            Format::Arrow => {
+                // An IPC file holds one dictionary per column for all its batches, and a
+                // Parquet file's row groups each bring their own: dictionary columns are
+                // written as their values there (Parquet and streams keep them).
+                let fields: Vec<Arc<Field>> = schema
+                    .fields()
+                    .iter()
+                    .map(|f| match f.data_type() {
+                        DataType::Dictionary(_, v) => Arc::new(f.as_ref().clone().with_data_type(v.as_ref().clone())),
+                        _ => f.clone(),
+                    })
+                    .collect();
+                let plain = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+                Self::Arrow(arrow_ipc::writer::FileWriter::try_new(out, &plain).map_err(write_error)?, plain)
+            }
             Format::ArrowStream => {
                 Self::ArrowStream(arrow_ipc::writer::StreamWriter::try_new(out, schema).map_err(write_error)?)
             }
@@ -530,7 +660,19 @@ impl<W: Write + Send> Sink<W> {
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), InputError> {
         match self {
             Self::Parquet(w) => w.write(batch).map_err(write_error),
-            Self::Arrow(w) => w.write(batch).map_err(write_error),
+            Self::Arrow(w, plain) => {
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .zip(plain.fields())
+                    .map(|(c, f)| match c.data_type() == f.data_type() {
+                        true => Ok(c.clone()),
+                        false => arrow_cast::cast(c, f.data_type()),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(write_error)?;
+                w.write(&RecordBatch::try_new(plain.clone(), columns).map_err(write_error)?).map_err(write_error)
+            }
             Self::ArrowStream(w) => w.write(batch).map_err(write_error),
             Self::Csv(w, _, wrote) => {
                 *wrote = true;
@@ -543,7 +685,7 @@ impl<W: Write + Send> Sink<W> {
     pub fn finish(self) -> Result<(), InputError> {
         match self {
             Self::Parquet(w) => w.close().map(drop).map_err(write_error),
-            Self::Arrow(mut w) => w.finish().map_err(write_error),
+            Self::Arrow(mut w, _) => w.finish().map_err(write_error),
             Self::ArrowStream(mut w) => w.finish().map_err(write_error),
             Self::Csv(mut w, schema, wrote) => {
                 if !wrote {
@@ -643,6 +785,11 @@ mod tests {
         }
     }
 
+    /// Whether an IPC file was written on the way, which holds dictionaries as values.
+    fn file_in(a: Format, b: Format) -> bool {
+        a == Format::Arrow || b == Format::Arrow
+    }
+
     #[test]
     fn matching_rows_keep_every_column_and_type() {
         let batch = awkward();
@@ -660,15 +807,25 @@ mod tests {
                 )
                 .unwrap();
                 let rows = arrow_array::UInt32Array::from(vec![0, 4, 5]);
-                let want: Vec<ArrayRef> =
-                    batch.columns().iter().map(|c| arrow_select::take::take(c, &rows, None).unwrap()).collect();
+                // An IPC file holds the dictionary column as its values (Sink::new).
+                let want: Vec<ArrayRef> = batch
+                    .columns()
+                    .iter()
+                    .map(|c| arrow_select::take::take(c, &rows, None).unwrap())
+                    .map(|c| match c.data_type() {
+                        DataType::Dictionary(_, v) if file_in(format, out_format) => arrow_cast::cast(&c, v).unwrap(),
+                        _ => c,
+                    })
+                    .collect();
                 assert_eq!(&got.columns()[..5], &want[..], "{format:?} to {out_format:?}");
                 assert_eq!(got.schema().field(5).name(), "sender.v");
                 assert_eq!(
                     got.column(5).as_string::<i32>().iter().collect::<Vec<_>>(),
                     [Some("L0"), Some("L0"), Some("L2")]
                 );
-                assert_eq!(got.schema().field(1).data_type(), batch.schema().field(1).data_type());
+                if !file_in(format, out_format) {
+                    assert_eq!(got.schema().field(1).data_type(), batch.schema().field(1).data_type());
+                }
             }
             // CSV cannot hold the struct: refused before any work.
             assert!(s.check_output(Format::Csv { header: true }).unwrap_err().to_string().contains("column user"));
@@ -694,6 +851,99 @@ mod tests {
         .unwrap();
         p.write_rows_with(&[(2, vec![])], &[], Some(Format::Csv { header: true }), &mut csv).unwrap();
         assert_eq!(String::from_utf8(csv).unwrap(), "key,n\n日本,99\n");
+    }
+
+    #[test]
+    fn rows_line_up_across_batches_with_their_own_dictionaries() {
+        // Two batches whose dictionaries differ (a stream may replace one, an IPC file may
+        // not): the rows written back are those of the matching keys, batch after batch.
+        let batch = |keys: &[&str], v: &[i32]| {
+            let dict: DictionaryArray<Int32Type> = keys.iter().copied().collect();
+            RecordBatch::try_from_iter(vec![
+                ("k", Arc::new(dict) as ArrayRef),
+                ("v", Arc::new(Int32Array::from(v.to_vec())) as ArrayRef),
+            ])
+            .unwrap()
+        };
+        let (one, two) = (batch(&["a", "b", "a"], &[1, 2, 3]), batch(&["c", "a", "d"], &[4, 5, 6]));
+        let s =
+            ItemSet::from_bytes(written(Format::ArrowStream, &[one, two]), Path::new("t"), Format::ArrowStream, &[])
+                .unwrap();
+        assert_eq!(items(&s), ["a", "b", "c", "d"]);
+        assert_eq!(s.column_sums("v").unwrap(), [9, 2, 4, 6]);
+        // "a" (rows 0, 2 and 4) and "d" (row 5).
+        let matched = [(0, vec![]), (3, vec![])];
+        for out_format in [Format::Parquet, Format::Arrow, Format::ArrowStream, Format::Csv { header: true }] {
+            let mut out = Vec::new();
+            assert_eq!(s.write_rows_with(&matched, &[], Some(out_format), &mut out).unwrap(), 4, "{out_format:?}");
+            if out_format == (Format::Csv { header: true }) {
+                assert_eq!(String::from_utf8(out).unwrap(), "k,v\na,1\na,3\na,5\nd,6\n");
+                continue;
+            }
+            let back = ItemSet::from_bytes(out, Path::new("o"), out_format, &["v".into()]).unwrap();
+            assert_eq!(items(&back), ["1", "3", "5", "6"], "{out_format:?}");
+        }
+        // A Parquet file of several row groups, read in batches across them.
+        let mut out = Vec::new();
+        let props = parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(2)).build();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, awkward().schema(), Some(props)).unwrap();
+        w.write(&awkward()).unwrap();
+        w.close().unwrap();
+        let p = ItemSet::from_bytes(out, Path::new("p"), Format::Parquet, &["n".into()]).unwrap();
+        assert_eq!(items(&p), ["-7", "42", "0", "1", "99"]);
+        assert_eq!(p.column_values(&["key".into()]).unwrap(), [["Zoë"], ["a,\"b\""], [""], ["Zoë"], ["日本"]]);
+    }
+
+    #[test]
+    fn dates_are_keyed_as_dates_and_a_changed_file_is_refused() {
+        let days = arrow_array::Date32Array::from(vec![19727]);
+        let ms = arrow_array::Date64Array::from(vec![19727 * 86_400_000]);
+        for (name, a) in [("d32", Arc::new(days) as ArrayRef), ("d64", Arc::new(ms) as ArrayRef)] {
+            let b = RecordBatch::try_from_iter(vec![(name, a)]).unwrap();
+            let s = ItemSet::from_bytes(written(Format::Parquet, &[b]), Path::new("t"), Format::Parquet, &[]).unwrap();
+            assert_eq!(items(&s), ["2024-01-05"], "{name}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.arrow");
+        std::fs::write(&path, written(Format::Arrow, &[awkward()])).unwrap();
+        let s = ItemSet::read(&path, Format::Arrow, &[]).unwrap();
+        assert_eq!(s.column_sums("v").unwrap(), [6, 2, 6]);
+        std::fs::write(&path, written(Format::Arrow, &[awkward().slice(0, 3)])).unwrap();
+        let e = s.column_sums("v").unwrap_err().to_string();
+        assert!(e.contains("t.arrow: the file changed"), "{e}");
+    }
+
+    #[test]
+    fn a_compressed_buffer_claiming_more_than_memory_is_refused_before_it_is_decoded() {
+        use arrow_ipc::writer::{FileWriter, IpcWriteOptions, StreamWriter};
+        let opts =
+            IpcWriteOptions::default().try_with_compression(Some(arrow_ipc::CompressionType::LZ4_FRAME)).unwrap();
+        for format in [Format::Arrow, Format::ArrowStream] {
+            let mut bytes = Vec::new();
+            if format == Format::Arrow {
+                let mut w = FileWriter::try_new_with_options(&mut bytes, &awkward().schema(), opts.clone()).unwrap();
+                w.write(&awkward()).unwrap();
+                w.finish().unwrap();
+            } else {
+                let mut w = StreamWriter::try_new_with_options(&mut bytes, &awkward().schema(), opts.clone()).unwrap();
+                w.write(&awkward()).unwrap();
+                w.finish().unwrap();
+            }
+            assert_eq!(items(&ItemSet::from_bytes(bytes.clone(), Path::new("c"), format, &[]).unwrap()).len(), 3);
+            // Each 8-byte word (buffers are aligned to 8) made to claim 2^50 bytes: the
+            // reader would abort the process allocating that; it is refused first.
+            let mut refused = 0;
+            for at in (0..bytes.len() - 8).step_by(8) {
+                let mut b = bytes.clone();
+                b[at..at + 8].copy_from_slice(&(1i64 << 50).to_le_bytes());
+                if let Err(e) = ItemSet::from_bytes(b, Path::new("c.arrow"), format, &[]) {
+                    let e = e.to_string();
+                    assert!(e.contains("c.arrow"), "{e}");
+                    refused += usize::from(e.contains("bytes uncompressed"));
+                }
+            }
+            assert!(refused > 0, "{format:?}");
+        }
     }
 
     #[test]

@@ -93,7 +93,10 @@ impl OutputArgs {
         match operation {
             Operation::Union => self.csv_only("the union's keys"),
             Operation::Shares => self.csv_only("a share file"),
-            _ if self.output.is_some() || self.stdout => Ok(set.check_output(self.rows_format(set))?),
+            // The operations that write rows.
+            Operation::Intersection | Operation::PrivateId if self.output.is_some() || self.stdout => {
+                Ok(set.check_output(self.rows_format(set))?)
+            }
             _ => Ok(()),
         }
     }

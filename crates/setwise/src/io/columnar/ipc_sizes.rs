@@ -4,7 +4,8 @@
 //! allocates that much at once: a damaged length (2^44, say) makes the allocation fail,
 //! which aborts the process rather than returning an error. So every record batch and
 //! dictionary batch the reader will decode (a stream's messages in order, a file's blocks
-//! as its footer lists them) has its buffers' lengths checked against the memory left.
+//! as its footer lists them) has its buffers' lengths checked: a batch's together, and
+//! the dictionaries' (which the reader keeps) added up, against the memory left.
 
 use arrow_ipc::{Message, root_as_footer, root_as_message};
 use std::io::{Read, Seek, SeekFrom};
@@ -16,18 +17,20 @@ const CONTINUATION: [u8; 4] = [0xff; 4];
 /// `r`: none may claim more than `limit` bytes uncompressed. What is not an IPC layout
 /// this check can follow is left for the reader to refuse.
 pub(super) fn check(r: &mut (impl Read + Seek), len: u64, stream: bool, limit: u64) -> Result<(), String> {
+    let mut dictionaries = 0;
     if stream {
         let mut at = 0;
         while let Some((meta, body_at)) = message_at(r, at, len)? {
             let msg = parsed(&meta, at)?;
             let body = body_len(&msg, body_at, len, at)?;
-            buffers(r, &msg, body_at, body, limit)?;
+            buffers(r, &msg, body_at, body, limit, &mut dictionaries)?;
             at = body_at + body;
         }
         return Ok(());
     }
-    // A file: magic, messages, footer, its length (4 bytes) and the magic (6).
-    if len < 10 {
+    // A file: magic, messages, footer, its length (4 bytes) and the magic (6). Without
+    // the closing magic it is no IPC file: the reader says so.
+    if len < 10 || read_at::<6>(r, len - 6)? != *b"ARROW1" {
         return Ok(());
     }
     let footer_len = u64::from(u32::from_le_bytes(read_at::<4>(r, len - 10)?));
@@ -50,7 +53,7 @@ pub(super) fn check(r: &mut (impl Read + Seek), len: u64, stream: bool, limit: u
         let Some((meta, _)) = message_at(r, at, body_at)? else {
             return Err(format!("the block at byte {at} holds no message"));
         };
-        buffers(r, &parsed(&meta, at)?, body_at, body, limit)?;
+        buffers(r, &parsed(&meta, at)?, body_at, body, limit, &mut dictionaries)?;
     }
     Ok(())
 }
@@ -70,10 +73,13 @@ fn message_at(r: &mut (impl Read + Seek), at: u64, end: u64) -> Result<Option<(V
         prefix = read_at::<4>(r, meta_at)?;
         meta_at += 4;
     }
-    let meta_len = u64::from(u32::from_le_bytes(prefix));
+    let meta_len = i32::from_le_bytes(prefix);
     if meta_len == 0 {
         return Ok(None);
     }
+    let Ok(meta_len) = u64::try_from(meta_len) else {
+        return Err(format!("the message at byte {at} has a negative length"));
+    };
     if meta_len > end - meta_at {
         return Err(format!("the message at byte {at} claims {meta_len} bytes, past the end"));
     }
@@ -95,10 +101,20 @@ fn body_len(msg: &Message<'_>, body_at: u64, len: u64, at: u64) -> Result<u64, S
 }
 
 /// Checks the compressed buffers of a record or dictionary batch whose body of `body`
-/// bytes starts at `body_at`.
-fn buffers(r: &mut (impl Read + Seek), msg: &Message<'_>, body_at: u64, body: u64, limit: u64) -> Result<(), String> {
-    let batch = msg.header_as_record_batch().or_else(|| msg.header_as_dictionary_batch().and_then(|d| d.data()));
+/// bytes starts at `body_at`: together, with the `dictionaries` read before for a
+/// dictionary batch (which adds its own), no more than `limit` bytes uncompressed.
+fn buffers(
+    r: &mut (impl Read + Seek),
+    msg: &Message<'_>,
+    body_at: u64,
+    body: u64,
+    limit: u64,
+    dictionaries: &mut u64,
+) -> Result<(), String> {
+    let dictionary = msg.header_as_dictionary_batch();
+    let batch = msg.header_as_record_batch().or_else(|| dictionary.and_then(|d| d.data()));
     let Some(batch) = batch.filter(|b| b.compression().is_some()) else { return Ok(()) };
+    let mut total = if dictionary.is_some() { *dictionaries } else { 0 };
     for b in batch.buffers().into_iter().flatten() {
         // An empty buffer has no length prefix.
         if b.length() == 0 {
@@ -110,11 +126,15 @@ fn buffers(r: &mut (impl Read + Seek), msg: &Message<'_>, body_at: u64, body: u6
         };
         let claimed = i64::from_le_bytes(read_at::<8>(r, body_at + start)?);
         // -1 marks a buffer stored uncompressed.
-        if claimed > 0 && claimed as u64 > limit {
+        total = total.saturating_add(u64::try_from(claimed).unwrap_or(0));
+        if total > limit {
             return Err(format!(
-                "a compressed buffer of the batch at byte {body_at} claims {claimed} bytes uncompressed, more than the {limit} bytes of memory left"
+                "the compressed buffers of the batch at byte {body_at} claim {total} bytes uncompressed, more than the {limit} bytes of memory left"
             ));
         }
+    }
+    if dictionary.is_some() {
+        *dictionaries = total;
     }
     Ok(())
 }

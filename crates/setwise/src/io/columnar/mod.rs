@@ -107,7 +107,19 @@ impl Table {
     /// Opens `source` in `format` (Parquet, Arrow or ArrowStream) and reads its schema.
     pub fn open(source: Source, format: Format, path: &Path) -> Result<Self, InputError> {
         let stamp = match &source {
-            Source::File(p) => Some(file_stamp(p)?),
+            Source::File(p) => {
+                // Read more than once (values, labels, rows written back) and with seeks:
+                // a pipe or a device would give its bytes once, or block.
+                let m = std::fs::metadata(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
+                if !m.is_file() {
+                    return Err(InputError::Invalid(format!(
+                        "{}: not a regular file; a {} input is read more than once, so save it to a file first",
+                        path.display(),
+                        kind_name(format)
+                    )));
+                }
+                Some(file_stamp(p)?)
+            }
             Source::Memory(_) => None,
         };
         let mut t = Self {
@@ -202,13 +214,22 @@ impl Table {
         let (_, mut batches) = self.batches(roots)?;
         let mut row = 0;
         // What memory allows this file's rows (see ROW_BYTES), counted at the start.
-        let room = super::memory::available_memory().map_or(MAX_ROWS, |m| (m / ROW_BYTES).min(MAX_ROWS));
+        // The key pass keeps about ROW_BYTES a row: it may take what memory allows (see
+        // ROW_BYTES), counted at its start. A later pass keeps nothing a row, and must
+        // find the rows the key pass found.
+        let room = match self.rows {
+            Some(rows) => rows,
+            None => super::memory::available_memory().map_or(MAX_ROWS, |m| (m / ROW_BYTES).min(MAX_ROWS)),
+        };
         loop {
             let next = guarded(&self.path, self.format, || Ok(batches.next()))?;
             let Some(batch) = next else { break };
             let batch = batch.map_err(|e| damaged(&self.path, self.format, e))?;
             if batch.num_rows() > room - row.min(room) {
-                return Err(too_many_rows(&self.path, row + batch.num_rows(), room));
+                return Err(match self.rows {
+                    Some(rows) => self.reread_mismatch(row + batch.num_rows(), rows),
+                    None => too_many_rows(&self.path, row + batch.num_rows(), room),
+                });
             }
             // The batch's arrays came from the file: what is done with them (casts,
             // filters, writing) is guarded as the reading is.
@@ -216,12 +237,17 @@ impl Table {
             row += batch.num_rows();
         }
         match self.rows {
-            Some(rows) if rows != row => Err(InputError::Invalid(format!(
-                "{}: read again, the file gave {row} rows where it gave {rows} before (it changed, or cannot be read twice, as a pipe cannot)",
-                self.path.display()
-            ))),
+            Some(rows) if rows != row => Err(self.reread_mismatch(row, rows)),
             _ => Ok(()),
         }
+    }
+
+    /// A later pass found `row` rows (or more) where the key pass found `rows`.
+    fn reread_mismatch(&self, row: usize, rows: usize) -> InputError {
+        InputError::Invalid(format!(
+            "{}: read again, the file gave {row} rows where it gave {rows} before: it changed while in use",
+            self.path.display()
+        ))
     }
 
     /// Finds `name`: a top-level column, or a dotted path into structs (`user.email`).
@@ -407,7 +433,11 @@ fn check_chunks(
             u64::try_from(group.num_rows()).map_err(|_| general(format!("row group {g} has a negative row count")))?;
         rows = rows.saturating_add(n);
         for c in group.columns() {
-            let (start, size) = c.byte_range();
+            // byte_range() would panic on a negative offset: the fields, checked.
+            let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
+            let (Ok(start), Ok(size)) = (u64::try_from(start), u64::try_from(c.compressed_size())) else {
+                return Err(general(format!("row group {g}, column {}: a negative offset or size", c.column_path())));
+            };
             if start.checked_add(size).is_none_or(|end| end > len) {
                 return Err(general(format!(
                     "row group {g}, column {}: its bytes {start}+{size} lie past the file's end ({len} bytes)",
@@ -596,6 +626,21 @@ pub(super) fn write_split_rows<'a>(
     Ok(written)
 }
 
+/// `t` with every dictionary, at any depth, replaced by its values' type.
+fn without_dictionaries(t: &DataType) -> DataType {
+    use DataType::*;
+    let field = |f: &Arc<Field>| Arc::new(f.as_ref().clone().with_data_type(without_dictionaries(f.data_type())));
+    match t {
+        Dictionary(_, v) => without_dictionaries(v),
+        Struct(fields) => Struct(fields.iter().map(field).collect()),
+        List(f) => List(field(f)),
+        LargeList(f) => LargeList(field(f)),
+        FixedSizeList(f, n) => FixedSizeList(field(f), *n),
+        Map(f, sorted) => Map(field(f), *sorted),
+        other => other.clone(),
+    }
+}
+
 fn nested_in_csv(f: &Field) -> InputError {
     InputError::Invalid(format!(
         "column {} is {}, which CSV cannot hold: write the output as .parquet or .arrow",
@@ -636,10 +681,7 @@ impl<W: Write + Send> Sink<W> {
                 let fields: Vec<Arc<Field>> = schema
                     .fields()
                     .iter()
-                    .map(|f| match f.data_type() {
-                        DataType::Dictionary(_, v) => Arc::new(f.as_ref().clone().with_data_type(v.as_ref().clone())),
-                        _ => f.clone(),
-                    })
+                    .map(|f| Arc::new(f.as_ref().clone().with_data_type(without_dictionaries(f.data_type()))))
                     .collect();
                 let plain = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
                 Self::Arrow(arrow_ipc::writer::FileWriter::try_new(out, &plain).map_err(write_error)?, plain)
@@ -883,6 +925,25 @@ mod tests {
             let back = ItemSet::from_bytes(out, Path::new("o"), out_format, &["v".into()]).unwrap();
             assert_eq!(items(&back), ["1", "3", "5", "6"], "{out_format:?}");
         }
+        // A dictionary inside a struct, differing between the batches, into an IPC file.
+        let nested = |keys: &[&str]| {
+            let dict: DictionaryArray<Int32Type> = keys.iter().copied().collect();
+            let f = arrow_schema::Fields::from(vec![Field::new("d", dict.data_type().clone(), true)]);
+            let st = StructArray::new(f, vec![Arc::new(dict) as ArrayRef], None);
+            let k: StringArray = keys.iter().map(|k| Some(*k)).collect();
+            RecordBatch::try_from_iter(vec![("k", Arc::new(k) as ArrayRef), ("s", Arc::new(st) as ArrayRef)]).unwrap()
+        };
+        let s = ItemSet::from_bytes(
+            written(Format::ArrowStream, &[nested(&["a", "b"]), nested(&["c", "a"])]),
+            Path::new("t"),
+            Format::ArrowStream,
+            &[],
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        assert_eq!(s.write_rows_with(&[(0, vec![]), (2, vec![])], &[], Some(Format::Arrow), &mut out).unwrap(), 3);
+        let back = ItemSet::from_bytes(out, Path::new("o"), Format::Arrow, &["s.d".into()]).unwrap();
+        assert_eq!(items(&back), ["a", "c"]);
         // A Parquet file of several row groups, read in batches across them.
         let mut out = Vec::new();
         let props = parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(2)).build();
@@ -903,6 +964,9 @@ mod tests {
             let s = ItemSet::from_bytes(written(Format::Parquet, &[b]), Path::new("t"), Format::Parquet, &[]).unwrap();
             assert_eq!(items(&s), ["2024-01-05"], "{name}");
         }
+        // A device or a pipe is refused: it could not be read a second time.
+        let e = ItemSet::read(Path::new("/dev/null"), Format::ArrowStream, &[]).unwrap_err().to_string();
+        assert!(e.contains("/dev/null: not a regular file"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.arrow");
         std::fs::write(&path, written(Format::Arrow, &[awkward()])).unwrap();

@@ -246,6 +246,46 @@ fn demo_verifies_itself() {
     }
 }
 
+/// `setwise params` chooses a set (JSON on stdout, the prediction on stderr), predicts
+/// for a given file or preset (the same prediction for its own choice), and refuses a
+/// file whose BFV configuration it has no costs for, before calibrating, naming it.
+#[test]
+fn params_chooses_or_predicts_for_a_given_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = ["params", "--sender-size", "65536", "--receiver-size", "256"];
+    let chosen = bin().args(sizes).output().unwrap();
+    assert!(chosen.status.success(), "{}", text(&chosen.stderr));
+    let predicted = |o: &Output| {
+        let e = text(&o.stderr);
+        let line =
+            e.lines().find(|l| l.starts_with("predicted per query")).unwrap_or_else(|| panic!("{e}")).to_string();
+        // The bundles and bytes, not the seconds (each run calibrates anew).
+        line.split_once(", ").unwrap().1.to_string()
+    };
+    let file = write(dir.path(), "chosen.json", &text(&chosen.stdout));
+    let given = bin().args(sizes).args(["--params", s(&file)]).output().unwrap();
+    assert!(given.status.success(), "{}", text(&given.stderr));
+    assert_eq!(given.stdout, chosen.stdout);
+    assert_eq!(predicted(&given), predicted(&chosen));
+    let preset = bin().args(sizes).args(["--params", "64K-256"]).output().unwrap();
+    assert!(preset.status.success() && predicted(&preset).contains("bundles per index"), "{}", text(&preset.stderr));
+    let other = write(
+        dir.path(),
+        "other.json",
+        r#"{"table_params":{"hash_func_count":3,"table_size":1024,"max_items_per_bin":8},
+            "item_params":{"felts_per_item":4},
+            "query_params":{"ps_low_degree":0,"query_powers":[1,2,3,4,5,6,7,8]},
+            "seal_params":{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,36,31],"plain_modulus":2056193}}"#,
+    );
+    let o = bin().args(sizes).args(["--params", s(&other)]).output().unwrap();
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("no costs measured for N = 4096 over moduli of [42, 36, 31]") && !e.contains("measured N="),
+        "{e}"
+    );
+}
+
 /// A small CSV intersection with `protocol` as two processes; returns the receiver's stderr.
 fn small_intersection_over_tcp(protocol: &str) -> String {
     let dir = tempfile::tempdir().unwrap();

@@ -1,20 +1,26 @@
 //! Automatic parameters: search N, table size, bin degree and source powers for the
 //! cheapest feasible set under a cost model calibrated on this machine.
 //!
-//! Cost of one query (seconds): sender work / 2 cores + receiver work + reads from disk +
+//! Cost of one query (seconds): sender time on 2 cores + receiver work + reads from disk +
 //! bytes over the [`Link`] (1 Gbit/s unless named), where, per candidate,
-//! - bundles per index ≈ ⌈(λ + 3√λ) / B⌉ with λ = hash_func_count · sender / table_size
-//!   (the fullest bin's load), results = indices · bundles · (1 + label parts);
-//! - sender = indices · products · (t(ct×ct) + t(relin)) + results · (share · (t(sum) + B ·
-//!   t(ct×pt)) \+ \[direct at the query level, products > 0\] · t(relin) + t(mod-switch)), where
-//!   t(sum) is a sum's fixed part (its reduction and constant term), t(ct×pt) one more term
-//!   of a long sum and share the [evaluation level](UnbalancedParams::eval_level)'s
-//!   fraction of the query level's moduli (the costs are measured there: level 0, or 1 with a
-//!   special modulus); below the query level, plus per index a switch of each power used
-//!   (the products' term already relinearises each one); plus per result
-//!   with Paterson–Stockmeyer of low degree L, B/(L+1) blocks after the first, each a sum of
-//!   its own and a ct×ct (at the level's share), and one relinearisation (at the share
-//!   squared);
+//! - bundles per index as [`expected_bundles_per_index`](UnbalancedParams::expected_bundles_per_index)
+//!   says (the fullest bin's load over B, and a bundle for felt clashes), results =
+//!   indices · bundles · (1 + label parts);
+//! - sender = derive + evaluate, where
+//!   - derive = indices · products · (t(ct×ct) + t(relin)) at the query level (level 0,
+//!     or 1 with a special modulus), plus, below it, per index a switch of each power
+//!     used, over 2 cores;
+//!   - evaluate = the [rounds](evaluation_rounds) in which 2 cores take the indices ·
+//!     bundles bundles, times (1 + label parts) results a bundle, times a result's
+//!     share · (t(sum) + B · t(ct×pt)) \+ \[direct at the query level, products > 0\] ·
+//!     t(relin) + t(mod-switch) + t(trim); with Paterson–Stockmeyer of low degree L, plus B/(L+1)
+//!     blocks after the first, each a sum of its own (in the share term) and a ct×ct,
+//!     and one relinearisation, both at the evaluation level;
+//!   - share is the [evaluation level](UnbalancedParams::eval_level)'s fraction of the
+//!     query level's moduli, t(sum) a sum's fixed part (its reduction and constant
+//!     term), t(ct×pt) one more term of a long sum, timed over plaintexts that come from
+//!     memory with every core summing at once, and t(ct×ct) and t(relin) timed at each
+//!     level with every core at work;
 //! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + a relinearisation key per
 //!   key level of [`query_levels`](UnbalancedParams::query_levels) (a part per modulus
@@ -123,13 +129,21 @@ impl Serving {
 }
 
 /// Measured costs of one BFV configuration.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct OpCosts {
-    /// ct×ct left unrelinearised (the sender sums products before relinearising), ms.
-    pub mul_ms: f64,
-    /// One relinearisation (once per result when the sender derives powers), ms.
-    pub relin_ms: f64,
-    /// One more ct×pt term of a long dot product, ms.
+    /// ct×ct left unrelinearised (the sender sums products before relinearising), ms, by
+    /// level (index 0 is level 0; levels above the query level repeat its cost, nothing
+    /// runs there). Measured at each level a product can run at: its cost is not its
+    /// share of the moduli times level 0's, since `fhe` extends each operand's basis
+    /// (a block product at level 2 of APSI's chain took 7.7–10.7 ms where that scaling
+    /// gave 5). A level past the last entry is priced by [`mul_at`](Self::mul_at).
+    pub mul_ms: Vec<f64>,
+    /// One relinearisation at each level, ms, as `mul_ms` (once per result when the
+    /// sender derives powers, once per result's block products with Paterson–Stockmeyer).
+    pub relin_ms: Vec<f64>,
+    /// One more ct×pt term of a long dot product, ms, with the plaintexts coming from
+    /// memory as a database's do (not from a cache that holds them all), each core
+    /// summing its own at once.
     pub mul_plain_ms: f64,
     /// A dot product's fixed part (reducing the sum, adding the constant term), ms: a
     /// result's sum of B products costs `result_ms + B · mul_plain_ms`.
@@ -137,6 +151,8 @@ pub struct OpCosts {
     /// Mod-switch from the query level to the last level, ms (charged for every switch:
     /// an upper bound for a switch to a level above the last).
     pub mod_switch_ms: f64,
+    /// A last-level result trimmed to the bytes it is sent as, ms (once per result).
+    pub trim_ms: f64,
     /// Encoding one plaintext at level 0 (per query in compact mode), ms: an upper bound
     /// for a plaintext encoded at a lower level.
     pub encode_ms: f64,
@@ -151,6 +167,31 @@ pub struct OpCosts {
     /// products, the fresh ciphertext and the key above are measured there, with the
     /// key over every modulus.
     pub query_level: usize,
+}
+
+impl OpCosts {
+    /// A ct×ct at `level` of a chain of `moduli` moduli, ms: measured there, else the
+    /// deepest measured level's cost scaled by the share of moduli left.
+    pub fn mul_at(&self, level: usize, moduli: usize) -> f64 {
+        at_level(&self.mul_ms, level, moduli, 1)
+    }
+
+    /// A relinearisation at `level`, ms: measured there, else the deepest measured
+    /// level's scaled by the share squared (a part per modulus, each over the moduli).
+    pub fn relin_at(&self, level: usize, moduli: usize) -> f64 {
+        at_level(&self.relin_ms, level, moduli, 2)
+    }
+}
+
+fn at_level(by_level: &[f64], level: usize, moduli: usize, power: i32) -> f64 {
+    match by_level.get(level) {
+        Some(&ms) => ms,
+        None => {
+            let deepest = by_level.len().saturating_sub(1);
+            let left = |l: usize| moduli.saturating_sub(l).max(1) as f64;
+            by_level.last().copied().unwrap_or(0.0) * (left(level) / left(deepest)).powi(power)
+        }
+    }
 }
 
 /// The BFV configurations the search considers: N, moduli, the plain modulus bits, and
@@ -184,9 +225,10 @@ pub fn calibrated() -> &'static [(HeParams, OpCosts)] {
 
 /// Measures `OpCosts` for each configuration now.
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
-    // Terms of the long sum the per-term cost of a ct×pt is timed on: enough that the
-    // plaintexts stream from memory, as a database's do (a few megabytes at N = 4096).
-    const TERMS: usize = 96;
+    // Plaintext words the long sums are timed over, shared by every configuration:
+    // small values, below every modulus of every chain.
+    let streamed: Vec<u64> =
+        (0..streamed_bytes() / 8).map(|i| (i as u64).wrapping_mul(0x9e37_79b9) & 0xf_ffff).collect();
     CONFIGS
         .iter()
         .map(|&(n, moduli, bits, special)| {
@@ -196,40 +238,45 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             let mut sk = SecretKey::generate(&ctx);
             // Measured where the query arrives: at level 1 with a special modulus.
             let query = usize::from(special);
-            let rk = sk.relin_key_over(query, 0).expect("relin key");
-            let ev = Evaluator::new(std::slice::from_ref(&rk));
+            // Products run from the query level down to the last level with two moduli
+            // (a relinearisation needs them), each with its level's key: over every
+            // modulus with a special modulus, else over the level's own.
+            let deepest = moduli.len().saturating_sub(2).max(query);
+            let keys: Vec<_> = (query..=deepest)
+                .map(|l| sk.relin_key_over(l, if special { 0 } else { l }).expect("relin key"))
+                .collect();
+            let ev = Evaluator::new(&keys);
             let v: Vec<u64> = (0..n as u64).collect();
-            let time = |reps: usize, f: &mut dyn FnMut()| {
-                let t = Instant::now();
-                for _ in 0..reps {
-                    f();
-                }
-                t.elapsed().as_secs_f64() * 1e3 / reps as f64
-            };
             let c = sk.encrypt_at(&v, query).expect("encrypt");
+            // A second operand: a product of two ciphertexts, not a square.
+            let d = sk.encrypt_at(&v, query).expect("encrypt");
             let fresh = c.to_bytes().len();
             let encrypt_ms = time(5, &mut || drop(sk.encrypt_at(&v, query)));
-            let pts = ctx.encode_rows(&v.repeat(TERMS + 1), query).expect("encode");
+            let pts = ctx.encode_rows(&v.repeat(2), query).expect("encode");
             let encode_ms = time(3, &mut || drop(ctx.encode_rows(&v.repeat(8), 0))) / 8.0;
-            let mul_ms = time(3, &mut || drop(ev.mul_lazy(&c, &c)));
-            let product = ev.mul_lazy(&c, &c).expect("product");
-            let relin_ms = time(3, &mut || {
-                let mut p = product.clone();
-                ev.relinearize(&mut p).expect("relinearise");
-            });
-            // A sum of many products costs far less per product than one alone: time both.
-            let copies: Vec<_> = (0..8).map(|_| c.clone()).collect();
-            let (cts, all): (Vec<_>, _) = ((0..TERMS).map(|k| &copies[k % copies.len()]).collect(), pts.all());
-            let constant = Some(all.slice(TERMS..TERMS + 1));
-            let long = time(5, &mut || drop(ev.dot_rows(&ctx, &cts, all.slice(0..TERMS), constant)));
-            let one = time(20, &mut || drop(ev.dot_rows(&ctx, &cts[..1], all.slice(0..1), constant)));
-            let mul_plain_ms = ((long - one) / (TERMS - 1) as f64).max(1e-4);
-            let result_ms = (one - mul_plain_ms).max(0.0);
+            let (mut mul_ms, mut relin_ms) = (vec![0.0; query], vec![0.0; query]);
+            for level in query..=deepest {
+                let (mut a, mut b) = (c.clone(), d.clone());
+                a.switch_to_level(level).expect("switch");
+                b.switch_to_level(level).expect("switch");
+                mul_ms.push(time_busy(5, &|| drop(ev.mul_lazy(&a, &b))));
+                let product = ev.mul_lazy(&a, &b).expect("product");
+                relin_ms.push(time_busy(5, &|| {
+                    let mut p = product.clone();
+                    ev.relinearize(&mut p).expect("relinearise");
+                }));
+            }
+            // Levels above the query's: nothing runs there.
+            let (mul_q, relin_q) = (mul_ms[query], relin_ms[query]);
+            mul_ms[..query].fill(mul_q);
+            relin_ms[..query].fill(relin_q);
+            let (mul_plain_ms, result_ms) = sum_costs(&ctx, &ev, &c, &pts, &streamed, query);
             let mut last = c.clone();
             let mod_switch_ms = time(3, &mut || {
                 last = c.clone();
                 last.mod_switch_to_last().expect("switch");
             });
+            let trim_ms = time(5, &mut || drop(last.to_trimmed_bytes(&ctx, ctx.result_trim())));
             let decrypt_ms = time(5, &mut || drop(sk.decrypt(&last)));
             let costs = OpCosts {
                 mul_ms,
@@ -237,15 +284,114 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 mul_plain_ms,
                 result_ms,
                 mod_switch_ms,
+                trim_ms,
                 encode_ms,
                 encrypt_ms,
                 decrypt_ms,
-                bytes: [fresh, ctx.trimmed_bytes(ctx.result_trim()), rk.to_bytes().len()],
+                bytes: [fresh, ctx.trimmed_bytes(ctx.result_trim()), keys[0].to_bytes().len()],
                 query_level: query,
             };
             (he, costs)
         })
         .collect()
+}
+
+/// Milliseconds a run of `f` takes: the median of `reps` runs, so one run slowed by
+/// another process does not move the model.
+fn time(reps: usize, f: &mut dyn FnMut()) -> f64 {
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    )
+}
+
+/// Milliseconds a run of `f` takes with every core of the pool running it at once, as
+/// a query's sender work runs: the median of `reps` runs on each.
+fn time_busy(reps: usize, f: &(dyn Fn() + Sync)) -> f64 {
+    use rayon::prelude::*;
+    let runs = (0..rayon::current_num_threads().max(1))
+        .into_par_iter()
+        .flat_map_iter(|_| {
+            (0..reps).map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+        })
+        .collect();
+    median(runs)
+}
+
+fn median(mut runs: Vec<f64>) -> f64 {
+    runs.sort_by(f64::total_cmp);
+    runs.get(runs.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// A dot product's cost per term and its fixed part, ms, at `level`. The terms' plaintexts
+/// are `streamed`'s words, more than the caches hold, summed by every core of the pool at
+/// once over its own share, as a query's bundles are: each term's plaintext comes from
+/// memory, shared with the other cores, as a served database's do. (Timed over a few
+/// plaintexts that stay in cache, a term cost 0.045 ms on APSI's chain where a query's
+/// took 0.066–0.083 ms.) The fixed part is timed on one term.
+fn sum_costs(
+    ctx: &HeContext,
+    ev: &Evaluator<'_>,
+    c: &crate::he::Ciphertext,
+    pts: &crate::he::PlainRows,
+    streamed: &[u64],
+    level: usize,
+) -> (f64, f64) {
+    let width = ctx.params().degree * (ctx.params().moduli_bits.len() - level);
+    let available = streamed.len() / width;
+    // Two terms a core at least where there are cores enough; a few thousand are plenty.
+    let cores = rayon::current_num_threads().clamp(1, (available / 2).max(1));
+    let per_core = (available / cores).clamp(1, 2048);
+    let words = &streamed[..per_core * cores * width];
+    let plains = crate::he::Plains::from_words(ctx, level, words).expect("small words are below every modulus");
+    let copies: Vec<_> = (0..8).map(|_| c.clone()).collect();
+    let cts: Vec<_> = (0..per_core).map(|k| &copies[k % copies.len()]).collect();
+    let constant = Some(pts.all().slice(1..2));
+    let long = time(3, &mut || {
+        use rayon::prelude::*;
+        (0..cores).into_par_iter().for_each(|k| {
+            let mine = plains.slice(k * per_core..(k + 1) * per_core);
+            drop(ev.dot_rows(ctx, &cts, mine, constant));
+        })
+    });
+    let one = time(20, &mut || drop(ev.dot_rows(ctx, &cts[..1], pts.all().slice(0..1), constant)));
+    // Each core did `per_core` terms in `long`, so a term of CPU time is `long / per_core`.
+    let term = if per_core > 1 { ((long - one) / (per_core - 1) as f64).max(1e-4) } else { one };
+    (term, (one - term).max(0.0))
+}
+
+/// Bytes of plaintexts a long sum is timed over: four times the last-level cache (Linux's
+/// sysfs; 32 MiB where it is not known), within 64–512 MiB.
+fn streamed_bytes() -> usize {
+    (4 * last_level_cache_bytes().unwrap_or(32 << 20)).clamp(64 << 20, 512 << 20)
+}
+
+/// The largest cache of CPU 0, from sysfs (`…/cache/index*/size`, as `32768K`).
+fn last_level_cache_bytes() -> Option<usize> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("size")).ok())
+        .filter_map(|s| {
+            let s = s.trim();
+            let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+            let scale = match unit {
+                "" => 1,
+                "K" => 1 << 10,
+                "M" => 1 << 20,
+                "G" => 1 << 30,
+                _ => return None,
+            };
+            digits.parse::<usize>().ok()?.checked_mul(scale)
+        })
+        .max()
 }
 
 /// A chosen parameter set with its predicted cost per query.
@@ -349,7 +495,6 @@ pub fn choose(
         for (felts, shape) in (min_felts..=min_felts + 2).flat_map(|f| shapes.iter().map(move |s| (f, s))) {
             let bpb = n / felts;
             let degree = shape.degree;
-            let s = shape.sources.len();
             // One hash function serves single-item queries: each sender item is stored once.
             for h in if receiver_max <= 1 { vec![1, 3] } else { vec![3] } {
                 let mut table = bpb;
@@ -377,97 +522,23 @@ pub fn choose(
                             special_modulus: c.query_level > 0,
                         },
                     };
-                    let indices = p.bundle_indices();
-                    let lambda = h as f64 * sender as f64 / table as f64;
-                    let bundles = ((lambda + 3.0 * lambda.sqrt()) / degree as f64).ceil().max(1.0) as usize;
+                    let bundles = p.expected_bundles_per_index(sender);
                     // The built database is checked at the table's receiver maximum and
-                    // its real bundle count, which can exceed the estimate by a few.
-                    let margin = bundles + bundles.div_ceil(16) + 1;
+                    // its real bundle count, which can exceed the estimate (an unlucky
+                    // fullest bin) by a few.
+                    let margin = bundles + bundles.div_ceil(16);
                     if p.false_match_log2(p.receiver_max(), margin) > super::params::MAX_FALSE_MATCH_LOG2 {
                         continue;
                     }
-                    let layout = (label_bytes > 0).then(|| LabelLayout::new(&p, Vec::new(), label_bytes));
-                    let (parts, record_bytes) = layout.map_or((0, 0), |l| (l.parts, l.record_bytes));
-                    let products = shape.plan.products();
-                    let results = (indices * bundles * (1 + parts)) as f64;
-                    // Products (and plaintexts) at the evaluation level cost its share of
-                    // the moduli: each modulus is its own row of N products.
-                    let level = p.eval_level_in(&shape.plan);
-                    let query = p.query_level();
-                    let share = p.moduli_at(level) as f64 / p.moduli_at(query) as f64;
-                    // `bundles` is the fullest index's: every index at it bounds the total.
-                    let (encoded, coefficients) =
-                        p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1), level);
-                    // What does not fit is read from the encoded copy on disk, unless
-                    // compact mode fits and encoding per query is cheaper.
-                    // The memory left once the database's digests, records and bins are
-                    // read, which is what its load budgets the plaintexts from.
-                    let resident = super::db::resident_bytes(sender, h, record_bytes, indices * bundles * bpb);
-                    let memory = serving.memory.map(|m| m.saturating_sub(resident));
-                    let bundle = p.serving_bytes((1 + parts) * (degree + 1), level).0;
-                    let fit = |bytes| super::db::fits(bytes, memory, bundle);
-                    let on_disk = if fit(encoded) {
-                        0
-                    } else {
-                        encoded.saturating_sub(super::db::plaintext_budget(memory, bundle).unwrap_or(usize::MAX))
-                    };
-                    let read_s = on_disk as f64 / DISK_READ_BYTES_PER_SEC;
-                    let encode_all_ms = results * (degree + 1) as f64 * c.encode_ms;
-                    let compact = on_disk > 0 && fit(coefficients) && encode_all_ms / 2e3 < read_s;
-                    let (encode_ms, read_s, on_disk) =
-                        if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
-                    // Direct at level 0: one relinearisation of the sum per result when
-                    // powers are derived. Below level 0: every power switched down once
-                    // per index instead (its relinearisation, one per product, is in the
-                    // products' term).
-                    // Paterson–Stockmeyer: the powers are relinearised once per index (the
-                    // products' term), then a product per block after the first, summed
-                    // and relinearised once per result, at the level: a product costs its
-                    // share of the moduli, a relinearisation (a part per modulus, each
-                    // over the moduli) the share squared.
-                    let relin =
-                        if products > 0 && shape.ps_low_degree == 0 && level == query { c.relin_ms } else { 0.0 };
-                    let switch_powers_ms =
-                        if level > query { (shape.used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
-                    let ps_blocks = if shape.ps_low_degree > 0 { degree / (shape.ps_low_degree + 1) } else { 0 };
-                    let ps_ms = ps_blocks as f64 * c.mul_ms * share
-                        + if ps_blocks > 0 { c.relin_ms * share * share } else { 0.0 };
-                    let sender_ms = (indices * products) as f64 * (c.mul_ms + c.relin_ms)
-                        + switch_powers_ms
-                        + results
-                            * (((ps_blocks + 1) as f64 * c.result_ms + degree as f64 * c.mul_plain_ms) * share
-                                + ps_ms
-                                + relin
-                                + c.mod_switch_ms
-                                + encode_ms);
-                    let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
-                    let key: usize = p
-                        .query_levels_at(&shape.plan, level)
-                        .keys
-                        .iter()
-                        .map(|&l| (c.bytes[2] as f64 * p.key_bytes_share(l)) as usize)
-                        .sum();
-                    let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
-                    let seconds = sender_ms / 2e3 + receiver_ms / 1e3 + read_s;
-                    let cost = seconds + serving.link.seconds(bytes);
+                    let (cost, choice) = predict(p, &shape.plan, shape.used, sender, label_bytes, c, serving);
                     // Validated last, and only when it would win: the noise check is the
                     // costliest part of a candidate.
-                    if best.as_ref().is_some_and(|(b, _)| cost >= *b) || p.validate_with(Some(&shape.plan)).is_err() {
+                    if best.as_ref().is_some_and(|(b, _)| cost >= *b)
+                        || choice.params.validate_with(Some(&shape.plan)).is_err()
+                    {
                         continue;
                     }
-                    let memory_bytes = if compact { coefficients } else { encoded - on_disk };
-                    best = Some((
-                        cost,
-                        Choice {
-                            params: p,
-                            seconds,
-                            bytes,
-                            bundles_per_index: bundles,
-                            compact,
-                            on_disk_bytes: on_disk,
-                            memory_bytes,
-                        },
-                    ));
+                    best = Some((cost, choice));
                 }
             }
         }
@@ -478,6 +549,146 @@ pub fn choose(
             format!("no feasible parameters for {sender} sender items and {receiver_max} receiver items"),
         )
     })
+}
+
+/// The predicted cost of a query (time plus bytes over the link, the search's measure)
+/// and the [`Choice`] for `p`, with its power `plan` and `used` powers, for `sender`
+/// items and labels of `label_bytes`, under `c`, served as `serving` says.
+fn predict(
+    p: UnbalancedParams,
+    plan: &PowerPlan,
+    used: usize,
+    sender: usize,
+    label_bytes: usize,
+    c: &OpCosts,
+    serving: Serving,
+) -> (f64, Choice) {
+    let (indices, bundles) = (p.bundle_indices(), p.expected_bundles_per_index(sender));
+    let (h, degree, low) =
+        (p.table_params.hash_func_count, p.table_params.max_items_per_bin, p.query_params.ps_low_degree);
+    let (bpb, s) = (p.bins_per_bundle(), p.query_params.query_powers.len());
+    let layout = (label_bytes > 0).then(|| LabelLayout::new(&p, Vec::new(), label_bytes));
+    let (parts, record_bytes) = layout.map_or((0, 0), |l| (l.parts, l.record_bytes));
+    let products = plan.products();
+    let results = (indices * bundles * (1 + parts)) as f64;
+    // Products (and plaintexts) at the evaluation level cost its share of
+    // the moduli: each modulus is its own row of N products.
+    let level = p.eval_level_in(plan);
+    let query = p.query_level();
+    let share = p.moduli_at(level) as f64 / p.moduli_at(query) as f64;
+    // `bundles` is the fullest index's: every index at it bounds the total.
+    let (encoded, coefficients) = p.serving_bytes(indices * bundles * (1 + parts) * (degree + 1), level);
+    // What does not fit is read from the encoded copy on disk, unless
+    // compact mode fits and encoding per query is cheaper.
+    // The memory left once the database's digests, records and bins are
+    // read, which is what its load budgets the plaintexts from.
+    let resident = super::db::resident_bytes(sender, h, record_bytes, indices * bundles * bpb);
+    let memory = serving.memory.map(|m| m.saturating_sub(resident));
+    let bundle = p.serving_bytes((1 + parts) * (degree + 1), level).0;
+    let fit = |bytes| super::db::fits(bytes, memory, bundle);
+    let on_disk = if fit(encoded) {
+        0
+    } else {
+        encoded.saturating_sub(super::db::plaintext_budget(memory, bundle).unwrap_or(usize::MAX))
+    };
+    let read_s = on_disk as f64 / DISK_READ_BYTES_PER_SEC;
+    let encode_all_ms = results * (degree + 1) as f64 * c.encode_ms;
+    let compact = on_disk > 0 && fit(coefficients) && encode_all_ms / 2e3 < read_s;
+    let (encode_ms, read_s, on_disk) =
+        if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
+    // Direct at level 0: one relinearisation of the sum per result when
+    // powers are derived. Below level 0: every power switched down once
+    // per index instead (its relinearisation, one per product, is in the
+    // products' term).
+    // Paterson–Stockmeyer: the powers are relinearised once per index (the
+    // products' term), then a product per block after the first, summed
+    // and relinearised once per result, at the level, each as measured
+    // there.
+    let m = p.seal_params.coeff_modulus_bits.len();
+    let relin = if products > 0 && low == 0 && level == query { c.relin_at(query, m) } else { 0.0 };
+    let switch_powers_ms = if level > query { (used * indices) as f64 * c.mod_switch_ms } else { 0.0 };
+    let ps_blocks = if low > 0 { degree / (low + 1) } else { 0 };
+    let ps_ms = ps_blocks as f64 * c.mul_at(level, m) + if ps_blocks > 0 { c.relin_at(level, m) } else { 0.0 };
+    let derive_ms = (indices * products) as f64 * (c.mul_at(query, m) + c.relin_at(query, m)) + switch_powers_ms;
+    let result_ms = ((ps_blocks + 1) as f64 * c.result_ms + degree as f64 * c.mul_plain_ms) * share
+        + ps_ms
+        + relin
+        + c.mod_switch_ms
+        + c.trim_ms
+        + encode_ms;
+    let evaluate_ms = evaluation_rounds(indices * bundles) as f64 * (1 + parts) as f64 * result_ms;
+    let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
+    let key: usize =
+        p.query_levels_at(plan, level).keys.iter().map(|&l| (c.bytes[2] as f64 * p.key_bytes_share(l)) as usize).sum();
+    let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
+    let seconds = derive_ms / (SENDER_CORES as f64 * 1e3) + evaluate_ms / 1e3 + receiver_ms / 1e3 + read_s;
+    let cost = seconds + serving.link.seconds(bytes);
+    let memory_bytes = if compact { coefficients } else { encoded - on_disk };
+    let choice =
+        Choice { params: p, seconds, bytes, bundles_per_index: bundles, compact, on_disk_bytes: on_disk, memory_bytes };
+    (cost, choice)
+}
+
+/// The predicted cost of a query for parameters `p` (a preset or a file) over `sender`
+/// items with labels of `label_bytes`, under the `costs` of its BFV configuration (see
+/// [`check_measured`]).
+pub fn predict_for(
+    p: &UnbalancedParams,
+    sender: usize,
+    label_bytes: usize,
+    costs: &[(HeParams, OpCosts)],
+    serving: Serving,
+) -> Result<Choice> {
+    let sp = &p.seal_params;
+    let c = costs
+        .iter()
+        .find(|(he, c)| {
+            he.degree == sp.poly_modulus_degree
+                && he.moduli_bits == sp.coeff_modulus_bits
+                && (c.query_level > 0) == sp.special_modulus
+        })
+        .map(|(_, c)| c)
+        .ok_or_else(|| unmeasured(p))?;
+    let plan = p.plan()?;
+    Ok(predict(p.clone(), &plan, p.needed_powers().len(), sender, label_bytes, c, serving).1)
+}
+
+/// Refuses parameters whose BFV configuration [`calibrate`] does not measure: N, the
+/// moduli and whether the last is a special modulus must be one `auto` searches (the
+/// plain modulus may differ). Cheap: for a refusal before the calibration's seconds.
+pub fn check_measured(p: &UnbalancedParams) -> Result<()> {
+    let sp = &p.seal_params;
+    match CONFIGS.iter().any(|&(n, moduli, _, special)| {
+        n == sp.poly_modulus_degree && moduli == sp.coeff_modulus_bits && special == sp.special_modulus
+    }) {
+        true => Ok(()),
+        false => Err(unmeasured(p)),
+    }
+}
+
+fn unmeasured(p: &UnbalancedParams) -> Error {
+    let sp = &p.seal_params;
+    Error::params(
+        "seal_params",
+        format!(
+            "no costs measured for N = {} over moduli of {:?} bits{}: the model knows only the configurations `auto` searches",
+            sp.poly_modulus_degree,
+            sp.coeff_modulus_bits,
+            if sp.special_modulus { " with a special modulus" } else { "" }
+        ),
+    )
+}
+
+/// The cores the model gives the sender: this machine's two.
+const SENDER_CORES: usize = 2;
+
+/// The rounds in which the sender evaluates `jobs` bundles: [`BATCH`](super::sender::BATCH)
+/// at a time, each bundle (its matching and label polynomials) on one core, so a batch
+/// takes as long as its busiest core's share. With few bundles that is well above their
+/// work spread over the cores: 9 bundles take 5 rounds on 2 cores, not 4.5.
+fn evaluation_rounds(jobs: usize) -> usize {
+    let batch = super::sender::BATCH;
+    jobs / batch * batch.div_ceil(SENDER_CORES) + (jobs % batch).div_ceil(SENDER_CORES)
 }
 
 /// Parameters resolved from what a user names: `auto`, a preset or a JSON file.
@@ -532,6 +743,55 @@ mod tests {
             assert!(plan.depth() <= 2, "{basis:?} reaches {range} at depth {}", plan.depth());
             let beyond = PowerPlan::new(basis, range as u32 + 1).unwrap();
             assert!(beyond.depth() > 2, "{basis:?}: the range is more than {range}");
+        }
+    }
+
+    #[test]
+    fn bundles_are_evaluated_in_rounds_of_a_batch_over_two_cores() {
+        // 9 bundles: 5 on one core; 16 (a batch): 8; 17: a full batch, then 1.
+        let rounds: Vec<usize> = [0, 1, 2, 9, 16, 17, 40].into_iter().map(evaluation_rounds).collect();
+        assert_eq!(rounds, [0, 1, 1, 5, 8, 9, 20]);
+    }
+
+    #[test]
+    fn a_level_not_measured_is_priced_from_the_deepest_measured_one() {
+        let c = OpCosts {
+            mul_ms: vec![10.0, 8.0],
+            relin_ms: vec![4.0, 3.0],
+            mul_plain_ms: 0.1,
+            result_ms: 0.5,
+            mod_switch_ms: 1.0,
+            trim_ms: 0.1,
+            encode_ms: 0.2,
+            encrypt_ms: 1.0,
+            decrypt_ms: 0.5,
+            bytes: [1, 1, 1],
+            query_level: 0,
+        };
+        // Measured levels as measured; level 2 of 4 moduli: level 1's by 2/3 of its
+        // moduli, squared for a relinearisation.
+        assert_eq!((c.mul_at(1, 4), c.relin_at(0, 4)), (8.0, 4.0));
+        assert!((c.mul_at(2, 4) - 8.0 * 2.0 / 3.0).abs() < 1e-9);
+        assert!((c.relin_at(2, 4) - 3.0 * 4.0 / 9.0).abs() < 1e-9);
+    }
+
+    /// A set `auto` chose, predicted again as a file, costs what the search said; one
+    /// whose chain it never measures is refused by name, before any costs are needed.
+    #[test]
+    fn a_given_set_is_predicted_as_the_search_priced_it() {
+        let costs = calibrate();
+        let serving = Serving::unbounded(Link::GIGABIT);
+        for (sender, receiver, label) in [(1 << 16, 256, 0), (1 << 22, 1024, 0), (1 << 20, 256, 34)] {
+            let chosen = choose(sender, receiver, label, &costs, serving).unwrap();
+            check_measured(&chosen.params).unwrap();
+            let again = predict_for(&chosen.params, sender, label, &costs, serving).unwrap();
+            assert_eq!((again.seconds, again.bytes), (chosen.seconds, chosen.bytes), "{sender}×{receiver}×{label}");
+            assert_eq!(again.bundles_per_index, chosen.bundles_per_index);
+        }
+        let other = super::super::params::small_test_params();
+        for e in [check_measured(&other).unwrap_err(), predict_for(&other, 1 << 16, 0, &costs, serving).unwrap_err()] {
+            assert_eq!(e.field(), Some("seal_params"));
+            assert!(e.to_string().contains("[42, 36, 31]"), "{e}");
         }
     }
 

@@ -11,8 +11,9 @@ use crate::protocols::{Context, Report};
 use crate::wire::msg::Message;
 use rayon::prelude::*;
 
-/// Results evaluated in parallel before they are sent.
-const BATCH: usize = 16;
+/// Bundles evaluated in parallel before their results are sent (`auto`'s cost model
+/// counts the rounds this makes).
+pub(super) const BATCH: usize = 16;
 
 /// Answers one query. The sender learns nothing about the receiver's items.
 pub fn sender(ch: &mut impl Channel, ctx: &Context, db: &SenderDb, report: &mut Report) -> Result<()> {

@@ -1045,6 +1045,39 @@ mod tests {
         }
     }
 
+    /// `auto`'s estimate of the fullest index's bundles is what placing these (fixed)
+    /// items fills, with clashes on felts rare (20-bit felts, B = 32) and common (six
+    /// 15-bit felts, B = 120: k·B²/2^16 ≈ 1.3 clashes expected as a bin fills), over a
+    /// few set sizes. Without its clash term it is one short at 2^15 items with clashes
+    /// common (2 for 3; checked).
+    #[test]
+    fn the_expected_bundles_are_what_placing_fills() {
+        let set = |t: u64, bins: usize, b: usize, felts: usize| {
+            let powers: Vec<usize> = (1..=b).collect();
+            UnbalancedParams::from_json(&format!(
+                r#"{{"table_params":{{"hash_func_count":3,"table_size":{bins},"max_items_per_bin":{b}}},
+                    "item_params":{{"felts_per_item":{felts}}},
+                    "query_params":{{"ps_low_degree":0,"query_powers":{powers:?}}},
+                    "seal_params":{{"poly_modulus_degree":4096,"coeff_modulus_bits":[42,32],"plain_modulus":{t}}}}}"#
+            ))
+            .unwrap()
+        };
+        let (rare, common) = (set(2056193, 1024, 32, 4), set(40961, 682, 120, 6));
+        for (p, n, want) in [(&rare, 1u32 << 14, 3), (&rare, 1 << 16, 8), (&common, 1 << 15, 3), (&common, 1 << 17, 7)]
+        {
+            let items: Vec<Digest> = (0..n).map(|i| *blake3::hash(&i.to_be_bytes()).as_bytes()).collect();
+            let layout = Layouts::of(p, &items, None);
+            let filled = place_index(p, 0, items.len(), &layout).unwrap().len();
+            assert_eq!(filled, want, "{n} items: the placement changed");
+            assert_eq!(
+                p.expected_bundles_per_index(n as usize),
+                filled,
+                "{n} items, B = {}",
+                p.table_params.max_items_per_bin
+            );
+        }
+    }
+
     /// Every bundle's coefficients after point-by-point edits equal interpolating its
     /// bins anew, and edits were applied (not silently rebuilt).
     #[test]

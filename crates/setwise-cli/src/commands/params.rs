@@ -45,7 +45,7 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
     let costs = auto::calibrate();
     for (he, c) in &costs {
         eprintln!(
-            "measured {}{}: ct×ct {} ms, relinearisation {} ms (by level), ct×pt {:.3} ms (+ {:.3} ms a sum), mod-switch {:.2} ms, trim {:.3} ms, encode {:.3} ms, encrypt {:.2} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
+            "measured {}{}: ct×ct {} ms, relinearisation {} ms (by level), ct×pt {:.3} ms (+ {:.3} ms a sum), mod-switch {:.2} ms, trim {:.3} ms, encode {:.3} ms, encrypt {:.2} ms, key {:.1} ms, decrypt {:.2} ms; query ciphertext {} B, trimmed result {} B, key {} B",
             he.describe(),
             if c.query_level > 0 { " (last a special modulus; at level 1)" } else { "" },
             by_level(&c.mul_ms[c.query_level..]),
@@ -56,6 +56,7 @@ pub fn run_params(a: ParamsArgs) -> Result<(), Failure> {
             c.trim_ms,
             c.encode_ms,
             c.encrypt_ms,
+            c.key_ms,
             c.decrypt_ms,
             c.bytes[0],
             c.bytes[1],

@@ -10,7 +10,7 @@
 //!   - derive = indices · products · (t(ct×ct) + t(relin)) at the query level (level 0,
 //!     or 1 with a special modulus), plus, below it, per index a switch of each power
 //!     used, over 2 cores;
-//!   - evaluate = the [rounds](evaluation_rounds) in which 2 cores take the indices ·
+//!   - evaluate = the rounds (`evaluation_rounds`) in which 2 cores take the indices ·
 //!     bundles bundles, times (1 + label parts) results a bundle, times a result's
 //!     share · (t(sum) + B · t(ct×pt)) \+ \[direct at the query level, products > 0\] ·
 //!     t(relin) + t(mod-switch) + t(trim); with Paterson–Stockmeyer of low degree L, plus B/(L+1)
@@ -21,7 +21,8 @@
 //!     term), t(ct×pt) one more term of a long sum, timed over plaintexts that come from
 //!     memory with every core summing at once, and t(ct×ct) and t(relin) timed at each
 //!     level with every core at work;
-//! - receiver = indices · sources · t(encrypt) + results · t(decrypt);
+//! - receiver = indices · sources · t(encrypt) + its keys' generation (t(key) for the
+//!   query level's, each key at its share of that one's bytes) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + a relinearisation key per
 //!   key level of [`query_levels`](UnbalancedParams::query_levels) (a part per modulus
 //!   there, each over the bits of the moduli it is over: a share of the query level's) +
@@ -158,6 +159,9 @@ pub struct OpCosts {
     pub encode_ms: f64,
     /// Secret-key encryption, ms.
     pub encrypt_ms: f64,
+    /// The receiver's generation of the query level's relinearisation key, ms (each
+    /// key a query sends is charged its share of the key's bytes of this).
+    pub key_ms: f64,
     /// Decryption of a last-level ciphertext, ms.
     pub decrypt_ms: f64,
     /// Bytes of a fresh seeded ciphertext, a trimmed last-level result and a relinearisation key.
@@ -242,6 +246,7 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             // (a relinearisation needs them), each with its level's key: over every
             // modulus with a special modulus, else over the level's own.
             let deepest = moduli.len().saturating_sub(2).max(query);
+            let key_ms = time(3, &mut || drop(sk.relin_key_over(query, 0).expect("relin key")));
             let keys: Vec<_> = (query..=deepest)
                 .map(|l| sk.relin_key_over(l, if special { 0 } else { l }).expect("relin key"))
                 .collect();
@@ -287,6 +292,7 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
                 trim_ms,
                 encode_ms,
                 encrypt_ms,
+                key_ms,
                 decrypt_ms,
                 bytes: [fresh, ctx.trimmed_bytes(ctx.result_trim()), keys[0].to_bytes().len()],
                 query_level: query,
@@ -353,7 +359,10 @@ fn sum_costs(
     let per_core = (available / cores).clamp(1, 2048);
     let words = &streamed[..per_core * cores * width];
     let plains = crate::he::Plains::from_words(ctx, level, words).expect("small words are below every modulus");
-    let copies: Vec<_> = (0..8).map(|_| c.clone()).collect();
+    // The powers a query's sums read: as many as make 16 MiB (8–128), more than the
+    // private caches hold, as a bundle's B powers are.
+    let copies = ((16 << 20) / c.to_bytes().len().max(1)).clamp(8, 128);
+    let copies: Vec<_> = (0..copies).map(|_| c.clone()).collect();
     let cts: Vec<_> = (0..per_core).map(|k| &copies[k % copies.len()]).collect();
     let constant = Some(pts.all().slice(1..2));
     let long = time(3, &mut || {
@@ -617,9 +626,11 @@ fn predict(
         + c.trim_ms
         + encode_ms;
     let evaluate_ms = evaluation_rounds(indices * bundles) as f64 * (1 + parts) as f64 * result_ms;
-    let receiver_ms = (indices * s) as f64 * c.encrypt_ms + results * c.decrypt_ms;
-    let key: usize =
-        p.query_levels_at(plan, level).keys.iter().map(|&l| (c.bytes[2] as f64 * p.key_bytes_share(l)) as usize).sum();
+    // The keys the query sends, each as a share of the query level's key's bytes.
+    let key_shares: Vec<f64> = p.query_levels_at(plan, level).keys.iter().map(|&l| p.key_bytes_share(l)).collect();
+    let receiver_ms =
+        (indices * s) as f64 * c.encrypt_ms + key_shares.iter().sum::<f64>() * c.key_ms + results * c.decrypt_ms;
+    let key: usize = key_shares.iter().map(|share| (c.bytes[2] as f64 * share) as usize).sum();
     let bytes = indices * s * c.bytes[0] + key + results as usize * c.bytes[1];
     let seconds = derive_ms / (SENDER_CORES as f64 * 1e3) + evaluate_ms / 1e3 + receiver_ms / 1e3 + read_s;
     let cost = seconds + serving.link.seconds(bytes);
@@ -764,6 +775,7 @@ mod tests {
             trim_ms: 0.1,
             encode_ms: 0.2,
             encrypt_ms: 1.0,
+            key_ms: 2.0,
             decrypt_ms: 0.5,
             bytes: [1, 1, 1],
             query_level: 0,

@@ -35,8 +35,8 @@
 //!   encoded copy on disk, each query reading it at [`DISK_READ_BYTES_PER_SEC`] (added to
 //!   the time, not spread over the cores), or, where its coefficients fit and that is
 //!   cheaper, in compact mode, the sender encoding each result's B + 1 plaintexts per
-//!   query (results · (B + 1) · t(encode)). Disk serving needs disk, not memory, so no
-//!   set is refused for memory.
+//!   query ((B + 1) · t(encode) more a result, in the rounds above). Disk serving needs
+//!   disk, not memory, so no set is refused for memory.
 
 use super::LabelLayout;
 use super::params::UnbalancedParams;
@@ -134,13 +134,15 @@ impl Serving {
 pub struct OpCosts {
     /// ct×ct left unrelinearised (the sender sums products before relinearising), ms, by
     /// level (index 0 is level 0; levels above the query level repeat its cost, nothing
-    /// runs there). Measured at each level a product can run at: its cost is not its
-    /// share of the moduli times level 0's, since `fhe` extends each operand's basis
-    /// (a block product at level 2 of APSI's chain took 7.7–10.7 ms where that scaling
-    /// gave 5). A level past the last entry is priced by [`mul_at`](Self::mul_at).
+    /// runs there). Measured at each level a product can run at, not level 0's cost
+    /// scaled by the share of the moduli, which misses by up to 15 % either way on this
+    /// machine (`fhe` extends each operand's basis). A level past the last entry is
+    /// priced by [`mul_at`](Self::mul_at).
     pub mul_ms: Vec<f64>,
-    /// One relinearisation at each level, ms, as `mul_ms` (once per result when the
-    /// sender derives powers, once per result's block products with Paterson–Stockmeyer).
+    /// One relinearisation at each level, ms, as `mul_ms`: one per product deriving the
+    /// powers, one per result of a direct sum of derived powers, one per result's block
+    /// products with Paterson–Stockmeyer. With a special modulus only the query level is
+    /// measured (nothing relinearises below it).
     pub relin_ms: Vec<f64>,
     /// One more ct×pt term of a long dot product, ms, with the plaintexts coming from
     /// memory as a database's do (not from a cache that holds them all), each core
@@ -181,7 +183,8 @@ impl OpCosts {
     }
 
     /// A relinearisation at `level`, ms: measured there, else the deepest measured
-    /// level's scaled by the share squared (a part per modulus, each over the moduli).
+    /// level's scaled by the share squared (a part per modulus, each over the level's
+    /// moduli: keys over every modulus, as with a special modulus, scale less).
     pub fn relin_at(&self, level: usize, moduli: usize) -> f64 {
         at_level(&self.relin_ms, level, moduli, 2)
     }
@@ -219,16 +222,29 @@ const CONFIGS: &[(usize, &[usize], u32, bool)] = &[
     (16384, &[56, 56, 56, 56, 50], 22, false),
 ];
 
-/// `OpCosts` for each configuration, measured once per process (about a second in all)
-/// and reused: a process that builds several databases (the Python package, a test run)
+/// `OpCosts` for each configuration, measured once per process (2–3 s in all) and
+/// reused: a process that builds several databases (the Python package, a test run)
 /// does not pay it per build.
 pub fn calibrated() -> &'static [(HeParams, OpCosts)] {
     static COSTS: std::sync::OnceLock<Vec<(HeParams, OpCosts)>> = std::sync::OnceLock::new();
     COSTS.get_or_init(calibrate)
 }
 
-/// Measures `OpCosts` for each configuration now.
+/// Measures `OpCosts` for each configuration now, on threads of its own: as many as the
+/// model gives the sender (two) whatever pool calls it, and a caller's
+/// rayon worker waits for them without taking on other work meanwhile (which could be
+/// another calibration, and would slow this one).
 pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
+    match rayon::ThreadPoolBuilder::new().num_threads(SENDER_CORES).build() {
+        Ok(pool) => std::thread::scope(|s| {
+            s.spawn(|| pool.install(calibrate_here)).join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
+        // No threads to be had: measured on the caller's.
+        Err(_) => calibrate_here(),
+    }
+}
+
+fn calibrate_here() -> Vec<(HeParams, OpCosts)> {
     // Plaintext words the long sums are timed over, shared by every configuration:
     // small values, below every modulus of every chain.
     let streamed: Vec<u64> =
@@ -243,9 +259,11 @@ pub fn calibrate() -> Vec<(HeParams, OpCosts)> {
             // Measured where the query arrives: at level 1 with a special modulus.
             let query = usize::from(special);
             // Products run from the query level down to the last level with two moduli
-            // (a relinearisation needs them), each with its level's key: over every
-            // modulus with a special modulus, else over the level's own.
-            let deepest = moduli.len().saturating_sub(2).max(query);
+            // (a relinearisation needs them), each with its level's key over the
+            // level's own moduli; with a special modulus only at the query level (its
+            // Paterson–Stockmeyer multiplies there, and its direct sums relinearise
+            // nothing below it).
+            let deepest = if special { query } else { moduli.len().saturating_sub(2) };
             let key_ms = time(3, &mut || drop(sk.relin_key_over(query, 0).expect("relin key")));
             let keys: Vec<_> = (query..=deepest)
                 .map(|l| sk.relin_key_over(l, if special { 0 } else { l }).expect("relin key"))
@@ -316,8 +334,9 @@ fn time(reps: usize, f: &mut dyn FnMut()) -> f64 {
     )
 }
 
-/// Milliseconds a run of `f` takes with every core of the pool running it at once, as
-/// a query's sender work runs: the median of `reps` runs on each.
+/// Milliseconds a run of `f` takes with every thread of the pool (the sender's cores,
+/// see [`calibrate`]) running it at once, as a query's sender work runs: the median of
+/// `reps` runs on each.
 fn time_busy(reps: usize, f: &(dyn Fn() + Sync)) -> f64 {
     use rayon::prelude::*;
     let runs = (0..rayon::current_num_threads().max(1))
@@ -339,11 +358,10 @@ fn median(mut runs: Vec<f64>) -> f64 {
 }
 
 /// A dot product's cost per term and its fixed part, ms, at `level`. The terms' plaintexts
-/// are `streamed`'s words, more than the caches hold, summed by every core of the pool at
-/// once over its own share, as a query's bundles are: each term's plaintext comes from
-/// memory, shared with the other cores, as a served database's do. (Timed over a few
-/// plaintexts that stay in cache, a term cost 0.045 ms on APSI's chain where a query's
-/// took 0.066–0.083 ms.) The fixed part is timed on one term.
+/// are `streamed`'s words (up to 2048 plaintexts a thread), more than the caches hold,
+/// summed by every thread of the pool at once over its own share, as a query's bundles
+/// are: each term's plaintext comes from memory, shared with the other cores, as a
+/// served database's do. The fixed part is timed on one term.
 fn sum_costs(
     ctx: &HeContext,
     ev: &Evaluator<'_>,
@@ -354,14 +372,16 @@ fn sum_costs(
 ) -> (f64, f64) {
     let width = ctx.params().degree * (ctx.params().moduli_bits.len() - level);
     let available = streamed.len() / width;
+    // `streamed_bytes`' floor of 64 MiB holds 102 plaintexts of the largest configuration.
+    assert!(available >= 2, "{available} plaintexts to time a sum over");
     // Two terms a core at least where there are cores enough; a few thousand are plenty.
     let cores = rayon::current_num_threads().clamp(1, (available / 2).max(1));
     let per_core = (available / cores).clamp(1, 2048);
     let words = &streamed[..per_core * cores * width];
     let plains = crate::he::Plains::from_words(ctx, level, words).expect("small words are below every modulus");
-    // The powers a query's sums read: as many as make 16 MiB (8–128), more than the
-    // private caches hold, as a bundle's B powers are.
-    let copies = ((16 << 20) / c.to_bytes().len().max(1)).clamp(8, 128);
+    // The powers a query's sums read: as many as make 16 MiB in memory (8–128; two parts
+    // of `width` words each), more than the private caches hold, as a bundle's B are.
+    let copies = ((16usize << 20) / (2 * width * 8)).clamp(8, 128);
     let copies: Vec<_> = (0..copies).map(|_| c.clone()).collect();
     let cts: Vec<_> = (0..per_core).map(|k| &copies[k % copies.len()]).collect();
     let constant = Some(pts.all().slice(1..2));
@@ -381,7 +401,7 @@ fn sum_costs(
 /// Bytes of plaintexts a long sum is timed over: four times the last-level cache (Linux's
 /// sysfs; 32 MiB where it is not known), within 64–512 MiB.
 fn streamed_bytes() -> usize {
-    (4 * last_level_cache_bytes().unwrap_or(32 << 20)).clamp(64 << 20, 512 << 20)
+    last_level_cache_bytes().unwrap_or(32 << 20).saturating_mul(4).clamp(64 << 20, 512 << 20)
 }
 
 /// The largest cache of CPU 0, from sysfs (`…/cache/index*/size`, as `32768K`).
@@ -534,8 +554,8 @@ pub fn choose(
                     let bundles = p.expected_bundles_per_index(sender);
                     // The built database is checked at the table's receiver maximum and
                     // its real bundle count, which can exceed the estimate (an unlucky
-                    // fullest bin) by a few.
-                    let margin = bundles + bundles.div_ceil(16);
+                    // fullest bin, a clash) by a few.
+                    let margin = bundles + bundles.div_ceil(16) + 1;
                     if p.false_match_log2(p.receiver_max(), margin) > super::params::MAX_FALSE_MATCH_LOG2 {
                         continue;
                     }
@@ -580,8 +600,8 @@ fn predict(
     let (parts, record_bytes) = layout.map_or((0, 0), |l| (l.parts, l.record_bytes));
     let products = plan.products();
     let results = (indices * bundles * (1 + parts)) as f64;
-    // Products (and plaintexts) at the evaluation level cost its share of
-    // the moduli: each modulus is its own row of N products.
+    // Sums with plaintexts at the evaluation level cost its share of the moduli: each
+    // modulus is its own row of N products.
     let level = p.eval_level_in(plan);
     let query = p.query_level();
     let share = p.moduli_at(level) as f64 / p.moduli_at(query) as f64;
@@ -601,8 +621,9 @@ fn predict(
         encoded.saturating_sub(super::db::plaintext_budget(memory, bundle).unwrap_or(usize::MAX))
     };
     let read_s = on_disk as f64 / DISK_READ_BYTES_PER_SEC;
-    let encode_all_ms = results * (degree + 1) as f64 * c.encode_ms;
-    let compact = on_disk > 0 && fit(coefficients) && encode_all_ms / 2e3 < read_s;
+    // Compact: every result's B + 1 plaintexts encoded per query, in the rounds below.
+    let rounds = evaluation_rounds(indices * bundles) as f64 * (1 + parts) as f64;
+    let compact = on_disk > 0 && fit(coefficients) && rounds * (degree + 1) as f64 * c.encode_ms / 1e3 < read_s;
     let (encode_ms, read_s, on_disk) =
         if compact { ((degree + 1) as f64 * c.encode_ms, 0.0, 0) } else { (0.0, read_s, on_disk) };
     // Direct at level 0: one relinearisation of the sum per result when
@@ -625,7 +646,7 @@ fn predict(
         + c.mod_switch_ms
         + c.trim_ms
         + encode_ms;
-    let evaluate_ms = evaluation_rounds(indices * bundles) as f64 * (1 + parts) as f64 * result_ms;
+    let evaluate_ms = rounds * result_ms;
     // The keys the query sends, each as a share of the query level's key's bytes.
     let key_shares: Vec<f64> = p.query_levels_at(plan, level).keys.iter().map(|&l| p.key_bytes_share(l)).collect();
     let receiver_ms =

@@ -19,8 +19,8 @@
 //!   - share is the [evaluation level](UnbalancedParams::eval_level)'s fraction of the
 //!     query level's moduli, t(sum) a sum's fixed part (its reduction and constant
 //!     term), t(ct×pt) one more term of a long sum, timed over plaintexts that come from
-//!     memory with every core summing at once, and t(ct×ct) and t(relin) timed at each
-//!     level with every core at work;
+//!     memory with both cores summing at once, and t(ct×ct) and t(relin) timed at each
+//!     level with both cores at work ([`calibrate`]);
 //! - receiver = indices · sources · t(encrypt) + its keys' generation (t(key) for the
 //!   query level's, each key at its share of that one's bytes) + results · t(decrypt);
 //! - bytes = indices · sources · |fresh ct| + a relinearisation key per
@@ -145,8 +145,8 @@ pub struct OpCosts {
     /// measured (nothing relinearises below it).
     pub relin_ms: Vec<f64>,
     /// One more ct×pt term of a long dot product, ms, with the plaintexts coming from
-    /// memory as a database's do (not from a cache that holds them all), each core
-    /// summing its own at once.
+    /// memory as a database's do (not from a cache that holds them all), both of the
+    /// model's cores summing their own at once.
     pub mul_plain_ms: f64,
     /// A dot product's fixed part (reducing the sum, adding the constant term), ms: a
     /// result's sum of B products costs `result_ms + B · mul_plain_ms`.

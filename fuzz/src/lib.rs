@@ -720,6 +720,14 @@ pub fn csv(data: &[u8]) {
     if let Format::Csv { header } = format {
         assert!(setwise::testing::csv_paths_agree(bytes, header, &key), "the fast CSV path differs from the csv crate");
     }
+    // Read a block at a time (module `streamed`), in blocks as small as a byte.
+    let mut file = tempfile::Builder::new().suffix(".csv").tempfile().expect("a temporary file");
+    std::io::Write::write_all(&mut file, bytes).expect("writing the temporary file");
+    let block = 1 + usize::from(select / 9) % 16;
+    assert!(
+        setwise::testing::blocks_read_as_whole(file.path(), bytes, format, &key, block),
+        "a file read in blocks of {block} bytes differs from the file read whole"
+    );
     if let Ok(set) = ItemSet::parse(bytes, Path::new("fuzz.csv"), format, &key) {
         let mut out = Vec::new();
         let all: Vec<usize> = (0..set.len()).collect();

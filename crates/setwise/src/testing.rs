@@ -2,6 +2,7 @@
 //! feature; the crate's own tests turn it on).
 
 use crate::error::Result;
+use crate::io::{Format, ItemSet};
 use crate::net::{
     Channel, DEFAULT_MAX_FRAME, Decorated, Decoration, MemoryChannel, NetError, NetProfile, Shaped, Stats, read_frame,
     write_frame,
@@ -9,6 +10,7 @@ use crate::net::{
 use crate::protocols::unbalanced::UnbalancedParams;
 use crate::protocols::{Outcome, Report, Role};
 use crate::session::{self, Input, Job};
+use std::path::Path;
 
 /// Both roles' results.
 pub struct PairRun {
@@ -269,6 +271,25 @@ pub fn csv_paths_agree(text: &[u8], header: bool, key: &[String]) -> bool {
     match (crate::io::split_with(text, header, key, false), crate::io::split_with(text, header, key, true)) {
         (Some(Ok(a)), Some(Ok(b))) => a == b,
         (Some(Err(_)), Some(Err(_))) | (None, None) => true,
+        _ => false,
+    }
+}
+
+/// For fuzzing the input reader: whether the file at `path`, holding `bytes`, reads the
+/// same in blocks of `block` bytes as whole: the same items, counts and rows written
+/// back, or the same error.
+pub fn blocks_read_as_whole(path: &Path, bytes: &[u8], format: Format, key: &[String], block: usize) -> bool {
+    let all = |s: &ItemSet| {
+        let mut out = Vec::new();
+        let all: Vec<usize> = (0..s.len()).collect();
+        s.write_rows(&all, &mut out)
+            .map(|n| (s.items().iter().map(|i| i.to_vec()).collect::<Vec<_>>(), s.stats(), n, out))
+    };
+    let whole = ItemSet::from_bytes(bytes.to_vec(), path, format, key).and_then(|s| all(&s));
+    let blocks = ItemSet::read_in_blocks(path, format, key, block).and_then(|s| all(&s));
+    match (whole, blocks) {
+        (Ok(a), Ok(b)) => a == b,
+        (Err(a), Err(b)) => a.to_string() == b.to_string(),
         _ => false,
     }
 }

@@ -16,6 +16,7 @@
 use super::columnar::{self, Source, Table};
 use super::format::{Format, added_column_name};
 use super::rows::{self, Span};
+use super::streamed::{self, Streamed};
 use crate::error::InputError;
 use rayon::prelude::*;
 use std::fs::File;
@@ -33,23 +34,25 @@ pub struct ReadStats {
     pub duplicate_rows: usize,
 }
 
-/// A user's input: the file's bytes, its rows and the distinct items of their keys.
+/// A user's input: its keys, the distinct items among them, and where its rows are.
 ///
-/// A CSV or text file is held whole; rows and keys are byte ranges of it (module `rows`),
-/// so a file of 2^24 rows costs its own size plus 32 bytes a row, not an allocation per
-/// row. Of a Parquet or Arrow file only the keys are held (module `columnar`): values and
-/// rows are read from the file again when they are asked for.
+/// Of a CSV or text file that has no quote only the keys are held, read a block at a time
+/// (module `streamed`), and of a Parquet or Arrow file only the keys too (module
+/// `columnar`): values and rows are read from the file again when they are asked for. A
+/// CSV file with quotes, or bytes given in memory, is held whole, rows and keys being byte
+/// ranges of it (module `rows`): a file of 2^24 rows costs its own size plus 32 bytes a
+/// row, not an allocation per row.
 #[derive(Debug, Clone)]
 pub struct ItemSet {
     format: Format,
     /// The file's bytes, then the keys that had to be built (module `rows`); of a
-    /// columnar file, its keys.
+    /// streamed or columnar file, its keys.
     data: Vec<u8>,
     /// The header's names and its raw line.
     header: Option<(Vec<String>, Span)>,
     /// Fields per row.
     width: usize,
-    /// Each row's raw bytes, without its line end (none for a columnar file).
+    /// Each row's raw bytes, without its line end (none for a streamed or columnar file).
     rows: Vec<Span>,
     /// Item index of each row, `u32::MAX` for a skipped row.
     row_item: Vec<u32>,
@@ -60,6 +63,8 @@ pub struct ItemSet {
     stats: ReadStats,
     /// The Parquet or Arrow file the rows are in.
     table: Option<Table>,
+    /// The CSV or text file the rows are in, when it was read a block at a time.
+    file: Option<Streamed>,
 }
 
 const SKIPPED: u32 = u32::MAX;
@@ -68,6 +73,21 @@ impl ItemSet {
     /// Reads `path` in `format`; `key` names the key columns (header names, or 1-based
     /// indices without a header); empty means the first column.
     pub fn read(path: &Path, format: Format, key: &[String]) -> Result<Self, InputError> {
+        Self::read_in_blocks(path, format, key, streamed::BLOCK)
+    }
+
+    /// [`ItemSet::read`], a CSV or text file in blocks of `block` bytes where it can.
+    pub(crate) fn read_in_blocks(
+        path: &Path,
+        format: Format,
+        key: &[String],
+        block: usize,
+    ) -> Result<Self, InputError> {
+        if let Some(k) = streamed::read(path, format, key, block)? {
+            let mut set = Self::index(format, k.data, k.header, k.width, vec![], &k.keys, k.key_cols);
+            set.file = Some(k.streamed);
+            return Ok(set);
+        }
         if format.is_columnar() {
             return Self::columnar(Source::File(path.to_owned()), format, path, key);
         }
@@ -166,7 +186,7 @@ impl ItemSet {
             };
             row_item.push(id);
         }
-        Self { format, data, header, width, rows, row_item, items, key_cols, stats, table: None }
+        Self { format, data, header, width, rows, row_item, items, key_cols, stats, table: None, file: None }
     }
 
     /// Number of distinct items.
@@ -228,20 +248,28 @@ impl ItemSet {
             });
         }
         let col = self.column(column)?;
-        for (row, (raw, &item)) in self.rows.iter().zip(&self.row_item).enumerate() {
+        self.visit_rows(|row, raw| {
+            let item = self.row_item[row];
             if item == SKIPPED {
-                continue;
+                return Ok(());
             }
-            let raw = raw.of(&self.data);
             let field = match self.format {
                 Format::Csv { .. } => {
                     rows::fields(raw).get(col).map_or_else(String::new, |f| String::from_utf8_lossy(f).into_owned())
                 }
                 _ => String::from_utf8_lossy(raw).into_owned(),
             };
-            f(row, item as usize, &field)?;
+            f(row, item as usize, &field)
+        })
+    }
+
+    /// Calls `f` on each row of a CSV or text input, in order, with its index and raw
+    /// bytes: from memory, or read again from the file.
+    fn visit_rows(&self, mut f: impl FnMut(usize, &[u8]) -> Result<(), InputError>) -> Result<(), InputError> {
+        match &self.file {
+            Some(file) => file.visit(f),
+            None => self.rows.iter().enumerate().try_for_each(|(r, raw)| f(r, raw.of(&self.data))),
         }
-        Ok(())
     }
 
     /// Where row `row` is, for errors: its line in a CSV or text file, its 1-based row in a
@@ -367,16 +395,15 @@ impl ItemSet {
                 (None, Format::Text) => self.key_names(),
                 (None, _) => (1..=self.width).map(|i| format!("column{i}")).collect(),
             };
-            let rows = self.rows.iter().enumerate().filter_map(|(r, raw)| {
-                let values = keep(r)?;
-                let raw = raw.of(&self.data);
-                let fields = match self.format {
-                    Format::Csv { .. } => rows::fields(raw),
-                    _ => vec![raw.into()],
-                };
-                Some((fields, values))
-            });
-            return columnar::write_split_rows(&names, rows, extra_header, format, out);
+            let mut writer = columnar::SplitRows::new(&names, extra_header, format, out)?;
+            self.visit_rows(|r, raw| {
+                let Some(values) = keep(r) else { return Ok(()) };
+                match self.format {
+                    Format::Csv { .. } => writer.push(&rows::fields(raw), values),
+                    _ => writer.push(&[raw.into()], values),
+                }
+            })?;
+            return writer.finish();
         }
         let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
         let io = |source| InputError::Io { path: "output".into(), source };
@@ -393,12 +420,12 @@ impl ItemSet {
             out.write_all(&line).map_err(io)?;
         }
         let mut written = 0;
-        for (r, row) in self.rows.iter().enumerate() {
-            let Some(values) = keep(r) else { continue };
+        self.visit_rows(|r, row| {
+            let Some(values) = keep(r) else { return Ok(()) };
             line.clear();
             match self.format {
-                Format::Text if !values.is_empty() => rows::write_field(&mut line, row.of(&self.data), false),
-                _ => line.extend_from_slice(row.of(&self.data)),
+                Format::Text if !values.is_empty() => rows::write_field(&mut line, row, false),
+                _ => line.extend_from_slice(row),
             }
             for v in values {
                 line.push(b',');
@@ -410,7 +437,8 @@ impl ItemSet {
             }
             out.write_all(&line).map_err(io)?;
             written += 1;
-        }
+            Ok(())
+        })?;
         out.flush().map_err(io)?;
         Ok(written)
     }
@@ -571,6 +599,124 @@ mod tests {
             let again = ItemSet::parse(&out[..], Path::new("t.csv"), Format::Csv { header }, &[]).unwrap();
             assert_eq!(again.items(), s.items());
         }
+    }
+
+    /// A CSV or text file of `rows` rows over a few repeated keys, with what the fast path
+    /// must handle: blank lines, `\r\n`, a byte order mark, empty keys, no final line end.
+    fn awkward_file(seed: u64, rows: usize, text: bool) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let words = ["ann", "bob", "", "x y", "é", "a-much-longer-key-than-a-block@example.org", "7"];
+        let mut out = Vec::new();
+        if next(2) == 0 {
+            out.extend_from_slice(b"\xEF\xBB\xBF\n");
+        }
+        if !text {
+            out.extend_from_slice(b"k,v,n\r\n");
+        }
+        for _ in 0..rows {
+            let word = |i: u64| words[i as usize].as_bytes();
+            out.extend_from_slice(word(next(words.len() as u64)));
+            if !text {
+                out.push(b',');
+                out.extend_from_slice(word(next(words.len() as u64)));
+                out.extend_from_slice(format!(",{}", next(100)).as_bytes());
+            }
+            out.extend_from_slice(match next(5) {
+                0 => b"\r\n",
+                1 => b"\n\n",
+                _ => b"\n",
+            });
+        }
+        if next(2) == 0 {
+            // No final line end (a lone `\r` would send the file down the csv crate's path).
+            out.truncate(out.len() - if out.ends_with(b"\r\n") { 2 } else { 1 });
+        }
+        out
+    }
+
+    /// Everything a command asks of an input, as text, to compare two readings of it.
+    fn all_of(s: &ItemSet, text: bool) -> String {
+        let half: Vec<usize> = (0..s.len()).step_by(2).collect();
+        let mut rows = Vec::new();
+        s.write_rows(&half, &mut rows).unwrap();
+        let extra: Vec<(usize, Vec<String>)> = half.iter().map(|&i| (i, vec![format!("x{i}")])).collect();
+        let mut with = Vec::new();
+        s.write_rows_with(&extra, &["extra".into()], None, &mut with).unwrap();
+        let column = if text { "1" } else { "n" };
+        format!(
+            "{:?}\n{:?}\n{:?}\n{}\n{}\n{:?}\n{:?}",
+            s.items(),
+            s.stats(),
+            s.key_names(),
+            String::from_utf8_lossy(&rows),
+            String::from_utf8_lossy(&with),
+            s.row_values(column),
+            s.column_values(&[column.to_string()]),
+        )
+    }
+
+    #[test]
+    fn a_file_read_in_blocks_reads_as_it_does_whole() {
+        for seed in 0..24 {
+            let text = seed % 3 == 0;
+            let content = awkward_file(seed, 1 + seed as usize * 7, text);
+            let (ext, format) = if text { (".txt", Format::Text) } else { (".csv", Format::Csv { header: true }) };
+            let f = file(&content, ext);
+            let keys: &[&[String]] = if text { &[&[]] } else { &[&[], &["v".into()], &["v".into(), "k".into()]] };
+            for &key in keys {
+                let whole = ItemSet::from_bytes(content.clone(), f.path(), format, key).unwrap();
+                assert!(whole.file.is_none());
+                let want = all_of(&whole, text);
+                for block in [1, 2, 3, 5, 8, 13, 40, streamed::BLOCK] {
+                    let s = ItemSet::read_in_blocks(f.path(), format, key, block).unwrap();
+                    assert!(s.file.is_some() && s.rows.is_empty(), "seed {seed}: not read in blocks");
+                    assert_eq!(all_of(&s, text), want, "seed {seed}, key {key:?}, block {block}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_the_same_line_read_in_blocks() {
+        for content in [
+            &b"k,v\n1,2\n\n3,4\n5\n6,7\n"[..],
+            b"k,v\n1,2\n\xff,4\n",
+            b"\n\xEF\xBB\xBF\r\nk,\xff\n1,2\n",
+            b"\n\n",
+            b"",
+            // Found by the csv fuzz target: a bad header, then a quote in a later block.
+            b"id\x1anam\xff\n1,aln\n2,\"",
+        ] {
+            let f = file(content, ".csv");
+            for key in [&[][..], &["v".to_string()]] {
+                let format = Format::Csv { header: true };
+                let whole = ItemSet::from_bytes(content.to_vec(), f.path(), format, key).map(|s| s.items().len());
+                for block in [1, 4, 64] {
+                    let s = ItemSet::read_in_blocks(f.path(), format, key, block).map(|s| s.items().len());
+                    assert_eq!(format!("{s:?}"), format!("{whole:?}"), "{content:?} {key:?} {block}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_with_quotes_is_read_whole_and_a_changed_file_is_refused() {
+        let f = file(b"k,v\nann,1\nbob,2\n\"c,d\",3\n", ".csv");
+        let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
+        assert!(s.file.is_none());
+        assert_eq!(s.items(), [&b"ann"[..], b"bob", b"c,d"]);
+        let mut f = file(b"k,v\nann,1\nbob,2\n", ".csv");
+        let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
+        assert!(s.file.is_some());
+        f.write_all(b"cy,3\n").unwrap();
+        let e = s.write_rows(&[0], Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("changed since it was read"), "{e}");
     }
 
     #[test]

@@ -14,8 +14,10 @@ mod format;
 mod hex;
 mod items;
 pub mod memory;
+mod room;
 mod rows;
 mod small;
+mod streamed;
 
 #[cfg(feature = "testing")]
 pub(crate) use rows::split_with;

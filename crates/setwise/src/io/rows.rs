@@ -49,7 +49,7 @@ pub(super) struct CsvRows {
 /// Where a key's bytes are while the rows are split: in the file, or in a chunk's buffer
 /// of built keys (placed after the file's bytes once all chunks are done).
 #[derive(Clone, Copy)]
-enum Key {
+pub(super) enum Key {
     Field(Span),
     Built(Span),
 }
@@ -62,7 +62,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Where the first record starts: after blank lines and byte order marks (a BOM after a
 /// blank line would otherwise come first in a file of the rows written back).
-fn start_of_records(data: &[u8]) -> usize {
+pub(super) fn start_of_records(data: &[u8]) -> usize {
     let mut at = 0;
     loop {
         if data[at..].starts_with(BOM) {
@@ -136,26 +136,41 @@ pub(super) fn parse_csv(path: &Path, data: &mut Vec<u8>, header: bool, key: &[St
         split_quoted(path, data, from, header, key)?
     };
     let (header, width, key_cols, rows, keys) = parsed;
-    // Place each chunk's built keys after the file's bytes.
-    let mut keys_out = Vec::with_capacity(rows.len());
-    for (chunk, arena) in keys.into_iter().zip(built) {
+    let keys = place_keys(keys.into_iter().zip(built), rows.len(), data);
+    Ok(CsvRows { header, width, key_cols, rows, keys })
+}
+
+/// Each key's range in `data` once each chunk's built keys are placed after its bytes.
+pub(super) fn place_keys(
+    chunks: impl Iterator<Item = (Vec<Key>, Vec<u8>)>,
+    rows: usize,
+    data: &mut Vec<u8>,
+) -> Vec<Span> {
+    let mut keys = Vec::with_capacity(rows);
+    for (chunk, arena) in chunks {
         let base = data.len();
-        keys_out.extend(chunk.into_iter().map(|k| match k {
+        keys.extend(chunk.into_iter().map(|k| match k {
             Key::Field(s) => s,
             Key::Built(s) => Span::new(base + s.start, base + s.end),
         }));
         data.extend_from_slice(&arena);
     }
-    Ok(CsvRows { header, width, key_cols, rows, keys: keys_out })
+    keys
 }
 
 /// Whether `data` can take the fast path: no quote, and every `\r` ends a line (the csv
 /// reader ends a record at a lone `\r` too).
-fn is_plain(data: &[u8]) -> bool {
+pub(super) fn is_plain(data: &[u8]) -> bool {
     memchr::memchr(b'"', data).is_none() && memchr::memchr_iter(b'\r', data).all(|at| data.get(at + 1) == Some(&b'\n'))
 }
 
-type Split = (Option<(Vec<String>, Span)>, usize, Vec<usize>, Vec<Span>, Vec<Vec<Key>>);
+/// A header's names and its raw line.
+pub(super) type Header = (Vec<String>, Span);
+
+/// A chunk of rows' keys and the buffer of those that were built.
+pub(super) type KeyChunk = (Vec<Key>, Vec<u8>);
+
+type Split = (Option<Header>, usize, Vec<usize>, Vec<Span>, Vec<Vec<Key>>);
 
 /// The fast path: no field is quoted, so a row is a non-empty line and its fields are
 /// split at commas.
@@ -166,40 +181,91 @@ fn split_plain(
     header: bool,
     key: &[String],
 ) -> Result<(Split, Vec<Vec<u8>>), InputError> {
+    let (head, body) = if header { plain_header(path, data, from)? } else { (None, from) };
+    let rows = plain_rows(data, body);
+    let width = plain_width(data, head.as_ref(), rows.first());
+    let key_cols = key_columns(path, head.as_ref().map(|(n, _)| n.as_slice()), width, key)?;
+    let layout = Layout::Csv { width, key_cols: &key_cols };
+    let (keys, built) = plain_keys(path, data, &rows, layout, false)?.into_iter().unzip();
+    Ok(((head, width, key_cols, rows, keys), built))
+}
+
+/// A fast-path file's header (the first line from `from` that is not empty: its names
+/// and raw line) and where the rows after it start.
+pub(super) fn plain_header(path: &Path, data: &[u8], from: usize) -> Result<(Option<Header>, usize), InputError> {
+    let mut body = from;
+    for line in memchr::memchr_iter(b'\n', &data[from..]).map(|nl| from + nl).chain([data.len()]) {
+        let raw = trim_cr(data, Span::new(body, line));
+        body = (line + 1).min(data.len());
+        if raw.end > raw.start {
+            let text = std::str::from_utf8(raw.of(data))
+                .map_err(|_| InputError::InvalidUtf8 { path: path.to_owned(), line: line_of(data, raw.start) })?;
+            return Ok((Some((text.split(',').map(str::to_string).collect(), raw)), body));
+        }
+    }
+    Ok((None, body))
+}
+
+/// A fast-path file's rows from `body`: its lines that are not empty (the csv reader
+/// skips empty lines too).
+pub(super) fn plain_rows(data: &[u8], body: usize) -> Vec<Span> {
+    let mut rows = lines(data, body);
+    rows.retain(|s| s.end > s.start);
+    rows
+}
+
+/// Fields per row: the header's, else the first row's, else none.
+pub(super) fn plain_width(data: &[u8], head: Option<&Header>, first: Option<&Span>) -> usize {
+    match (head, first) {
+        (Some((names, _)), _) => names.len(),
+        (None, Some(first)) => memchr::memchr_iter(b',', first.of(data)).count() + 1,
+        (None, None) => 0,
+    }
+}
+
+/// How a fast-path row holds its key.
+#[derive(Clone, Copy)]
+pub(super) enum Layout<'a> {
+    /// A text line: the line is the key.
+    Text,
+    /// A CSV row of `width` fields, keyed by the fields `key_cols`.
+    Csv { width: usize, key_cols: &'a [usize] },
+}
+
+/// Each row's key, a chunk of rows at a time on all threads, after checking that the row
+/// is UTF-8 and (CSV) has the layout's width. A key is a range of `data` where it is one
+/// field as written, unless `copy`; otherwise it is built into its chunk's buffer.
+pub(super) fn plain_keys(
+    path: &Path,
+    data: &[u8],
+    rows: &[Span],
+    layout: Layout<'_>,
+    copy: bool,
+) -> Result<Vec<KeyChunk>, InputError> {
     let utf8 = |s: Span| {
         std::str::from_utf8(s.of(data))
             .map_err(|_| InputError::InvalidUtf8 { path: path.to_owned(), line: line_of(data, s.start) })
     };
-    let mut body = from;
-    let mut head = None;
-    if header {
-        // The first line that is not empty.
-        for line in memchr::memchr_iter(b'\n', &data[from..]).map(|nl| from + nl).chain([data.len()]) {
-            let raw = trim_cr(data, Span::new(body, line));
-            body = (line + 1).min(data.len());
-            if raw.end > raw.start {
-                head = Some((utf8(raw)?.split(',').map(str::to_string).collect::<Vec<_>>(), raw));
-                break;
-            }
-        }
-    }
-    let mut rows: Vec<Span> = lines(data, body);
-    rows.retain(|s| s.end > s.start); // the csv reader skips empty lines too
-    let width = match (&head, rows.first()) {
-        (Some((names, _)), _) => names.len(),
-        (None, Some(first)) => memchr::memchr_iter(b',', first.of(data)).count() + 1,
-        (None, None) => 0,
-    };
-    let key_cols = key_columns(path, head.as_ref().map(|(n, _)| n.as_slice()), width, key)?;
-    let chunks: Vec<(Vec<Key>, Vec<u8>)> = rows
-        .par_chunks(CHUNK_ROWS)
+    rows.par_chunks(CHUNK_ROWS)
         .map(|chunk| {
             let mut keys = Vec::with_capacity(chunk.len());
             let mut arena = Vec::new();
-            let mut fields: Vec<Span> = Vec::with_capacity(width);
+            let mut fields: Vec<Span> = Vec::new();
             let mut joined = Vec::new();
+            let built = |arena: &mut Vec<u8>, bytes: &[u8]| {
+                let at = arena.len();
+                arena.extend_from_slice(bytes);
+                Key::Built(Span::new(at, arena.len()))
+            };
             for &row in chunk {
                 utf8(row)?;
+                let (width, key_cols) = match layout {
+                    Layout::Text => {
+                        keys.push(if copy { built(&mut arena, row.of(data)) } else { Key::Field(row) });
+                        continue;
+                    }
+                    Layout::Csv { width, key_cols } => (width, key_cols),
+                };
                 fields.clear();
                 let mut start = row.start;
                 for comma in memchr::memchr_iter(b',', row.of(data)) {
@@ -217,21 +283,17 @@ fn split_plain(
                         ),
                     });
                 }
-                keys.push(match key_cols.as_slice() {
-                    [c] => Key::Field(fields[*c]),
+                keys.push(match key_cols {
+                    [c] if !copy => Key::Field(fields[*c]),
                     cols => {
-                        let at = arena.len();
                         join_fields(cols.iter().map(|&c| fields[c].of(data)), cols.len(), &mut joined);
-                        arena.extend_from_slice(&joined);
-                        Key::Built(Span::new(at, arena.len()))
+                        built(&mut arena, &joined)
                     }
                 });
             }
             Ok((keys, arena))
         })
-        .collect::<Result<_, InputError>>()?;
-    let (keys, built) = chunks.into_iter().unzip();
-    Ok(((head, width, key_cols, rows, keys), built))
+        .collect()
 }
 
 /// The general path: RFC 4180 records from the csv crate, one thread; every key is built.
@@ -414,15 +476,7 @@ pub(crate) fn split_with(
         Ok(s) => s,
         Err(e) => return Some(Err(e.to_string())),
     };
-    let mut flat = Vec::new();
-    for (chunk, arena) in keys.into_iter().zip(built) {
-        let base = data.len();
-        flat.extend(chunk.into_iter().map(|k| match k {
-            Key::Field(s) => s,
-            Key::Built(s) => Span::new(base + s.start, base + s.end),
-        }));
-        data.extend_from_slice(&arena);
-    }
+    let flat = place_keys(keys.into_iter().zip(built), rows.len(), &mut data);
     let rows = rows.iter().map(|s| s.of(&data).to_vec()).collect();
     let keys = flat.iter().map(|s| s.of(&data).to_vec()).collect();
     Some(Ok((rows, keys, head.map(|h| h.0))))

@@ -12,6 +12,7 @@
 //! not match.
 
 use super::format::{Format, added_column_name};
+use super::room::{MAX_ROWS, file_stamp, rows_room, too_many_rows};
 use super::rows::{self, Span};
 use crate::error::InputError;
 use arrow_array::cast::AsArray;
@@ -29,16 +30,6 @@ mod ipc_sizes;
 
 /// Rows per batch read from a Parquet file (IPC files keep their writer's batches).
 const BATCH_ROWS: usize = 1 << 16;
-
-/// Most rows of an input: items and rows are indexed by `u32`, with `u32::MAX` kept for
-/// a skipped row.
-const MAX_ROWS: usize = u32::MAX as usize - 1;
-
-/// Bytes a row takes at the least while its keys are read (its key's range, its item's
-/// and the index of distinct items), to refuse a file that claims more rows than fit in
-/// memory before they are read: a few kilobytes of run-length-encoded Parquet can hold
-/// billions of rows.
-const ROW_BYTES: usize = 48;
 
 /// Where a columnar file's bytes are: read again for values and for writing rows back.
 #[derive(Debug, Clone)]
@@ -213,13 +204,12 @@ impl Table {
     ) -> Result<(), InputError> {
         let (_, mut batches) = self.batches(roots)?;
         let mut row = 0;
-        // What memory allows this file's rows (see ROW_BYTES), counted at the start.
-        // The key pass keeps about ROW_BYTES a row: it may take what memory allows (see
-        // ROW_BYTES), counted at its start. A later pass keeps nothing a row, and must
-        // find the rows the key pass found.
+        // The key pass keeps about 48 bytes a row: it may take what memory allows
+        // (`room::rows_room`), counted at its start. A later pass keeps nothing a row, and
+        // must find the rows the key pass found.
         let room = match self.rows {
             Some(rows) => rows,
-            None => super::memory::available_memory().map_or(MAX_ROWS, |m| (m / ROW_BYTES).min(MAX_ROWS)),
+            None => rows_room(),
         };
         loop {
             let next = guarded(&self.path, self.format, || Ok(batches.next()))?;
@@ -452,19 +442,6 @@ fn check_chunks(
     Ok(())
 }
 
-/// The file's length and modification time.
-fn file_stamp(p: &Path) -> Result<(u64, Option<std::time::SystemTime>), InputError> {
-    let m = std::fs::metadata(p).map_err(|e| InputError::Io { path: p.to_owned(), source: e })?;
-    Ok((m.len(), m.modified().ok()))
-}
-
-fn too_many_rows(path: &Path, rows: usize, room: usize) -> InputError {
-    InputError::Invalid(format!(
-        "{}: the file holds more than {room} rows ({rows} read so far), more than setwise can index in the memory this machine has left",
-        path.display()
-    ))
-}
-
 trait ReadSeek: std::io::Read + std::io::Seek {}
 impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 
@@ -593,37 +570,59 @@ pub(super) fn extra_columns(rows: &[&[String]], n: usize) -> Vec<ArrayRef> {
         .collect()
 }
 
-/// Writes rows of a CSV or text input (each its fields, then its extra values) in
-/// `format` as string columns named `names`, then `extra_header`; returns the number of
-/// rows written.
-pub(super) fn write_split_rows<'a>(
-    names: &[String],
-    rows: impl Iterator<Item = (Vec<std::borrow::Cow<'a, [u8]>>, &'a [String])>,
-    extra_header: &[String],
-    format: Format,
-    out: impl Write + Send,
-) -> Result<usize, InputError> {
-    let fields: Vec<Arc<Field>> = names.iter().map(|n| Arc::new(Field::new(n, DataType::Utf8, false))).collect();
-    let schema = with_extra(&Schema::new(fields), extra_header);
-    let mut sink = Sink::new(format, out, &schema)?;
-    let mut written = 0;
-    let mut rows = rows.peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<_> = rows.by_ref().take(BATCH_ROWS).collect();
-        let mut columns: Vec<ArrayRef> = (0..names.len())
-            .map(|j| {
-                let text = |f: &[std::borrow::Cow<'_, [u8]>]| f.get(j).map(|v| String::from_utf8_lossy(v).into_owned());
-                Arc::new(chunk.iter().map(|(f, _)| Some(text(f).unwrap_or_default())).collect::<StringArray>())
-                    as ArrayRef
-            })
-            .collect();
-        let extra: Vec<&[String]> = chunk.iter().map(|(_, v)| *v).collect();
-        columns.extend(extra_columns(&extra, extra_header.len()));
-        sink.write(&RecordBatch::try_new(schema.clone(), columns).map_err(write_error)?)?;
-        written += chunk.len();
+/// Rows of a CSV or text input (each its fields, then its extra values) written in
+/// `format` as string columns named `names`, then `extra_header`, a batch at a time as
+/// they are pushed (so a caller streaming its input holds one batch, not every row).
+pub(super) struct SplitRows<W: Write + Send> {
+    sink: Sink<W>,
+    schema: SchemaRef,
+    columns: Vec<arrow_array::builder::StringBuilder>,
+    fields: usize,
+    pending: usize,
+    written: usize,
+}
+
+impl<W: Write + Send> SplitRows<W> {
+    /// A writer of rows with the fields `names`, then `extra_header`.
+    pub fn new(names: &[String], extra_header: &[String], format: Format, out: W) -> Result<Self, InputError> {
+        let fields: Vec<Arc<Field>> = names.iter().map(|n| Arc::new(Field::new(n, DataType::Utf8, false))).collect();
+        let schema = with_extra(&Schema::new(fields), extra_header);
+        let sink = Sink::new(format, out, &schema)?;
+        let columns =
+            (0..names.len() + extra_header.len()).map(|_| arrow_array::builder::StringBuilder::new()).collect();
+        Ok(Self { sink, schema, columns, fields: names.len(), pending: 0, written: 0 })
     }
-    sink.finish()?;
-    Ok(written)
+
+    /// Adds a row: its fields (a missing one is empty), then its extra values (a missing
+    /// one is null).
+    pub fn push(&mut self, fields: &[std::borrow::Cow<'_, [u8]>], values: &[String]) -> Result<(), InputError> {
+        let (own, extra) = self.columns.split_at_mut(self.fields);
+        for (j, column) in own.iter_mut().enumerate() {
+            column.append_value(fields.get(j).map_or(std::borrow::Cow::Borrowed(""), |f| String::from_utf8_lossy(f)));
+        }
+        for (j, column) in extra.iter_mut().enumerate() {
+            column.append_option(values.get(j));
+        }
+        self.pending += 1;
+        if self.pending == BATCH_ROWS { self.flush() } else { Ok(()) }
+    }
+
+    fn flush(&mut self) -> Result<(), InputError> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        let columns: Vec<ArrayRef> = self.columns.iter_mut().map(|c| Arc::new(c.finish()) as ArrayRef).collect();
+        self.sink.write(&RecordBatch::try_new(self.schema.clone(), columns).map_err(write_error)?)?;
+        self.written += std::mem::take(&mut self.pending);
+        Ok(())
+    }
+
+    /// Writes what is pending and ends the file; returns the number of rows written.
+    pub fn finish(mut self) -> Result<usize, InputError> {
+        self.flush()?;
+        self.sink.finish()?;
+        Ok(self.written)
+    }
 }
 
 /// `t` with every dictionary, at any depth, replaced by its values' type.

@@ -15,7 +15,7 @@
 
 use super::columnar::{self, Source, Table};
 use super::format::{Format, added_column_name};
-use super::rows::{self, Span};
+use super::rows::{self, Layout, Span};
 use super::streamed::{self, Streamed};
 use crate::error::InputError;
 use rayon::prelude::*;
@@ -36,12 +36,12 @@ pub struct ReadStats {
 
 /// A user's input: its keys, the distinct items among them, and where its rows are.
 ///
-/// Of a CSV or text file that has no quote only the keys are held, read a block at a time
-/// (module `streamed`), and of a Parquet or Arrow file only the keys too (module
+/// Of a text file, or a CSV file without quotes, only the keys are held, read a block at a
+/// time (module `streamed`), and of a Parquet or Arrow file only the keys too (module
 /// `columnar`): values and rows are read from the file again when they are asked for. A
-/// CSV file with quotes, or bytes given in memory, is held whole, rows and keys being byte
-/// ranges of it (module `rows`): a file of 2^24 rows costs its own size plus 32 bytes a
-/// row, not an allocation per row.
+/// CSV file with quotes, a pipe, or bytes given in memory is held whole, rows and keys
+/// being byte ranges of it (module `rows`): a file of 2^24 rows costs its own size plus
+/// 32 bytes a row, not an allocation per row.
 #[derive(Debug, Clone)]
 pub struct ItemSet {
     format: Format,
@@ -113,20 +113,10 @@ impl ItemSet {
                 Self::columnar(Source::memory(data), format, path, key)
             }
             Format::Text => {
-                if !key.is_empty() && key != ["1"] {
-                    return Err(InputError::Invalid(format!(
-                        "{}: a text file has one item per line; --key does not apply",
-                        path.display()
-                    )));
-                }
+                rows::check_text_key(path, key)?;
                 let rows = rows::lines(&data, 0);
-                if let Some(bad) = rows.par_iter().find_first(|s| std::str::from_utf8(s.of(&data)).is_err()) {
-                    return Err(InputError::InvalidUtf8 {
-                        path: path.to_owned(),
-                        line: rows::line_of(&data, bad.start),
-                    });
-                }
-                let keys = rows.clone();
+                let chunks = rows::plain_keys(path, &data, &rows, Layout::Text, false)?;
+                let keys = rows::place_keys(chunks.into_iter(), rows.len(), &mut data);
                 Ok(Self::index(Format::Text, data, None, 1, rows, &keys, vec![0]))
             }
             Format::Csv { header } => {
@@ -266,10 +256,26 @@ impl ItemSet {
     /// Calls `f` on each row of a CSV or text input, in order, with its index and raw
     /// bytes: from memory, or read again from the file.
     fn visit_rows(&self, mut f: impl FnMut(usize, &[u8]) -> Result<(), InputError>) -> Result<(), InputError> {
-        match &self.file {
-            Some(file) => file.visit(f),
-            None => self.rows.iter().enumerate().try_for_each(|(r, raw)| f(r, raw.of(&self.data))),
-        }
+        let Some(file) = &self.file else {
+            return self.rows.iter().enumerate().try_for_each(|(r, raw)| f(r, raw.of(&self.data)));
+        };
+        // Each row read again must have the key it had: a file changed in a way its length,
+        // time and row count do not show (`cp -p`) must not put wrong rows in an output.
+        let layout = match self.format {
+            Format::Text => Layout::Text,
+            _ => Layout::Csv { width: self.width, key_cols: &self.key_cols },
+        };
+        let mut joined = Vec::new();
+        file.visit(|r, raw| {
+            let had = match self.row_item[r] {
+                SKIPPED => &[][..],
+                item => self.item(item as usize),
+            };
+            if rows::plain_key(raw, layout, &mut joined) != had {
+                return Err(file.changed());
+            }
+            f(r, raw)
+        })
     }
 
     /// Where row `row` is, for errors: its line in a CSV or text file, its 1-based row in a
@@ -717,6 +723,43 @@ mod tests {
         f.write_all(b"cy,3\n").unwrap();
         let e = s.write_rows(&[0], Vec::new()).unwrap_err().to_string();
         assert!(e.contains("changed since it was read"), "{e}");
+        // The same length and modification time (`cp -p`), another key: refused too.
+        let f = file(b"k,v\nann,1\nbob,2\n", ".csv");
+        let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
+        let when = std::fs::metadata(f.path()).unwrap().modified().unwrap();
+        std::fs::write(f.path(), b"k,v\nann,1\nbib,2\n").unwrap();
+        std::fs::File::options().write(true).open(f.path()).unwrap().set_modified(when).unwrap();
+        let e = s.write_rows(&[0, 1], Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("changed since it was read"), "{e}");
+    }
+
+    #[test]
+    fn the_first_bad_line_is_named_whichever_thread_finds_one() {
+        // Two bad lines in different chunks of rows (16 Ki rows each) of one block.
+        let mut text = b"a\n".repeat((1 << 14) - 1);
+        text.extend_from_slice(b"\xff\n\xfe\n");
+        let f = file(&text, ".txt");
+        for _ in 0..8 {
+            let whole = ItemSet::from_bytes(text.clone(), f.path(), Format::Text, &[]).unwrap_err().to_string();
+            let blocks = ItemSet::read(f.path(), Format::Text, &[]).unwrap_err().to_string();
+            assert!(whole.contains("line 16384") && blocks == whole, "{whole} / {blocks}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_named_pipe_is_read_whole_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("in.csv");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, b"k\na\nb\n"))
+        };
+        let s = ItemSet::read(&fifo, Format::Csv { header: true }, &[]).unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(s.file.is_none());
+        assert_eq!(s.items(), [&b"a"[..], b"b"]);
     }
 
     #[test]

@@ -246,7 +246,8 @@ pub(super) fn plain_keys(
         std::str::from_utf8(s.of(data))
             .map_err(|_| InputError::InvalidUtf8 { path: path.to_owned(), line: line_of(data, s.start) })
     };
-    rows.par_chunks(CHUNK_ROWS)
+    let chunks: Vec<Result<KeyChunk, InputError>> = rows
+        .par_chunks(CHUNK_ROWS)
         .map(|chunk| {
             let mut keys = Vec::with_capacity(chunk.len());
             let mut arena = Vec::new();
@@ -293,7 +294,35 @@ pub(super) fn plain_keys(
             }
             Ok((keys, arena))
         })
-        .collect()
+        .collect();
+    // The first error in the file's order, whichever thread met it first.
+    chunks.into_iter().collect()
+}
+
+/// The key of a fast-path row `row`, as [`plain_keys`] finds it: the row itself (text),
+/// its one key field, or the key fields joined into `out`. A row without a key field
+/// (ragged) gives an empty key.
+pub(super) fn plain_key<'a>(row: &'a [u8], layout: Layout<'_>, out: &'a mut Vec<u8>) -> &'a [u8] {
+    let field = |c: usize| row.split(|&b| b == b',').nth(c).unwrap_or(b"");
+    match layout {
+        Layout::Text => row,
+        Layout::Csv { key_cols: [c], .. } => field(*c),
+        Layout::Csv { key_cols, .. } => {
+            join_fields(key_cols.iter().map(|&c| field(c)), key_cols.len(), out);
+            out
+        }
+    }
+}
+
+/// Refuses key columns for a text file, whose line is its key.
+pub(super) fn check_text_key(path: &Path, key: &[String]) -> Result<(), InputError> {
+    if !key.is_empty() && key != ["1"] {
+        return Err(InputError::Invalid(format!(
+            "{}: a text file has one item per line; --key does not apply",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The general path: RFC 4180 records from the csv crate, one thread; every key is built.

@@ -577,7 +577,8 @@ pub(super) struct SplitRows<W: Write + Send> {
     sink: Sink<W>,
     schema: SchemaRef,
     columns: Vec<arrow_array::builder::StringBuilder>,
-    fields: usize,
+    /// How many of `columns` are the input's (the rest are the extra values).
+    own: usize,
     pending: usize,
     written: usize,
 }
@@ -590,13 +591,13 @@ impl<W: Write + Send> SplitRows<W> {
         let sink = Sink::new(format, out, &schema)?;
         let columns =
             (0..names.len() + extra_header.len()).map(|_| arrow_array::builder::StringBuilder::new()).collect();
-        Ok(Self { sink, schema, columns, fields: names.len(), pending: 0, written: 0 })
+        Ok(Self { sink, schema, columns, own: names.len(), pending: 0, written: 0 })
     }
 
     /// Adds a row: its fields (a missing one is empty), then its extra values (a missing
     /// one is null).
     pub fn push(&mut self, fields: &[std::borrow::Cow<'_, [u8]>], values: &[String]) -> Result<(), InputError> {
-        let (own, extra) = self.columns.split_at_mut(self.fields);
+        let (own, extra) = self.columns.split_at_mut(self.own);
         for (j, column) in own.iter_mut().enumerate() {
             column.append_value(fields.get(j).map_or(std::borrow::Cow::Borrowed(""), |f| String::from_utf8_lossy(f)));
         }

@@ -8,8 +8,8 @@
 //! are read from the file again, block by block ([`Streamed::visit`]), which must find
 //! the file as it was (its stamp and row count here, each row's key in `ItemSet`).
 //!
-//! A CSV block with a quote ends the reading (`None`), and the caller reads the file
-//! whole, through the csv crate, as before.
+//! A CSV block with a quote or a lone `\r` ends the reading (`None`), and the caller
+//! reads the file whole, through the csv crate, as before.
 
 use super::format::Format;
 use super::room::{Stamp, rows_room, stamp_of, too_many_rows};
@@ -117,13 +117,13 @@ pub(super) fn read(path: &Path, format: Format, key: &[String], block: usize) ->
         Format::Csv { header } => (false, header),
         _ => return Ok(None),
     };
-    if text {
-        rows::check_text_key(path, key)?;
-    }
     // Looked at before opening: opening a named pipe and closing it again would end its
-    // writer's stream before the whole-file reader opens it.
+    // writer's stream before the whole-file reader opens it (and refuses a bad --key).
     if !std::fs::metadata(path).map_err(io)?.is_file() {
         return Ok(None);
+    }
+    if text {
+        rows::check_text_key(path, key)?;
     }
     let file = File::open(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;

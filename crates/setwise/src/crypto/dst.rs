@@ -56,8 +56,11 @@ pub const MQRPMT_TAG: &str = "setwise/mqrpmt/v1/item-tag";
 pub const MQRPMT_POPRF_TAG: &str = "setwise/mqrpmt/v1/poprf-query-tag";
 /// mqRPMT private-ID: the session ids of its two VOLE OPRFs.
 pub const MQRPMT_PRIVATE_ID_OPRF: &str = "setwise/mqrpmt/v2/private-id-oprf-session";
-/// mqRPMT private-ID: an item's OKVS key and value in one of the two OPRFs.
-pub const MQRPMT_PRIVATE_ID_ITEM: &str = "setwise/mqrpmt/v2/private-id-item-to-key-value";
+/// mqRPMT private-ID: an item's OKVS key in one of the two OPRFs.
+pub const MQRPMT_PRIVATE_ID_ITEM: &str = "setwise/mqrpmt/v3/private-id-item-to-key";
+/// mqRPMT private-ID: the AES key of an OPRF's value hash (an item's OKVS value from its
+/// key).
+pub const MQRPMT_PRIVATE_ID_VALUE: &str = "setwise/mqrpmt/v3/private-id-value-aes-key";
 /// mqRPMT private-ID: an OPRF's output, half of an item's ID.
 pub const MQRPMT_PRIVATE_ID_OUTPUT: &str = "setwise/mqrpmt/v2/private-id-oprf-output";
 /// Base OT (Chou–Orlandi): the OT keys.
@@ -82,8 +85,11 @@ pub const VOLE_CODE_SEED: &str = "setwise/vole/v1/code-seed";
 pub const VOLE_NOISY_CHALLENGE: &str = "setwise/vole/v1/noisy-check-challenge";
 /// Malicious silent VOLE: the sender's answer to the punctured PRFs' check (Ferret).
 pub const VOLE_SPARSE_CHECK: &str = "setwise/vole/v1/sparse-check-answer";
-/// VOLE-PSI: an item's OKVS key and value.
-pub const VOLE_PSI_ITEM: &str = "setwise/vole-psi/v1/item-to-key-value";
+/// VOLE-PSI: an item's OKVS key (and, for the malicious output hash, the rest of its
+/// digest).
+pub const VOLE_PSI_ITEM: &str = "setwise/vole-psi/v2/item-to-key";
+/// VOLE-PSI: the AES key of the value hash (an item's OKVS value from its key).
+pub const VOLE_PSI_VALUE: &str = "setwise/vole-psi/v2/value-aes-key";
 /// VOLE-PSI: the OPRF output of an item (truncated to the tag length).
 pub const VOLE_PSI_TAG: &str = "setwise/vole-psi/v1/oprf-output";
 /// Malicious VOLE-PSI: the OPRF output of an item's whole digest and its value plus w.

@@ -86,10 +86,22 @@ impl Okvs {
     /// Encodes each `(key, value)` of `pairs` (distinct keys) under `params`, retrying
     /// with fresh seeds on the rare unsolvable system.
     pub fn encode(params: OkvsParams, pairs: &[(u128, Gf128)]) -> Result<Self, Unsolvable> {
+        Self::encode_by(params, pairs.len(), |i| pairs[i].0, values_of(pairs))
+    }
+
+    /// [`encode`](Self::encode) of `n` keys given by index, `key(i)`, their values a group
+    /// at a time: `values(indices, keys, out)` fills the values of the keys at `indices`
+    /// (one bin's), for a caller that computes them as it goes rather than keeping them.
+    pub fn encode_by(
+        params: OkvsParams,
+        n: usize,
+        key: impl Fn(usize) -> u128 + Sync,
+        values: impl Fn(&[u32], &[u128], &mut [Gf128]) + Sync,
+    ) -> Result<Self, Unsolvable> {
         for _ in 0..MAX_TRIES {
             let mut seed = [0u8; 16];
             fill_os(&mut seed);
-            if let Ok(columns) = encode_with(params, &seed, pairs) {
+            if let Ok(columns) = encode_rows(params, &seed, n, &key, &values) {
                 return Ok(Self { seed, params, columns });
             }
         }
@@ -183,10 +195,28 @@ impl Okvs {
         f: impl Fn(usize, &E, Gf128) -> T + Sync,
         done: impl Fn(usize) + Sync,
     ) -> (Vec<T>, Vec<u32>) {
+        let each = |group: &[u32], _: &[u128], values: &[Gf128], out: &mut [T]| {
+            for ((o, &i), &v) in out.iter_mut().zip(group).zip(values) {
+                *o = f(i as usize, &items[i as usize], v);
+            }
+        };
+        self.decode_groups(items.len(), |i| key_of(&items[i]), each, done)
+    }
+
+    /// [`decode_ordered`](Self::decode_ordered) of `n` keys given by index, a group of
+    /// keys at a time: `f(indices, keys, values, out)` fills the results of one group
+    /// (at most 4096 keys of one bin), so that a caller can batch its own per-key work.
+    pub fn decode_groups<T: Default + Clone + Send>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> u128 + Sync,
+        f: impl Fn(&[u32], &[u128], &[Gf128], &mut [T]) + Sync,
+        done: impl Fn(usize) + Sync,
+    ) -> (Vec<T>, Vec<u32>) {
         let hasher = BandHasher::new(&self.seed, self.params);
         let (starts, order) = match self.params.bins {
-            1 => (vec![0, items.len()], (0..items.len() as u32).collect()),
-            bins => by_bin(&hasher, items.len(), |i| key_of(&items[i]), bins),
+            1 => (vec![0, n], (0..n as u32).collect()),
+            bins => by_bin(&hasher, n, &key, bins),
         };
         // Tasks of at most 4096 items within a bin (so one bin of a small store still
         // spreads over the threads); together they cover `order` from start to end.
@@ -197,15 +227,15 @@ impl Okvs {
             cuts.push(starts[b + 1]);
         }
         cuts.dedup();
-        let mut out = vec![T::default(); items.len()];
+        let mut out = vec![T::default(); n];
         split_groups(&mut out, &cuts).into_par_iter().enumerate().for_each_init(Scratch::default, |s, (task, out)| {
             let group = &order[cuts[task]..cuts[task + 1]];
             let Some(&first) = group.first() else { return };
-            let columns = self.bin(hasher.bin(key_of(&items[first as usize])));
-            s.bands_of(&hasher, group.iter().map(|&i| key_of(&items[i as usize])));
-            for ((o, &i), band) in out.iter_mut().zip(group).zip(&s.bands) {
-                *o = f(i as usize, &items[i as usize], band.dot(columns));
-            }
+            let columns = self.bin(hasher.bin(key(first as usize)));
+            s.bands_of(&hasher, group.iter().map(|&i| key(i as usize)));
+            s.values.clear();
+            s.values.extend(s.bands.iter().map(|band| band.dot(columns)));
+            f(group, &s.keys, &s.values, out);
             done(group.len());
         });
         (out, order)
@@ -229,17 +259,36 @@ fn by_bin(hasher: &BandHasher, n: usize, key: impl Fn(usize) -> u128 + Sync, bin
 /// Encodes with one seed: each bin's rows by sorted band elimination and back
 /// substitution, the bins in parallel; columns no row pins stay random.
 pub fn encode_with(params: OkvsParams, seed: &[u8; 16], pairs: &[(u128, Gf128)]) -> Result<Vec<Gf128>, Unsolvable> {
+    encode_rows(params, seed, pairs.len(), &|i| pairs[i].0, &values_of(pairs))
+}
+
+/// The values of `pairs` at some indices, as [`Okvs::encode_by`] asks for them.
+fn values_of(pairs: &[(u128, Gf128)]) -> impl Fn(&[u32], &[u128], &mut [Gf128]) + Sync {
+    |group, _, out| out.iter_mut().zip(group).for_each(|(o, &i)| *o = pairs[i as usize].1)
+}
+
+/// [`encode_with`] of `n` keys given by index, their values by group.
+fn encode_rows(
+    params: OkvsParams,
+    seed: &[u8; 16],
+    n: usize,
+    key: &(impl Fn(usize) -> u128 + Sync),
+    values: &(impl Fn(&[u32], &[u128], &mut [Gf128]) + Sync),
+) -> Result<Vec<Gf128>, Unsolvable> {
     let hasher = BandHasher::new(seed, params);
     let mut p = random_columns(params.columns);
     let (starts, order) = match params.bins {
-        1 => (vec![0, pairs.len()], (0..pairs.len() as u32).collect()),
-        bins => by_bin(&hasher, pairs.len(), |i| pairs[i].0, bins),
+        1 => (vec![0, n], (0..n as u32).collect()),
+        bins => by_bin(&hasher, n, key, bins),
     };
     p.par_chunks_mut(params.bin_columns()).enumerate().try_for_each_init(Scratch::default, |s, (b, columns)| {
         let group = &order[starts[b]..starts[b + 1]];
-        s.bands_of(&hasher, group.iter().map(|&i| pairs[i as usize].0));
+        s.bands_of(&hasher, group.iter().map(|&i| key(i as usize)));
+        s.values.clear();
+        s.values.resize(group.len(), Gf128::ZERO);
+        values(group, &s.keys, &mut s.values);
         s.rows.clear();
-        s.rows.extend(s.bands.iter().copied().zip(group.iter().map(|&i| pairs[i as usize].1)));
+        s.rows.extend(s.bands.iter().copied().zip(s.values.iter().copied()));
         solve(s, columns)
     })?;
     Ok(p)
@@ -251,6 +300,7 @@ pub fn encode_with(params: OkvsParams, seed: &[u8; 16], pairs: &[(u128, Gf128)])
 struct Scratch {
     keys: Vec<u128>,
     bands: Vec<Band>,
+    values: Vec<Gf128>,
     rows: Vec<(Band, Gf128)>,
     pivots: Vec<usize>,
 }

@@ -96,3 +96,42 @@ fn bins_split_a_large_store_and_decode_like_one_key_at_a_time() {
     let stray = okvs.decode_many(&others);
     assert!(stray.iter().all(|v| !values.contains(v)));
 }
+
+#[test]
+fn values_given_a_group_at_a_time_encode_and_decode_as_pairs_do() {
+    // A value that is a function of its key, computed per group, as the VOLE OPRF does.
+    let value = |k: u128| Gf128(k.rotate_left(17) ^ 0x5555);
+    for n in [1, 1000, 3 * BIN_ITEMS + 5] {
+        let (keys, _) = random_pairs(n);
+        let params = OkvsParams::for_items(n);
+        let groups = std::sync::atomic::AtomicUsize::new(0);
+        let okvs = Okvs::encode_by(
+            params,
+            n,
+            |i| keys[i],
+            |group, ks, out| {
+                groups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                for ((o, &i), &k) in out.iter_mut().zip(group).zip(ks) {
+                    assert_eq!(keys[i as usize], k, "a group's keys are those of its indices");
+                    *o = value(k);
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(groups.into_inner(), params.bins, "one group a bin");
+        let want: Vec<Gf128> = keys.iter().map(|&k| value(k)).collect();
+        assert_eq!(okvs.decode_many(&keys), want, "n = {n}");
+        let (got, order) = okvs.decode_groups(
+            n,
+            |i| keys[i],
+            |group, ks, values, out: &mut [(u32, Gf128)]| {
+                for (((o, &i), &k), &v) in out.iter_mut().zip(group).zip(ks).zip(values) {
+                    assert_eq!(keys[i as usize], k);
+                    *o = (i, v);
+                }
+            },
+            |_| {},
+        );
+        assert!(got.iter().zip(&order).all(|(&(i, v), &j)| i == j && v == want[i as usize]));
+    }
+}

@@ -12,7 +12,7 @@ use crate::wire::{Reader, WireError, Writer};
 /// First bytes of every hello.
 pub const MAGIC: [u8; 8] = *b"SETWISE\0";
 /// Version of the wire format; peers with different versions refuse each other.
-pub const WIRE_VERSION: u16 = 4;
+pub const WIRE_VERSION: u16 = 5;
 
 /// Message tag of the hello.
 pub(crate) const TAG_HELLO: u8 = 0x01;

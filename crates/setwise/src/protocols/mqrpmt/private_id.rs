@@ -22,7 +22,7 @@ use crate::crypto::dst::{self, SessionId};
 use crate::error::{Deviation, Result};
 use crate::net::Channel;
 use crate::protocols::vole::oprf::{self, Phases};
-use crate::protocols::vole::{self, Hashes};
+use crate::protocols::vole::{self, Hashes, Labels};
 use crate::protocols::{Context, Operation, Outcome, Report, Security, SumTo};
 use crate::wire::msg::Message;
 
@@ -33,7 +33,12 @@ const ID_LEN: usize = 32;
 /// The session and hashes of OPRF A (`b"A"`, key at the client) or B (key at the server).
 fn oprf_session(ctx: &Context, which: &[u8]) -> (SessionId, Hashes) {
     let sid = ctx.id.sub(dst::MQRPMT_PRIVATE_ID_OPRF, which);
-    (sid, Hashes::of(sid, [dst::MQRPMT_PRIVATE_ID_ITEM, dst::MQRPMT_PRIVATE_ID_OUTPUT], 16))
+    let labels = Labels {
+        item: dst::MQRPMT_PRIVATE_ID_ITEM,
+        value: dst::MQRPMT_PRIVATE_ID_VALUE,
+        output: dst::MQRPMT_PRIVATE_ID_OUTPUT,
+    };
+    (sid, Hashes::of(sid, labels, 16))
 }
 
 /// Private-ID's OPRFs are semi-honest, as the protocol is.

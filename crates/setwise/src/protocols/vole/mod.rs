@@ -2,7 +2,8 @@
 //! OKVS and Subfield VOLE", CCS 2022, Fig. 11), semi-honest: the receiver learns X ∩ Y,
 //! the sender nothing; each learns the other's set size.
 //!
-//! Flow (receiver holds Y, sender X; H gives each item an OKVS key k and a value h):
+//! Flow (receiver holds Y, sender X; H gives each item an OKVS key k, and its value is
+//! h(x) = π(k) ⊕ k for a keyed AES π, [`ValueHash`]):
 //! 1. a silent VOLE of length m (the store's size): the sender gets Δ and B, the
 //!    receiver A′ and C = B + A′·Δ ([`crate::vole`]);
 //! 2. receiver: P = Encode({k(y) ↦ h(y)}) (RB-OKVS, [`crate::okvs`]); sends the seed and
@@ -42,7 +43,7 @@ mod sender;
 pub use receiver::receiver;
 pub use sender::sender;
 
-use crate::crypto::dst::{self, Domain};
+use crate::crypto::dst::{self, Domain, SessionId};
 use crate::error::Result;
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
@@ -52,6 +53,8 @@ use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Call, Input, Outcome, Report, Role};
 use crate::protocols::{Context, Security};
 use crate::protocols::{Operation, Protocol};
+use aes::Aes128;
+use aes::cipher::{Array, BlockCipherEncrypt, KeyInit};
 use rayon::prelude::*;
 
 /// Largest set either side may hold: 2^26. Memory grows by about 0.5 GiB per 2^20
@@ -72,16 +75,87 @@ pub(crate) fn check_sizes(ctx: &Context) -> Result<()> {
     ctx.check_sizes("vole PSI", MAX_SET, "split larger sets into buckets")
 }
 
-/// The item hash and the output hash of one OPRF session.
+/// The item hash, the value hash and the output hash of one OPRF session.
 pub(crate) struct Hashes {
-    // BLAKE3 keys of the two domains: `keyed_hash` of a short input is what a keyed
-    // `Hasher` gives, without copying the hasher's 1.9 KB state per item.
+    // BLAKE3 keys of the item and output domains: `keyed_hash` of a short input is what a
+    // keyed `Hasher` gives, without copying the hasher's 1.9 KB state per item.
     item: [u8; 32],
+    value: ValueHash,
     output: [u8; 32],
     len: usize,
-    // Whether H_o takes the item's whole 256-bit digest (k and h), as the malicious
-    // variant needs, or its key k only.
+    // Whether H_o takes the item's whole 256-bit digest, as the malicious variant needs,
+    // or its key k only.
     whole: bool,
+}
+
+/// The OKVS value h of an item from its key k: h = π(k) ⊕ k for AES π under a key of
+/// the session (Matyas–Meyer–Oseas), as volePSI derives an item's value from its 128-bit
+/// item (`RsOprf`, `mAesFixedKey.hashBlock`, there under one fixed key). So a party keeps
+/// 16 bytes an item, not 32, and computes h when it needs it.
+#[derive(Clone)]
+pub(crate) struct ValueHash(Aes128);
+
+impl ValueHash {
+    fn new(label: &'static str, sid: SessionId) -> Self {
+        let k = Domain::new(label, sid).hash32(b"AES key");
+        Self(Aes128::new(&Array(k[..16].try_into().expect("16 bytes"))))
+    }
+
+    /// h(k) of each of `keys` into `out` (as long): the blocks of 64 keys at a time in one
+    /// call, which the cipher pipelines (one block at a time costs 20 times as much).
+    pub(crate) fn of_many(&self, keys: &[u128], out: &mut [Gf128]) {
+        const BATCH: usize = 64;
+        let mut blocks = [Array([0u8; 16]); BATCH];
+        for (keys, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let blocks = &mut blocks[..keys.len()];
+            blocks.iter_mut().zip(keys).for_each(|(b, k)| *b = Array(k.to_le_bytes()));
+            self.0.encrypt_blocks(blocks);
+            for ((o, b), k) in out.iter_mut().zip(blocks.iter()).zip(keys) {
+                *o = Gf128(u128::from_le_bytes(b.0) ^ k);
+            }
+        }
+    }
+}
+
+/// One OPRF session's items hashed ([`Hashes::items`]), in item order: each item's OKVS
+/// key k and, where H_o takes the whole digest, the digest's second half.
+pub(crate) struct Hashed {
+    keys: Vec<u128>,
+    rest: Vec<u128>,
+}
+
+impl Hashed {
+    /// The items' OKVS keys.
+    pub(crate) fn keys(&self) -> &[u128] {
+        &self.keys
+    }
+
+    /// Item `i` as the output hash takes it.
+    pub(crate) fn item(&self, i: usize) -> Item {
+        Item { key: self.keys[i], rest: self.rest.get(i).copied().unwrap_or(0) }
+    }
+
+    /// Number of items.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// A hashed item: its OKVS key and what else of its digest H_o takes (0 when only k).
+#[derive(Clone, Copy)]
+pub(crate) struct Item {
+    key: u128,
+    rest: u128,
+}
+
+/// The domain labels of one OPRF session's hashes.
+pub(crate) struct Labels {
+    /// Items to their OKVS keys (and digests).
+    pub item: &'static str,
+    /// The AES key of the value hash.
+    pub value: &'static str,
+    /// The OPRF output.
+    pub output: &'static str,
 }
 
 impl Hashes {
@@ -90,44 +164,56 @@ impl Hashes {
     /// receiver's store may hold more keys than it announced, so the tag length cannot
     /// count on its size).
     pub(crate) fn new(ctx: &Context, security: Security) -> Self {
+        let labels = |output| Labels { item: dst::VOLE_PSI_ITEM, value: dst::VOLE_PSI_VALUE, output };
         match security {
-            Security::SemiHonest => Self::of(
-                ctx.id,
-                [dst::VOLE_PSI_ITEM, dst::VOLE_PSI_TAG],
-                tag_bytes(ctx.sender_size(), ctx.receiver_size()),
-            ),
-            Security::Malicious => {
-                Self { whole: true, ..Self::of(ctx.id, [dst::VOLE_PSI_ITEM, dst::VOLE_PSI_TAG_MALICIOUS], 16) }
+            Security::SemiHonest => {
+                Self::of(ctx.id, labels(dst::VOLE_PSI_TAG), tag_bytes(ctx.sender_size(), ctx.receiver_size()))
             }
+            Security::Malicious => Self { whole: true, ..Self::of(ctx.id, labels(dst::VOLE_PSI_TAG_MALICIOUS), 16) },
         }
     }
 
-    /// The hashes of session `sid` under the labels `[item, output]`, tags of `len`
-    /// bytes (at most 16), H_o over an item's key.
-    pub(crate) fn of(sid: crate::crypto::dst::SessionId, labels: [&'static str; 2], len: usize) -> Self {
-        Self { item: Domain::new(labels[0], sid).key(), output: Domain::new(labels[1], sid).key(), len, whole: false }
+    /// The hashes of session `sid` under `labels`, tags of `len` bytes (at most 16), H_o
+    /// over an item's key.
+    pub(crate) fn of(sid: SessionId, labels: Labels, len: usize) -> Self {
+        Self {
+            item: Domain::new(labels.item, sid).key(),
+            value: ValueHash::new(labels.value, sid),
+            output: Domain::new(labels.output, sid).key(),
+            len,
+            whole: false,
+        }
     }
 
-    /// Each item's OKVS key and value.
-    pub(crate) fn items<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Vec<(u128, Gf128)> {
-        items
-            .par_iter()
-            .map(|x| {
-                let out = blake3::keyed_hash(&self.item, x.as_ref());
-                let b = out.as_bytes();
-                let half = |i: usize| u128::from_le_bytes(b[16 * i..16 * i + 16].try_into().expect("16 bytes"));
-                (half(0), Gf128(half(1)))
-            })
-            .collect()
+    /// Each item's OKVS key (and, for H_o over the whole digest, the digest's second
+    /// half): the halves of BLAKE3 keyed by the item domain.
+    pub(crate) fn items<I: AsRef<[u8]> + Sync>(&self, items: &[I]) -> Hashed {
+        let digest = |x: &I| {
+            let out = blake3::keyed_hash(&self.item, x.as_ref());
+            let b = out.as_bytes();
+            let half = |i: usize| u128::from_le_bytes(b[16 * i..16 * i + 16].try_into().expect("16 bytes"));
+            (half(0), half(1))
+        };
+        if self.whole {
+            let (keys, rest) = items.par_iter().map(digest).unzip();
+            Hashed { keys, rest }
+        } else {
+            Hashed { keys: items.par_iter().map(|x| digest(x).0).collect(), rest: Vec::new() }
+        }
     }
 
-    /// The OPRF output of a hashed item and its value: H_o(k, v), or H_o(k, h, v) over
-    /// the whole digest, 32 bytes.
-    pub(crate) fn output(&self, (key, h): (u128, Gf128), value: Gf128) -> [u8; 32] {
+    /// The value hash h.
+    pub(crate) fn value(&self) -> &ValueHash {
+        &self.value
+    }
+
+    /// The OPRF output of a hashed item and its value: H_o(k, v), or H_o(k, k′, v) over
+    /// the whole digest (k′ its second half), 32 bytes.
+    pub(crate) fn output(&self, item: Item, value: Gf128) -> [u8; 32] {
         let mut input = [0u8; 48];
-        input[..16].copy_from_slice(&key.to_le_bytes());
+        input[..16].copy_from_slice(&item.key.to_le_bytes());
         let at = if self.whole {
-            input[16..32].copy_from_slice(&h.to_bytes());
+            input[16..32].copy_from_slice(&item.rest.to_le_bytes());
             32
         } else {
             16
@@ -138,7 +224,7 @@ impl Hashes {
 
     /// The tag of a hashed item and its OPRF value: the first [`Hashes::len`] bytes of
     /// [`Hashes::output`], the rest zero.
-    pub(crate) fn tag(&self, item: (u128, Gf128), value: Gf128) -> u128 {
+    pub(crate) fn tag(&self, item: Item, value: Gf128) -> u128 {
         let t = u128::from_le_bytes(self.output(item, value)[..16].try_into().expect("16 bytes"));
         if self.len == 16 { t } else { t & ((1u128 << (8 * self.len)) - 1) }
     }
@@ -195,3 +281,47 @@ pub static SPEC: Spec = Spec {
     params: no_params,
     roles,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> [u8; 16] {
+        std::array::from_fn(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+    }
+
+    #[test]
+    fn the_value_hash_is_aes_of_the_key_xor_the_key() {
+        // FIPS-197 appendix C.1: AES-128 of 00112233…ff under key 00010203…0f.
+        let h = ValueHash(Aes128::new(&Array(hex("000102030405060708090a0b0c0d0e0f"))));
+        let plain = u128::from_le_bytes(hex("00112233445566778899aabbccddeeff"));
+        let cipher = u128::from_le_bytes(hex("69c4e0d86a7b0430d8cdb78070b4c55a"));
+        let mut out = [Gf128::ZERO];
+        h.of_many(&[plain], &mut out);
+        assert_eq!(out[0], Gf128(cipher ^ plain));
+        // In batches of any length, each key as if alone.
+        for n in [0, 1, 63, 64, 65, 200] {
+            let keys: Vec<u128> =
+                (0..n as u128).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)).collect();
+            let mut many = vec![Gf128::ZERO; n];
+            h.of_many(&keys, &mut many);
+            for (k, v) in keys.iter().zip(&many) {
+                let mut block = Array(k.to_le_bytes());
+                h.0.encrypt_block(&mut block);
+                assert_eq!(*v, Gf128(u128::from_le_bytes(block.0) ^ k), "{n} keys");
+            }
+        }
+    }
+
+    #[test]
+    fn sessions_and_labels_give_their_own_value_hashes() {
+        let sid = |b: u8| dst::session_id(&[b; 16], &[0; 16], None);
+        let value = |label, s| {
+            let mut out = [Gf128::ZERO];
+            ValueHash::new(label, s).of_many(&[7], &mut out);
+            out[0]
+        };
+        assert_ne!(value(dst::VOLE_PSI_VALUE, sid(1)), value(dst::VOLE_PSI_VALUE, sid(2)));
+        assert_ne!(value(dst::VOLE_PSI_VALUE, sid(1)), value(dst::MQRPMT_PRIVATE_ID_VALUE, sid(1)));
+    }
+}

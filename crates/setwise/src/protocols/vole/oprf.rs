@@ -2,12 +2,13 @@
 //! holder ends with a store K and Δ and can evaluate F on any item, the evaluator with
 //! F on its own items only (its set is fixed when it encodes the store).
 //!
-//! F(x) = H_o(k(x), Decode(K, k(x)) + h(x)·Δ), where (k, h) is the item hash and H_o the
-//! output hash of a [`Hashes`]. The evaluator holds C with K = C + P·Δ and
-//! Decode(P, k(y)) = h(y), so F(y) = H_o(k(y), Decode(C, k(y))) for its items y.
+//! F(x) = H_o(k(x), Decode(K, k(x)) + h(k(x))·Δ), where k is the item hash, h the value
+//! hash and H_o the output hash of a [`Hashes`]. The evaluator holds C with
+//! K = C + P·Δ and Decode(P, k(y)) = h(k(y)), so F(y) = H_o(k(y), Decode(C, k(y))) for
+//! its items y.
 
 use super::messages::{STORE, StoreSeed};
-use super::{Hashes, store_params};
+use super::{Hashed, Hashes, Item, ValueHash, store_params};
 use crate::crypto::dst::SessionId;
 use crate::crypto::rng;
 use crate::crypto::security::Security;
@@ -22,13 +23,12 @@ use crate::wire::stream::CHUNK;
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
-/// An item's OKVS key and value, from [`Hashes::items`].
-pub(crate) type Hashed = (u128, Gf128);
-
-/// The key holder's key: the store K = B + A·Δ and Δ, wiped when dropped.
+/// The key holder's key: the store K = B + A·Δ and Δ, wiped when dropped, and the
+/// session's value hash.
 pub(crate) struct OprfKey {
     k: Okvs,
     delta: Gf128,
+    value: ValueHash,
 }
 
 impl Drop for OprfKey {
@@ -39,15 +39,28 @@ impl Drop for OprfKey {
 }
 
 impl OprfKey {
-    /// `f(i, (k, h), Decode(K, k) + h·Δ)` for each hashed item `(k, h)` at index i, in no
+    /// `f(i, item, Decode(K, k) + h(k)·Δ)` for each hashed item i with key k, in no
     /// particular order (H_o of the last two arguments is F).
     pub(crate) fn eval_with<T: Default + Clone + Send>(
         &self,
-        hashed: &[Hashed],
+        hashed: &Hashed,
         meter: &Meter,
-        f: impl Fn(usize, Hashed, Gf128) -> T + Sync,
+        f: impl Fn(usize, Item, Gf128) -> T + Sync,
     ) -> Vec<T> {
-        self.k.decode_ordered(hashed, |&(k, _)| k, |i, &x, d| f(i, x, d + x.1 * self.delta), |n| meter.add(n)).0
+        let keys = hashed.keys();
+        let each = |group: &[u32], keys: &[u128], decoded: &[Gf128], out: &mut [T]| {
+            let mut h = [Gf128::ZERO; 64];
+            for (((group, keys), decoded), out) in
+                group.chunks(64).zip(keys.chunks(64)).zip(decoded.chunks(64)).zip(out.chunks_mut(64))
+            {
+                let h = &mut h[..keys.len()];
+                self.value.of_many(keys, h);
+                for (((o, &i), &d), &h) in out.iter_mut().zip(group).zip(decoded).zip(h.iter()) {
+                    *o = f(i as usize, hashed.item(i as usize), d + h * self.delta);
+                }
+            }
+        };
+        self.k.decode_groups(keys.len(), |i| keys[i], each, |n| meter.add(n)).0
     }
 }
 
@@ -55,7 +68,7 @@ impl OprfKey {
 /// values; wiped when dropped).
 pub(crate) struct Evaluated {
     /// The evaluator's items hashed, in item order.
-    pub hashed: Vec<Hashed>,
+    hashed: Hashed,
     c: Okvs,
 }
 
@@ -66,11 +79,11 @@ impl Drop for Evaluated {
 }
 
 impl Evaluated {
-    /// `f(i, (k, h), Decode(C, k))` for each own item i, in no particular order.
+    /// `f(i, item, Decode(C, k))` for each own item i with key k, in no particular order.
     pub(crate) fn eval_with<T: Default + Clone + Send>(
         &self,
         meter: &Meter,
-        f: impl Fn(usize, Hashed, Gf128) -> T + Sync,
+        f: impl Fn(usize, Item, Gf128) -> T + Sync,
     ) -> Vec<T> {
         self.eval_ordered(meter, f).0
     }
@@ -80,9 +93,9 @@ impl Evaluated {
     pub(crate) fn eval_ordered<T: Default + Clone + Send>(
         &self,
         meter: &Meter,
-        f: impl Fn(usize, Hashed, Gf128) -> T + Sync,
+        f: impl Fn(usize, Item, Gf128) -> T + Sync,
     ) -> (Vec<T>, Vec<u32>) {
-        self.c.decode_ordered(&self.hashed, |&(k, _)| k, |i, &x, v| f(i, x, v), |n| meter.add(n))
+        self.c.decode_ordered(self.hashed.keys(), |&k| k, |i, _, v| f(i, self.hashed.item(i), v), |n| meter.add(n))
     }
 }
 
@@ -115,7 +128,7 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
     own: &[I],
     report: &mut Report,
     phases: Phases,
-) -> Result<(OprfKey, Vec<Hashed>)> {
+) -> Result<(OprfKey, Hashed)> {
     let params = store_params(peer_items);
     let (vole, hashed) = std::thread::scope(|s| {
         let hashed = s.spawn(|| on_own_pool(|| hashes.items(own)));
@@ -135,7 +148,7 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
         })?;
         Okvs::from_parts(seed, params, k)
     })?;
-    Ok((OprfKey { k, delta }, hashed))
+    Ok((OprfKey { k, delta, value: hashes.value().clone() }, hashed))
 }
 
 /// The evaluator of session `sid` on its `items`: hashes them and encodes the store on a
@@ -160,7 +173,9 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
                 rng::within(forked.as_ref(), || {
                     let t = std::time::Instant::now();
                     let hashed = hashes.items(items);
-                    let store = Okvs::encode(params, &hashed);
+                    let (keys, value) = (hashed.keys(), hashes.value());
+                    let store =
+                        Okvs::encode_by(params, keys.len(), |i| keys[i], |_, keys, out| value.of_many(keys, out));
                     (hashed, store, t.elapsed())
                 })
             })

@@ -492,6 +492,21 @@ fn junk_connections_do_not_count_as_sessions() {
     assert_eq!(text(&so.stderr).matches("answered 2 items").count(), 2, "{}", text(&so.stderr));
 }
 
+/// `db build --params` naming neither a preset nor a file is refused before the input
+/// is read (at 2^24 the reading took 3 s first): here the input does not exist, and the
+/// error is about the parameters.
+#[test]
+fn an_unknown_parameter_set_is_refused_before_the_input_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, db) = (dir.path().join("missing.csv"), dir.path().join("s.db"));
+    let args = ["db", "build", "--input", s(&input), "--params", "16M-1O24", "--out", s(&db)];
+    let o = bin().args(args).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("16M-1O24") && !err.contains("missing.csv"), "{err}");
+    assert!(!db.exists());
+}
+
 /// `db strip` moves the OPRF key out of the directory: the sender then needs
 /// `--key-file`, and says so.
 #[test]

@@ -142,20 +142,27 @@ pub fn run_db(cmd: DbCommand) -> Result<(), Failure> {
             if !a.resume {
                 SenderDb::refuse_unfinished_build(&a.out)?;
             }
+            // A resumed build keeps the parameters it started with (auto might choose otherwise now).
+            let unfinished = if a.resume { SenderDb::unfinished_build(&a.out) } else { None };
+            // A preset or a parameter file is resolved before the input is read, so that a
+            // misspelt name is refused at once; auto needs the set's size and labels.
+            let early = match (&unfinished, a.params.as_str()) {
+                (Some(_), _) | (None, "auto") => None,
+                (None, spec) => Some(resolve(spec, 0, a.receiver_max, 0, a.link)?),
+            };
             let set = read_items(&a.input)?;
             let label_bytes = if a.label.is_empty() {
                 0
             } else {
                 set.column_values(&a.label)?.iter().map(|v| encode_label(v).len()).max().unwrap_or(0)
             };
-            // A resumed build keeps the parameters it started with (auto might choose otherwise now).
-            let unfinished = if a.resume { SenderDb::unfinished_build(&a.out) } else { None };
-            let (name, params) = match unfinished {
-                Some((params, name)) => {
+            let (name, params) = match (unfinished, early) {
+                (Some((params, name)), _) => {
                     eprintln!("resuming the build in {} with its parameters ({name})", a.out.display());
                     (name, params)
                 }
-                None => resolve(&a.params, set.len(), a.receiver_max, label_bytes, a.link)?,
+                (None, Some(resolved)) => resolved,
+                (None, None) => resolve(&a.params, set.len(), a.receiver_max, label_bytes, a.link)?,
             };
             let labels: Option<Vec<Vec<u8>>> = if a.label.is_empty() {
                 None

@@ -758,7 +758,14 @@ pub fn resolve(
         return Ok(Resolved { name: name.to_string(), params, predicted: None, receiver_max_below: None });
     }
     let path = std::path::Path::new(spec);
-    let json = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    let json = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            let presets: Vec<&str> = super::params::PRESETS.iter().map(|(n, _)| *n).collect();
+            let why = format!("{spec:?} is not auto, a preset ({}) or a parameter file", presets.join(", "));
+            Error::params("params", why)
+        }
+        _ => Error::file(path, e),
+    })?;
     let params = UnbalancedParams::from_json(&json).map_err(|e| e.in_params_of(path.display()))?;
     let below = (receiver_max > params.receiver_max()).then(|| params.receiver_max());
     Ok(Resolved { name: path.display().to_string(), params, predicted: None, receiver_max_below: below })

@@ -31,13 +31,6 @@ pub(super) fn too_many_rows(path: &Path, rows: usize, room: usize) -> InputError
 /// A file's length and modification time.
 pub(super) type Stamp = (u64, Option<std::time::SystemTime>);
 
-/// The file's length and modification time.
-#[cfg_attr(not(feature = "columnar"), allow(dead_code, reason = "the columnar reader's"))]
-pub(super) fn file_stamp(p: &Path) -> Result<Stamp, InputError> {
-    let m = std::fs::metadata(p).map_err(|e| InputError::Io { path: p.to_owned(), source: e })?;
-    Ok(stamp_of(&m))
-}
-
 /// The stamp of a file's metadata (of an open file: the file read, whatever its path
 /// names by then).
 pub(super) fn stamp_of(m: &std::fs::Metadata) -> Stamp {

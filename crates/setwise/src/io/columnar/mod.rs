@@ -12,7 +12,7 @@
 //! not match.
 
 use super::format::{Format, added_column_name};
-use super::room::{MAX_ROWS, file_stamp, rows_room, too_many_rows};
+use super::room::{MAX_ROWS, Stamp, rows_room, stamp_of, too_many_rows};
 use super::rows::{self, Span};
 use crate::error::InputError;
 use arrow_array::cast::AsArray;
@@ -59,7 +59,7 @@ pub(super) struct Table {
     key_names: Vec<String>,
     /// The file's length and modification time when it was opened: every later pass
     /// checks that it reads the same file.
-    stamp: Option<(u64, Option<std::time::SystemTime>)>,
+    stamp: Option<Stamp>,
     /// The rows the key pass read: every later pass must read as many.
     rows: Option<usize>,
 }
@@ -109,7 +109,9 @@ impl Table {
                         kind_name(format)
                     )));
                 }
-                Some(file_stamp(p)?)
+                // Stamped from the open file: what is read, whatever the path names later.
+                let file = std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
+                Some(stamp_of(&file.metadata().map_err(|e| InputError::Io { path: p.clone(), source: e })?))
             }
             Source::Memory(_) => None,
         };
@@ -137,8 +139,7 @@ impl Table {
         let stream = self.format == Format::ArrowStream;
         let checked = match &self.source {
             Source::File(p) => {
-                let file = std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
-                ipc_sizes::check(&mut std::io::BufReader::new(file), self.len(), stream, limit)
+                ipc_sizes::check(&mut std::io::BufReader::new(self.open_file(p)?), self.len(), stream, limit)
             }
             Source::Memory(m) => ipc_sizes::check(&mut std::io::Cursor::new(m), self.len(), stream, limit),
         };
@@ -154,33 +155,34 @@ impl Table {
         }
     }
 
-    /// The schema and batches of the file, limited to the top-level columns `roots`.
-    fn batches(&self, roots: Option<Vec<usize>>) -> Result<(SchemaRef, Batches), InputError> {
-        let bad = |e: &dyn std::fmt::Display| damaged(&self.path, self.format, e);
-        if let (Source::File(p), Some(stamp)) = (&self.source, self.stamp)
-            && file_stamp(p)? != stamp
-        {
+    /// Opens the file `p` again, refused unless the open file has the length and
+    /// modification time it had when the table was opened.
+    fn open_file(&self, p: &Path) -> Result<std::fs::File, InputError> {
+        let io = |e| InputError::Io { path: p.to_owned(), source: e };
+        let file = std::fs::File::open(p).map_err(io)?;
+        if Some(stamp_of(&file.metadata().map_err(io)?)) != self.stamp {
             return Err(InputError::Invalid(format!(
                 "{}: the file changed after its keys were read; run again on a file that stays as it is",
                 self.path.display()
             )));
         }
+        Ok(file)
+    }
+
+    /// The schema and batches of the file, limited to the top-level columns `roots`.
+    fn batches(&self, roots: Option<Vec<usize>>) -> Result<(SchemaRef, Batches), InputError> {
+        let bad = |e: &dyn std::fmt::Display| damaged(&self.path, self.format, e);
         guarded(&self.path, self.format, || match self.format {
             Format::Parquet => {
                 let b = match &self.source {
-                    Source::File(p) => {
-                        let file = std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
-                        parquet_reader(file, self.len(), roots)
-                    }
+                    Source::File(p) => parquet_reader(self.open_file(p)?, self.len(), roots),
                     Source::Memory(m) => parquet_reader(m.clone(), self.len(), roots),
                 };
                 b.map_err(|e| bad(&e))
             }
             Format::Arrow | Format::ArrowStream => {
                 let reader: Box<dyn ReadSeek> = match &self.source {
-                    Source::File(p) => Box::new(std::io::BufReader::new(
-                        std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?,
-                    )),
+                    Source::File(p) => Box::new(std::io::BufReader::new(self.open_file(p)?)),
                     Source::Memory(m) => Box::new(std::io::Cursor::new(m.clone())),
                 };
                 let opened: Result<(SchemaRef, Batches), ArrowError> = if self.format == Format::Arrow {

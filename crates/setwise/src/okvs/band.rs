@@ -292,8 +292,8 @@ impl BandHasher {
     }
 }
 
-/// Keys hashed per AES call.
-const BATCH: usize = 64;
+/// Keys hashed per AES call (the cipher pipelines the blocks of one call).
+pub(crate) const BATCH: usize = 64;
 
 /// A uniform 64-bit value scaled to `0..n` (Lemire's multiply-shift).
 fn scale(x: u64, n: usize) -> usize {

@@ -14,7 +14,7 @@
 //! with probability ≤ 2^-40 ([`OkvsParams::for_items`]); it is retried with a fresh
 //! seed. Decoding a key XORs the ≈ w/2 elements its band selects in its bin.
 
-mod band;
+pub(crate) mod band;
 mod bins;
 
 pub use band::{Band, BandHasher, EPSILON, LAMBDA, MAX_BAND};
@@ -90,8 +90,9 @@ impl Okvs {
     }
 
     /// [`encode`](Self::encode) of `n` keys given by index, `key(i)`, their values a group
-    /// at a time: `values(indices, keys, out)` fills the values of the keys at `indices`
-    /// (one bin's), for a caller that computes them as it goes rather than keeping them.
+    /// at a time: `values(indices, keys, out)` fills the values of one bin's keys, `keys`
+    /// being `key` of each of `indices`, in that order; for a caller that computes the
+    /// values as it goes rather than keeping them.
     pub fn encode_by(
         params: OkvsParams,
         n: usize,

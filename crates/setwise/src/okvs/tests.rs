@@ -118,7 +118,8 @@ fn values_given_a_group_at_a_time_encode_and_decode_as_pairs_do() {
             },
         )
         .unwrap();
-        assert_eq!(groups.into_inner(), params.bins, "one group a bin");
+        // One group a bin (more if a seed failed, with probability 2^-40).
+        assert!(groups.into_inner() >= params.bins);
         let want: Vec<Gf128> = keys.iter().map(|&k| value(k)).collect();
         assert_eq!(okvs.decode_many(&keys), want, "n = {n}");
         let (got, order) = okvs.decode_groups(

@@ -172,12 +172,17 @@ fn frame(tag: u8, records: &[[u8; 16]]) -> Vec<u8> {
 
 /// A receiver of `n` items that runs the VOLE honestly, then sends the seed and `store`.
 fn receiver_sending(n: usize, store: Vec<Vec<u8>>) -> Error {
+    receiver_sending_seed(n, |_| [5; 16], store)
+}
+
+/// [`receiver_sending`] with the store's seed of `seed`.
+fn receiver_sending_seed(n: usize, seed: impl FnOnce(&Context) -> [u8; 16] + Send, store: Vec<Vec<u8>>) -> Error {
     against(Role::Receiver, n, move |ch, ctx| {
         let m = store_params(n).columns;
         setwise::vole::silent_receive(ch, ctx.id, m).unwrap();
-        let mut seed = vec![0x93];
-        seed.extend_from_slice(&[5; 16]);
-        ch.send(&seed).unwrap();
+        let mut message = vec![0x93];
+        message.extend_from_slice(&seed(&ctx));
+        ch.send(&message).unwrap();
         for f in store {
             if ch.send(&f).is_err() {
                 return;
@@ -194,6 +199,19 @@ fn a_store_of_the_wrong_size_is_refused() {
     // Too few: the sender waits for the rest and then sees the peer go.
     let e = receiver_sending(50, vec![frame(0x94, &vec![[1; 16]; m - 1])]);
     assert!(matches!(e, Error::Net { .. } | Error::PeerAborted(_)), "{e}");
+}
+
+/// A seed equal to the value hash's AES key would make each key's OKVS row a function of
+/// its value h(k) = AES(k) ⊕ k: the key holder refuses it before the store.
+#[test]
+fn a_store_seed_that_keys_the_value_hash_is_refused() {
+    use setwise::crypto::dst::{self, Domain};
+    let m = store_params(50).columns;
+    let value_key =
+        |ctx: &Context| Domain::new(dst::VOLE_PSI_VALUE, ctx.id).hash32(b"AES key")[..16].try_into().unwrap();
+    let e = receiver_sending_seed(50, value_key, vec![frame(0x94, &vec![[1; 16]; m])]);
+    assert!(e.to_string().contains("the store's seed failed its consistency check"), "{e}");
+    assert!(matches!(e, Error::PeerMisbehaved(Deviation::FailedCheck { .. })), "{e}");
 }
 
 #[test]

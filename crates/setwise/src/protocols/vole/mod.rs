@@ -48,6 +48,7 @@ use crate::error::Result;
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::okvs::OkvsParams;
+use crate::okvs::band::BATCH;
 use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Call, Input, Outcome, Report, Role};
@@ -93,23 +94,38 @@ pub(crate) struct Hashes {
 /// item (`RsOprf`, `mAesFixedKey.hashBlock`, there under one fixed key). So a party keeps
 /// 16 bytes an item, not 32, and computes h when it needs it.
 #[derive(Clone)]
-pub(crate) struct ValueHash(Aes128);
+pub(crate) struct ValueHash {
+    aes: Aes128,
+    key: [u8; 16],
+}
 
 impl ValueHash {
     fn new(label: &'static str, sid: SessionId) -> Self {
         let k = Domain::new(label, sid).hash32(b"AES key");
-        Self(Aes128::new(&Array(k[..16].try_into().expect("16 bytes"))))
+        Self::with_key(k[..16].try_into().expect("16 bytes"))
     }
 
-    /// h(k) of each of `keys` into `out` (as long): the blocks of 64 keys at a time in one
-    /// call, which the cipher pipelines (one block at a time costs 20 times as much).
+    fn with_key(key: [u8; 16]) -> Self {
+        Self { aes: Aes128::new(&Array(key)), key }
+    }
+
+    /// Whether an OKVS seed would key the store's band hash with this AES key: then a
+    /// key's bin, band start and bits would be read off h(k), h(k ⊕ 1) and h(k ⊕ 2), and
+    /// the values of keys outside a store would no longer be independent of their rows.
+    /// The evaluator chooses the seed, so the key holder refuses this one.
+    pub(crate) fn is_keyed_by(&self, seed: &[u8; 16]) -> bool {
+        &self.key == seed
+    }
+
+    /// h(k) of each of `keys` into `out` (as long): [`BATCH`] keys to an AES call, which
+    /// the cipher pipelines (one block a call costs 20 times as much).
     pub(crate) fn of_many(&self, keys: &[u128], out: &mut [Gf128]) {
-        const BATCH: usize = 64;
+        assert_eq!(keys.len(), out.len(), "a value per key");
         let mut blocks = [Array([0u8; 16]); BATCH];
         for (keys, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             let blocks = &mut blocks[..keys.len()];
             blocks.iter_mut().zip(keys).for_each(|(b, k)| *b = Array(k.to_le_bytes()));
-            self.0.encrypt_blocks(blocks);
+            self.aes.encrypt_blocks(blocks);
             for ((o, b), k) in out.iter_mut().zip(blocks.iter()).zip(keys) {
                 *o = Gf128(u128::from_le_bytes(b.0) ^ k);
             }
@@ -118,10 +134,10 @@ impl ValueHash {
 }
 
 /// One OPRF session's items hashed ([`Hashes::items`]), in item order: each item's OKVS
-/// key k and, where H_o takes the whole digest, the digest's second half.
+/// key k and, where H_o takes the whole digest, the digest's second half k′.
 pub(crate) struct Hashed {
     keys: Vec<u128>,
-    rest: Vec<u128>,
+    second_halves: Option<Vec<u128>>,
 }
 
 impl Hashed {
@@ -131,8 +147,8 @@ impl Hashed {
     }
 
     /// Item `i` as the output hash takes it.
-    pub(crate) fn item(&self, i: usize) -> Item {
-        Item { key: self.keys[i], rest: self.rest.get(i).copied().unwrap_or(0) }
+    pub(crate) fn item(&self, i: usize) -> HashedItem {
+        HashedItem { key: self.keys[i], second_half: self.second_halves.as_ref().map(|s| s[i]) }
     }
 
     /// Number of items.
@@ -141,11 +157,11 @@ impl Hashed {
     }
 }
 
-/// A hashed item: its OKVS key and what else of its digest H_o takes (0 when only k).
+/// A hashed item: its OKVS key, and its digest's second half where H_o takes it.
 #[derive(Clone, Copy)]
-pub(crate) struct Item {
+pub(crate) struct HashedItem {
     key: u128,
-    rest: u128,
+    second_half: Option<u128>,
 }
 
 /// The domain labels of one OPRF session's hashes.
@@ -195,10 +211,10 @@ impl Hashes {
             (half(0), half(1))
         };
         if self.whole {
-            let (keys, rest) = items.par_iter().map(digest).unzip();
-            Hashed { keys, rest }
+            let (keys, second_halves) = items.par_iter().map(digest).unzip();
+            Hashed { keys, second_halves: Some(second_halves) }
         } else {
-            Hashed { keys: items.par_iter().map(|x| digest(x).0).collect(), rest: Vec::new() }
+            Hashed { keys: items.par_iter().map(|x| digest(x).0).collect(), second_halves: None }
         }
     }
 
@@ -209,14 +225,15 @@ impl Hashes {
 
     /// The OPRF output of a hashed item and its value: H_o(k, v), or H_o(k, k′, v) over
     /// the whole digest (k′ its second half), 32 bytes.
-    pub(crate) fn output(&self, item: Item, value: Gf128) -> [u8; 32] {
+    pub(crate) fn output(&self, item: HashedItem, value: Gf128) -> [u8; 32] {
         let mut input = [0u8; 48];
         input[..16].copy_from_slice(&item.key.to_le_bytes());
-        let at = if self.whole {
-            input[16..32].copy_from_slice(&item.rest.to_le_bytes());
-            32
-        } else {
-            16
+        let at = match item.second_half {
+            Some(k2) => {
+                input[16..32].copy_from_slice(&k2.to_le_bytes());
+                32
+            }
+            None => 16,
         };
         input[at..at + 16].copy_from_slice(&value.to_bytes());
         *blake3::keyed_hash(&self.output, &input[..at + 16]).as_bytes()
@@ -224,7 +241,7 @@ impl Hashes {
 
     /// The tag of a hashed item and its OPRF value: the first [`Hashes::len`] bytes of
     /// [`Hashes::output`], the rest zero.
-    pub(crate) fn tag(&self, item: Item, value: Gf128) -> u128 {
+    pub(crate) fn tag(&self, item: HashedItem, value: Gf128) -> u128 {
         let t = u128::from_le_bytes(self.output(item, value)[..16].try_into().expect("16 bytes"));
         if self.len == 16 { t } else { t & ((1u128 << (8 * self.len)) - 1) }
     }
@@ -293,7 +310,7 @@ mod tests {
     #[test]
     fn the_value_hash_is_aes_of_the_key_xor_the_key() {
         // FIPS-197 appendix C.1: AES-128 of 00112233…ff under key 00010203…0f.
-        let h = ValueHash(Aes128::new(&Array(hex("000102030405060708090a0b0c0d0e0f"))));
+        let h = ValueHash::with_key(hex("000102030405060708090a0b0c0d0e0f"));
         let plain = u128::from_le_bytes(hex("00112233445566778899aabbccddeeff"));
         let cipher = u128::from_le_bytes(hex("69c4e0d86a7b0430d8cdb78070b4c55a"));
         let mut out = [Gf128::ZERO];
@@ -307,7 +324,7 @@ mod tests {
             h.of_many(&keys, &mut many);
             for (k, v) in keys.iter().zip(&many) {
                 let mut block = Array(k.to_le_bytes());
-                h.0.encrypt_block(&mut block);
+                h.aes.encrypt_block(&mut block);
                 assert_eq!(*v, Gf128(u128::from_le_bytes(block.0) ^ k), "{n} keys");
             }
         }

@@ -8,14 +8,15 @@
 //! its items y.
 
 use super::messages::{STORE, StoreSeed};
-use super::{Hashed, Hashes, Item, ValueHash, store_params};
+use super::{Hashed, HashedItem, Hashes, ValueHash, store_params};
 use crate::crypto::dst::SessionId;
 use crate::crypto::rng;
 use crate::crypto::security::Security;
-use crate::error::{Error, Result};
+use crate::error::{Deviation, Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
 use crate::okvs::Okvs;
+use crate::okvs::band::BATCH;
 use crate::protocols::{Meter, Report};
 use crate::vole::{silent_receive_told, silent_send_told};
 use crate::wire::msg::Message;
@@ -45,14 +46,14 @@ impl OprfKey {
         &self,
         hashed: &Hashed,
         meter: &Meter,
-        f: impl Fn(usize, Item, Gf128) -> T + Sync,
+        f: impl Fn(usize, HashedItem, Gf128) -> T + Sync,
     ) -> Vec<T> {
         let keys = hashed.keys();
         let each = |group: &[u32], keys: &[u128], decoded: &[Gf128], out: &mut [T]| {
-            let mut h = [Gf128::ZERO; 64];
-            for (((group, keys), decoded), out) in
-                group.chunks(64).zip(keys.chunks(64)).zip(decoded.chunks(64)).zip(out.chunks_mut(64))
-            {
+            // The values h of a batch of keys at a time, in one AES call.
+            let mut h = [Gf128::ZERO; BATCH];
+            let batches = group.chunks(BATCH).zip(keys.chunks(BATCH)).zip(decoded.chunks(BATCH));
+            for (((group, keys), decoded), out) in batches.zip(out.chunks_mut(BATCH)) {
                 let h = &mut h[..keys.len()];
                 self.value.of_many(keys, h);
                 for (((o, &i), &d), &h) in out.iter_mut().zip(group).zip(decoded).zip(h.iter()) {
@@ -83,7 +84,7 @@ impl Evaluated {
     pub(crate) fn eval_with<T: Default + Clone + Send>(
         &self,
         meter: &Meter,
-        f: impl Fn(usize, Item, Gf128) -> T + Sync,
+        f: impl Fn(usize, HashedItem, Gf128) -> T + Sync,
     ) -> Vec<T> {
         self.eval_ordered(meter, f).0
     }
@@ -93,7 +94,7 @@ impl Evaluated {
     pub(crate) fn eval_ordered<T: Default + Clone + Send>(
         &self,
         meter: &Meter,
-        f: impl Fn(usize, Item, Gf128) -> T + Sync,
+        f: impl Fn(usize, HashedItem, Gf128) -> T + Sync,
     ) -> (Vec<T>, Vec<u32>) {
         self.c.decode_ordered(self.hashed.keys(), |&k| k, |i, _, v| f(i, self.hashed.item(i), v), |n| meter.add(n))
     }
@@ -140,6 +141,13 @@ pub(crate) fn hold_key<I: AsRef<[u8]> + Sync>(
     let delta = vole.delta;
     let k = report.phase(phases[1], ch, |ch| {
         let StoreSeed(seed) = StoreSeed::recv(ch, "receiving the store", ())?;
+        if hashes.value().is_keyed_by(&seed) {
+            return Err(Deviation::FailedCheck {
+                what: "the store's seed",
+                meaning: "it is the value hash's AES key, which would tie each key's row to its value",
+            }
+            .into());
+        }
         // K = B + A·Δ, column by column as the chunks come.
         let mut k = std::mem::take(&mut vole.b);
         STORE.recv(ch, params.columns, "receiving the store", |at, chunk| {
@@ -187,10 +195,7 @@ pub(crate) fn evaluate<I: AsRef<[u8]> + Sync>(
     let (vole, (hashed, store, took)) = (vole?, prepared);
     report.detail("hash items and encode the store", format!("{:.3} s", took.as_secs_f64()));
     let store = store.map_err(|_| {
-        Error::params(
-            "items",
-            "the store could not be encoded with 8 seeds (probability ≤ 2^-320); are the items distinct?".into(),
-        )
+        Error::params("items", "the store could not be encoded with 8 seeds (probability ≤ 2^-320)".into())
     })?;
     let (seed, mut p) = store.into_parts();
     report.phase(phases[1], ch, |ch| {

@@ -731,6 +731,14 @@ mod tests {
         std::fs::File::options().write(true).open(f.path()).unwrap().set_modified(when).unwrap();
         let e = s.write_rows(&[0, 1], Vec::new()).unwrap_err().to_string();
         assert!(e.contains("changed since it was read"), "{e}");
+        // So is another header (the one written back would not be the file's).
+        let f = file(b"\xef\xbb\xbf\n\nk,v\nann,1\nbob,2\n", ".csv");
+        let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
+        let when = std::fs::metadata(f.path()).unwrap().modified().unwrap();
+        std::fs::write(f.path(), b"\xef\xbb\xbf\n\nK,v\nann,1\nbob,2\n").unwrap();
+        std::fs::File::options().write(true).open(f.path()).unwrap().set_modified(when).unwrap();
+        let e = s.write_rows(&[0, 1], Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("changed since it was read"), "{e}");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! read here in blocks that end at a line end: each block's rows are split and their keys
 //! copied on all threads, and the block is dropped. Values, labels and rows written back
 //! are read from the file again, block by block ([`Streamed::visit`]), which must find
-//! the file as it was (its stamp and row count here, each row's key in `ItemSet`).
+//! the file as it was (its stamp, what precedes its rows and its row count here, each
+//! row's key in `ItemSet`).
 //!
 //! A CSV block with a quote or a lone `\r` ends the reading (`None`), and the caller
 //! reads the file whole, through the csv crate, as before.
@@ -14,6 +15,7 @@
 use super::format::Format;
 use super::room::{Stamp, rows_room, stamp_of, too_many_rows};
 use super::rows::{self, Layout, Span};
+use crate::crypto::dst::{self, Domain};
 use crate::error::InputError;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -35,6 +37,8 @@ pub(super) struct Streamed {
     rows: usize,
     /// The file's length and modification time when it was read.
     stamp: Stamp,
+    /// The digest of the bytes before `body`: the header written back is the one read.
+    head: [u8; 32],
     block: usize,
 }
 
@@ -149,6 +153,8 @@ pub(super) fn read(path: &Path, format: Format, key: &[String], block: usize) ->
         lines_before: 0,
     };
     let mut failed = None;
+    // What precedes the rows, hashed block by block until the rows are reached.
+    let (mut head, mut head_done) = (Domain::fixed(dst::IO_FILE_HEAD).hasher(), false);
     while let Some(b) = blocks.next().map_err(io)? {
         let mut from = 0;
         if !r.started {
@@ -166,6 +172,10 @@ pub(super) fn read(path: &Path, format: Format, key: &[String], block: usize) ->
             failed = Some(e);
             (r.data, r.keys) = (Vec::new(), Vec::new());
         }
+        if !head_done {
+            head.update(&b[..r.body.map_or(b.len(), |body| (body - r.offset) as usize)]);
+            head_done = r.body.is_some();
+        }
         r.lines_before += memchr::memchr_iter(b'\n', b).count() as u64;
         r.offset += b.len() as u64;
     }
@@ -177,7 +187,8 @@ pub(super) fn read(path: &Path, format: Format, key: &[String], block: usize) ->
         None => (0, rows::key_columns(path, r.head.as_ref().map(|(n, _)| n.as_slice()), 0, key)?),
     };
     let body = r.body.unwrap_or(r.offset);
-    let streamed = Streamed { path: path.to_owned(), text, body, rows: r.keys.len(), stamp, block };
+    let head = *head.finalize().as_bytes();
+    let streamed = Streamed { path: path.to_owned(), text, body, rows: r.keys.len(), stamp, head, block };
     Ok(Some(Keys { streamed, header: r.head, width, key_cols, data: r.data, keys: r.keys }))
 }
 
@@ -251,6 +262,11 @@ impl Streamed {
         let io = |source| InputError::Io { path: self.path.clone(), source };
         let mut file = File::open(&self.path).map_err(io)?;
         if stamp_of(&file.metadata().map_err(io)?) != self.stamp {
+            return Err(self.changed());
+        }
+        let mut head = Domain::fixed(dst::IO_FILE_HEAD).hasher();
+        std::io::copy(&mut (&mut file).take(self.body), &mut head).map_err(io)?;
+        if *head.finalize().as_bytes() != self.head {
             return Err(self.changed());
         }
         file.seek(SeekFrom::Start(self.body)).map_err(io)?;

@@ -131,9 +131,11 @@ fn io(e: impl std::fmt::Display) -> Failure {
 
 const NO_DEST: &str = "(use --output FILE or --stdout to write it)";
 
-/// Writes `outcome` as `out` asks; returns the line that summarises it.
-pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Role) -> Result<String, Failure> {
-    Ok(match outcome {
+/// The line that summarises an outcome that needs no rows of the input (nothing learned,
+/// a count, a sum, an intersection with no --output or --stdout), after printing what it
+/// prints; `None` for one that needs them.
+pub fn outcome_without_rows(outcome: &Outcome, out: &OutputArgs, role: Role) -> Option<String> {
+    Some(match outcome {
         Outcome::Nothing => "done, learned nothing".into(),
         Outcome::Cardinality(c) => {
             println!("{c}");
@@ -144,6 +146,19 @@ pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Ro
             let whose = if role == Role::Sender { "our" } else { "the sender's" };
             format!("intersection size {cardinality}, sum of {whose} values over it {sum}")
         }
+        Outcome::Intersection(matched) if out.output.is_none() && !out.stdout => {
+            format!("intersection size {} {NO_DEST}", matched.len())
+        }
+        _ => return None,
+    })
+}
+
+/// Writes `outcome` as `out` asks; returns the line that summarises it.
+pub fn write_outcome(set: &ItemSet, outcome: Outcome, out: &OutputArgs, role: Role) -> Result<String, Failure> {
+    if let Some(line) = outcome_without_rows(&outcome, out, role) {
+        return Ok(line);
+    }
+    Ok(match outcome {
         Outcome::Intersection(matched) => match out.emit(|w| {
             let rows: Vec<(usize, Vec<String>)> = matched.iter().map(|&i| (i, vec![])).collect();
             Ok(set.write_rows_with(&rows, &[], Some(out.rows_format(set)), w)?)

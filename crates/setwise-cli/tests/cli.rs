@@ -94,6 +94,12 @@ fn reveal_both_gives_the_sender_its_rows_and_the_count() {
         let (so, ro) = pair(&[&both[..], &["--input", sp]].concat(), &[&both[..], &["--input", rp]].concat());
         assert_eq!((text(&so.stdout), text(&ro.stdout)), ("2\n".into(), "2\n".into()), "{protocol}");
     }
+    // A sender without --output keeps only its keys through the run, and still says how
+    // many matched.
+    let both = ["--protocol", "vole", "--reveal", "both", "--key", "email"];
+    let (so, ro) = pair(&[&both[..], &["--input", sp]].concat(), &[&both[..], &["--input", rp]].concat());
+    assert!(so.status.success() && ro.status.success(), "{}{}", text(&so.stderr), text(&ro.stderr));
+    assert!(text(&so.stderr).contains("intersection size 2 (use --output FILE"), "{}", text(&so.stderr));
     // A protocol or operation without it is refused before any connection.
     let o = bin()
         .args(["sender", "--protocol", "mqrpmt", "--op", "union", "--reveal", "both", "--input", sp])

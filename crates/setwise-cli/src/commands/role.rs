@@ -5,9 +5,10 @@ use crate::args::{PartyArgs, ServeArgs, parse_size};
 use crate::input::{read_items, sum_values};
 use crate::log::observer;
 use crate::net::{connect, serve_many};
-use crate::output::{OutputArgs, write_outcome};
+use crate::output::{OutputArgs, outcome_without_rows, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
+use setwise::io::{ItemSet, Keys};
 use setwise::protocols::authorized::{self, Credentials, public_key_hex, read_public_key};
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
@@ -124,7 +125,15 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
         (_, Some(_)) => return Err(usage("--value is for the sender of --op sum (the value holder)")),
         (_, None) => Vec::new(),
     };
-    let items = set.items();
+    // A sender that writes no rows keeps only its keys through the run: at 2^24 a file's
+    // row index and item ranges are 335 MB.
+    let rowless =
+        !a.out.any() && matches!(job.operation, Operation::Intersection | Operation::Cardinality | Operation::Sum);
+    let mut held = if rowless { Held::Keys(set.into_keys()) } else { Held::Set(set) };
+    let items = match &mut held {
+        Held::Set(set) => set.items(),
+        Held::Keys(keys) => keys.take_items(),
+    };
     let input = || match job.operation {
         Operation::Sum => Input::Values { items: &items, values: &values, bound: a.value_bound },
         _ => Input::Items(&items),
@@ -147,9 +156,22 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     }
     let mut ch = connect(&a.party.net)?;
     let (outcome, report) = run_role(&mut ch, &job, Role::Sender, input(), &a.party.report)?;
-    let what = write_outcome(&set, outcome, &a.out, Role::Sender)?;
+    let what = match &held {
+        Held::Set(set) => write_outcome(set, outcome, &a.out, Role::Sender)?,
+        Held::Keys(_) => outcome_without_rows(&outcome, &a.out, Role::Sender).ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!("the sender's outcome {outcome:?} needs rows it did not keep"))
+        })?,
+    };
     summary(&a.party.report, Role::Sender, &report, &what);
     Ok(())
+}
+
+/// What the sender holds of its input through the run: the whole set, or only its keys
+/// when it writes no rows.
+#[allow(clippy::large_enum_variant, reason = "one value, for the length of a run")]
+enum Held {
+    Set(ItemSet),
+    Keys(Keys),
 }
 
 /// Serves `--sessions` receivers (0: forever) from `db`, each on its own thread; a

@@ -69,6 +69,23 @@ pub struct ItemSet {
 
 const SKIPPED: u32 = u32::MAX;
 
+/// What a party that writes no rows keeps of its input ([`ItemSet::into_keys`]): the
+/// keys' bytes and each distinct item's range of them.
+#[derive(Debug)]
+pub struct Keys {
+    data: Vec<u8>,
+    items: Vec<Span>,
+}
+
+impl Keys {
+    /// The distinct items, as [`ItemSet::items`] gives them, letting go of their ranges
+    /// (16 bytes an item; the views take their place): a second call finds none.
+    pub fn take_items(&mut self) -> Vec<&[u8]> {
+        let spans = std::mem::take(&mut self.items);
+        spans.par_iter().map(|s| s.of(&self.data)).collect()
+    }
+}
+
 impl ItemSet {
     /// Reads `path` in `format`; `key` names the key columns (header names, or 1-based
     /// indices without a header); empty means the first column.
@@ -177,6 +194,13 @@ impl ItemSet {
             row_item.push(id);
         }
         Self { format, data, header, width, rows, row_item, items, key_cols, stats, table: None, file: None }
+    }
+
+    /// The keys alone, for a party that writes no rows: what only writing rows and reading
+    /// columns need goes (each row's item index, the rows' ranges and where the file is:
+    /// 4 bytes a row of a file read in blocks, more of one held whole).
+    pub fn into_keys(self) -> Keys {
+        Keys { data: self.data, items: self.items }
     }
 
     /// Number of distinct items.

@@ -112,9 +112,6 @@ pub const STAGED_MESSAGE: &str = "setwise/staged/v1/message";
 /// Staged runs: the digest of a stage marker's content (counts and part digests), which
 /// the consuming stage journals.
 pub const STAGED_MARKER_CONTENT: &str = "setwise/staged/v1/marker-content";
-/// Input files: the digest of what comes before a file's rows (byte order marks, blank
-/// lines, the header), which each later pass over a file read in blocks checks.
-pub const IO_FILE_HEAD: &str = "setwise/io/v1/file-head";
 /// Staged runs: the fingerprint of a party's input, kept in its workdir.
 pub const STAGED_INPUT: &str = "setwise/staged/v1/input-fingerprint";
 /// Staged runs: the key of the MAC on one stage marker, derived (BLAKE3 `derive_key`) from

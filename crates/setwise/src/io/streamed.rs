@@ -15,11 +15,15 @@
 use super::format::Format;
 use super::room::{Stamp, rows_room, stamp_of, too_many_rows};
 use super::rows::{self, Layout, Span};
-use crate::crypto::dst::{self, Domain};
 use crate::error::InputError;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+
+/// The BLAKE3 key-derivation context of the digest of what precedes a file's rows (byte
+/// order marks, blank lines, the header), which each later pass checks: domain-separated
+/// as `crypto::dst`'s labels are, without that layer above this one.
+const HEAD_DIGEST: &str = "setwise/io/v1/file-head";
 
 /// Bytes read at a time: large enough that a block's rows keep both cores busy, small
 /// next to the rows of a file worth streaming.
@@ -154,7 +158,7 @@ pub(super) fn read(path: &Path, format: Format, key: &[String], block: usize) ->
     };
     let mut failed = None;
     // What precedes the rows, hashed block by block until the rows are reached.
-    let (mut head, mut head_done) = (Domain::fixed(dst::IO_FILE_HEAD).hasher(), false);
+    let (mut head, mut head_done) = (blake3::Hasher::new_derive_key(HEAD_DIGEST), false);
     while let Some(b) = blocks.next().map_err(io)? {
         let mut from = 0;
         if !r.started {
@@ -264,7 +268,7 @@ impl Streamed {
         if stamp_of(&file.metadata().map_err(io)?) != self.stamp {
             return Err(self.changed());
         }
-        let mut head = Domain::fixed(dst::IO_FILE_HEAD).hasher();
+        let mut head = blake3::Hasher::new_derive_key(HEAD_DIGEST);
         std::io::copy(&mut (&mut file).take(self.body), &mut head).map_err(io)?;
         if *head.finalize().as_bytes() != self.head {
             return Err(self.changed());

@@ -3,7 +3,7 @@
 //! the sender nothing; each learns the other's set size.
 //!
 //! Flow (receiver holds Y, sender X; H gives each item an OKVS key k, and its value is
-//! h(x) = π(k) ⊕ k for a keyed AES π, [`ValueHash`]):
+//! h(x) = π(k) ⊕ k for a keyed AES π, `ValueHash`):
 //! 1. a silent VOLE of length m (the store's size): the sender gets Δ and B, the
 //!    receiver A′ and C = B + A′·Δ ([`crate::vole`]);
 //! 2. receiver: P = Encode({k(y) ↦ h(y)}) (RB-OKVS, [`crate::okvs`]); sends the seed and

@@ -8,7 +8,7 @@ use crate::net::{connect, serve_many};
 use crate::output::{OutputArgs, outcome_without_rows, write_outcome};
 use crate::report::{run_role, summary};
 use clap::Args;
-use setwise::io::{ItemSet, Keys};
+use setwise::io::{ItemKeys, ItemSet};
 use setwise::protocols::authorized::{self, Credentials, public_key_hex, read_public_key};
 use setwise::protocols::spec::Takes;
 use setwise::protocols::unbalanced::SenderDb;
@@ -159,7 +159,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
     let what = match &held {
         Held::Set(set) => write_outcome(set, outcome, &a.out, Role::Sender)?,
         Held::Keys(_) => outcome_without_rows(&outcome, &a.out, Role::Sender).ok_or_else(|| {
-            Failure::usage(anyhow::anyhow!("the sender's outcome {outcome:?} needs rows it did not keep"))
+            Failure::usage(anyhow::anyhow!("this sender's outcome needs the rows it let go of (a setwise bug)"))
         })?,
     };
     summary(&a.party.report, Role::Sender, &report, &what);
@@ -171,7 +171,7 @@ pub fn run_sender(a: SenderArgs) -> Result<(), Failure> {
 #[allow(clippy::large_enum_variant, reason = "one value, for the length of a run")]
 enum Held {
     Set(ItemSet),
-    Keys(Keys),
+    Keys(ItemKeys),
 }
 
 /// Serves `--sessions` receivers (0: forever) from `db`, each on its own thread; a

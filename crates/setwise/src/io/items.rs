@@ -72,12 +72,12 @@ const SKIPPED: u32 = u32::MAX;
 /// What a party that writes no rows keeps of its input ([`ItemSet::into_keys`]): the
 /// keys' bytes and each distinct item's range of them.
 #[derive(Debug)]
-pub struct Keys {
+pub struct ItemKeys {
     data: Vec<u8>,
     items: Vec<Span>,
 }
 
-impl Keys {
+impl ItemKeys {
     /// The distinct items, as [`ItemSet::items`] gives them, letting go of their ranges
     /// (16 bytes an item; the views take their place): a second call finds none.
     pub fn take_items(&mut self) -> Vec<&[u8]> {
@@ -199,8 +199,8 @@ impl ItemSet {
     /// The keys alone, for a party that writes no rows: what only writing rows and reading
     /// columns need goes (each row's item index, the rows' ranges and where the file is:
     /// 4 bytes a row of a file read in blocks, more of one held whole).
-    pub fn into_keys(self) -> Keys {
-        Keys { data: self.data, items: self.items }
+    pub fn into_keys(self) -> ItemKeys {
+        ItemKeys { data: self.data, items: self.items }
     }
 
     /// Number of distinct items.

@@ -28,6 +28,6 @@ pub use atomic::{AtomicFile, sync_dir, write_atomic, write_new};
 pub use distinct::{check_distinct, first_occurrences};
 pub use format::Format;
 pub use hex::{from_hex, hex};
-pub use items::{ItemSet, Keys, ReadStats, split_key};
+pub use items::{ItemKeys, ItemSet, ReadStats, split_key};
 pub use rows::join_fields;
 pub use small::read_small;

@@ -14,9 +14,10 @@
 //! with probability ≤ 2^-40 ([`OkvsParams::for_items`]); it is retried with a fresh
 //! seed. Decoding a key XORs the ≈ w/2 elements its band selects in its bin.
 
-pub(crate) mod band;
+mod band;
 mod bins;
 
+pub(crate) use band::BATCH;
 pub use band::{Band, BandHasher, EPSILON, LAMBDA, MAX_BAND};
 pub use bins::BIN_ITEMS;
 

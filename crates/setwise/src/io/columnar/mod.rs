@@ -109,7 +109,8 @@ impl Table {
                         kind_name(format)
                     )));
                 }
-                // Stamped from the open file: what is read, whatever the path names later.
+                // Stamped from a handle, as each later pass checks its own handle
+                // (`open_file`): what it compares is the file it reads.
                 let file = std::fs::File::open(p).map_err(|e| InputError::Io { path: p.clone(), source: e })?;
                 Some(stamp_of(&file.metadata().map_err(|e| InputError::Io { path: p.clone(), source: e })?))
             }

@@ -26,9 +26,9 @@ use crate::protocols::vole::{self, Hashes, Labels};
 use crate::protocols::{Context, Operation, Outcome, Report, Security, SumTo};
 use crate::wire::msg::Message;
 
-/// ID bytes: 256 bits. Two of the union's items share an ID when their 128-bit OKVS keys
-/// collide (an ID is a function of the key), so with probability at most
-/// (|X| + |Y|)²·2^-129, 2^-75 at 2^26 items a side.
+/// ID bytes: 256 bits. An ID depends on an item's keys in the two OPRFs, hashed under
+/// separate sessions, so two of the union's items share one only if both keys collide or
+/// the 256-bit IDs do: with probability about (|X| + |Y|)²·2^-257.
 const ID_LEN: usize = 32;
 
 /// The session and hashes of OPRF A (`b"A"`, key at the client) or B (key at the server).

@@ -758,8 +758,10 @@ pub fn resolve(
         return Ok(Resolved { name: name.to_string(), params, predicted: None, receiver_max_below: None });
     }
     let path = std::path::Path::new(spec);
+    // A missing bare name (no directory, not .json) is more likely a misspelt preset.
+    let bare = path.components().count() == 1 && path.extension().is_none_or(|e| e != "json");
     let json = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
+        std::io::ErrorKind::NotFound if bare => {
             let presets: Vec<&str> = super::params::PRESETS.iter().map(|(n, _)| *n).collect();
             let why = format!("{spec:?} is not auto, a preset ({}) or a parameter file", presets.join(", "));
             Error::params("params", why)

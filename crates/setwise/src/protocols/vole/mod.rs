@@ -15,7 +15,8 @@
 //!    H_o(k(y), Decode(C, k(y))) came.
 //!
 //! For x ∉ Y, Decode(P, k(x)) + h(x) is unknown to the sender and nonzero except with
-//! probability 2^-128, so its tag hides a uniform Δ multiple: the receiver sees random
+//! probability about |Y|·2^-128 (h is a function of k, so an x sharing some y's key
+//! gives zero), so its tag hides a uniform Δ multiple: the receiver sees random
 //! strings. Docs: docs/protocols/vole.md (leakage, parameters, failure probability, wire).
 //!
 //! ```
@@ -47,8 +48,8 @@ use crate::crypto::dst::{self, Domain, SessionId};
 use crate::error::Result;
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
+use crate::okvs::BATCH;
 use crate::okvs::OkvsParams;
-use crate::okvs::band::BATCH;
 use crate::protocols::params::no_params;
 use crate::protocols::spec::{Leakage, Spec, items_only};
 use crate::protocols::{Call, Input, Outcome, Report, Role};

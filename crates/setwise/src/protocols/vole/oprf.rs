@@ -15,8 +15,8 @@ use crate::crypto::security::Security;
 use crate::error::{Deviation, Error, Result};
 use crate::math::gf128::Gf128;
 use crate::net::Channel;
+use crate::okvs::BATCH;
 use crate::okvs::Okvs;
-use crate::okvs::band::BATCH;
 use crate::protocols::{Meter, Report};
 use crate::vole::{silent_receive_told, silent_send_told};
 use crate::wire::msg::Message;
@@ -50,13 +50,13 @@ impl OprfKey {
     ) -> Vec<T> {
         let keys = hashed.keys();
         let each = |group: &[u32], keys: &[u128], decoded: &[Gf128], out: &mut [T]| {
-            // The values h of a batch of keys at a time, in one AES call.
-            let mut h = [Gf128::ZERO; BATCH];
+            // The keys' values h, one AES call's worth at a time (on the stack).
+            let mut values = [Gf128::ZERO; BATCH];
             let batches = group.chunks(BATCH).zip(keys.chunks(BATCH)).zip(decoded.chunks(BATCH));
             for (((group, keys), decoded), out) in batches.zip(out.chunks_mut(BATCH)) {
-                let h = &mut h[..keys.len()];
-                self.value.of_many(keys, h);
-                for (((o, &i), &d), &h) in out.iter_mut().zip(group).zip(decoded).zip(h.iter()) {
+                let values = &mut values[..keys.len()];
+                self.value.of_many(keys, values);
+                for (((o, &i), &d), &h) in out.iter_mut().zip(group).zip(decoded).zip(values.iter()) {
                     *o = f(i as usize, hashed.item(i as usize), d + h * self.delta);
                 }
             }

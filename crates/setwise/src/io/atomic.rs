@@ -213,8 +213,7 @@ mod tests {
     fn a_pipe_or_device_is_written_to_not_replaced() {
         use std::os::unix::fs::FileTypeExt;
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("pipe");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let fifo = crate::io::fifo_in(dir.path(), "pipe");
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
         for path in [&fifo, &link] {

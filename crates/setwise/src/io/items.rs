@@ -747,22 +747,21 @@ mod tests {
         f.write_all(b"cy,3\n").unwrap();
         let e = s.write_rows(&[0], Vec::new()).unwrap_err().to_string();
         assert!(e.contains("changed since it was read"), "{e}");
-        // The same length and modification time (`cp -p`), another key: refused too.
-        let f = file(b"k,v\nann,1\nbob,2\n", ".csv");
-        let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
-        let when = std::fs::metadata(f.path()).unwrap().modified().unwrap();
-        std::fs::write(f.path(), b"k,v\nann,1\nbib,2\n").unwrap();
-        std::fs::File::options().write(true).open(f.path()).unwrap().set_modified(when).unwrap();
-        let e = s.write_rows(&[0, 1], Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("changed since it was read"), "{e}");
-        // So is another header (the one written back would not be the file's).
-        let f = file(b"\xef\xbb\xbf\n\nk,v\nann,1\nbob,2\n", ".csv");
-        let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
-        let when = std::fs::metadata(f.path()).unwrap().modified().unwrap();
-        std::fs::write(f.path(), b"\xef\xbb\xbf\n\nK,v\nann,1\nbob,2\n").unwrap();
-        std::fs::File::options().write(true).open(f.path()).unwrap().set_modified(when).unwrap();
-        let e = s.write_rows(&[0, 1], Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("changed since it was read"), "{e}");
+        // The same length and modification time (`cp -p`), another key, or another header
+        // (the one written back would not be the file's): refused too.
+        let swapped: [(&[u8], &[u8]); 2] = [
+            (b"k,v\nann,1\nbob,2\n", b"k,v\nann,1\nbib,2\n"),
+            (b"\xef\xbb\xbf\n\nk,v\nann,1\nbob,2\n", b"\xef\xbb\xbf\n\nK,v\nann,1\nbob,2\n"),
+        ];
+        for (read, then) in swapped {
+            let f = file(read, ".csv");
+            let s = ItemSet::read_in_blocks(f.path(), Format::Csv { header: true }, &[], 4).unwrap();
+            let when = std::fs::metadata(f.path()).unwrap().modified().unwrap();
+            std::fs::write(f.path(), then).unwrap();
+            std::fs::File::options().write(true).open(f.path()).unwrap().set_modified(when).unwrap();
+            let e = s.write_rows(&[0, 1], Vec::new()).unwrap_err().to_string();
+            assert!(e.contains("changed since it was read"), "{e}");
+        }
     }
 
     #[test]
@@ -782,8 +781,7 @@ mod tests {
     #[test]
     fn a_named_pipe_is_read_whole_once() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("in.csv");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let fifo = crate::io::fifo_in(dir.path(), "in.csv");
         let writer = {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::write(fifo, b"k\na\nb\n"))

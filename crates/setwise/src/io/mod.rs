@@ -31,3 +31,11 @@ pub use hex::{from_hex, hex};
 pub use items::{ItemKeys, ItemSet, ReadStats, split_key};
 pub use rows::join_fields;
 pub use small::read_small;
+
+/// A named pipe `name` made in `dir`, for tests of inputs and outputs that are not files.
+#[cfg(all(test, unix))]
+fn fifo_in(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let fifo = dir.join(name);
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    fifo
+}
